@@ -1,0 +1,112 @@
+// Shared pieces of the vit subcommands.
+#include "common.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "engine/error.h"
+#include "models/imagenet_classes.h"
+
+namespace vit::app {
+
+static const char* kDefaultModel = "weights/deit_tiny_patch16_224.fb_in1k";
+
+std::string default_model_path() {
+  struct stat st{};
+  if (::stat(kDefaultModel, &st) == 0) return kDefaultModel;
+  // Installed or run from another folder: the weights/ folder beside the build folder of this binary.
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    std::string dir(exe, size_t(n));
+    dir = dir.substr(0, dir.find_last_of('/'));
+    const std::string candidate = dir + "/../" + kDefaultModel;
+    if (::stat(candidate.c_str(), &st) == 0) return candidate;
+  }
+  return kDefaultModel;
+}
+
+void add_threads_option(CLI::App* cmd, int* threads) {
+  cmd->add_option("--threads", *threads, "threads for inference (default: all cores)")->check(CLI::NonNegativeNumber);
+}
+
+void add_model_options(CLI::App* cmd, ModelOptions* o) {
+  cmd->add_option("--model", o->model,
+                  "a .safetensors file or the folder holding model.safetensors and config.json "
+                  "(default: weights/deit_tiny_patch16_224.fb_in1k)");
+  cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
+  add_threads_option(cmd, &o->threads);
+}
+
+ViT load_model(const ModelOptions& o) {
+  set_threads(o.threads);
+  std::string path = o.model.empty() ? default_model_path() : o.model;
+  struct stat st{};
+  if (o.model.empty() && ::stat(path.c_str(), &st) != 0)
+    throw Error(path + ": default model not found; fetch it with weights/get_default_model.sh or pass --model");
+  return ViT::load(path, o.config);
+}
+
+std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg) {
+  std::vector<std::string> labels;
+  if (!labels_file.empty()) {
+    std::ifstream in(labels_file);
+    if (!in) throw Error(labels_file + ": cannot open labels file");
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      labels.push_back(line);
+    }
+    while (!labels.empty() && labels.back().empty()) labels.pop_back();
+    if (int64_t(labels.size()) != cfg.classes)
+      throw Error(labels_file + ": " + std::to_string(labels.size()) + " labels, but the model has " +
+                  std::to_string(cfg.classes) + " classes");
+    return labels;
+  }
+  if (!cfg.labels.empty()) return cfg.labels;
+  if (cfg.classes == 1000) return {kImageNetClasses, kImageNetClasses + 1000};
+  for (int64_t i = 0; i < cfg.classes; ++i) labels.push_back("class_" + std::to_string(i));
+  return labels;
+}
+
+std::vector<int> parse_batch_list(const std::string& s, const std::string& flag) {
+  std::vector<int> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = s.find(',', start);
+    const std::string item = s.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    size_t used = 0;
+    long v = 0;
+    try {
+      v = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      throw Error(flag + ": '" + item + "' is not a number (expected a list like 1,8,32)");
+    if (v <= 0 || v > 4096) throw Error(flag + ": batch size " + item + " is out of range (1 to 4096)");
+    out.push_back(int(v));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+void setup_logging(bool verbose) {
+  auto logger = spdlog::stderr_color_mt("vit");
+  logger->set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
+}
+
+size_t peak_rss_bytes() {
+  struct rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return size_t(ru.ru_maxrss) * 1024;
+}
+
+}  // namespace vit::app

@@ -1,0 +1,36 @@
+// What the vit subcommands share: model options, loading the model, labels, logging and threads.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "models/vit.h"
+
+namespace vit::app {
+
+// Exit codes of every subcommand.
+constexpr int kExitOk = 0, kExitSomeFailed = 1, kExitUsage = 2;
+
+struct ModelOptions {
+  std::string model;   // .safetensors or folder; default: the DeiT-Tiny folder under weights/
+  std::string config;  // config.json overriding the one beside the weights
+  int threads = 0;     // 0: all cores
+};
+
+void add_model_options(CLI::App* cmd, ModelOptions* o);
+void add_threads_option(CLI::App* cmd, int* threads);
+std::string default_model_path();
+ViT load_model(const ModelOptions& o);
+
+// Labels for C classes: --labels file (one per line), else the checkpoint's, else ImageNet-1k's
+// when C is 1000, else "class_<i>".
+std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg);
+
+// Parses "1,2,4" into positive integers; throws vit::Error naming the flag.
+std::vector<int> parse_batch_list(const std::string& s, const std::string& flag);
+
+void setup_logging(bool verbose);
+size_t peak_rss_bytes();
+
+}  // namespace vit::app

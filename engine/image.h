@@ -1,0 +1,19 @@
+// Decodes image files to 8-bit RGB, the way PIL's Image.open(...).convert('RGB') does for timm:
+// JPEG through libjpeg-turbo (PIL's decoder, same pixels), PNG/BMP/GIF/TGA/PNM through stb_image;
+// grayscale and alpha become RGB, no EXIF rotation. Any failure throws vit::Error naming the file.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vit {
+
+struct Image {
+  int width = 0, height = 0;
+  std::vector<uint8_t> rgb;  // [height, width, 3]
+};
+
+Image decode_image_file(const std::string& path);
+Image decode_image(const uint8_t* data, size_t size, const std::string& name);
+
+}  // namespace vit

@@ -1,0 +1,213 @@
+// oneDNN primitives for the ops declared in ops.h. Every primitive is created here, when a Program is
+// built, never while one runs.
+#include "ops.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "error.h"
+
+namespace vit {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::stream& cpu_stream() {
+  static dnnl::stream s(cpu_engine());
+  return s;
+}
+
+int set_threads(int n) {
+  if (n > 0) omp_set_num_threads(n);
+  return omp_get_max_threads();
+}
+
+void Program::run() const {
+  dnnl::stream& s = cpu_stream();
+  for (const Step& st : steps_) {
+    if (st.host) st.host();
+    else st.prim.execute(s, st.args);
+  }
+  s.wait();
+}
+
+std::vector<std::pair<std::string, double>> Program::profile() const {
+  dnnl::stream& s = cpu_stream();
+  std::vector<std::pair<std::string, double>> out;
+  for (const Step& st : steps_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (st.host) st.host();
+    else st.prim.execute(s, st.args);
+    s.wait();
+    out.emplace_back(st.name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return out;
+}
+
+double Program::flops() const {
+  double f = 0;
+  for (const Step& st : steps_) f += st.flops;
+  return f;
+}
+
+namespace {
+
+memory view(const memory::desc& md, const float* p) {
+  return memory(md, cpu_engine(), const_cast<float*>(p));
+}
+
+memory owned_copy(const memory::desc& md, const float* src) {
+  memory m(md, cpu_engine());
+  std::memcpy(m.get_data_handle(), src, md.get_size());
+  return m;
+}
+
+}  // namespace
+
+LinearWeights make_linear(const float* weight, const float* bias, int64_t K, int64_t N, WeightLayout layout) {
+  LinearWeights lw;
+  lw.K = K;
+  lw.N = N;
+  lw.layout = layout;
+  if (layout == WeightLayout::NK) {
+    lw.w = owned_copy(memory::desc({K, N}, dt::f32, tag::ba), weight);
+  } else {
+    lw.w = memory(memory::desc({K, N}, dt::f32, tag::ab), cpu_engine());
+    auto* w = static_cast<float*>(lw.w.get_data_handle());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) w[k * N + n] = weight[n * K + k];
+  }
+  if (bias) lw.b = owned_copy(memory::desc({1, N}, dt::f32, tag::ab), bias);
+  return lw;
+}
+
+Step linear_step(const std::string& name, const LinearWeights& lw, int64_t M, const float* src, float* dst,
+                 Epilogue ep, int64_t lds, int64_t ldd) {
+  const memory::desc src_md({M, lw.K}, dt::f32, memory::dims{lds ? lds : lw.K, 1});
+  const memory::desc dst_md({M, lw.N}, dt::f32, memory::dims{ldd ? ldd : lw.N, 1});
+  dnnl::post_ops po;
+  if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  if (ep == Epilogue::AddToDst) po.append_sum(1.f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  const memory::desc bias_md = lw.b ? lw.b.get_desc() : memory::desc();
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, lw.w.get_desc(), bias_md, dst_md), attr, cpu_engine());
+  Step s;
+  s.name = name;
+  s.prim = dnnl::matmul(pd);
+  s.args = {{DNNL_ARG_SRC, view(src_md, src)}, {DNNL_ARG_WEIGHTS, lw.w}, {DNNL_ARG_DST, view(dst_md, dst)}};
+  if (lw.b) s.args[DNNL_ARG_BIAS] = lw.b;
+  s.flops = 2.0 * double(M) * double(lw.K) * double(lw.N);
+  return s;
+}
+
+LayerNormWeights make_layer_norm(const float* gamma, const float* beta, int64_t D, float eps) {
+  LayerNormWeights ln;
+  ln.D = D;
+  ln.eps = eps;
+  const memory::desc md({D}, dt::f32, tag::a);
+  ln.gamma = owned_copy(md, gamma);
+  ln.beta = owned_copy(md, beta);
+  return ln;
+}
+
+Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_t M, const float* src, float* dst) {
+  const memory::desc md({M, ln.D}, dt::f32, tag::ab);
+  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  dnnl::layer_normalization_forward::primitive_desc pd(
+      dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, md, ln.eps, flags), cpu_engine());
+  Step s;
+  s.name = name;
+  s.prim = dnnl::layer_normalization_forward(pd);
+  s.args = {{DNNL_ARG_SRC, view(md, src)},
+            {DNNL_ARG_DST, view(md, dst)},
+            {DNNL_ARG_SCALE, ln.gamma},
+            {DNNL_ARG_SHIFT, ln.beta}};
+  return s;
+}
+
+std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                                  const float* qkv, float* scores, float* out) {
+  const int64_t D = H * Dh;
+  // Q and V as [B, H, T, Dh], K^T as [B, H, Dh, T], all inside the qkv rows of 3D floats.
+  const memory::desc q_md({B, H, T, Dh}, dt::f32, memory::dims{T * 3 * D, Dh, 3 * D, 1});
+  const memory::desc kt_md({B, H, Dh, T}, dt::f32, memory::dims{T * 3 * D, Dh, 1, 3 * D});
+  const memory::desc s_md({B, H, T, T}, dt::f32, tag::abcd);
+  const memory::desc o_md({B, H, T, Dh}, dt::f32, memory::dims{T * D, Dh, D, 1});
+
+  std::vector<Step> steps(3);
+  dnnl::primitive_attr scale_attr;
+  scale_attr.set_output_scales(0, {1.f / std::sqrt(float(Dh))});
+  dnnl::matmul::primitive_desc qk_pd(dnnl::matmul::desc(q_md, kt_md, s_md), scale_attr, cpu_engine());
+  steps[0].name = name + ".qk";
+  steps[0].prim = dnnl::matmul(qk_pd);
+  steps[0].args = {{DNNL_ARG_SRC, view(q_md, qkv)}, {DNNL_ARG_WEIGHTS, view(kt_md, qkv + D)},
+                   {DNNL_ARG_DST, view(s_md, scores)}};
+  steps[0].flops = 2.0 * B * H * T * T * Dh;
+
+  dnnl::softmax_forward::primitive_desc sm_pd(
+      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, s_md, 3), cpu_engine());
+  steps[1].name = name + ".softmax";
+  steps[1].prim = dnnl::softmax_forward(sm_pd);
+  steps[1].args = {{DNNL_ARG_SRC, view(s_md, scores)}, {DNNL_ARG_DST, view(s_md, scores)}};
+
+  dnnl::matmul::primitive_desc pv_pd(dnnl::matmul::desc(s_md, q_md, o_md), cpu_engine());
+  steps[2].name = name + ".pv";
+  steps[2].prim = dnnl::matmul(pv_pd);
+  steps[2].args = {{DNNL_ARG_SRC, view(s_md, scores)}, {DNNL_ARG_WEIGHTS, view(q_md, qkv + 2 * D)},
+                   {DNNL_ARG_DST, view(o_md, out)}};
+  steps[2].flops = 2.0 * B * H * T * T * Dh;
+  return steps;
+}
+
+Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, int64_t Sw, int64_t P,
+                   const float* src, float* dst) {
+  Step s;
+  s.name = name;
+  s.host = [=] {
+    const int64_t Nh = Sh / P, Nw = Sw / P, row = C * P * P;
+#pragma omp parallel for collapse(2)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t gy = 0; gy < Nh; ++gy)
+        for (int64_t gx = 0; gx < Nw; ++gx) {
+          float* o = dst + ((b * Nh + gy) * Nw + gx) * row;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t ky = 0; ky < P; ++ky) {
+              const float* in = src + ((b * C + c) * Sh + gy * P + ky) * Sw + gx * P;
+              std::memcpy(o + (c * P + ky) * P, in, size_t(P) * sizeof(float));
+            }
+        }
+  };
+  return s;
+}
+
+Arena::Arena(size_t floats) : n_(floats) {
+  const size_t bytes = ((floats * sizeof(float) + 63) / 64) * 64;
+  p_ = static_cast<float*>(std::aligned_alloc(64, bytes ? bytes : 64));
+  if (!p_) throw Error("out of memory: cannot allocate " + std::to_string(bytes >> 20) + " MiB of activations");
+}
+
+Arena::~Arena() { std::free(p_); }
+
+Arena& Arena::operator=(Arena&& o) noexcept {
+  if (this != &o) {
+    std::free(p_);
+    p_ = o.p_;
+    n_ = o.n_;
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  return *this;
+}
+
+}  // namespace vit

@@ -1,0 +1,97 @@
+// oneDNN building blocks, model-agnostic. Weights are reordered once into the layout chosen at load;
+// for each batch size a model builds a Program: a flat list of Steps (a primitive with its bound
+// arguments, or a small host loop), so a forward pass only calls execute() and allocates nothing.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace vit {
+
+dnnl::engine& cpu_engine();
+dnnl::stream& cpu_stream();
+// Sets the OpenMP thread count oneDNN runs with (0: all cores); returns the count in force.
+int set_threads(int n);
+
+struct Step {
+  std::string name;                              // for profiles: "blocks.3.mlp.fc1"
+  dnnl::primitive prim;                          // either a primitive with its args ...
+  std::unordered_map<int, dnnl::memory> args;
+  std::function<void()> host;                    // ... or a host loop
+  double flops = 0;                              // 2 x multiply-adds, for reports
+};
+
+class Program {
+ public:
+  void add(Step s) { steps_.push_back(std::move(s)); }
+  void run() const;
+  // Runs once, timing each step; returns {name, seconds} in order.
+  std::vector<std::pair<std::string, double>> profile() const;
+  double flops() const;
+  const std::vector<Step>& steps() const { return steps_; }
+
+ private:
+  std::vector<Step> steps_;
+};
+
+// How a linear layer's weights are laid out for the matmul: KN is [K, N] row-major (oneDNN "ab"),
+// NK is PyTorch's [N, K] as stored ("ba"). Which is faster depends on the shape (docs/PERFORMANCE.md).
+enum class WeightLayout { KN, NK };
+enum class Epilogue { None, Gelu, AddToDst };  // AddToDst: dst += result (residual connection)
+
+struct LinearWeights {
+  int64_t K = 0, N = 0;
+  WeightLayout layout = WeightLayout::NK;
+  dnnl::memory w, b;  // b empty when the layer has no bias
+};
+
+// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr.
+LinearWeights make_linear(const float* weight, const float* bias, int64_t K, int64_t N, WeightLayout layout);
+
+// dst[M, N] (row stride ldd) = src[M, K] (row stride lds) x W^T + b, then the epilogue.
+Step linear_step(const std::string& name, const LinearWeights& lw, int64_t M, const float* src, float* dst,
+                 Epilogue ep, int64_t lds = 0, int64_t ldd = 0);
+
+struct LayerNormWeights {
+  int64_t D = 0;
+  float eps = 1e-6f;
+  dnnl::memory gamma, beta;
+};
+LayerNormWeights make_layer_norm(const float* gamma, const float* beta, int64_t D, float eps);
+// dst[M, D] = LayerNorm(src[M, D]) over the last dimension.
+Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_t M, const float* src, float* dst);
+
+// Multi-head self-attention core on qkv [B, T, 3, H, Dh] (a linear layer's output, [B*T, 3*H*Dh]):
+// scores[B, H, T, T] = softmax(Q K^T / sqrt(Dh)), out [B, T, H*Dh] = scores V. All heads and images in
+// one matmul each, heads addressed through strided memory descriptors, no transposing copies.
+std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                                  const float* qkv, float* scores, float* out);
+
+// Rearranges images [B, C, S_h, S_w] into patch rows [B * Nh * Nw, C * P * P] in (c, ky, kx) order,
+// the order of a PyTorch conv weight [D, C, P, P], so the patch embedding is one linear layer.
+Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, int64_t Sw, int64_t P,
+                   const float* src, float* dst);
+
+// A 64-byte aligned float buffer that activations are carved from.
+class Arena {
+ public:
+  Arena() = default;
+  explicit Arena(size_t floats);
+  ~Arena();
+  Arena(Arena&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  Arena& operator=(Arena&& o) noexcept;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  float* data() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  float* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace vit

@@ -1,0 +1,248 @@
+// Pillow-exact resampling; the comments quote the Pillow 9.4 Resample.c lines each step mirrors.
+#include "resample.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "error.h"
+
+namespace vit {
+namespace {
+
+constexpr int kPrecisionBits = 32 - 8 - 2;  // Resample.c PRECISION_BITS
+
+double box_filter(double x) { return (x > -0.5 && x <= 0.5) ? 1.0 : 0.0; }
+double bilinear_filter(double x) {
+  x = std::fabs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+double hamming_filter(double x) {
+  x = std::fabs(x);
+  if (x == 0.0) return 1.0;
+  if (x >= 1.0) return 0.0;
+  x *= M_PI;
+  return std::sin(x) / x * (0.54 + 0.46 * std::cos(x));
+}
+double bicubic_filter(double x) {  // a = -0.5, as Pillow (and torch's antialiased bicubic)
+  constexpr double a = -0.5;
+  x = std::fabs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0.0;
+}
+double sinc_filter(double x) {
+  if (x == 0.0) return 1.0;
+  x *= M_PI;
+  return std::sin(x) / x;
+}
+double lanczos_filter(double x) {
+  return (-3.0 <= x && x < 3.0) ? sinc_filter(x) * sinc_filter(x / 3) : 0.0;
+}
+
+struct FilterDef {
+  double (*fn)(double);
+  double support;
+};
+
+FilterDef filter_def(Filter f) {
+  switch (f) {
+    case Filter::Box: return {box_filter, 0.5};
+    case Filter::Bilinear: return {bilinear_filter, 1.0};
+    case Filter::Hamming: return {hamming_filter, 1.0};
+    case Filter::Bicubic: return {bicubic_filter, 2.0};
+    case Filter::Lanczos: return {lanczos_filter, 3.0};
+    case Filter::Nearest: break;
+  }
+  throw Error("internal: nearest has no filter kernel");
+}
+
+// precompute_coeffs(): for each output pixel, the first input index, the tap count and the weights.
+struct Coeffs {
+  int ksize = 0;
+  std::vector<int> bounds;  // [out, 2]: xmin, xmax (count)
+  std::vector<double> k;    // [out, ksize]
+};
+
+Coeffs precompute_coeffs(int in_size, int out_size, Filter f) {
+  const FilterDef def = filter_def(f);
+  const double scale = double(float(in_size)) / out_size;  // box[] is float in Pillow
+  const double filterscale = scale < 1.0 ? 1.0 : scale;
+  const double support = def.support * filterscale;
+  Coeffs c;
+  c.ksize = int(std::ceil(support)) * 2 + 1;
+  c.bounds.resize(size_t(out_size) * 2);
+  c.k.assign(size_t(out_size) * c.ksize, 0.0);
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = (xx + 0.5) * scale;
+    const double ss = 1.0 / filterscale;
+    int xmin = int(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    int xmax = int(center + support + 0.5);
+    if (xmax > in_size) xmax = in_size;
+    xmax -= xmin;
+    double* k = &c.k[size_t(xx) * c.ksize];
+    double ww = 0.0;
+    for (int x = 0; x < xmax; ++x) {
+      const double w = def.fn((x + xmin - center + 0.5) * ss);
+      k[x] = w;
+      ww += w;
+    }
+    for (int x = 0; x < xmax; ++x)
+      if (ww != 0.0) k[x] /= ww;
+    c.bounds[size_t(xx) * 2] = xmin;
+    c.bounds[size_t(xx) * 2 + 1] = xmax;
+  }
+  return c;
+}
+
+// normalize_coeffs_8bpc()
+std::vector<int32_t> fixed_point(const std::vector<double>& k) {
+  std::vector<int32_t> out(k.size());
+  for (size_t i = 0; i < k.size(); ++i)
+    out[i] = k[i] < 0 ? int32_t(-0.5 + k[i] * (1 << kPrecisionBits))
+                      : int32_t(0.5 + k[i] * (1 << kPrecisionBits));
+  return out;
+}
+
+inline uint8_t clip8(int32_t in) {
+  if (in >= (1 << kPrecisionBits << 8)) return 255;
+  if (in <= 0) return 0;
+  return uint8_t(in >> kPrecisionBits);
+}
+
+// ImagingResampleHorizontal_8bpc over rows [row0, row0 + rows) of src.
+Image resample_horizontal(const Image& src, int out_w, int row0, int rows, Filter f) {
+  const Coeffs c = precompute_coeffs(src.width, out_w, f);
+  const std::vector<int32_t> kk = fixed_point(c.k);
+  Image out;
+  out.width = out_w;
+  out.height = rows;
+  out.rgb.resize(size_t(out_w) * rows * 3);
+  for (int yy = 0; yy < rows; ++yy) {
+    const uint8_t* in = &src.rgb[size_t(yy + row0) * src.width * 3];
+    uint8_t* o = &out.rgb[size_t(yy) * out_w * 3];
+    for (int xx = 0; xx < out_w; ++xx) {
+      const int xmin = c.bounds[size_t(xx) * 2], xmax = c.bounds[size_t(xx) * 2 + 1];
+      const int32_t* k = &kk[size_t(xx) * c.ksize];
+      int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
+      for (int x = 0; x < xmax; ++x) {
+        const uint8_t* p = in + size_t(x + xmin) * 3;
+        s0 += p[0] * k[x];
+        s1 += p[1] * k[x];
+        s2 += p[2] * k[x];
+      }
+      o[xx * 3] = clip8(s0);
+      o[xx * 3 + 1] = clip8(s1);
+      o[xx * 3 + 2] = clip8(s2);
+    }
+  }
+  return out;
+}
+
+// ImagingResampleVertical_8bpc; bounds are shifted by row0 (the first source row kept).
+Image resample_vertical(const Image& src, const Coeffs& c, int row0, int out_h) {
+  const std::vector<int32_t> kk = fixed_point(c.k);
+  Image out;
+  out.width = src.width;
+  out.height = out_h;
+  out.rgb.resize(size_t(src.width) * out_h * 3);
+  const size_t stride = size_t(src.width) * 3;
+  for (int yy = 0; yy < out_h; ++yy) {
+    const int ymin = c.bounds[size_t(yy) * 2] - row0, ymax = c.bounds[size_t(yy) * 2 + 1];
+    const int32_t* k = &kk[size_t(yy) * c.ksize];
+    uint8_t* o = &out.rgb[size_t(yy) * stride];
+    for (size_t xx = 0; xx < stride; ++xx) {
+      int32_t s = 1 << (kPrecisionBits - 1);
+      for (int y = 0; y < ymax; ++y) s += src.rgb[size_t(y + ymin) * stride + xx] * k[y];
+      o[xx] = clip8(s);
+    }
+  }
+  return out;
+}
+
+Image resize_nearest(const Image& src, int out_w, int out_h) {
+  // Pillow resizes with NEAREST through an affine transform sampling at pixel centres.
+  Image out;
+  out.width = out_w;
+  out.height = out_h;
+  out.rgb.resize(size_t(out_w) * out_h * 3);
+  const double sx = double(src.width) / out_w, sy = double(src.height) / out_h;
+  for (int y = 0; y < out_h; ++y) {
+    const int iy = std::min(int((y + 0.5) * sy), src.height - 1);
+    for (int x = 0; x < out_w; ++x) {
+      const int ix = std::min(int((x + 0.5) * sx), src.width - 1);
+      for (int ch = 0; ch < 3; ++ch)
+        out.rgb[(size_t(y) * out_w + x) * 3 + ch] = src.rgb[(size_t(iy) * src.width + ix) * 3 + ch];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Filter filter_from_name(const std::string& name) {
+  if (name == "bicubic") return Filter::Bicubic;
+  if (name == "bilinear") return Filter::Bilinear;
+  if (name == "nearest") return Filter::Nearest;
+  if (name == "lanczos") return Filter::Lanczos;
+  if (name == "box") return Filter::Box;
+  if (name == "hamming") return Filter::Hamming;
+  throw Error("unknown interpolation '" + name +
+              "' (expected bicubic, bilinear, nearest, lanczos, box or hamming)");
+}
+
+const char* filter_name(Filter f) {
+  switch (f) {
+    case Filter::Nearest: return "nearest";
+    case Filter::Box: return "box";
+    case Filter::Bilinear: return "bilinear";
+    case Filter::Hamming: return "hamming";
+    case Filter::Bicubic: return "bicubic";
+    case Filter::Lanczos: return "lanczos";
+  }
+  return "?";
+}
+
+Image resize_like_pil(const Image& src, int out_w, int out_h, Filter f) {
+  if (out_w == src.width && out_h == src.height) return src;  // Image.resize returns a copy
+  if (f == Filter::Nearest) return resize_nearest(src, out_w, out_h);
+  // ImagingResampleInner: horizontal pass over just the rows the vertical pass reads, then vertical.
+  const bool need_h = out_w != src.width, need_v = out_h != src.height;
+  const Coeffs cv = precompute_coeffs(src.height, out_h, f);
+  const int ybox_first = cv.bounds[0];
+  const int ybox_last = cv.bounds[size_t(out_h) * 2 - 2] + cv.bounds[size_t(out_h) * 2 - 1];
+  if (need_h && !need_v) return resample_horizontal(src, out_w, 0, src.height, f);
+  if (!need_h) return resample_vertical(src, cv, 0, out_h);
+  const Image tmp = resample_horizontal(src, out_w, ybox_first, ybox_last - ybox_first, f);
+  return resample_vertical(tmp, cv, ybox_first, out_h);
+}
+
+std::vector<float> resample_grid(const float* src, int in_h, int in_w, int C, int out_h, int out_w,
+                                 Filter f) {
+  const Coeffs ch = precompute_coeffs(in_w, out_w, f), cv = precompute_coeffs(in_h, out_h, f);
+  std::vector<float> tmp(size_t(in_h) * out_w * C, 0.f), out(size_t(out_h) * out_w * C, 0.f);
+  for (int y = 0; y < in_h; ++y)
+    for (int xx = 0; xx < out_w; ++xx) {
+      const int xmin = ch.bounds[size_t(xx) * 2], n = ch.bounds[size_t(xx) * 2 + 1];
+      float* o = &tmp[(size_t(y) * out_w + xx) * C];
+      for (int x = 0; x < n; ++x) {
+        const float w = float(ch.k[size_t(xx) * ch.ksize + x]);
+        const float* s = &src[(size_t(y) * in_w + xmin + x) * C];
+        for (int c = 0; c < C; ++c) o[c] += w * s[c];
+      }
+    }
+  for (int yy = 0; yy < out_h; ++yy) {
+    const int ymin = cv.bounds[size_t(yy) * 2], n = cv.bounds[size_t(yy) * 2 + 1];
+    for (int y = 0; y < n; ++y) {
+      const float w = float(cv.k[size_t(yy) * cv.ksize + y]);
+      for (int xx = 0; xx < out_w; ++xx) {
+        float* o = &out[(size_t(yy) * out_w + xx) * C];
+        const float* s = &tmp[(size_t(ymin + y) * out_w + xx) * C];
+        for (int c = 0; c < C; ++c) o[c] += w * s[c];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace vit

@@ -1,0 +1,229 @@
+// safetensors reader (mmap) and writer; see safetensors.h for the format.
+#include "safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "error.h"
+
+namespace vit {
+namespace {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::U8: return 1;
+  }
+  return 0;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal: renormalize
+      exp = 127 - 15 + 1;
+      while (!(man & 0x400)) { man <<= 1; --exp; }
+      bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000 | (man << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float bf16_to_f32(uint16_t b) {
+  uint32_t bits = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+SafeTensors::SafeTensors(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(path + ": not a regular file");
+  }
+  map_size_ = size_t(st.st_size);
+  if (map_size_ < 8) {
+    ::close(fd);
+    throw Error(path + ": not a safetensors file: " + std::to_string(map_size_) +
+                " bytes, too short for the 8-byte header length");
+  }
+  map_ = ::mmap(nullptr, map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    throw Error(path + ": cannot map: " + std::strerror(errno));
+  }
+  try {
+    const auto* bytes = static_cast<const uint8_t*>(map_);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+    if (n == 0 || n > map_size_ - 8)
+      throw Error(path + ": bad header length " + std::to_string(n) + " (file has " +
+                  std::to_string(map_size_ - 8) + " bytes after the length field)");
+    nlohmann::json header;
+    try {
+      header = nlohmann::json::parse(bytes + 8, bytes + 8 + n);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(path + ": header is not valid JSON: " + e.what());
+    }
+    if (!header.is_object()) throw Error(path + ": header is not a JSON object");
+    const uint8_t* data = bytes + 8 + n;
+    const size_t data_size = map_size_ - 8 - n;
+    std::vector<std::pair<size_t, std::string>> spans;
+    for (auto& [name, entry] : header.items()) {
+      if (name == "__metadata__") {
+        if (!entry.is_object()) throw Error(path + ": __metadata__ is not an object");
+        for (auto& [k, v] : entry.items())
+          metadata_[k] = v.is_string() ? v.get<std::string>() : v.dump();
+        continue;
+      }
+      const std::string where = path + ": tensor " + name;
+      if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+          !entry.contains("data_offsets"))
+        throw Error(where + ": entry needs dtype, shape and data_offsets");
+      const auto& dt = entry["dtype"];
+      if (!dt.is_string()) throw Error(where + ": dtype is not a string");
+      const std::string d = dt.get<std::string>();
+      TensorView t{};
+      if (d == "F32") t.dtype = DType::F32;
+      else if (d == "F16") t.dtype = DType::F16;
+      else if (d == "BF16") t.dtype = DType::BF16;
+      else if (d == "U8") t.dtype = DType::U8;
+      else throw Error(where + ": unsupported dtype " + d + " (expected F32, F16, BF16 or U8)");
+      const auto& sh = entry["shape"];
+      if (!sh.is_array()) throw Error(where + ": shape is not a list");
+      for (const auto& v : sh) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0)
+          throw Error(where + ": shape holds " + v.dump() + ", not a non-negative integer");
+        t.shape.push_back(v.get<int64_t>());
+      }
+      const auto& off = entry["data_offsets"];
+      if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+          !off[1].is_number_unsigned())
+        throw Error(where + ": data_offsets is not [begin, end]");
+      const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
+      if (b > e || e > data_size)
+        throw Error(where + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
+                    "] run past the end of the data (" + std::to_string(data_size) + " bytes)");
+      t.nbytes = size_t(e - b);
+      if (uint64_t(t.numel()) * dtype_size(t.dtype) != t.nbytes)
+        throw Error(where + ": shape " + shape_str(t.shape) + " of " + d + " needs " +
+                    std::to_string(t.numel() * int64_t(dtype_size(t.dtype))) + " bytes, offsets give " +
+                    std::to_string(t.nbytes));
+      t.data = data + b;
+      if (t.nbytes) spans.emplace_back(size_t(b), name);
+      tensors_.emplace(name, std::move(t));
+    }
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i) {
+      const auto& prev = tensors_.at(spans[i - 1].second);
+      if (spans[i - 1].first + prev.nbytes > spans[i].first)
+        throw Error(path + ": tensors " + spans[i - 1].second + " and " + spans[i].second + " overlap");
+    }
+  } catch (...) {
+    ::munmap(map_, map_size_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+SafeTensors::~SafeTensors() {
+  if (map_) ::munmap(map_, map_size_);
+}
+
+const TensorView& SafeTensors::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw Error(path_ + ": missing tensor " + name);
+  return it->second;
+}
+
+std::vector<float> SafeTensors::to_f32(const std::string& name) const {
+  const TensorView& t = get(name);
+  std::vector<float> out(size_t(t.numel()));
+  switch (t.dtype) {
+    case DType::F32: std::memcpy(out.data(), t.data, t.nbytes); break;
+    case DType::F16:
+      for (size_t i = 0; i < out.size(); ++i) {
+        uint16_t h;
+        std::memcpy(&h, t.data + 2 * i, 2);
+        out[i] = f16_to_f32(h);
+      }
+      break;
+    case DType::BF16:
+      for (size_t i = 0; i < out.size(); ++i) {
+        uint16_t h;
+        std::memcpy(&h, t.data + 2 * i, 2);
+        out[i] = bf16_to_f32(h);
+      }
+      break;
+    case DType::U8:
+      for (size_t i = 0; i < out.size(); ++i) out[i] = float(t.data[i]);
+      break;
+  }
+  return out;
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    uint64_t n = 4;
+    for (int64_t d : t.shape) n *= uint64_t(d);
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(h.size()) >> (8 * i));
+  out.write(reinterpret_cast<const char*>(len), 8);
+  out.write(h.data(), std::streamsize(h.size()));
+  for (const auto& t : tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    out.write(reinterpret_cast<const char*>(t.data), std::streamsize(n * 4));
+  }
+  if (!out.flush()) throw Error(path + ": write failed: " + std::strerror(errno));
+}
+
+}  // namespace vit

@@ -1,0 +1,60 @@
+// Reads .safetensors files (the format timm and Hugging Face publish) memory-mapped, and writes them.
+// Layout: u64 little-endian header length N, N bytes of JSON {name: {dtype, shape, data_offsets}},
+// then the raw little-endian data. Every header field is checked against the file before use.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace vit {
+
+enum class DType { F32, F16, BF16, U8 };
+
+struct TensorView {
+  DType dtype;
+  std::vector<int64_t> shape;
+  const uint8_t* data;  // points into the mapping; valid while the SafeTensors object lives
+  size_t nbytes;
+  int64_t numel() const;
+};
+
+class SafeTensors {
+ public:
+  explicit SafeTensors(const std::string& path);  // throws vit::Error naming path and problem
+  ~SafeTensors();
+  SafeTensors(const SafeTensors&) = delete;
+  SafeTensors& operator=(const SafeTensors&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  const TensorView& get(const std::string& name) const;  // throws when missing
+  const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  // The tensor converted to f32 (F16 and BF16 widened), row-major.
+  std::vector<float> to_f32(const std::string& name) const;
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_size_ = 0;
+  std::map<std::string, TensorView> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+struct TensorToWrite {
+  std::string name;
+  std::vector<int64_t> shape;
+  const float* data;  // F32, numel(shape) values
+};
+
+// Writes F32 tensors and string metadata; throws vit::Error when the file cannot be written.
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+float f16_to_f32(uint16_t h);
+float bf16_to_f32(uint16_t b);
+
+}  // namespace vit

@@ -1,0 +1,41 @@
+// A ViT checkpoint seen through timm's tensor names, whatever layout the file uses (timm, Hugging Face
+// transformers, torchvision): the renaming lives here and nowhere else. Tracks which tensors were taken
+// so a file with tensors the model does not use is rejected instead of silently half-loaded.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/safetensors.h"
+
+namespace vit {
+
+enum class CheckpointLayout { Timm, HuggingFace, Torchvision };
+const char* layout_name(CheckpointLayout l);
+
+class Checkpoint {
+ public:
+  explicit Checkpoint(const std::string& path);
+
+  const std::string& path() const { return st_->path(); }
+  CheckpointLayout layout() const { return layout_; }
+  bool has(const std::string& timm_name) const;
+  std::vector<int64_t> shape(const std::string& timm_name) const;  // throws when missing
+  // The tensor as f32, checked against the expected shape ("got [..], expected [..]").
+  std::vector<float> take(const std::string& timm_name, const std::vector<int64_t>& expected);
+  // Throws listing the tensors no take() asked for.
+  void check_all_used() const;
+  int64_t count_blocks() const;
+
+ private:
+  std::vector<std::string> source_names(const std::string& timm_name) const;
+  std::unique_ptr<SafeTensors> st_;
+  CheckpointLayout layout_ = CheckpointLayout::Timm;
+  std::set<std::string> used_;
+};
+
+std::string shape_to_string(const std::vector<int64_t>& s);
+
+}  // namespace vit

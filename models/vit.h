@@ -1,0 +1,86 @@
+// The Vision Transformer, mirroring timm's VisionTransformer.forward: patch embedding, class (and
+// distillation) token, position table, L pre-norm blocks, final norm, pooling, head. Weights are
+// loaded and reordered once; each batch size gets its own prepared Program and activation arena.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/ops.h"
+#include "vit_config.h"
+
+namespace vit {
+
+class Checkpoint;
+
+struct BlockWeights {
+  LayerNormWeights norm1, norm2;  // [D]
+  LinearWeights qkv;              // [3D, D]
+  LinearWeights proj;             // [D, D]
+  LinearWeights fc1;              // [M, D]
+  LinearWeights fc2;              // [D, M]
+};
+
+class ViT {
+ public:
+  // model: a .safetensors file or the folder holding model.safetensors (and config.json);
+  // config_path: a config.json that overrides the one beside the weights ("" for none).
+  static ViT load(const std::string& model, const std::string& config_path = "");
+  // Random weights of a given shape (for benchmarks and tests).
+  static ViT random(const ViTConfig& cfg, uint32_t seed = 0);
+
+  const ViTConfig& config() const { return cfg_; }
+  const std::string& source() const { return source_; }
+
+  // images [B, 3, H, W] (preprocessed) -> logits [B, C]. Builds the batch size's Program on first use.
+  void forward(const float* images, int64_t B, float* logits);
+  // Builds (once) what forward needs for batch size B; forward calls it, bench calls it up front.
+  void prepare(int64_t B);
+  const Program& program(int64_t B);
+  // The input buffer of batch size B's plan [B, 3, H, W]: preprocess straight into it, then run(B).
+  float* input(int64_t B);
+  const float* run(int64_t B);  // returns logits [B, C] inside the plan
+
+  // forward that also reports named intermediate tensors, as timm's forward hooks would see them:
+  // patch_embed, embed, blocks.{i}.norm1, blocks.{i}.attn (before the residual), blocks.{i}.norm2,
+  // blocks.{i}.mlp.fc1 (before GELU, from the fused fc1 the value after GELU), blocks.{i}, norm, logits.
+  using TapFn = std::function<void(const std::string& name, const float* data, int64_t count)>;
+  void forward_with_taps(const float* images, int64_t B, const TapFn& tap);
+
+  size_t activation_bytes(int64_t B) const;
+
+ private:
+  struct Tap {
+    size_t after_step;
+    std::string name;
+    const float* data;
+    int64_t count;
+  };
+  struct Plan {
+    Arena arena;
+    Program program;
+    float* input = nullptr;   // [B, 3, H, W]
+    float* logits = nullptr;  // [B, C]
+    std::vector<Tap> taps;
+  };
+  ViT() = default;
+  void load_weights(Checkpoint& ck);
+  std::unique_ptr<Plan> build_plan(int64_t B) const;
+
+  ViTConfig cfg_;
+  std::string source_;
+  LinearWeights patch_embed_;         // [D, C*P*P]
+  std::vector<float> cls_token_;      // [D] (empty without a class token)
+  std::vector<float> dist_token_;     // [D] (empty unless distilled)
+  std::vector<float> pos_embed_;      // [pos_len, D], resampled to the input grid
+  std::vector<BlockWeights> blocks_;
+  LayerNormWeights norm_;             // final norm over tokens (cfg_.final_norm)
+  LayerNormWeights fc_norm_;          // norm after pooling (cfg_.fc_norm)
+  LinearWeights head_, head_dist_;    // [C, D]
+  std::map<int64_t, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace vit
