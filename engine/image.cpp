@@ -148,7 +148,7 @@ Image decode_image_file(const std::string& path) {
   if (S_ISDIR(st.st_mode)) throw Error(path + ": is a directory, not an image");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
-  std::vector<uint8_t> bytes(size_t(st.st_size));
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
   if (!bytes.empty() && !in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(bytes.size())))
     throw Error(path + ": read failed");
   return decode_image(bytes.data(), bytes.size(), path);

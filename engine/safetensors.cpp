@@ -175,7 +175,7 @@ const TensorView& SafeTensors::get(const std::string& name) const {
 
 std::vector<float> SafeTensors::to_f32(const std::string& name) const {
   const TensorView& t = get(name);
-  std::vector<float> out(size_t(t.numel()));
+  std::vector<float> out(static_cast<size_t>(t.numel()));
   switch (t.dtype) {
     case DType::F32: std::memcpy(out.data(), t.data, t.nbytes); break;
     case DType::F16:

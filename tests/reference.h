@@ -1,0 +1,22 @@
+// Naive scalar references for the oneDNN ops and for a whole ViT forward, written straight from the
+// definitions (and timm's VisionTransformer) with double accumulation, for the tests to compare against.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "test_util.h"
+
+namespace vit::test {
+
+// y[M, N] = x[M, K] W[N, K]^T + b
+std::vector<float> ref_linear(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                              int64_t M, int64_t K, int64_t N);
+std::vector<float> ref_layer_norm(const std::vector<float>& x, const std::vector<float>& g, const std::vector<float>& b,
+                                  int64_t M, int64_t D, float eps);
+float ref_gelu(float x);
+// qkv [B, T, 3, H, Dh] -> out [B, T, H*Dh]
+std::vector<float> ref_attention(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t H, int64_t Dh);
+// images [B, 3, S, S] -> logits [B, C], the tiny model of TinySpec
+std::vector<float> ref_vit_forward(const TensorMap& w, const TinySpec& s, const std::vector<float>& images, int64_t B);
+
+}  // namespace vit::test

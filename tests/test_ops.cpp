@@ -1,0 +1,146 @@
+// Each oneDNN op against the naive reference on seeded random data, ViT shapes (T = 197, 577) and odd ones.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/ops.h"
+#include "reference.h"
+
+namespace vit::test {
+namespace {
+
+float max_abs_diff(const float* a, const std::vector<float>& b) {
+  float m = 0;
+  for (size_t i = 0; i < b.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+void run_step(Step& s) {
+  Program p;
+  p.add(std::move(s));
+  p.run();
+}
+
+struct LinearCase {
+  int64_t M, K, N;
+  WeightLayout layout;
+  Epilogue ep;
+};
+
+class LinearTest : public ::testing::TestWithParam<LinearCase> {};
+
+TEST_P(LinearTest, MatchesReference) {
+  const auto c = GetParam();
+  std::mt19937 rng(uint32_t(c.M * 7 + c.K * 13 + c.N));
+  const auto x = random_vector(size_t(c.M * c.K), rng), w = random_vector(size_t(c.N * c.K), rng, 0.1f),
+             b = random_vector(size_t(c.N), rng);
+  auto resid = random_vector(size_t(c.M * c.N), rng);
+  auto want = ref_linear(x, w, b, c.M, c.K, c.N);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (c.ep == Epilogue::Gelu) want[i] = ref_gelu(want[i]);
+    if (c.ep == Epilogue::AddToDst) want[i] += resid[i];
+  }
+  const LinearWeights lw = make_linear(w.data(), b.data(), c.K, c.N, c.layout);
+  std::vector<float> y = c.ep == Epilogue::AddToDst ? resid : std::vector<float>(size_t(c.M * c.N), -7.f);
+  Step s = linear_step("t", lw, c.M, x.data(), y.data(), c.ep);
+  run_step(s);
+  EXPECT_LT(max_abs_diff(y.data(), want), 2e-4f * std::sqrt(float(c.K)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LinearTest,
+    ::testing::Values(LinearCase{197, 192, 576, WeightLayout::NK, Epilogue::None},
+                      LinearCase{197, 192, 576, WeightLayout::KN, Epilogue::None},
+                      LinearCase{197, 192, 768, WeightLayout::NK, Epilogue::Gelu},
+                      LinearCase{197, 768, 192, WeightLayout::KN, Epilogue::AddToDst},
+                      LinearCase{394, 192, 192, WeightLayout::NK, Epilogue::AddToDst},
+                      LinearCase{577, 64, 96, WeightLayout::KN, Epilogue::Gelu},
+                      LinearCase{1, 192, 1000, WeightLayout::NK, Epilogue::None},
+                      LinearCase{13, 7, 5, WeightLayout::KN, Epilogue::None}));
+
+TEST(LinearTest, StridedRowsReadEveryTthToken) {
+  // The head reads token 0 of each image in place: rows T*D apart.
+  const int64_t B = 3, T = 5, D = 8, C = 4;
+  std::mt19937 rng(3);
+  const auto x = random_vector(size_t(B * T * D), rng), w = random_vector(size_t(C * D), rng), b = random_vector(size_t(C), rng);
+  std::vector<float> rows;
+  for (int64_t i = 0; i < B; ++i) rows.insert(rows.end(), x.begin() + i * T * D, x.begin() + i * T * D + D);
+  const auto want = ref_linear(rows, w, b, B, D, C);
+  const LinearWeights lw = make_linear(w.data(), b.data(), D, C, WeightLayout::NK);
+  std::vector<float> y(size_t(B * C));
+  Step s = linear_step("head", lw, B, x.data(), y.data(), Epilogue::None, T * D);
+  run_step(s);
+  EXPECT_LT(max_abs_diff(y.data(), want), 1e-5f);
+}
+
+class LayerNormTest : public ::testing::TestWithParam<std::pair<int64_t, int64_t>> {};
+
+TEST_P(LayerNormTest, MatchesReference) {
+  const auto [M, D] = GetParam();
+  std::mt19937 rng(uint32_t(M + D));
+  const auto x = random_vector(size_t(M * D), rng, 3.f, 1.f), g = random_vector(size_t(D), rng, 0.5f, 1.f),
+             b = random_vector(size_t(D), rng);
+  const auto want = ref_layer_norm(x, g, b, M, D, 1e-6f);
+  const LayerNormWeights ln = make_layer_norm(g.data(), b.data(), D, 1e-6f);
+  std::vector<float> y(x.size());
+  Step s = layer_norm_step("ln", ln, M, x.data(), y.data());
+  run_step(s);
+  EXPECT_LT(max_abs_diff(y.data(), want), 1e-4f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormTest,
+                         ::testing::Values(std::make_pair(197, 192), std::make_pair(1576, 768), std::make_pair(3, 5),
+                                           std::make_pair(577, 384)));
+
+struct AttnCase {
+  int64_t B, T, H, Dh;
+};
+class AttentionTest : public ::testing::TestWithParam<AttnCase> {};
+
+TEST_P(AttentionTest, MatchesReference) {
+  const auto c = GetParam();
+  const int64_t D = c.H * c.Dh;
+  std::mt19937 rng(uint32_t(c.B * 1000 + c.T));
+  const auto qkv = random_vector(size_t(c.B * c.T * 3 * D), rng);
+  const auto want = ref_attention(qkv, c.B, c.T, c.H, c.Dh);
+  std::vector<float> scores(size_t(c.B * c.H * c.T * c.T)), out(size_t(c.B * c.T * D), -3.f);
+  Program p;
+  for (Step& s : attention_steps("attn", c.B, c.T, c.H, c.Dh, qkv.data(), scores.data(), out.data())) p.add(std::move(s));
+  p.run();
+  EXPECT_LT(max_abs_diff(out.data(), want), 1e-4f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
+                         ::testing::Values(AttnCase{1, 197, 3, 64}, AttnCase{2, 197, 12, 64}, AttnCase{1, 577, 3, 64},
+                                           AttnCase{3, 17, 2, 16}, AttnCase{2, 50, 4, 8}));
+
+TEST(PatchifyTest, MatchesConvolutionLayout) {
+  // patchify + linear must equal a direct P x P stride-P convolution.
+  const int64_t B = 2, C = 3, S = 48, P = 16, D = 10, G = S / P;
+  std::mt19937 rng(5);
+  const auto img = random_vector(size_t(B * C * S * S), rng), w = random_vector(size_t(D * C * P * P), rng, 0.05f),
+             b = random_vector(size_t(D), rng);
+  std::vector<float> patches(size_t(B * G * G * C * P * P)), y(size_t(B * G * G * D));
+  Program p;
+  p.add(patchify_step("patchify", B, C, S, S, P, img.data(), patches.data()));
+  const LinearWeights lw = make_linear(w.data(), b.data(), C * P * P, D, WeightLayout::NK);
+  p.add(linear_step("proj", lw, B * G * G, patches.data(), y.data(), Epilogue::None));
+  p.run();
+  float worst = 0;
+  for (int64_t bb = 0; bb < B; ++bb)
+    for (int64_t gy = 0; gy < G; ++gy)
+      for (int64_t gx = 0; gx < G; ++gx)
+        for (int64_t d = 0; d < D; ++d) {
+          double acc = b[size_t(d)];
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t ky = 0; ky < P; ++ky)
+              for (int64_t kx = 0; kx < P; ++kx)
+                acc += double(w[size_t(((d * C + c) * P + ky) * P + kx)]) *
+                       img[size_t(((bb * C + c) * S + gy * P + ky) * S + gx * P + kx)];
+          worst = std::max(worst, float(std::fabs(acc - y[size_t(((bb * G + gy) * G + gx) * D + d)])));
+        }
+  EXPECT_LT(worst, 1e-4f);
+}
+
+}  // namespace
+}  // namespace vit::test

@@ -1,0 +1,111 @@
+// The safetensors reader: round trip, F16/BF16 widening, and every malformed-file error with its message.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "engine/error.h"
+#include "engine/safetensors.h"
+#include "test_util.h"
+
+namespace vit::test {
+namespace {
+
+// A file from a JSON header and raw data, with an optional wrong length field.
+std::string make_file(const std::string& header, const std::string& data, int64_t len_override = -1) {
+  const uint64_t n = len_override >= 0 ? uint64_t(len_override) : header.size();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = char((n >> (8 * i)) & 0xff);
+  return out + header + data;
+}
+
+void expect_error(const std::string& bytes, const std::string& fragment) {
+  TempDir d;
+  const std::string p = d.file("m.safetensors");
+  write_file(p, bytes);
+  try {
+    SafeTensors st(p);
+    FAIL() << "no error for a file expected to fail with: " << fragment;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(p), std::string::npos) << msg;
+    EXPECT_NE(msg.find(fragment), std::string::npos) << msg;
+  }
+}
+
+TEST(SafeTensors, RoundTrip) {
+  TempDir d;
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-1.5f};
+  write_safetensors(d.file("t.safetensors"), {{"a", {2, 3}, a.data()}, {"b", {1}, b.data()}}, {{"files", "[\"x\"]"}});
+  SafeTensors st(d.file("t.safetensors"));
+  EXPECT_EQ(st.get("a").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(st.to_f32("a"), a);
+  EXPECT_EQ(st.to_f32("b"), b);
+  EXPECT_EQ(st.metadata().at("files"), "[\"x\"]");
+}
+
+TEST(SafeTensors, WidensF16AndBF16) {
+  // 1.0, -2.5, 65504 (max f16) and a subnormal in F16; 1.0 and -3.0 in BF16.
+  const uint16_t f16[4] = {0x3C00, 0xC100, 0x7BFF, 0x0001};
+  const uint16_t bf16[2] = {0x3F80, 0xC040};
+  std::string data(reinterpret_cast<const char*>(f16), 8);
+  data += std::string(reinterpret_cast<const char*>(bf16), 4);
+  const std::string header =
+      R"({"h":{"dtype":"F16","shape":[4],"data_offsets":[0,8]},"b":{"dtype":"BF16","shape":[2],"data_offsets":[8,12]}})";
+  TempDir d;
+  write_file(d.file("m.safetensors"), make_file(header, data));
+  SafeTensors st(d.file("m.safetensors"));
+  const auto h = st.to_f32("h");
+  EXPECT_EQ(h[0], 1.f);
+  EXPECT_EQ(h[1], -2.5f);
+  EXPECT_EQ(h[2], 65504.f);
+  EXPECT_FLOAT_EQ(h[3], 5.9604645e-08f);
+  EXPECT_EQ(st.to_f32("b"), (std::vector<float>{1.f, -3.f}));
+}
+
+TEST(SafeTensors, MissingFile) { EXPECT_THROW(SafeTensors("/nonexistent/model.safetensors"), Error); }
+
+TEST(SafeTensors, TooShort) { expect_error("abc", "too short"); }
+
+TEST(SafeTensors, BadHeaderLength) {
+  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "abcd", 1 << 30),
+               "bad header length");
+}
+
+TEST(SafeTensors, InvalidJson) { expect_error(make_file("{not json", ""), "not valid JSON"); }
+
+TEST(SafeTensors, UnknownDtype) {
+  expect_error(make_file(R"({"a":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})", "x"),
+               "unsupported dtype F8_E4M3");
+}
+
+TEST(SafeTensors, OffsetsPastEnd) {
+  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", "abcd"),
+               "run past the end");
+}
+
+TEST(SafeTensors, ShapeDisagreesWithOffsets) {
+  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "abcd"), "needs 8 bytes");
+}
+
+TEST(SafeTensors, Overlap) {
+  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                         R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                         "abcdefgh"),
+               "overlap");
+}
+
+TEST(SafeTensors, MissingTensorNamesIt) {
+  TempDir d;
+  const float v = 1;
+  write_safetensors(d.file("t.safetensors"), {{"a", {1}, &v}});
+  SafeTensors st(d.file("t.safetensors"));
+  try {
+    st.get("blocks.0.norm1.weight");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing tensor blocks.0.norm1.weight"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace vit::test
