@@ -129,9 +129,11 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
     return img;
   }
   int w = 0, h = 0, comp = 0;
-  if (!stbi_info_from_memory(data, int(size), &w, &h, &comp))
-    throw Error(name + ": not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM): " +
-                stbi_failure_reason());
+  if (!stbi_info_from_memory(data, int(size), &w, &h, &comp)) {
+    const std::string why = stbi_failure_reason();  // stb's generic answer adds nothing to ours
+    throw Error(name + ": not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM)" +
+                (why.find("not of any known type") == std::string::npos ? ": " + why : std::string()));
+  }
   check_size(w, h, name);
   std::unique_ptr<uint8_t, void (*)(void*)> px(stbi_load_from_memory(data, int(size), &w, &h, &comp, 3),
                                                stbi_image_free);

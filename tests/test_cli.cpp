@@ -1,1 +1,177 @@
+// The `vit` binary as a user runs it: output forms, exit codes, and one clear error per bad input.
+// Uses a tiny random model and images written at test time, so it needs nothing from ../shared.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/safetensors.h"
+#include "test_util.h"
+
+#include <stb/stb_image_write.h>  // implementation compiled in test_preprocess.cpp
+
+namespace vit::test {
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result run_vit(const std::string& args) {
+  TempDir d;
+  const std::string cmd = std::string(VIT_BINARY) + " " + args + " >" + d.file("out") + " 2>" + d.file("err");
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(d.file("out")), read_file(d.file("err"))};
+}
+
+std::vector<nlohmann::json> json_lines(const std::string& s) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_tiny_model(model_.path(), TinySpec{});
+    std::vector<uint8_t> px(size_t(40) * 30 * 3);
+    for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(i * 13 % 256);
+    ASSERT_TRUE(stbi_write_jpg(images_.file("a.jpg").c_str(), 40, 30, 3, px.data(), 90));
+    ASSERT_TRUE(stbi_write_png(images_.file("b.PNG").c_str(), 30, 40, 3, px.data(), 30 * 3));
+    ASSERT_TRUE(stbi_write_bmp(images_.file("c.bmp").c_str(), 40, 30, 3, px.data()));
+    write_file(images_.file("d_broken.jpg"), "not a jpeg at all");
+    write_file(images_.file("notes.txt"), "ignored: not an image extension");
+  }
+  std::string model() const { return "--model " + model_.path(); }
+  TempDir model_, images_;
+};
+
+TEST_F(Cli, ClassifiesAFolderAndReportsTheBadImage) {
+  const Result r = run_vit("classify " + model() + " --json --topk 3 " + images_.path());
+  EXPECT_EQ(r.code, 1) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;  // a.jpg, b.PNG, c.bmp, d_broken.jpg in sorted order; notes.txt skipped
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(lines[size_t(i)].contains("top")) << lines[size_t(i)];
+    EXPECT_EQ(lines[size_t(i)]["top"].size(), 3u);
+    EXPECT_EQ(lines[size_t(i)]["top"][0]["label"].get<std::string>().rfind("class_", 0), 0u);
+    EXPECT_GE(lines[size_t(i)]["top"][0]["prob"].get<double>(), lines[size_t(i)]["top"][1]["prob"].get<double>());
+  }
+  EXPECT_NE(lines[0]["file"].get<std::string>().find("a.jpg"), std::string::npos);
+  EXPECT_NE(lines[3]["file"].get<std::string>().find("d_broken.jpg"), std::string::npos);
+  EXPECT_NE(lines[3]["error"].get<std::string>().find("not a supported image"), std::string::npos);
+}
+
+TEST_F(Cli, AllGoodExitsZeroWithTextOutput) {
+  const Result r = run_vit("classify " + model() + " " + images_.file("a.jpg") + " " + images_.file("c.bmp"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(images_.file("a.jpg")), std::string::npos);
+  EXPECT_NE(r.out.find("class_"), std::string::npos);
+  EXPECT_EQ(r.err, "");  // quiet by default
+}
+
+TEST_F(Cli, BadImageInTextModeIsOneErrorLine) {
+  const Result r = run_vit("classify " + model() + " " + images_.file("d_broken.jpg"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "error: " + images_.file("d_broken.jpg") +
+                       ": not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM)\n");
+}
+
+TEST_F(Cli, SaveLogitsKeepsOutputOrder) {
+  TempDir out;
+  const Result r = run_vit("classify " + model() + " --batch 2 --save-logits " + out.file("l.safetensors") + " " +
+                           images_.file("c.bmp") + " " + images_.path());
+  EXPECT_EQ(r.code, 1) << r.err;  // the broken image is in the folder
+  SafeTensors st(out.file("l.safetensors"));
+  EXPECT_EQ(st.get("logits").shape, (std::vector<int64_t>{4, 10}));
+  const auto files = nlohmann::json::parse(st.metadata().at("files"));
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(files[0], images_.file("c.bmp"));
+  EXPECT_NE(files[1].get<std::string>().find("a.jpg"), std::string::npos);
+  const auto l = st.to_f32("logits");
+  for (int c = 0; c < 10; ++c) EXPECT_EQ(l[size_t(c)], l[size_t(30 + c)]);  // c.bmp twice: same row
+}
+
+TEST_F(Cli, MissingPathIsUsageError) {
+  const Result r = run_vit("classify " + model() + " /nonexistent/cat.jpg " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/nonexistent/cat.jpg: no such file or directory"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("a.jpg"), std::string::npos);  // the good image is still classified
+}
+
+TEST_F(Cli, UnusableModelIsUsageError) {
+  Result r = run_vit("classify --model /nonexistent/m.safetensors " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: /nonexistent/m.safetensors: no such file or directory\n");
+  write_file(model_.file("junk.safetensors"), "garbage");
+  r = run_vit("classify --model " + model_.file("junk.safetensors") + " " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("junk.safetensors: not a safetensors file"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, BadFlagsAreUsageErrors) {
+  EXPECT_EQ(run_vit("classify " + model() + " --topk 0 " + images_.file("a.jpg")).code, 2);
+  EXPECT_EQ(run_vit("classify " + model() + " --batch abc " + images_.file("a.jpg")).code, 2);
+  EXPECT_EQ(run_vit("classify " + model()).code, 2);  // no PATH
+  EXPECT_EQ(run_vit("frobnicate").code, 2);
+  const Result r = run_vit("classify " + model() + " --labels /nonexistent/labels.txt " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: /nonexistent/labels.txt: cannot open labels file\n");
+}
+
+TEST_F(Cli, LabelsFileNamesClasses) {
+  std::string labels;
+  for (int i = 0; i < 10; ++i) labels += "thing " + std::to_string(i) + "\n";
+  write_file(model_.file("labels.txt"), labels);
+  Result r = run_vit("classify " + model() + " --json --labels " + model_.file("labels.txt") + " " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(json_lines(r.out)[0]["top"][0]["label"].get<std::string>().rfind("thing ", 0), 0u);
+  write_file(model_.file("short.txt"), "one\ntwo\n");
+  r = run_vit("classify " + model() + " --labels " + model_.file("short.txt") + " " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("2 labels, but the model has 10 classes"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, BenchJsonLinesHoldTheFields) {
+  const Result r = run_vit("bench " + model() + " --batch 1,3 --iters 2 --warmup 1 --json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u);
+  for (const auto& j : lines)
+    for (const char* k : {"engine", "model", "batch", "threads", "images_per_sec", "ms_p50", "ms_p90", "ms_p99",
+                          "gflops", "peak_rss_mb"})
+      EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(lines[1]["batch"], 3);
+  EXPECT_GT(lines[0]["images_per_sec"].get<double>(), 0);
+}
+
+TEST_F(Cli, BenchWritesCsvAndPlot) {
+  TempDir out;
+  const Result r = run_vit("bench " + model() + " --batch 1,2 --iters 2 --csv " + out.file("b.csv") + " --plot " +
+                           out.file("b.svg"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  const std::string csv = read_file(out.file("b.csv"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+  EXPECT_NE(read_file(out.file("b.svg")).find("<polyline"), std::string::npos);
+}
+
+TEST(CliBench, ArgumentErrors) {
+  Result r = run_vit("bench --arch vit_gigantic_patch3_999 --iters 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown architecture 'vit_gigantic_patch3_999'"), std::string::npos) << r.err;
+  r = run_vit("bench --arch vit_tiny_patch16_224 --batch 0 --iters 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("batch size 0 is out of range"), std::string::npos) << r.err;
+  r = run_vit("bench --arch vit_tiny_patch16_224 --batch 1,x --iters 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("'x' is not a number"), std::string::npos) << r.err;
+  r = run_vit("bench --arch vit_tiny_patch16_224 --seconds 1 --iters 3");
+  EXPECT_EQ(r.code, 2);
+}
+
+}  // namespace
+}  // namespace vit::test

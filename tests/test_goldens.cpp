@@ -1,1 +1,166 @@
+// Goldens against timm (../shared/data/reference): intermediate taps of DeiT-Tiny, logits of the 250
+// ImageNet samples through decode + preprocessing + forward, batch-vs-single, and timm's ViT variants.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/image.h"
+#include "engine/preprocess.h"
+#include "models/vit.h"
+#include "test_util.h"
+
+namespace vit::test {
+namespace {
+
+std::string deit_dir() { return shared_data() + "/models/deit_tiny_patch16_224.fb_in1k"; }
+
+std::vector<std::string> sample_images() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(shared_data() + "/images/imagenet-samples"))
+    files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Decode, preprocess and run files in batches of B; logits [files, C].
+std::vector<float> classify(ViT& m, const std::vector<std::string>& files, int64_t B) {
+  const ViTConfig& c = m.config();
+  const size_t per = size_t(3 * c.img_h * c.img_w);
+  std::vector<float> out;
+  for (size_t i = 0; i < files.size(); i += size_t(B)) {
+    const int64_t n = std::min<int64_t>(B, int64_t(files.size() - i));
+    std::vector<float> x(per * size_t(n)), y(size_t(n * c.classes));
+    for (int64_t j = 0; j < n; ++j) preprocess(decode_image_file(files[i + size_t(j)]), c.pre, x.data() + per * size_t(j));
+    m.forward(x.data(), n, y.data());
+    out.insert(out.end(), y.begin(), y.end());
+  }
+  return out;
+}
+
+TEST(Golden, TapsMatchTimm) {
+  REQUIRE_SHARED_DATA();
+  ViT m = ViT::load(deit_dir());
+  SafeTensors taps(shared_data() + "/reference/deit_tiny_taps.safetensors");
+  const std::vector<float> input = taps.to_f32("input");
+  std::map<std::string, std::vector<float>> got;
+  m.forward_with_taps(input.data(), 1, [&](const std::string& name, const float* p, int64_t n) {
+    got[name].assign(p, p + n);
+  });
+  for (const char* name : {"patch_embed", "embed", "blocks.0.norm1", "blocks.0.norm2", "blocks.0", "blocks.5",
+                           "blocks.11", "norm", "logits"}) {
+    SCOPED_TRACE(name);
+    const auto want = taps.to_f32(name);
+    ASSERT_EQ(got[name].size(), want.size());
+    float diff = 0, mag = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      diff = std::max(diff, std::fabs(got[name][i] - want[i]));
+      mag = std::max(mag, std::fabs(want[i]));
+    }
+    EXPECT_LE(diff / mag, 1e-3f) << "max |ours - timm| = " << diff << ", max |timm| = " << mag;
+  }
+  // fc1 is fused with its GELU: compare GELU(timm's fc1) with ours.
+  const auto fc1 = taps.to_f32("blocks.0.mlp.fc1");
+  float diff = 0;
+  for (size_t i = 0; i < fc1.size(); ++i) {
+    const float g = float(0.5 * fc1[i] * (1.0 + std::erf(fc1[i] / std::sqrt(2.0))));
+    diff = std::max(diff, std::fabs(got["blocks.0.mlp.fc1_gelu"][i] - g));
+  }
+  EXPECT_LT(diff, 1e-3f);
+}
+
+TEST(Golden, ImageNetSamplesMatchTimm) {
+  REQUIRE_SHARED_DATA();
+  ViT m = ViT::load(deit_dir());
+  const auto files = sample_images();
+  ASSERT_EQ(files.size(), 250u);
+  const auto ours = classify(m, files, 8);
+  SafeTensors ref(shared_data() + "/reference/deit_tiny_imagenet_samples.safetensors");
+  const auto want = ref.to_f32("logits");
+  ASSERT_EQ(ours.size(), want.size());
+  const int64_t C = 1000;
+  int agree = 0, ours_right = 0, timm_right = 0;
+  float worst = 0;
+  for (int64_t i = 0; i < 250; ++i) {
+    const float* a = &ours[size_t(i * C)];
+    const float* r = &want[size_t(i * C)];
+    for (int64_t c = 0; c < C; ++c) worst = std::max(worst, std::fabs(a[c] - r[c]));
+    const auto top_a = std::max_element(a, a + C) - a, top_r = std::max_element(r, r + C) - r;
+    const int64_t label = 4 * i;  // file k in sorted order has label 4k
+    ours_right += top_a == label;
+    timm_right += top_r == label;
+    if (top_a == top_r) {
+      ++agree;
+    } else {
+      std::vector<float> sorted(r, r + C);
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      EXPECT_LT(sorted[0] - sorted[1], 0.05f) << files[size_t(i)] << ": top-1 differs where timm's is clear";
+    }
+  }
+  RecordProperty("max_abs_logit_diff", std::to_string(worst));
+  std::printf("DeiT-Tiny on 250 samples: top-1 agreement %d/250, max |logit diff| %.3g, accuracy ours %.3f timm %.3f\n",
+              agree, double(worst), ours_right / 250.0, timm_right / 250.0);
+  EXPECT_GE(agree, 248);
+  EXPECT_LE(worst, 0.05f);
+  EXPECT_LE(std::abs(ours_right - timm_right), 1);  // within 0.5 points of 250
+}
+
+TEST(Golden, BatchOfEightEqualsOneAtATime) {
+  REQUIRE_SHARED_DATA();
+  ViT m = ViT::load(deit_dir());
+  auto files = sample_images();
+  files.resize(8);
+  const auto batched = classify(m, files, 8), single = classify(m, files, 1);
+  float worst = 0;
+  for (size_t i = 0; i < batched.size(); ++i) worst = std::max(worst, std::fabs(batched[i] - single[i]));
+  EXPECT_LE(worst, 1e-4f);
+}
+
+class Variant : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Variant, LogitsMatchTimm) {
+  REQUIRE_SHARED_DATA();
+  const std::string dir = shared_data() + "/variants/" + GetParam();
+  ViT m = ViT::load(dir);
+  auto files = sample_images();
+  files.resize(4);
+  const auto ours = classify(m, files, 4);
+  SafeTensors ref(dir + "/reference_logits.safetensors");
+  const auto want = ref.to_f32("logits");
+  ASSERT_EQ(ours.size(), want.size());
+  float worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(ours[i] - want[i]));
+  EXPECT_LT(worst, 1e-3f) << m.config().summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Timm, Variant,
+                         ::testing::Values("deit_tiny_distilled_patch16_224_depth2",
+                                           "vit_tiny_patch16_224_depth1_avgpool_fcnorm",
+                                           "vit_tiny_patch16_224_depth1_noclasstoken_avg",
+                                           "vit_tiny_patch16_224_depth1_noembedclass", "vit_tiny_patch16_384_depth1",
+                                           "vit_tiny_patch14_224_depth1", "hf_vit_tiny_depth1"));
+
+TEST(Golden, DeitTinyAt288ResamplesThePositionTable) {
+  REQUIRE_SHARED_DATA();
+  TempDir d;
+  nlohmann::json cfg;
+  std::ifstream(deit_dir() + "/config.json") >> cfg;
+  cfg["pretrained_cfg"]["input_size"] = {3, 288, 288};
+  write_file(d.file("config.json"), cfg.dump());
+  ViT m = ViT::load(deit_dir(), d.file("config.json"));
+  EXPECT_EQ(m.config().tokens(), 325);
+  auto files = sample_images();
+  files.resize(4);
+  const auto ours = classify(m, files, 4);
+  SafeTensors ref(shared_data() + "/variants/deit_tiny_at_288/reference_logits.safetensors");
+  const auto want = ref.to_f32("logits");
+  float worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(ours[i] - want[i]));
+  EXPECT_LT(worst, 0.05f);
+}
+
+}  // namespace
+}  // namespace vit::test
