@@ -78,23 +78,32 @@ LinearWeights make_linear(const float* weight, const float* bias, int64_t K, int
   LinearWeights lw;
   lw.K = K;
   lw.N = N;
-  lw.layout = layout;
-  if (layout == WeightLayout::NK) {
-    lw.w = owned_copy(memory::desc({K, N}, dt::f32, tag::ba), weight);
-  } else {
-    lw.w = memory(memory::desc({K, N}, dt::f32, tag::ab), cpu_engine());
-    auto* w = static_cast<float*>(lw.w.get_data_handle());
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) w[k * N + n] = weight[n * K + k];
-  }
+  const memory::desc plain({K, N}, dt::f32, tag::ba);
   if (bias) lw.b = owned_copy(memory::desc({1, N}, dt::f32, tag::ab), bias);
+  if (layout != WeightLayout::NK) {
+    // Ask the matmul for a typical ViT problem (197 tokens) which weight layout it wants.
+    const int64_t M = 197;
+    const memory::desc src({M, K}, dt::f32, tag::ab), dst({M, N}, dt::f32, tag::ab);
+    const memory::desc any({K, N}, dt::f32, tag::any);
+    const memory::desc bias_md = lw.b ? lw.b.get_desc() : memory::desc();
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any, bias_md, dst), cpu_engine());
+    const bool brgemm = std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
+    if (layout == WeightLayout::Blocked || brgemm) {
+      lw.w = memory(pd.weights_desc(), cpu_engine());
+      memory user(plain, cpu_engine(), const_cast<float*>(weight));
+      dnnl::reorder(user, lw.w).execute(cpu_stream(), user, lw.w);
+      cpu_stream().wait();
+      return lw;
+    }
+  }
+  lw.w = owned_copy(plain, weight);
   return lw;
 }
 
 Step linear_step(const std::string& name, const LinearWeights& lw, int64_t M, const float* src, float* dst,
-                 Epilogue ep, int64_t lds, int64_t ldd) {
-  const memory::desc src_md({M, lw.K}, dt::f32, memory::dims{lds ? lds : lw.K, 1});
-  const memory::desc dst_md({M, lw.N}, dt::f32, memory::dims{ldd ? ldd : lw.N, 1});
+                 Epilogue ep) {
+  const memory::desc src_md({M, lw.K}, dt::f32, tag::ab);
+  const memory::desc dst_md({M, lw.N}, dt::f32, tag::ab);
   dnnl::post_ops po;
   if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
   if (ep == Epilogue::AddToDst) po.append_sum(1.f);

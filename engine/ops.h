@@ -38,23 +38,26 @@ class Program {
   std::vector<Step> steps_;
 };
 
-// How a linear layer's weights are laid out for the matmul: KN is [K, N] row-major (oneDNN "ab"),
-// NK is PyTorch's [N, K] as stored ("ba"). Which is faster depends on the shape (docs/PERFORMANCE.md).
-enum class WeightLayout { KN, NK };
+// How a linear layer's weights are laid out for the matmul. NK is PyTorch's [N, K] as stored (oneDNN
+// "ba"); Blocked is the layout oneDNN's matmul asks for ("any"), reordered once at load. Auto picks
+// Blocked when that matmul is brgemm (AVX-512 and newer, where it is faster) and NK otherwise (AVX2's
+// gemm:jit, where "any" means a plain layout that runs slower at ViT shapes): docs/PERFORMANCE.md.
+enum class WeightLayout { Auto, NK, Blocked };
 enum class Epilogue { None, Gelu, AddToDst };  // AddToDst: dst += result (residual connection)
 
 struct LinearWeights {
   int64_t K = 0, N = 0;
-  WeightLayout layout = WeightLayout::NK;
   dnnl::memory w, b;  // b empty when the layer has no bias
 };
 
 // weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr.
-LinearWeights make_linear(const float* weight, const float* bias, int64_t K, int64_t N, WeightLayout layout);
+LinearWeights make_linear(const float* weight, const float* bias, int64_t K, int64_t N,
+                          WeightLayout layout = WeightLayout::Auto);
 
-// dst[M, N] (row stride ldd) = src[M, K] (row stride lds) x W^T + b, then the epilogue.
+// dst[M, N] = src[M, K] x W^T + b, then the epilogue. Rows are dense: oneDNN 2.6 runs strided rows
+// in its reference kernel only.
 Step linear_step(const std::string& name, const LinearWeights& lw, int64_t M, const float* src, float* dst,
-                 Epilogue ep, int64_t lds = 0, int64_t ldd = 0);
+                 Epilogue ep);
 
 struct LayerNormWeights {
   int64_t D = 0;

@@ -45,9 +45,6 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
-// Which weight layout runs each linear layer fastest on oneDNN 2.6's gemm (docs/PERFORMANCE.md).
-WeightLayout layout_for(int64_t /*K*/, int64_t /*N*/) { return WeightLayout::NK; }
-
 using WeightFn = std::function<std::vector<float>(const std::string&, const std::vector<int64_t>&)>;
 
 size_t round16(size_t n) { return (n + 15) / 16 * 16; }
@@ -90,7 +87,7 @@ void ViT::load_weights(Checkpoint& ck) {
   auto linear = [&](const std::string& n, int64_t K, int64_t N, bool bias) {
     const auto w = take(n + ".weight", {N, K});
     const auto b = bias ? take(n + ".bias", {N}) : opt(n + ".bias", {N});
-    return make_linear(w.data(), b.empty() ? nullptr : b.data(), K, N, layout_for(K, N));
+    return make_linear(w.data(), b.empty() ? nullptr : b.data(), K, N);
   };
   auto norm = [&](const std::string& n) {
     const auto w = take(n + ".weight", {D}), b = take(n + ".bias", {D});
@@ -100,7 +97,7 @@ void ViT::load_weights(Checkpoint& ck) {
   patch_embed_ = [&] {
     const auto w = take("patch_embed.proj.weight", {D, Cin, P, P});  // flattens to [D, C*P*P]
     const auto b = opt("patch_embed.proj.bias", {D});
-    return make_linear(w.data(), b.empty() ? nullptr : b.data(), Cin * P * P, D, layout_for(Cin * P * P, D));
+    return make_linear(w.data(), b.empty() ? nullptr : b.data(), Cin * P * P, D);
   }();
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D});
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D});
@@ -151,7 +148,7 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed) {
   const int64_t D = cfg.width, M = cfg.mlp, C = cfg.classes, K0 = cfg.in_chans * cfg.patch * cfg.patch;
   auto linear = [&](int64_t K, int64_t N) {
     const auto w = fill(size_t(N * K), 1.f / std::sqrt(float(K)), 0.f), b = fill(size_t(N), 0.02f, 0.f);
-    return make_linear(w.data(), b.data(), K, N, layout_for(K, N));
+    return make_linear(w.data(), b.data(), K, N);
   };
   auto norm = [&] {
     const auto g = fill(size_t(D), 0.1f, 1.f), b = fill(size_t(D), 0.02f, 0.f);
@@ -175,7 +172,7 @@ size_t ViT::activation_bytes(int64_t B) const {
   const size_t T = size_t(c.tokens()), D = size_t(c.width), N = size_t(c.patches());
   const size_t floats = round16(B * 3 * c.img_h * c.img_w) + round16(B * N * c.in_chans * c.patch * c.patch) +
                         round16(B * N * D) + 3 * round16(B * T * D) + round16(B * T * 3 * D) +
-                        round16(size_t(B * c.heads) * T * T) + round16(B * T * c.mlp) + 2 * round16(B * D) +
+                        round16(size_t(B * c.heads) * T * T) + round16(B * T * c.mlp) + 3 * round16(B * D) +
                         2 * round16(B * c.classes);
   return floats * sizeof(float);
 }
@@ -203,6 +200,7 @@ std::unique_ptr<ViT::Plan> ViT::build_plan(int64_t B) const {
   float* mlp = carve(BT * M);                                   // [B, T, M]
   float* pooled = carve(B * D);                                 // [B, D]
   float* pooled_n = carve(B * D);                               // [B, D]
+  float* pooled_dist = carve(B * D);                            // [B, D]
   float* logits = carve(B * C);                                 // [B, C]
   float* logits_dist = carve(B * C);                            // [B, C]
   plan->input = input;
@@ -270,38 +268,36 @@ std::unique_ptr<ViT::Plan> ViT::build_plan(int64_t B) const {
   }
 
   // x = self.forward_head(x): pool (token 0, or the mean of the patch tokens), fc_norm, head.
-  const float* head_in = feats;
-  int64_t head_ld = T * D;  // token pooling reads row 0 of each image in place
-  if (c.global_pool == "avg" || c.fc_norm) {
+  {
     Step s;
     s.name = "pool";
-    const bool avg = c.global_pool == "avg";
+    const bool avg = c.global_pool == "avg", dist = c.dist_token;
     s.host = [=] {
       for (int64_t b = 0; b < B; ++b) {
         float* o = pooled + b * D;
         const float* f = feats + b * T * D;
+        if (dist) std::memcpy(pooled_dist + b * D, f + D, size_t(D) * 4);  // x[:, 1]
         if (!avg) {
-          std::memcpy(o, f, size_t(D) * 4);
+          std::memcpy(o, f, size_t(D) * 4);  // x[:, 0]
           continue;
         }
-        for (int64_t d = 0; d < D; ++d) o[d] = 0.f;
+        for (int64_t d = 0; d < D; ++d) o[d] = 0.f;  // x[:, num_prefix_tokens:].mean(dim=1)
         for (int64_t t = prefix; t < T; ++t)
           for (int64_t d = 0; d < D; ++d) o[d] += f[t * D + d];
         for (int64_t d = 0; d < D; ++d) o[d] /= float(T - prefix);
       }
     };
     prog.add(std::move(s));
-    head_in = pooled;
-    head_ld = D;
-    if (c.fc_norm) {
-      prog.add(layer_norm_step("fc_norm", fc_norm_, B, pooled, pooled_n));
-      head_in = pooled_n;
-    }
   }
-  prog.add(linear_step("head", head_, B, head_in, logits, Epilogue::None, head_ld));
+  const float* head_in = pooled;
+  if (c.fc_norm) {
+    prog.add(layer_norm_step("fc_norm", fc_norm_, B, pooled, pooled_n));
+    head_in = pooled_n;
+  }
+  prog.add(linear_step("head", head_, B, head_in, logits, Epilogue::None));
   if (c.dist_token) {
     // DeiT distilled, eval: (head(x[:, 0]) + head_dist(x[:, 1])) / 2
-    prog.add(linear_step("head_dist", head_dist_, B, feats + D, logits_dist, Epilogue::None, T * D));
+    prog.add(linear_step("head_dist", head_dist_, B, pooled_dist, logits_dist, Epilogue::None));
     Step s;
     s.name = "head.average";
     s.host = [=] {
