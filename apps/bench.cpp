@@ -39,8 +39,9 @@ double percentile(std::vector<double> v, double q) {
 using Clock = std::chrono::steady_clock;
 
 Row bench_batch(ViT& model, int B, const BenchOptions& o) {
-  const Program& prog = model.program(B);
-  float* in = model.input(B);
+  const ViT::Plan& plan = model.plan(B);
+  const Program& prog = plan.program();
+  float* in = plan.input();
   const size_t n = size_t(B) * 3 * model.config().img_h * model.config().img_w;
   uint32_t s = 12345;
   for (size_t i = 0; i < n; ++i) {

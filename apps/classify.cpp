@@ -1,18 +1,13 @@
 // `vit classify`: images or folders in, top-k labels out (text or JSON lines), optional logits file.
-// A reader thread decodes and preprocesses the next batch while the model runs the current one.
+// Each batch is decoded and preprocessed on all cores, then run as one forward pass.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <filesystem>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <thread>
 
 #include "common.h"
 #include "engine/error.h"
@@ -69,99 +64,41 @@ std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* m
   return out;
 }
 
-// Up to `batch` decoded images, plus the failures met on the way, in input order.
-struct Chunk {
-  std::vector<size_t> items;  // indices into the inputs
-  std::vector<std::string> errors;
-  int good = 0;
-  std::vector<float> pixels;  // [batch, 3, H, W]
-};
-
-// A reader thread fills chunks; two chunk buffers circulate, so nothing is allocated per batch.
-class Reader {
- public:
-  Reader(const std::vector<Input>& inputs, const PreprocessConfig& pre, int batch)
-      : inputs_(inputs), pre_(pre), batch_(batch) {
-    const size_t per_image = size_t(3) * pre.height * pre.width;
-    for (int i = 0; i < 2; ++i) {
-      auto c = std::make_unique<Chunk>();
-      c->pixels.resize(per_image * size_t(batch));
-      free_.push_back(std::move(c));
+// Decodes and preprocesses inputs[first, first + n) on all cores, images in parallel, into the Plan for
+// n images; returns each image's error ("" when it is ready). Failed images leave holes, which are
+// closed up so the good ones run as one smaller batch (its Plan is returned through `plan`).
+// Preprocessing runs between forward passes, not beside them: on 2 cores a concurrent reader (or a
+// worker per core) measured slower, as it preempts oneDNN's threads mid-primitive (docs/PERFORMANCE.md).
+std::vector<std::string> preprocess_batch(ViT& model, const std::vector<Input>& inputs, size_t first, size_t n,
+                                          ViT::Plan** plan) {
+  const PreprocessConfig& pre = model.config().pre;
+  const size_t per_image = size_t(3) * pre.height * pre.width;
+  float* pixels = model.plan(int64_t(n)).input();
+  std::vector<std::string> errors(n);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t j = 0; j < n; ++j) {
+    const Input& in = inputs[first + j];
+    errors[j] = in.error;
+    if (!errors[j].empty()) continue;
+    try {
+      preprocess(decode_image_file(in.file), pre, pixels + per_image * j);
+    } catch (const std::exception& e) {
+      errors[j] = e.what();
+      if (errors[j].rfind(in.file + ": ", 0) == 0) errors[j] = errors[j].substr(in.file.size() + 2);
     }
-    thread_ = std::thread([this] { loop(); });
   }
-  ~Reader() {
-    {
-      std::lock_guard<std::mutex> l(m_);
-      stop_ = true;
+  size_t good = 0;
+  for (size_t j = 0; j < n; ++j)
+    if (errors[j].empty()) {
+      if (good != j) std::memmove(pixels + per_image * good, pixels + per_image * j, per_image * sizeof(float));
+      ++good;
     }
-    cv_.notify_all();
-    thread_.join();
-  }
-  // The next chunk, or null at the end.
-  std::unique_ptr<Chunk> next() {
-    std::unique_lock<std::mutex> l(m_);
-    cv_.wait(l, [&] { return !ready_.empty() || done_; });
-    if (ready_.empty()) return nullptr;
-    auto c = std::move(ready_.front());
-    ready_.pop_front();
-    cv_.notify_all();
-    return c;
-  }
-  void recycle(std::unique_ptr<Chunk> c) {
-    std::lock_guard<std::mutex> l(m_);
-    free_.push_back(std::move(c));
-    cv_.notify_all();
-  }
-
- private:
-  void loop() {
-    const size_t per_image = size_t(3) * pre_.height * pre_.width;
-    size_t i = 0;
-    while (i < inputs_.size()) {
-      std::unique_ptr<Chunk> c;
-      {
-        std::unique_lock<std::mutex> l(m_);
-        cv_.wait(l, [&] { return !free_.empty() || stop_; });
-        if (stop_) break;
-        c = std::move(free_.back());
-        free_.pop_back();
-      }
-      c->items.clear();
-      c->errors.clear();
-      c->good = 0;
-      for (; i < inputs_.size() && c->good < batch_; ++i) {
-        std::string err = inputs_[i].error;
-        if (err.empty()) {
-          try {
-            preprocess(decode_image_file(inputs_[i].file), pre_, c->pixels.data() + per_image * size_t(c->good));
-          } catch (const std::exception& e) {
-            err = e.what();
-            if (err.rfind(inputs_[i].file + ": ", 0) == 0) err = err.substr(inputs_[i].file.size() + 2);
-          }
-        }
-        c->items.push_back(i);
-        c->errors.push_back(err);
-        if (err.empty()) ++c->good;
-      }
-      std::lock_guard<std::mutex> l(m_);
-      ready_.push_back(std::move(c));
-      cv_.notify_all();
-    }
-    std::lock_guard<std::mutex> l(m_);
-    done_ = true;
-    cv_.notify_all();
-  }
-
-  const std::vector<Input>& inputs_;
-  const PreprocessConfig pre_;
-  const int batch_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Chunk>> free_, ready_;
-  bool stop_ = false, done_ = false;
-  std::thread thread_;
-};
+  *plan = nullptr;
+  if (good == 0) return errors;
+  *plan = &model.plan(int64_t(good));
+  if ((*plan)->input() != pixels) std::memcpy((*plan)->input(), pixels, per_image * good * sizeof(float));
+  return errors;
+}
 
 // A one-line progress bar on stderr, drawn only on a terminal.
 class Progress {
@@ -193,63 +130,63 @@ int run_classify(const ClassifyOptions& o) {
   const std::vector<std::string> labels = resolve_labels(o.labels, cfg);
   const int k = int(std::min<int64_t>(o.topk, cfg.classes));
   const int batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs.size(), 1))));
-  model.prepare(batch);
+  model.plan(batch);
+  if (inputs.size() % size_t(batch)) model.plan(int64_t(inputs.size() % size_t(batch)));  // the last batch
 
   std::vector<float> saved;  // [classified, C] for --save-logits
   nlohmann::json saved_files = nlohmann::json::array();
   size_t done = 0, classified = 0, failed = 0;
   Progress progress(inputs.size(), isatty(STDERR_FILENO) && inputs.size() > size_t(batch) && !o.stats);
+  double pre_secs = 0, run_secs = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  {
-    Reader reader(inputs, cfg.pre, batch);
-    const size_t per_image = size_t(3) * cfg.img_h * cfg.img_w;
-    while (auto chunk = reader.next()) {
-      const float* logits = nullptr;
-      if (chunk->good > 0) {
-        std::memcpy(model.input(chunk->good), chunk->pixels.data(), per_image * size_t(chunk->good) * sizeof(float));
-        logits = model.run(chunk->good);
+  for (size_t first = 0; first < inputs.size(); first += size_t(batch)) {
+    const size_t n = std::min(inputs.size() - first, size_t(batch));
+    const auto t_pre = std::chrono::steady_clock::now();
+    ViT::Plan* plan = nullptr;
+    const std::vector<std::string> errors = preprocess_batch(model, inputs, first, n, &plan);
+    const auto t_run = std::chrono::steady_clock::now();
+    const float* logits = plan ? plan->run() : nullptr;
+    pre_secs += std::chrono::duration<double>(t_run - t_pre).count();
+    run_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count();
+    progress.clear();
+    int64_t slot = 0;
+    for (size_t j = 0; j < n; ++j) {
+      const std::string& file = inputs[first + j].file;
+      const std::string& err = errors[j];
+      if (!err.empty()) {
+        ++failed;
+        if (o.json) std::printf("%s\n", nlohmann::json{{"file", file}, {"error", err}}.dump().c_str());
+        else std::fprintf(stderr, "error: %s: %s\n", file.c_str(), err.c_str());
+        continue;
       }
-      progress.clear();
-      int slot = 0;
-      for (size_t j = 0; j < chunk->items.size(); ++j) {
-        const std::string& file = inputs[chunk->items[j]].file;
-        const std::string& err = chunk->errors[j];
-        if (!err.empty()) {
-          ++failed;
-          if (o.json) std::printf("%s\n", nlohmann::json{{"file", file}, {"error", err}}.dump().c_str());
-          else std::fprintf(stderr, "error: %s: %s\n", file.c_str(), err.c_str());
-          continue;
-        }
-        const float* row = logits + int64_t(slot++) * cfg.classes;
-        const auto top = top_k(row, cfg.classes, k);
-        if (o.json) {
-          nlohmann::json t = nlohmann::json::array();
-          for (const auto& s : top) t.push_back({{"index", s.index}, {"label", labels[size_t(s.index)]}, {"prob", s.prob}});
-          std::printf("%s\n", nlohmann::json{{"file", file}, {"top", t}}.dump().c_str());
-        } else {
-          size_t w = 0;
-          for (const auto& s : top) w = std::max(w, labels[size_t(s.index)].size());
-          std::printf("%s\n", file.c_str());
-          for (const auto& s : top) std::printf("  %-*s  %.4f\n", int(w), labels[size_t(s.index)].c_str(), double(s.prob));
-        }
-        if (!o.save_logits.empty()) {
-          saved.insert(saved.end(), row, row + cfg.classes);
-          saved_files.push_back(file);
-        }
-        ++classified;
+      const float* row = logits + (slot++) * cfg.classes;
+      const auto top = top_k(row, cfg.classes, k);
+      if (o.json) {
+        nlohmann::json t = nlohmann::json::array();
+        for (const auto& s : top) t.push_back({{"index", s.index}, {"label", labels[size_t(s.index)]}, {"prob", s.prob}});
+        std::printf("%s\n", nlohmann::json{{"file", file}, {"top", t}}.dump().c_str());
+      } else {
+        size_t w = 0;
+        for (const auto& s : top) w = std::max(w, labels[size_t(s.index)].size());
+        std::printf("%s\n", file.c_str());
+        for (const auto& s : top) std::printf("  %-*s  %.4f\n", int(w), labels[size_t(s.index)].c_str(), double(s.prob));
       }
-      std::fflush(stdout);
-      done += chunk->items.size();
-      progress.update(done);
-      reader.recycle(std::move(chunk));
+      if (!o.save_logits.empty()) {
+        saved.insert(saved.end(), row, row + cfg.classes);
+        saved_files.push_back(file);
+      }
+      ++classified;
     }
+    std::fflush(stdout);
+    done += n;
+    progress.update(done);
   }
   progress.clear();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string stats = fmt::format("classified {} of {} images in {:.3f} s: {:.1f} img/s end to end "
-                                        "(decode, preprocessing and inference; batch {}, {} threads)",
-                                        classified, inputs.size(), secs, secs > 0 ? classified / secs : 0.0, batch,
-                                        set_threads(0));
+  const std::string stats = fmt::format(
+      "classified {} of {} images in {:.3f} s: {:.1f} img/s end to end (decode + preprocessing {:.3f} s, "
+      "inference {:.3f} s; batch {}, {} threads)",
+      classified, inputs.size(), secs, secs > 0 ? classified / secs : 0.0, pre_secs, run_secs, batch, set_threads(0));
   if (o.stats) std::fprintf(stderr, "%s\n", stats.c_str());
   else spdlog::info("{}", stats);
 

@@ -23,7 +23,7 @@ dnnl::engine& cpu_engine() {
 }
 
 dnnl::stream& cpu_stream() {
-  static dnnl::stream s(cpu_engine());
+  static thread_local dnnl::stream s(cpu_engine());  // one per thread: workers run concurrently
   return s;
 }
 

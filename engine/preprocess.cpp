@@ -58,16 +58,20 @@ Image resize_and_crop(const Image& img, const PreprocessConfig& cfg) {
   } else {
     throw Error("unsupported crop_mode '" + cfg.crop_mode + "' (expected center or squash)");
   }
-  return center_crop(resize_like_pil(img, new_w, new_h, cfg.interpolation), cfg.height, cfg.width);
+  if (new_w < cfg.width || new_h < cfg.height)  // the crop pads: resize everything, then pad and crop
+    return center_crop(resize_like_pil(img, new_w, new_h, cfg.interpolation), cfg.height, cfg.width);
+  const int left = int(std::nearbyint((new_w - cfg.width) / 2.0)), top = int(std::nearbyint((new_h - cfg.height) / 2.0));
+  return resize_like_pil_window(img, new_w, new_h, cfg.interpolation, left, top, cfg.width, cfg.height);
 }
 
 void normalize_to_chw(const Image& crop, const PreprocessConfig& cfg, float* out) {
+  // ToTensor + Normalize per value, (v / 255 - mean) / std in float as torch computes it, tabulated.
+  float table[3][256];
+  for (int c = 0; c < 3; ++c)
+    for (int v = 0; v < 256; ++v) table[c][v] = (float(v) / 255.f - cfg.mean[c]) / cfg.std[c];
   const size_t plane = size_t(crop.width) * crop.height;
-  for (int c = 0; c < 3; ++c) {
-    const float m = cfg.mean[c], s = cfg.std[c];
-    float* o = out + c * plane;
-    for (size_t i = 0; i < plane; ++i) o[i] = (float(crop.rgb[i * 3 + c]) / 255.f - m) / s;
-  }
+  for (size_t i = 0; i < plane; ++i)
+    for (int c = 0; c < 3; ++c) out[c * plane + i] = table[c][crop.rgb[i * 3 + c]];
 }
 
 void preprocess(const Image& img, const PreprocessConfig& cfg, float* out) {

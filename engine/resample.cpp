@@ -1,6 +1,7 @@
 // Pillow-exact resampling; the comments quote the Pillow 9.4 Resample.c lines each step mirrors.
 #include "resample.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -110,69 +111,110 @@ inline uint8_t clip8(int32_t in) {
   return uint8_t(in >> kPrecisionBits);
 }
 
-// ImagingResampleHorizontal_8bpc over rows [row0, row0 + rows) of src.
-Image resample_horizontal(const Image& src, int out_w, int row0, int rows, Filter f) {
-  const Coeffs c = precompute_coeffs(src.width, out_w, f);
-  const std::vector<int32_t> kk = fixed_point(c.k);
-  Image out;
-  out.width = out_w;
-  out.height = rows;
-  out.rgb.resize(size_t(out_w) * rows * 3);
+// The horizontal pass with every output pixel using exactly K taps: a pixel with fewer has its window
+// moved inside the row and zero weights added. The sums are integers, so they are Pillow's exactly.
+template <int K>
+void horizontal_rows(const Image& src, const std::vector<int>& start, const std::vector<int32_t>& kk, int w,
+                     int row0, int rows, uint8_t* out) {
   for (int yy = 0; yy < rows; ++yy) {
     const uint8_t* in = &src.rgb[size_t(yy + row0) * src.width * 3];
-    uint8_t* o = &out.rgb[size_t(yy) * out_w * 3];
-    for (int xx = 0; xx < out_w; ++xx) {
-      const int xmin = c.bounds[size_t(xx) * 2], xmax = c.bounds[size_t(xx) * 2 + 1];
-      const int32_t* k = &kk[size_t(xx) * c.ksize];
+    uint8_t* o = out + size_t(yy) * w * 3;
+    for (int xx = 0; xx < w; ++xx) {
+      const uint8_t* p = in + size_t(start[size_t(xx)]) * 3;
+      const int32_t* k = &kk[size_t(xx) * K];
       int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
-      for (int x = 0; x < xmax; ++x) {
-        const uint8_t* p = in + size_t(x + xmin) * 3;
-        s0 += p[0] * k[x];
-        s1 += p[1] * k[x];
-        s2 += p[2] * k[x];
+      for (int x = 0; x < K; ++x) {
+        s0 += p[3 * x] * k[x];
+        s1 += p[3 * x + 1] * k[x];
+        s2 += p[3 * x + 2] * k[x];
       }
       o[xx * 3] = clip8(s0);
       o[xx * 3 + 1] = clip8(s1);
       o[xx * 3 + 2] = clip8(s2);
     }
   }
-  return out;
 }
 
-// ImagingResampleVertical_8bpc; bounds are shifted by row0 (the first source row kept).
-Image resample_vertical(const Image& src, const Coeffs& c, int row0, int out_h) {
-  const std::vector<int32_t> kk = fixed_point(c.k);
+// ImagingResampleHorizontal_8bpc for output columns [x0, x0 + w) over source rows [row0, row0 + rows).
+Image resample_horizontal(const Image& src, const Coeffs& c, int x0, int w, int row0, int rows) {
+  const std::vector<int32_t> fixed = fixed_point(c.k);
+  const int K = std::min(c.ksize, src.width);
+  std::vector<int> start(static_cast<size_t>(w));
+  std::vector<int32_t> kk(size_t(w) * K, 0);
+  for (int xx = 0; xx < w; ++xx) {
+    const int xmin = c.bounds[size_t(xx + x0) * 2], n = c.bounds[size_t(xx + x0) * 2 + 1];
+    const int s = std::min(xmin, src.width - K);
+    start[size_t(xx)] = s;
+    for (int x = 0; x < n; ++x) kk[size_t(xx) * K + (xmin - s) + x] = fixed[size_t(xx + x0) * c.ksize + x];
+  }
   Image out;
-  out.width = src.width;
-  out.height = out_h;
-  out.rgb.resize(size_t(src.width) * out_h * 3);
-  const size_t stride = size_t(src.width) * 3;
-  for (int yy = 0; yy < out_h; ++yy) {
-    const int ymin = c.bounds[size_t(yy) * 2] - row0, ymax = c.bounds[size_t(yy) * 2 + 1];
-    const int32_t* k = &kk[size_t(yy) * c.ksize];
-    uint8_t* o = &out.rgb[size_t(yy) * stride];
-    for (size_t xx = 0; xx < stride; ++xx) {
-      int32_t s = 1 << (kPrecisionBits - 1);
-      for (int y = 0; y < ymax; ++y) s += src.rgb[size_t(y + ymin) * stride + xx] * k[y];
-      o[xx] = clip8(s);
-    }
+  out.width = w;
+  out.height = rows;
+  out.rgb.resize(size_t(w) * rows * 3);
+  switch (K) {
+    case 5: horizontal_rows<5>(src, start, kk, w, row0, rows, out.rgb.data()); break;
+    case 7: horizontal_rows<7>(src, start, kk, w, row0, rows, out.rgb.data()); break;
+    case 9: horizontal_rows<9>(src, start, kk, w, row0, rows, out.rgb.data()); break;
+    default:
+      for (int yy = 0; yy < rows; ++yy) {
+        const uint8_t* in = &src.rgb[size_t(yy + row0) * src.width * 3];
+        uint8_t* o = &out.rgb[size_t(yy) * w * 3];
+        for (int xx = 0; xx < w; ++xx) {
+          const uint8_t* p = in + size_t(start[size_t(xx)]) * 3;
+          const int32_t* k = &kk[size_t(xx) * K];
+          int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
+          for (int x = 0; x < K; ++x) {
+            s0 += p[3 * x] * k[x];
+            s1 += p[3 * x + 1] * k[x];
+            s2 += p[3 * x + 2] * k[x];
+          }
+          o[xx * 3] = clip8(s0);
+          o[xx * 3 + 1] = clip8(s1);
+          o[xx * 3 + 2] = clip8(s2);
+        }
+      }
   }
   return out;
 }
 
-Image resize_nearest(const Image& src, int out_w, int out_h) {
+// ImagingResampleVertical_8bpc for output rows [y0, y0 + h); src row 0 is source row row0. Whole rows
+// are accumulated tap by tap (the same sums in the same order as Pillow, laid out to vectorize).
+Image resample_vertical(const Image& src, const Coeffs& c, int y0, int h, int row0) {
+  const std::vector<int32_t> kk = fixed_point(c.k);
+  Image out;
+  out.width = src.width;
+  out.height = h;
+  const size_t stride = size_t(src.width) * 3;
+  out.rgb.resize(stride * h);
+  std::vector<int32_t> acc(stride);
+  for (int yy = 0; yy < h; ++yy) {
+    const int ymin = c.bounds[size_t(yy + y0) * 2] - row0, ymax = c.bounds[size_t(yy + y0) * 2 + 1];
+    const int32_t* k = &kk[size_t(yy + y0) * c.ksize];
+    std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
+    for (int y = 0; y < ymax; ++y) {
+      const uint8_t* row = &src.rgb[size_t(y + ymin) * stride];
+      const int32_t ky = k[y];
+      for (size_t xx = 0; xx < stride; ++xx) acc[xx] += row[xx] * ky;
+    }
+    uint8_t* o = &out.rgb[size_t(yy) * stride];
+    for (size_t xx = 0; xx < stride; ++xx) o[xx] = clip8(acc[xx]);
+  }
+  return out;
+}
+
+Image resize_nearest(const Image& src, int out_w, int out_h, int x0, int y0, int w, int h) {
   // Pillow resizes with NEAREST through an affine transform sampling at pixel centres.
   Image out;
-  out.width = out_w;
-  out.height = out_h;
-  out.rgb.resize(size_t(out_w) * out_h * 3);
+  out.width = w;
+  out.height = h;
+  out.rgb.resize(size_t(w) * h * 3);
   const double sx = double(src.width) / out_w, sy = double(src.height) / out_h;
-  for (int y = 0; y < out_h; ++y) {
-    const int iy = std::min(int((y + 0.5) * sy), src.height - 1);
-    for (int x = 0; x < out_w; ++x) {
-      const int ix = std::min(int((x + 0.5) * sx), src.width - 1);
+  for (int y = 0; y < h; ++y) {
+    const int iy = std::min(int((y + y0 + 0.5) * sy), src.height - 1);
+    for (int x = 0; x < w; ++x) {
+      const int ix = std::min(int((x + x0 + 0.5) * sx), src.width - 1);
       for (int ch = 0; ch < 3; ++ch)
-        out.rgb[(size_t(y) * out_w + x) * 3 + ch] = src.rgb[(size_t(iy) * src.width + ix) * 3 + ch];
+        out.rgb[(size_t(y) * w + x) * 3 + ch] = src.rgb[(size_t(iy) * src.width + ix) * 3 + ch];
     }
   }
   return out;
@@ -204,17 +246,37 @@ const char* filter_name(Filter f) {
 }
 
 Image resize_like_pil(const Image& src, int out_w, int out_h, Filter f) {
-  if (out_w == src.width && out_h == src.height) return src;  // Image.resize returns a copy
-  if (f == Filter::Nearest) return resize_nearest(src, out_w, out_h);
+  return resize_like_pil_window(src, out_w, out_h, f, 0, 0, out_w, out_h);
+}
+
+Image resize_like_pil_window(const Image& src, int out_w, int out_h, Filter f, int x0, int y0, int w, int h) {
+  if (out_w == src.width && out_h == src.height) {  // Image.resize returns a copy
+    Image out;
+    out.width = w;
+    out.height = h;
+    out.rgb.resize(size_t(w) * h * 3);
+    for (int y = 0; y < h; ++y)
+      std::copy_n(&src.rgb[(size_t(y + y0) * src.width + x0) * 3], size_t(w) * 3, &out.rgb[size_t(y) * w * 3]);
+    return out;
+  }
+  if (f == Filter::Nearest) return resize_nearest(src, out_w, out_h, x0, y0, w, h);
   // ImagingResampleInner: horizontal pass over just the rows the vertical pass reads, then vertical.
   const bool need_h = out_w != src.width, need_v = out_h != src.height;
+  const Coeffs ch = precompute_coeffs(src.width, out_w, f);
   const Coeffs cv = precompute_coeffs(src.height, out_h, f);
-  const int ybox_first = cv.bounds[0];
-  const int ybox_last = cv.bounds[size_t(out_h) * 2 - 2] + cv.bounds[size_t(out_h) * 2 - 1];
-  if (need_h && !need_v) return resample_horizontal(src, out_w, 0, src.height, f);
-  if (!need_h) return resample_vertical(src, cv, 0, out_h);
-  const Image tmp = resample_horizontal(src, out_w, ybox_first, ybox_last - ybox_first, f);
-  return resample_vertical(tmp, cv, ybox_first, out_h);
+  if (!need_v) return resample_horizontal(src, ch, x0, w, y0, h);
+  const int first = cv.bounds[size_t(y0) * 2];
+  const int last = cv.bounds[size_t(y0 + h - 1) * 2] + cv.bounds[size_t(y0 + h - 1) * 2 + 1];
+  if (!need_h) {
+    Image cols;  // the window's columns of the source rows the vertical pass reads
+    cols.width = w;
+    cols.height = last - first;
+    cols.rgb.resize(size_t(w) * cols.height * 3);
+    for (int y = 0; y < cols.height; ++y)
+      std::copy_n(&src.rgb[(size_t(y + first) * src.width + x0) * 3], size_t(w) * 3, &cols.rgb[size_t(y) * w * 3]);
+    return resample_vertical(cols, cv, y0, h, first);
+  }
+  return resample_vertical(resample_horizontal(src, ch, x0, w, first, last - first), cv, y0, h, first);
 }
 
 std::vector<float> resample_grid(const float* src, int in_h, int in_w, int C, int out_h, int out_w,

@@ -177,13 +177,15 @@ size_t ViT::activation_bytes(int64_t B) const {
   return floats * sizeof(float);
 }
 
-std::unique_ptr<ViT::Plan> ViT::build_plan(int64_t B) const {
+std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B) const {
+  if (B <= 0) throw Error("batch size must be positive, got " + std::to_string(B));
   const ViTConfig& c = cfg_;
   const int64_t D = c.width, T = c.tokens(), N = c.patches(), H = c.heads, M = c.mlp, C = c.classes;
   const int64_t prefix = c.prefix_tokens(), BT = B * T;
   auto plan = std::make_unique<Plan>();
-  plan->arena = Arena(activation_bytes(B) / sizeof(float));
-  float* next = plan->arena.data();
+  plan->B_ = B;
+  plan->arena_ = Arena(activation_bytes(B) / sizeof(float));
+  float* next = plan->arena_.data();
   auto carve = [&](int64_t n) {
     float* p = next;
     next += round16(size_t(n));
@@ -203,11 +205,11 @@ std::unique_ptr<ViT::Plan> ViT::build_plan(int64_t B) const {
   float* pooled_dist = carve(B * D);                            // [B, D]
   float* logits = carve(B * C);                                 // [B, C]
   float* logits_dist = carve(B * C);                            // [B, C]
-  plan->input = input;
-  plan->logits = logits;
-  Program& prog = plan->program;
+  plan->input_ = input;
+  plan->logits_ = logits;
+  Program& prog = plan->program_;
   auto tap = [&](const std::string& name, const float* data, int64_t count) {
-    plan->taps.push_back({prog.steps().size() - 1, name, data, count});
+    plan->taps_.push_back({prog.steps().size() - 1, name, data, count});
   };
 
   // x = self.patch_embed(x): the P x P / stride P conv as patch rows times the flattened kernel.
@@ -309,48 +311,36 @@ std::unique_ptr<ViT::Plan> ViT::build_plan(int64_t B) const {
   return plan;
 }
 
-void ViT::prepare(int64_t B) {
-  if (B <= 0) throw Error("batch size must be positive, got " + std::to_string(B));
-  if (!plans_.count(B)) plans_[B] = build_plan(B);
+const float* ViT::Plan::run() const {
+  program_.run();
+  return logits_;
 }
 
-const Program& ViT::program(int64_t B) {
-  prepare(B);
-  return plans_.at(B)->program;
-}
-
-float* ViT::input(int64_t B) {
-  prepare(B);
-  return plans_.at(B)->input;
-}
-
-const float* ViT::run(int64_t B) {
-  prepare(B);
-  const Plan& p = *plans_.at(B);
-  p.program.run();
-  return p.logits;
+ViT::Plan& ViT::plan(int64_t B) {
+  auto& p = plans_[B];
+  if (!p) p = make_plan(B);
+  return *p;
 }
 
 void ViT::forward(const float* images, int64_t B, float* logits) {
-  float* in = input(B);
-  std::memcpy(in, images, size_t(B * 3 * cfg_.img_h * cfg_.img_w) * sizeof(float));
-  std::memcpy(logits, run(B), size_t(B * cfg_.classes) * sizeof(float));
+  Plan& p = plan(B);
+  std::memcpy(p.input(), images, size_t(B * 3 * cfg_.img_h * cfg_.img_w) * sizeof(float));
+  std::memcpy(logits, p.run(), size_t(B * cfg_.classes) * sizeof(float));
 }
 
 void ViT::forward_with_taps(const float* images, int64_t B, const TapFn& tap) {
-  float* in = input(B);
-  std::memcpy(in, images, size_t(B * 3 * cfg_.img_h * cfg_.img_w) * sizeof(float));
-  const Plan& p = *plans_.at(B);
-  tap("input", in, B * 3 * cfg_.img_h * cfg_.img_w);
-  const auto& steps = p.program.steps();
+  Plan& p = plan(B);
+  std::memcpy(p.input(), images, size_t(B * 3 * cfg_.img_h * cfg_.img_w) * sizeof(float));
+  tap("input", p.input(), B * 3 * cfg_.img_h * cfg_.img_w);
+  const auto& steps = p.program().steps();
   size_t next_tap = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& st = steps[i];
     if (st.host) st.host();
     else st.prim.execute(cpu_stream(), st.args);
     cpu_stream().wait();
-    for (; next_tap < p.taps.size() && p.taps[next_tap].after_step == i; ++next_tap)
-      tap(p.taps[next_tap].name, p.taps[next_tap].data, p.taps[next_tap].count);
+    for (; next_tap < p.taps_.size() && p.taps_[next_tap].after_step == i; ++next_tap)
+      tap(p.taps_[next_tap].name, p.taps_[next_tap].data, p.taps_[next_tap].count);
   }
 }
 

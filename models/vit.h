@@ -35,40 +35,49 @@ class ViT {
   const ViTConfig& config() const { return cfg_; }
   const std::string& source() const { return source_; }
 
-  // images [B, 3, H, W] (preprocessed) -> logits [B, C]. Builds the batch size's Program on first use.
+  // Everything one batch size needs to run: its oneDNN primitives, bound to an activation arena.
+  // Built from a loaded ViT (which must outlive it); independent Plans may run on different threads.
+  class Plan {
+   public:
+    int64_t batch() const { return B_; }
+    float* input() const { return input_; }   // [B, 3, H, W]: preprocess straight into it
+    const float* run() const;                 // one forward pass; returns logits [B, C] in the arena
+    const Program& program() const { return program_; }
+
+   private:
+    friend class ViT;
+    struct Tap {
+      size_t after_step;
+      std::string name;
+      const float* data;
+      int64_t count;
+    };
+    int64_t B_ = 0;
+    Arena arena_;
+    Program program_;
+    float* input_ = nullptr;
+    float* logits_ = nullptr;
+    std::vector<Tap> taps_;
+  };
+  // Primitives are created for the calling thread's OpenMP thread count (set_threads).
+  std::unique_ptr<Plan> make_plan(int64_t B) const;
+
+  // Convenience for one thread: a Plan per batch size kept inside the model.
+  Plan& plan(int64_t B);
+  // images [B, 3, H, W] (preprocessed) -> logits [B, C].
   void forward(const float* images, int64_t B, float* logits);
-  // Builds (once) what forward needs for batch size B; forward calls it, bench calls it up front.
-  void prepare(int64_t B);
-  const Program& program(int64_t B);
-  // The input buffer of batch size B's plan [B, 3, H, W]: preprocess straight into it, then run(B).
-  float* input(int64_t B);
-  const float* run(int64_t B);  // returns logits [B, C] inside the plan
 
   // forward that also reports named intermediate tensors, as timm's forward hooks would see them:
-  // patch_embed, embed, blocks.{i}.norm1, blocks.{i}.attn (before the residual), blocks.{i}.norm2,
-  // blocks.{i}.mlp.fc1 (before GELU, from the fused fc1 the value after GELU), blocks.{i}, norm, logits.
+  // patch_embed, embed, blocks.{i}.norm1, blocks.{i}.norm2, blocks.{i}.mlp.fc1_gelu (fc1 is fused with
+  // its GELU), blocks.{i}, norm, logits.
   using TapFn = std::function<void(const std::string& name, const float* data, int64_t count)>;
   void forward_with_taps(const float* images, int64_t B, const TapFn& tap);
 
   size_t activation_bytes(int64_t B) const;
 
  private:
-  struct Tap {
-    size_t after_step;
-    std::string name;
-    const float* data;
-    int64_t count;
-  };
-  struct Plan {
-    Arena arena;
-    Program program;
-    float* input = nullptr;   // [B, 3, H, W]
-    float* logits = nullptr;  // [B, C]
-    std::vector<Tap> taps;
-  };
   ViT() = default;
   void load_weights(Checkpoint& ck);
-  std::unique_ptr<Plan> build_plan(int64_t B) const;
 
   ViTConfig cfg_;
   std::string source_;
@@ -80,7 +89,7 @@ class ViT {
   LayerNormWeights norm_;             // final norm over tokens (cfg_.final_norm)
   LayerNormWeights fc_norm_;          // norm after pooling (cfg_.fc_norm)
   LinearWeights head_, head_dist_;    // [C, D]
-  std::map<int64_t, std::unique_ptr<Plan>> plans_;
+  std::map<int64_t, std::unique_ptr<Plan>> plans_;  // for plan()
 };
 
 }  // namespace vit

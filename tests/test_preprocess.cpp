@@ -84,6 +84,19 @@ TEST(Resample, ConstantImageStaysConstant) {
     }
 }
 
+TEST(Resample, WindowEqualsCropOfFullResize) {
+  const Image img = gradient(97, 61);
+  for (Filter f : {Filter::Bicubic, Filter::Bilinear, Filter::Lanczos, Filter::Nearest})
+    for (auto [w, h] : {std::pair{50, 33}, std::pair{150, 90}, std::pair{97, 40}, std::pair{60, 61}}) {
+      const Image full = resize_like_pil(img, w, h, f);
+      const Image win = resize_like_pil_window(img, w, h, f, 3, 5, w - 7, h - 9);
+      for (int y = 0; y < h - 9; ++y)
+        for (int x = 0; x < (w - 7) * 3; ++x)
+          ASSERT_EQ(win.rgb[size_t(y) * (w - 7) * 3 + x], full.rgb[size_t(y + 5) * w * 3 + 9 + x])
+              << filter_name(f) << " " << w << "x" << h << " at " << x << "," << y;
+    }
+}
+
 TEST(Preprocess, CenterCropArithmetic) {
   // 849 wide after the resize: (849 - 224) / 2 = 312.5 rounds half to even: left 312.
   PreprocessConfig cfg = deit_preprocessing();
