@@ -130,7 +130,9 @@ int run_classify(const ClassifyOptions& o) {
   const std::vector<std::string> labels = resolve_labels(o.labels, cfg);
   const int k = int(std::min<int64_t>(o.topk, cfg.classes));
   const int batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs.size(), 1))));
+  spdlog::debug("model ready");
   model.plan(batch);
+  spdlog::debug("plan for batch {} built", batch);
   if (inputs.size() % size_t(batch)) model.plan(int64_t(inputs.size() % size_t(batch)));  // the last batch
 
   std::vector<float> saved;  // [classified, C] for --save-logits
@@ -145,6 +147,7 @@ int run_classify(const ClassifyOptions& o) {
     ViT::Plan* plan = nullptr;
     const std::vector<std::string> errors = preprocess_batch(model, inputs, first, n, &plan);
     const auto t_run = std::chrono::steady_clock::now();
+    spdlog::debug("batch at {} preprocessed", first);
     const float* logits = plan ? plan->run() : nullptr;
     pre_secs += std::chrono::duration<double>(t_run - t_pre).count();
     run_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count();

@@ -49,6 +49,7 @@ ViT load_model(const ModelOptions& o) {
   struct stat st{};
   if (o.model.empty() && ::stat(path.c_str(), &st) != 0)
     throw Error(path + ": default model not found; fetch it with weights/get_default_model.sh or pass --model");
+  spdlog::debug("loading {}", path);
   return ViT::load(path, o.config);
 }
 

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   setup_logging(verbose);
+  spdlog::debug("started");
   try {
     return run();
   } catch (const vit::Error& e) {

@@ -3,6 +3,7 @@
 #include "ops.h"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <chrono>
 #include <cmath>
@@ -66,20 +67,21 @@ memory view(const memory::desc& md, const float* p) {
   return memory(md, cpu_engine(), const_cast<float*>(p));
 }
 
-memory owned_copy(const memory::desc& md, const float* src) {
-  memory m(md, cpu_engine());
+memory stored_copy(Arena& store, const memory::desc& md, const float* src) {
+  memory m(md, cpu_engine(), store.alloc(md.get_size()));
   std::memcpy(m.get_data_handle(), src, md.get_size());
   return m;
 }
 
 }  // namespace
 
-LinearWeights make_linear(const float* weight, const float* bias, int64_t K, int64_t N, WeightLayout layout) {
+LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
+                          WeightLayout layout) {
   LinearWeights lw;
   lw.K = K;
   lw.N = N;
   const memory::desc plain({K, N}, dt::f32, tag::ba);
-  if (bias) lw.b = owned_copy(memory::desc({1, N}, dt::f32, tag::ab), bias);
+  if (bias) lw.b = stored_copy(store, memory::desc({1, N}, dt::f32, tag::ab), bias);
   if (layout != WeightLayout::NK) {
     // Ask the matmul for a typical ViT problem (197 tokens) which weight layout it wants.
     const int64_t M = 197;
@@ -89,14 +91,14 @@ LinearWeights make_linear(const float* weight, const float* bias, int64_t K, int
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any, bias_md, dst), cpu_engine());
     const bool brgemm = std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
     if (layout == WeightLayout::Blocked || brgemm) {
-      lw.w = memory(pd.weights_desc(), cpu_engine());
+      lw.w = memory(pd.weights_desc(), cpu_engine(), store.alloc(pd.weights_desc().get_size()));
       memory user(plain, cpu_engine(), const_cast<float*>(weight));
       dnnl::reorder(user, lw.w).execute(cpu_stream(), user, lw.w);
       cpu_stream().wait();
       return lw;
     }
   }
-  lw.w = owned_copy(plain, weight);
+  lw.w = stored_copy(store, plain, weight);
   return lw;
 }
 
@@ -120,13 +122,13 @@ Step linear_step(const std::string& name, const LinearWeights& lw, int64_t M, co
   return s;
 }
 
-LayerNormWeights make_layer_norm(const float* gamma, const float* beta, int64_t D, float eps) {
+LayerNormWeights make_layer_norm(Arena& store, const float* gamma, const float* beta, int64_t D, float eps) {
   LayerNormWeights ln;
   ln.D = D;
   ln.eps = eps;
   const memory::desc md({D}, dt::f32, tag::a);
-  ln.gamma = owned_copy(md, gamma);
-  ln.beta = owned_copy(md, beta);
+  ln.gamma = stored_copy(store, md, gamma);
+  ln.beta = stored_copy(store, md, beta);
   return ln;
 }
 
@@ -146,36 +148,50 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
 }
 
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                                  const float* qkv, float* scores, float* out) {
-  const int64_t D = H * Dh;
-  // Q and V as [B, H, T, Dh], K^T as [B, H, Dh, T], all inside the qkv rows of 3D floats.
-  const memory::desc q_md({B, H, T, Dh}, dt::f32, memory::dims{T * 3 * D, Dh, 3 * D, 1});
-  const memory::desc kt_md({B, H, Dh, T}, dt::f32, memory::dims{T * 3 * D, Dh, 1, 3 * D});
+                                  const float* qkv, float* heads, float* scores, float* out) {
+  const int64_t D = H * Dh, BHTD = B * H * T * Dh;
+  // oneDNN 2.6 runs batched matmuls in brgemm only on dense operands, so the heads are first copied
+  // out of the qkv rows into [3, B, H, T, Dh]; strided views run in gemm:jit, slower here and with a
+  // one-time warm-up of tens of milliseconds (docs/PERFORMANCE.md).
+  const memory::desc q_md({B, H, T, Dh}, dt::f32, tag::abcd);
+  const memory::desc kt_md({B, H, Dh, T}, dt::f32, tag::abdc);
   const memory::desc s_md({B, H, T, T}, dt::f32, tag::abcd);
   const memory::desc o_md({B, H, T, Dh}, dt::f32, memory::dims{T * D, Dh, D, 1});
 
-  std::vector<Step> steps(3);
+  std::vector<Step> steps(4);
+  steps[0].name = name + ".split_heads";
+  steps[0].host = [=] {
+#pragma omp parallel for collapse(2)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const float* row = qkv + (b * T + t) * 3 * D;
+        for (int64_t s3 = 0; s3 < 3; ++s3)
+          for (int64_t h = 0; h < H; ++h)
+            std::memcpy(heads + s3 * BHTD + ((b * H + h) * T + t) * Dh, row + s3 * D + h * Dh, size_t(Dh) * sizeof(float));
+      }
+  };
+
   dnnl::primitive_attr scale_attr;
   scale_attr.set_output_scales(0, {1.f / std::sqrt(float(Dh))});
   dnnl::matmul::primitive_desc qk_pd(dnnl::matmul::desc(q_md, kt_md, s_md), scale_attr, cpu_engine());
-  steps[0].name = name + ".qk";
-  steps[0].prim = dnnl::matmul(qk_pd);
-  steps[0].args = {{DNNL_ARG_SRC, view(q_md, qkv)}, {DNNL_ARG_WEIGHTS, view(kt_md, qkv + D)},
+  steps[1].name = name + ".qk";
+  steps[1].prim = dnnl::matmul(qk_pd);
+  steps[1].args = {{DNNL_ARG_SRC, view(q_md, heads)}, {DNNL_ARG_WEIGHTS, view(kt_md, heads + BHTD)},
                    {DNNL_ARG_DST, view(s_md, scores)}};
-  steps[0].flops = 2.0 * B * H * T * T * Dh;
+  steps[1].flops = 2.0 * B * H * T * T * Dh;
 
   dnnl::softmax_forward::primitive_desc sm_pd(
       dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, s_md, 3), cpu_engine());
-  steps[1].name = name + ".softmax";
-  steps[1].prim = dnnl::softmax_forward(sm_pd);
-  steps[1].args = {{DNNL_ARG_SRC, view(s_md, scores)}, {DNNL_ARG_DST, view(s_md, scores)}};
+  steps[2].name = name + ".softmax";
+  steps[2].prim = dnnl::softmax_forward(sm_pd);
+  steps[2].args = {{DNNL_ARG_SRC, view(s_md, scores)}, {DNNL_ARG_DST, view(s_md, scores)}};
 
   dnnl::matmul::primitive_desc pv_pd(dnnl::matmul::desc(s_md, q_md, o_md), cpu_engine());
-  steps[2].name = name + ".pv";
-  steps[2].prim = dnnl::matmul(pv_pd);
-  steps[2].args = {{DNNL_ARG_SRC, view(s_md, scores)}, {DNNL_ARG_WEIGHTS, view(q_md, qkv + 2 * D)},
+  steps[3].name = name + ".pv";
+  steps[3].prim = dnnl::matmul(pv_pd);
+  steps[3].args = {{DNNL_ARG_SRC, view(s_md, scores)}, {DNNL_ARG_WEIGHTS, view(q_md, heads + 2 * BHTD)},
                    {DNNL_ARG_DST, view(o_md, out)}};
-  steps[2].flops = 2.0 * B * H * T * T * Dh;
+  steps[3].flops = 2.0 * B * H * T * T * Dh;
   return steps;
 }
 
@@ -200,23 +216,39 @@ Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, in
   return s;
 }
 
-Arena::Arena(size_t floats) : n_(floats) {
-  const size_t bytes = ((floats * sizeof(float) + 63) / 64) * 64;
-  p_ = static_cast<float*>(std::aligned_alloc(64, bytes ? bytes : 64));
-  if (!p_) throw Error("out of memory: cannot allocate " + std::to_string(bytes >> 20) + " MiB of activations");
+Arena::Chunk Arena::new_chunk(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t align = bytes >= kHuge ? kHuge : 64;
+  bytes = (std::max<size_t>(bytes, 64) + align - 1) / align * align;
+  auto* p = static_cast<float*>(std::aligned_alloc(align, bytes));
+  if (!p) throw Error("out of memory: cannot allocate " + std::to_string(bytes >> 20) + " MiB");
+  if (align == kHuge) ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only
+  return {p, bytes, 0};
 }
 
-Arena::~Arena() { std::free(p_); }
+Arena::Arena(size_t floats) { chunks_.push_back(new_chunk(floats * sizeof(float))); }
 
 Arena& Arena::operator=(Arena&& o) noexcept {
   if (this != &o) {
-    std::free(p_);
-    p_ = o.p_;
-    n_ = o.n_;
-    o.p_ = nullptr;
-    o.n_ = 0;
+    for (auto& c : chunks_) std::free(c.p);
+    chunks_ = std::move(o.chunks_);
+    o.chunks_.clear();
   }
   return *this;
+}
+
+Arena::~Arena() {
+  for (auto& c : chunks_) std::free(c.p);
+}
+
+float* Arena::alloc(size_t bytes) {
+  bytes = (bytes + 63) / 64 * 64;
+  if (chunks_.empty() || chunks_.back().used + bytes > chunks_.back().bytes)
+    chunks_.push_back(new_chunk(std::max(bytes, size_t(16) << 20)));
+  Chunk& c = chunks_.back();
+  float* p = c.p + c.used / sizeof(float);
+  c.used += bytes;
+  return p;
 }
 
 }  // namespace vit

@@ -50,8 +50,10 @@ struct LinearWeights {
   dnnl::memory w, b;  // b empty when the layer has no bias
 };
 
-// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr.
-LinearWeights make_linear(const float* weight, const float* bias, int64_t K, int64_t N,
+class Arena;
+// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; the copies oneDNN runs from
+// are placed in `store`, which must outlive them.
+LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
                           WeightLayout layout = WeightLayout::Auto);
 
 // dst[M, N] = src[M, K] x W^T + b, then the epilogue. Rows are dense: oneDNN 2.6 runs strided rows
@@ -64,37 +66,44 @@ struct LayerNormWeights {
   float eps = 1e-6f;
   dnnl::memory gamma, beta;
 };
-LayerNormWeights make_layer_norm(const float* gamma, const float* beta, int64_t D, float eps);
+LayerNormWeights make_layer_norm(Arena& store, const float* gamma, const float* beta, int64_t D, float eps);
 // dst[M, D] = LayerNorm(src[M, D]) over the last dimension.
 Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_t M, const float* src, float* dst);
 
 // Multi-head self-attention core on qkv [B, T, 3, H, Dh] (a linear layer's output, [B*T, 3*H*Dh]):
-// scores[B, H, T, T] = softmax(Q K^T / sqrt(Dh)), out [B, T, H*Dh] = scores V. All heads and images in
-// one matmul each, heads addressed through strided memory descriptors, no transposing copies.
+// heads [3, B, H, T, Dh] (scratch) = the heads split out, scores [B, H, T, T] = softmax(Q K^T / sqrt(Dh)),
+// out [B, T, H*Dh] = scores V, written straight into the heads-concatenated layout. All heads and
+// images in one matmul each.
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                                  const float* qkv, float* scores, float* out);
+                                  const float* qkv, float* heads, float* scores, float* out);
 
 // Rearranges images [B, C, S_h, S_w] into patch rows [B * Nh * Nw, C * P * P] in (c, ky, kx) order,
 // the order of a PyTorch conv weight [D, C, P, P], so the patch embedding is one linear layer.
 Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, int64_t Sw, int64_t P,
                    const float* src, float* dst);
 
-// A 64-byte aligned float buffer that activations are carved from.
+// 64-byte aligned float memory on transparent huge pages where the kernel offers them (a page fault per
+// 2 MiB instead of per 4 KiB). Fixed size: Arena(n) for activations; or growing: alloc() hands out
+// aligned pieces from chunks that never move, for weights.
 class Arena {
  public:
   Arena() = default;
   explicit Arena(size_t floats);
-  ~Arena();
-  Arena(Arena&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  Arena(Arena&& o) noexcept { *this = std::move(o); }
   Arena& operator=(Arena&& o) noexcept;
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
-  float* data() const { return p_; }
-  size_t size() const { return n_; }
+  ~Arena();
+  float* data() const { return chunks_.empty() ? nullptr : chunks_.front().p; }
+  float* alloc(size_t bytes);
 
  private:
-  float* p_ = nullptr;
-  size_t n_ = 0;
+  struct Chunk {
+    float* p;
+    size_t bytes, used;
+  };
+  static Chunk new_chunk(size_t bytes);
+  std::vector<Chunk> chunks_;
 };
 
 }  // namespace vit

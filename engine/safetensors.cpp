@@ -199,6 +199,37 @@ std::vector<float> SafeTensors::to_f32(const std::string& name) const {
   return out;
 }
 
+const float* SafeTensors::f32_view(const std::string& name) const {
+  const TensorView& t = get(name);
+  if (t.dtype != DType::F32 || reinterpret_cast<uintptr_t>(t.data) % alignof(float) != 0) return nullptr;
+  return reinterpret_cast<const float*>(t.data);
+}
+
+namespace {
+// The whole pages inside [p, p + n) of a mapping (release) or covering it (prefetch).
+void advise(const uint8_t* p, size_t n, int advice, bool inner) {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  uintptr_t b = reinterpret_cast<uintptr_t>(p), e = b + n;
+  b = inner ? (b + page - 1) / page * page : b / page * page;
+  e = inner ? e / page * page : (e + page - 1) / page * page;
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, advice);  // advice only: errors are harmless
+}
+}  // namespace
+
+void SafeTensors::prefetch(const std::string& name) const {
+#ifdef MADV_POPULATE_READ
+  const TensorView& t = get(name);
+  advise(t.data, t.nbytes, MADV_POPULATE_READ, false);
+#else
+  (void)name;
+#endif
+}
+
+void SafeTensors::release(const std::string& name) const {
+  const TensorView& t = get(name);
+  advise(t.data, t.nbytes, MADV_DONTNEED, true);
+}
+
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();

@@ -35,6 +35,13 @@ class SafeTensors {
 
   // The tensor converted to f32 (F16 and BF16 widened), row-major.
   std::vector<float> to_f32(const std::string& name) const;
+  // The tensor's data as floats in place, when it is F32 and 4-byte aligned; else nullptr.
+  const float* f32_view(const std::string& name) const;
+  // Reads the tensor's pages in ahead of use, in one call rather than a fault per page.
+  void prefetch(const std::string& name) const;
+  // Drops the tensor's pages from this process (the file stays cached): a loaded tensor
+  // costs no memory twice.
+  void release(const std::string& name) const;
 
  private:
   std::string path_;

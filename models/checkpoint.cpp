@@ -110,7 +110,7 @@ std::vector<int64_t> Checkpoint::shape(const std::string& timm_name) const {
   return s;
 }
 
-std::vector<float> Checkpoint::take(const std::string& timm_name, const std::vector<int64_t>& expected) {
+Checkpoint::Tensor Checkpoint::take(const std::string& timm_name, const std::vector<int64_t>& expected) {
   const auto names = source_names(timm_name);
   if (names.empty() || !has(timm_name)) {
     std::string where = names.empty() || names[0] == timm_name ? timm_name : names[0] + " (" + timm_name + ")";
@@ -120,13 +120,42 @@ std::vector<float> Checkpoint::take(const std::string& timm_name, const std::vec
   if (got != expected)
     throw Error(path() + ": " + (names.size() == 1 ? names[0] : timm_name) + " has shape " + shape_to_string(got) +
                 ", expected " + shape_to_string(expected));
-  std::vector<float> out;
+  Tensor t;
+  t.st_ = st_.get();
+  t.names_ = names;
   for (const auto& n : names) {
-    std::vector<float> part = st_->to_f32(n);
-    out.insert(out.end(), part.begin(), part.end());
+    st_->prefetch(n);
     used_.insert(n);
   }
-  return out;
+  t.view_ = names.size() == 1 ? st_->f32_view(names[0]) : nullptr;
+  if (!t.view_)
+    for (const auto& n : names) {
+      std::vector<float> part = st_->to_f32(n);
+      t.owned_.insert(t.owned_.end(), part.begin(), part.end());
+    }
+  t.size_ = 1;
+  for (int64_t d : expected) t.size_ *= size_t(d);
+  return t;
+}
+
+Checkpoint::Tensor& Checkpoint::Tensor::operator=(Tensor&& o) noexcept {
+  if (this != &o) {
+    st_ = o.st_;
+    names_ = std::move(o.names_);
+    view_ = o.view_;
+    owned_ = std::move(o.owned_);
+    size_ = o.size_;
+    o.st_ = nullptr;
+    o.names_.clear();
+    o.view_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+Checkpoint::Tensor::~Tensor() {
+  if (st_)
+    for (const auto& n : names_) st_->release(n);
 }
 
 void Checkpoint::check_all_used() const {

@@ -82,26 +82,26 @@ void ViT::load_weights(Checkpoint& ck) {
   const int64_t D = c.width, M = c.mlp, C = c.classes, P = c.patch, Cin = c.in_chans;
   auto take = [&](const std::string& n, const std::vector<int64_t>& s) { return ck.take(n, s); };
   auto opt = [&](const std::string& n, const std::vector<int64_t>& s) {
-    return ck.has(n) ? ck.take(n, s) : std::vector<float>();
+    return ck.has(n) ? ck.take(n, s) : Checkpoint::Tensor();
   };
   auto linear = [&](const std::string& n, int64_t K, int64_t N, bool bias) {
-    const auto w = take(n + ".weight", {N, K});
+    const auto w = take(n + ".weight", {N, K});  // a conv kernel [D, C, P, P] flattens to [D, C*P*P]
     const auto b = bias ? take(n + ".bias", {N}) : opt(n + ".bias", {N});
-    return make_linear(w.data(), b.empty() ? nullptr : b.data(), K, N);
+    return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), K, N);
   };
   auto norm = [&](const std::string& n) {
     const auto w = take(n + ".weight", {D}), b = take(n + ".bias", {D});
-    return make_layer_norm(w.data(), b.data(), D, c.eps);
+    return make_layer_norm(store_, w.data(), b.data(), D, c.eps);
   };
 
   patch_embed_ = [&] {
-    const auto w = take("patch_embed.proj.weight", {D, Cin, P, P});  // flattens to [D, C*P*P]
+    const auto w = take("patch_embed.proj.weight", {D, Cin, P, P});
     const auto b = opt("patch_embed.proj.bias", {D});
-    return make_linear(w.data(), b.empty() ? nullptr : b.data(), Cin * P * P, D);
+    return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), Cin * P * P, D);
   }();
-  if (c.class_token) cls_token_ = take("cls_token", {1, 1, D});
-  if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D});
-  std::vector<float> pos = take("pos_embed", {1, c.pos_len(), D});
+  if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
+  if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
+  std::vector<float> pos = take("pos_embed", {1, c.pos_len(), D}).to_vector();
   if (c.pos_grid_h != c.grid_h() || c.pos_grid_w != c.grid_w()) {
     // timm resample_abs_pos_embed: bicubic, antialiased, prefix tokens kept as they are.
     const int64_t prefix = c.no_embed_class ? 0 : c.prefix_tokens();
@@ -131,8 +131,7 @@ void ViT::load_weights(Checkpoint& ck) {
 }
 
 ViT ViT::random(const ViTConfig& cfg, uint32_t seed) {
-  // Writes a checkpoint-free model by feeding load_weights from a generator through a tiny in-memory
-  // safetensors file would cost a copy of every weight; instead build the same structures directly.
+  // The same structures load_weights fills, from a seeded generator instead of a file.
   ViT m;
   m.cfg_ = cfg;
   m.source_ = "random:" + (cfg.arch.empty() ? std::string("vit") : cfg.arch);
@@ -148,11 +147,11 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed) {
   const int64_t D = cfg.width, M = cfg.mlp, C = cfg.classes, K0 = cfg.in_chans * cfg.patch * cfg.patch;
   auto linear = [&](int64_t K, int64_t N) {
     const auto w = fill(size_t(N * K), 1.f / std::sqrt(float(K)), 0.f), b = fill(size_t(N), 0.02f, 0.f);
-    return make_linear(w.data(), b.data(), K, N);
+    return make_linear(m.store_, w.data(), b.data(), K, N);
   };
   auto norm = [&] {
     const auto g = fill(size_t(D), 0.1f, 1.f), b = fill(size_t(D), 0.02f, 0.f);
-    return make_layer_norm(g.data(), b.data(), D, cfg.eps);
+    return make_layer_norm(m.store_, g.data(), b.data(), D, cfg.eps);
   };
   m.patch_embed_ = linear(K0, D);
   if (cfg.class_token) m.cls_token_ = fill(size_t(D), 0.02f, 0.f);
@@ -171,7 +170,7 @@ size_t ViT::activation_bytes(int64_t B) const {
   const ViTConfig& c = cfg_;
   const size_t T = size_t(c.tokens()), D = size_t(c.width), N = size_t(c.patches());
   const size_t floats = round16(B * 3 * c.img_h * c.img_w) + round16(B * N * c.in_chans * c.patch * c.patch) +
-                        round16(B * N * D) + 3 * round16(B * T * D) + round16(B * T * 3 * D) +
+                        round16(B * N * D) + 3 * round16(B * T * D) + 2 * round16(B * T * 3 * D) +
                         round16(size_t(B * c.heads) * T * T) + round16(B * T * c.mlp) + 3 * round16(B * D) +
                         2 * round16(B * c.classes);
   return floats * sizeof(float);
@@ -198,6 +197,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B) const {
   float* h = carve(BT * D);                                     // [B, T, D] normalized
   float* attn = carve(BT * D);                                  // [B, T, D] heads concatenated
   float* qkv = carve(BT * 3 * D);                               // [B, T, 3, H, Dh]
+  float* heads = carve(BT * 3 * D);                             // [3, B, H, T, Dh]
   float* scores = carve(B * H * T * T);                         // [B, H, T, T]
   float* mlp = carve(BT * M);                                   // [B, T, M]
   float* pooled = carve(B * D);                                 // [B, D]
@@ -251,7 +251,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B) const {
     prog.add(layer_norm_step(p + ".norm1", w.norm1, BT, x, h));
     tap(p + ".norm1", h, BT * D);
     prog.add(linear_step(p + ".attn.qkv", w.qkv, BT, h, qkv, Epilogue::None));
-    for (Step& s : attention_steps(p + ".attn", B, T, H, c.head_dim(), qkv, scores, attn)) prog.add(std::move(s));
+    for (Step& s : attention_steps(p + ".attn", B, T, H, c.head_dim(), qkv, heads, scores, attn)) prog.add(std::move(s));
     prog.add(linear_step(p + ".attn.proj", w.proj, BT, attn, x, Epilogue::AddToDst));
     prog.add(layer_norm_step(p + ".norm2", w.norm2, BT, x, h));
     tap(p + ".norm2", h, BT * D);

@@ -81,6 +81,7 @@ class ViT {
 
   ViTConfig cfg_;
   std::string source_;
+  Arena store_;                       // the memory every weight below lives in (declared first: dies last)
   LinearWeights patch_embed_;         // [D, C*P*P]
   std::vector<float> cls_token_;      // [D] (empty without a class token)
   std::vector<float> dist_token_;     // [D] (empty unless distilled)

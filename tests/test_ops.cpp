@@ -40,7 +40,8 @@ TEST_P(LinearTest, MatchesReference) {
     if (c.ep == Epilogue::Gelu) want[i] = ref_gelu(want[i]);
     if (c.ep == Epilogue::AddToDst) want[i] += resid[i];
   }
-  const LinearWeights lw = make_linear(w.data(), b.data(), c.K, c.N, c.layout);
+  Arena store;
+  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.layout);
   std::vector<float> y = c.ep == Epilogue::AddToDst ? resid : std::vector<float>(size_t(c.M * c.N), -7.f);
   Step s = linear_step("t", lw, c.M, x.data(), y.data(), c.ep);
   run_step(s);
@@ -66,7 +67,8 @@ TEST_P(LayerNormTest, MatchesReference) {
   const auto x = random_vector(size_t(M * D), rng, 3.f, 1.f), g = random_vector(size_t(D), rng, 0.5f, 1.f),
              b = random_vector(size_t(D), rng);
   const auto want = ref_layer_norm(x, g, b, M, D, 1e-6f);
-  const LayerNormWeights ln = make_layer_norm(g.data(), b.data(), D, 1e-6f);
+  Arena store;
+  const LayerNormWeights ln = make_layer_norm(store, g.data(), b.data(), D, 1e-6f);
   std::vector<float> y(x.size());
   Step s = layer_norm_step("ln", ln, M, x.data(), y.data());
   run_step(s);
@@ -88,9 +90,10 @@ TEST_P(AttentionTest, MatchesReference) {
   std::mt19937 rng(uint32_t(c.B * 1000 + c.T));
   const auto qkv = random_vector(size_t(c.B * c.T * 3 * D), rng);
   const auto want = ref_attention(qkv, c.B, c.T, c.H, c.Dh);
-  std::vector<float> scores(size_t(c.B * c.H * c.T * c.T)), out(size_t(c.B * c.T * D), -3.f);
+  std::vector<float> heads(qkv.size()), scores(size_t(c.B * c.H * c.T * c.T)), out(size_t(c.B * c.T * D), -3.f);
   Program p;
-  for (Step& s : attention_steps("attn", c.B, c.T, c.H, c.Dh, qkv.data(), scores.data(), out.data())) p.add(std::move(s));
+  for (Step& s : attention_steps("attn", c.B, c.T, c.H, c.Dh, qkv.data(), heads.data(), scores.data(), out.data()))
+    p.add(std::move(s));
   p.run();
   EXPECT_LT(max_abs_diff(out.data(), want), 1e-4f);
 }
@@ -108,7 +111,8 @@ TEST(PatchifyTest, MatchesConvolutionLayout) {
   std::vector<float> patches(size_t(B * G * G * C * P * P)), y(size_t(B * G * G * D));
   Program p;
   p.add(patchify_step("patchify", B, C, S, S, P, img.data(), patches.data()));
-  const LinearWeights lw = make_linear(w.data(), b.data(), C * P * P, D, WeightLayout::NK);
+  Arena store;
+  const LinearWeights lw = make_linear(store, w.data(), b.data(), C * P * P, D, WeightLayout::NK);
   p.add(linear_step("proj", lw, B * G * G, patches.data(), y.data(), Epilogue::None));
   p.run();
   float worst = 0;
