@@ -28,29 +28,43 @@ dnnl::stream& cpu_stream() {
   return s;
 }
 
+int max_threads() { return omp_get_max_threads(); }
+
 int set_threads(int n) {
   if (n > 0) omp_set_num_threads(n);
   return omp_get_max_threads();
 }
 
-void Program::run() const {
-  dnnl::stream& s = cpu_stream();
-  for (const Step& st : steps_) {
-    if (st.host) st.host();
-    else st.prim.execute(s, st.args);
+void Program::add(Step s) {
+  std::vector<dnnl_exec_arg_t> args;
+  for (const auto& [k, m] : s.args) args.push_back({k, m.get()});
+  c_args_.push_back(std::move(args));
+  steps_.push_back(std::move(s));
+}
+
+void Program::execute(size_t i) const {
+  const Step& st = steps_[i];
+  if (st.host) {
+    st.host();
+    return;
   }
-  s.wait();
+  const auto& a = c_args_[i];
+  const dnnl_status_t status = dnnl_primitive_execute(st.prim.get(), cpu_stream().get(), int(a.size()), a.data());
+  if (status != dnnl_success) throw dnnl::error(status, ("executing " + st.name).c_str());
+}
+
+void Program::run() const {
+  for (size_t i = 0; i < steps_.size(); ++i) execute(i);
+  cpu_stream().wait();
 }
 
 std::vector<std::pair<std::string, double>> Program::profile() const {
-  dnnl::stream& s = cpu_stream();
   std::vector<std::pair<std::string, double>> out;
-  for (const Step& st : steps_) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (st.host) st.host();
-    else st.prim.execute(s, st.args);
-    s.wait();
-    out.emplace_back(st.name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    execute(i);
+    cpu_stream().wait();
+    out.emplace_back(steps_[i].name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return out;
 }
@@ -161,14 +175,13 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
   std::vector<Step> steps(4);
   steps[0].name = name + ".split_heads";
   steps[0].host = [=] {
-#pragma omp parallel for collapse(2)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) {
-        const float* row = qkv + (b * T + t) * 3 * D;
-        for (int64_t s3 = 0; s3 < 3; ++s3)
-          for (int64_t h = 0; h < H; ++h)
-            std::memcpy(heads + s3 * BHTD + ((b * H + h) * T + t) * Dh, row + s3 * D + h * Dh, size_t(Dh) * sizeof(float));
-      }
+    parallel_for(B * T, [&](int64_t bt) {
+      const int64_t b = bt / T, t = bt % T;
+      const float* row = qkv + bt * 3 * D;
+      for (int64_t s3 = 0; s3 < 3; ++s3)
+        for (int64_t h = 0; h < H; ++h)
+          std::memcpy(heads + s3 * BHTD + ((b * H + h) * T + t) * Dh, row + s3 * D + h * Dh, size_t(Dh) * sizeof(float));
+    });
   };
 
   dnnl::primitive_attr scale_attr;
@@ -201,17 +214,17 @@ Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, in
   s.name = name;
   s.host = [=] {
     const int64_t Nh = Sh / P, Nw = Sw / P, row = C * P * P;
-#pragma omp parallel for collapse(2)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t gy = 0; gy < Nh; ++gy)
-        for (int64_t gx = 0; gx < Nw; ++gx) {
-          float* o = dst + ((b * Nh + gy) * Nw + gx) * row;
-          for (int64_t c = 0; c < C; ++c)
-            for (int64_t ky = 0; ky < P; ++ky) {
-              const float* in = src + ((b * C + c) * Sh + gy * P + ky) * Sw + gx * P;
-              std::memcpy(o + (c * P + ky) * P, in, size_t(P) * sizeof(float));
-            }
-        }
+    parallel_for(B * Nh, [&](int64_t bg) {
+      const int64_t b = bg / Nh, gy = bg % Nh;
+      for (int64_t gx = 0; gx < Nw; ++gx) {
+        float* o = dst + (bg * Nw + gx) * row;
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t ky = 0; ky < P; ++ky) {
+            const float* in = src + ((b * C + c) * Sh + gy * P + ky) * Sw + gx * P;
+            std::memcpy(o + (c * P + ky) * P, in, size_t(P) * sizeof(float));
+          }
+      }
+    });
   };
   return s;
 }

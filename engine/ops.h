@@ -16,6 +16,19 @@ dnnl::engine& cpu_engine();
 dnnl::stream& cpu_stream();
 // Sets the OpenMP thread count oneDNN runs with (0: all cores); returns the count in force.
 int set_threads(int n);
+int max_threads();
+
+// Runs body(i) for i in [0, n) on the OpenMP threads, or inline when there is one thread (libgomp
+// allocates a team for every single-thread parallel region; a forward pass allocates nothing).
+template <typename F>
+void parallel_for(int64_t n, const F& body) {
+  if (max_threads() == 1) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
 
 struct Step {
   std::string name;                              // for profiles: "blocks.3.mlp.fc1"
@@ -27,7 +40,7 @@ struct Step {
 
 class Program {
  public:
-  void add(Step s) { steps_.push_back(std::move(s)); }
+  void add(Step s);
   void run() const;
   // Runs once, timing each step; returns {name, seconds} in order.
   std::vector<std::pair<std::string, double>> profile() const;
@@ -35,7 +48,11 @@ class Program {
   const std::vector<Step>& steps() const { return steps_; }
 
  private:
+  // Each primitive step's arguments as oneDNN's C API takes them, built once: the C++ execute()
+  // rebuilds that array (a heap allocation) on every call.
+  void execute(size_t i) const;
   std::vector<Step> steps_;
+  std::vector<std::vector<dnnl_exec_arg_t>> c_args_;
 };
 
 // How a linear layer's weights are laid out for the matmul. NK is PyTorch's [N, K] as stored (oneDNN

@@ -227,8 +227,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B) const {
     const float* pos = pos_embed_.data();
     const bool class_token = c.class_token, dist_token = c.dist_token, nec = c.no_embed_class;
     s.host = [=] {
-#pragma omp parallel for
-      for (int64_t b = 0; b < B; ++b) {
+      parallel_for(B, [&](int64_t b) {
         float* xb = x + b * T * D;
         int64_t t = 0;
         if (class_token) std::memcpy(xb + (t++) * D, cls, size_t(D) * 4);
@@ -238,7 +237,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B) const {
         const float* pp = nec ? pos : pos + prefix * D;
         const float* src = pe + b * N * D;
         for (int64_t i = 0; i < N * D; ++i) xb[prefix * D + i] = src[i] + pp[i];
-      }
+      });
     };
     prog.add(std::move(s));
     tap("embed", x, BT * D);
