@@ -33,14 +33,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-}  // namespace
-
-int64_t TensorView::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
@@ -67,6 +59,14 @@ float bf16_to_f32(uint16_t b) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
+}
+
+}  // namespace
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
 }
 
 SafeTensors::SafeTensors(const std::string& path) : path_(path) {

@@ -61,7 +61,4 @@ struct TensorToWrite {
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-float f16_to_f32(uint16_t h);
-float bf16_to_f32(uint16_t b);
-
 }  // namespace vit

@@ -181,6 +181,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B) const {
   const ViTConfig& c = cfg_;
   const int64_t D = c.width, T = c.tokens(), N = c.patches(), H = c.heads, M = c.mlp, C = c.classes;
   const int64_t prefix = c.prefix_tokens(), BT = B * T;
+  spdlog::debug("plan for batch {}: {:.1f} MiB of activations", B, activation_bytes(B) / 1048576.0);
   auto plan = std::make_unique<Plan>();
   plan->B_ = B;
   plan->arena_ = Arena(activation_bytes(B) / sizeof(float));
