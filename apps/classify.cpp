@@ -55,6 +55,7 @@ std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* m
            !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
         if (!it->is_directory() && is_image_name(it->path())) files.push_back(it->path().string());
       if (ec) out.push_back({p, "cannot read folder: " + ec.message()});
+      if (files.empty() && !ec) spdlog::warn("{}: no .jpg, .jpeg, .png or .bmp files in this folder", p);
       std::sort(files.begin(), files.end());
       for (auto& f : files) out.push_back({std::move(f), ""});
     } else {
@@ -147,7 +148,7 @@ int run_classify(const ClassifyOptions& o) {
     ViT::Plan* plan = nullptr;
     const std::vector<std::string> errors = preprocess_batch(model, inputs, first, n, &plan);
     const auto t_run = std::chrono::steady_clock::now();
-    spdlog::debug("batch at {} preprocessed", first);
+    spdlog::debug("images {} to {} preprocessed", first, first + n - 1);
     const float* logits = plan ? plan->run() : nullptr;
     pre_secs += std::chrono::duration<double>(t_run - t_pre).count();
     run_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count();

@@ -113,20 +113,22 @@ inline uint8_t clip8(int32_t in) {
 
 // The horizontal pass with every output pixel using exactly K taps: a pixel with fewer has its window
 // moved inside the row and zero weights added. The sums are integers, so they are Pillow's exactly.
-template <int K>
-void horizontal_rows(const Image& src, const std::vector<int>& start, const std::vector<int32_t>& kk, int w,
+// KC > 0 fixes K at compile time (the common tap counts, unrolled); KC = 0 takes it from k.
+template <int KC>
+void horizontal_rows(const Image& src, const std::vector<int>& start, const std::vector<int32_t>& kk, int k, int w,
                      int row0, int rows, uint8_t* out) {
+  const int K = KC > 0 ? KC : k;
   for (int yy = 0; yy < rows; ++yy) {
     const uint8_t* in = &src.rgb[size_t(yy + row0) * src.width * 3];
     uint8_t* o = out + size_t(yy) * w * 3;
     for (int xx = 0; xx < w; ++xx) {
       const uint8_t* p = in + size_t(start[size_t(xx)]) * 3;
-      const int32_t* k = &kk[size_t(xx) * K];
+      const int32_t* kx = &kk[size_t(xx) * K];
       int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
       for (int x = 0; x < K; ++x) {
-        s0 += p[3 * x] * k[x];
-        s1 += p[3 * x + 1] * k[x];
-        s2 += p[3 * x + 2] * k[x];
+        s0 += p[3 * x] * kx[x];
+        s1 += p[3 * x + 1] * kx[x];
+        s2 += p[3 * x + 2] * kx[x];
       }
       o[xx * 3] = clip8(s0);
       o[xx * 3 + 1] = clip8(s1);
@@ -151,28 +153,12 @@ Image resample_horizontal(const Image& src, const Coeffs& c, int x0, int w, int 
   out.width = w;
   out.height = rows;
   out.rgb.resize(size_t(w) * rows * 3);
+  uint8_t* o = out.rgb.data();
   switch (K) {
-    case 5: horizontal_rows<5>(src, start, kk, w, row0, rows, out.rgb.data()); break;
-    case 7: horizontal_rows<7>(src, start, kk, w, row0, rows, out.rgb.data()); break;
-    case 9: horizontal_rows<9>(src, start, kk, w, row0, rows, out.rgb.data()); break;
-    default:
-      for (int yy = 0; yy < rows; ++yy) {
-        const uint8_t* in = &src.rgb[size_t(yy + row0) * src.width * 3];
-        uint8_t* o = &out.rgb[size_t(yy) * w * 3];
-        for (int xx = 0; xx < w; ++xx) {
-          const uint8_t* p = in + size_t(start[size_t(xx)]) * 3;
-          const int32_t* k = &kk[size_t(xx) * K];
-          int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
-          for (int x = 0; x < K; ++x) {
-            s0 += p[3 * x] * k[x];
-            s1 += p[3 * x + 1] * k[x];
-            s2 += p[3 * x + 2] * k[x];
-          }
-          o[xx * 3] = clip8(s0);
-          o[xx * 3 + 1] = clip8(s1);
-          o[xx * 3 + 2] = clip8(s2);
-        }
-      }
+    case 5: horizontal_rows<5>(src, start, kk, K, w, row0, rows, o); break;
+    case 7: horizontal_rows<7>(src, start, kk, K, w, row0, rows, o); break;
+    case 9: horizontal_rows<9>(src, start, kk, K, w, row0, rows, o); break;
+    default: horizontal_rows<0>(src, start, kk, K, w, row0, rows, o);
   }
   return out;
 }

@@ -179,19 +179,15 @@ std::vector<float> SafeTensors::to_f32(const std::string& name) const {
   switch (t.dtype) {
     case DType::F32: std::memcpy(out.data(), t.data, t.nbytes); break;
     case DType::F16:
+    case DType::BF16: {
+      float (*widen)(uint16_t) = t.dtype == DType::F16 ? f16_to_f32 : bf16_to_f32;
       for (size_t i = 0; i < out.size(); ++i) {
         uint16_t h;
         std::memcpy(&h, t.data + 2 * i, 2);
-        out[i] = f16_to_f32(h);
+        out[i] = widen(h);
       }
       break;
-    case DType::BF16:
-      for (size_t i = 0; i < out.size(); ++i) {
-        uint16_t h;
-        std::memcpy(&h, t.data + 2 * i, 2);
-        out[i] = bf16_to_f32(h);
-      }
-      break;
+    }
     case DType::U8:
       for (size_t i = 0; i < out.size(); ++i) out[i] = float(t.data[i]);
       break;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -94,6 +95,30 @@ TEST_F(Cli, SaveLogitsKeepsOutputOrder) {
   EXPECT_NE(files[1].get<std::string>().find("a.jpg"), std::string::npos);
   const auto l = st.to_f32("logits");
   for (int c = 0; c < 10; ++c) EXPECT_EQ(l[size_t(c)], l[size_t(30 + c)]);  // c.bmp twice: same row
+}
+
+TEST_F(Cli, FoldersAreWalkedRecursivelyInSortedOrder) {
+  TempDir tree;
+  std::filesystem::create_directories(tree.file("b/inner"));
+  std::filesystem::create_directories(tree.file("a"));
+  std::filesystem::copy_file(images_.file("a.jpg"), tree.file("b/inner/z.JPG"));
+  std::filesystem::copy_file(images_.file("c.bmp"), tree.file("a/y.bmp"));
+  std::filesystem::copy_file(images_.file("b.PNG"), tree.file("x.png"));
+  const Result r = run_vit("classify " + model() + " --json " + tree.path());
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["file"], tree.file("a/y.bmp"));
+  EXPECT_EQ(lines[1]["file"], tree.file("b/inner/z.JPG"));
+  EXPECT_EQ(lines[2]["file"], tree.file("x.png"));
+}
+
+TEST_F(Cli, FolderWithoutImagesWarns) {
+  TempDir empty;
+  const Result r = run_vit("classify " + model() + " " + empty.path());
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find(empty.path() + ": no .jpg, .jpeg, .png or .bmp files"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, MissingPathIsUsageError) {
