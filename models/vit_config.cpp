@@ -223,10 +223,18 @@ ViTConfig resolve_config(const Checkpoint& ck, const json* config, const std::st
     heads_given = known || c.heads != h;
   }
   if (!heads_given) c.heads = std::max<int64_t>(1, c.width / 64);
+  if (!config && ck.layout() == CheckpointLayout::Torchvision) {
+    // torchvision's ViT weights are evaluated with a bilinear resize to 256 and a 224 center crop.
+    c.pre.interpolation = Filter::Bilinear;
+    c.pre.crop_pct = 0.875;
+  }
   if (!config)
     spdlog::warn("{}: no config.json beside the model and no --config: using {} (heads {}, eps 1e-6, {} pooling, "
                  "{} resize, crop_pct {}, mean {:.3f},{:.3f},{:.3f})",
-                 file, known ? "timm's defaults for " + c.arch : "generic defaults", c.heads, c.global_pool,
+                 file,
+                 known ? "timm's defaults for " + c.arch
+                       : ck.layout() == CheckpointLayout::Torchvision ? "torchvision's defaults" : "generic defaults",
+                 c.heads, c.global_pool,
                  filter_name(c.pre.interpolation), c.pre.crop_pct, c.pre.mean[0], c.pre.mean[1], c.pre.mean[2]);
   if (c.heads <= 0 || c.width % c.heads != 0)
     throw Error(config_name + ": " + std::to_string(c.heads) + " heads do not divide width " + std::to_string(c.width));

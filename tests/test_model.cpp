@@ -123,6 +123,47 @@ TEST(TinyModel, HuggingFaceLayoutGivesTheSameLogits) {
   EXPECT_EQ(b.config().pre.crop_mode, "squash");  // Hugging Face's processor resizes straight to the input size
 }
 
+TEST(TinyModel, TorchvisionLayoutGivesTheSameLogits) {
+  TempDir timm_dir, tv_dir;
+  TinySpec s;
+  s.D = 64;  // torchvision checkpoints carry no config: heads = width / 64
+  s.heads = 1;
+  write_tiny_model(timm_dir.path(), s, 5);
+  const TensorMap t = tiny_vit_tensors(s, 5);
+  TensorMap tv;
+  auto put = [&](const std::string& from, const std::string& to) { tv[to] = t.at(from); };
+  put("cls_token", "class_token");
+  put("pos_embed", "encoder.pos_embedding");
+  put("patch_embed.proj.weight", "conv_proj.weight");
+  put("patch_embed.proj.bias", "conv_proj.bias");
+  for (int64_t i = 0; i < s.depth; ++i) {
+    const std::string p = "blocks." + std::to_string(i) + ".", q = "encoder.layers.encoder_layer_" + std::to_string(i) + ".";
+    put(p + "norm1.weight", q + "ln_1.weight");
+    put(p + "norm1.bias", q + "ln_1.bias");
+    put(p + "attn.qkv.weight", q + "self_attention.in_proj_weight");
+    put(p + "attn.qkv.bias", q + "self_attention.in_proj_bias");
+    put(p + "attn.proj.weight", q + "self_attention.out_proj.weight");
+    put(p + "attn.proj.bias", q + "self_attention.out_proj.bias");
+    put(p + "norm2.weight", q + "ln_2.weight");
+    put(p + "norm2.bias", q + "ln_2.bias");
+    put(p + "mlp.fc1.weight", q + "mlp.0.weight");
+    put(p + "mlp.fc1.bias", q + "mlp.0.bias");
+    put(p + "mlp.fc2.weight", q + "mlp.3.weight");
+    put(p + "mlp.fc2.bias", q + "mlp.3.bias");
+  }
+  put("norm.weight", "encoder.ln.weight");
+  put("norm.bias", "encoder.ln.bias");
+  put("head.weight", "heads.head.weight");
+  put("head.bias", "heads.head.bias");
+  write_tensors(tv_dir.file("vit_b_16.safetensors"), tv);
+  ViT a = ViT::load(timm_dir.path()), b = ViT::load(tv_dir.file("vit_b_16.safetensors"));
+  std::mt19937 rng(6);
+  const auto images = random_vector(size_t(2 * 3 * s.img * s.img), rng);
+  EXPECT_LT(max_abs_diff(run(a, images, 2), run(b, images, 2)), 1e-5f);
+  EXPECT_EQ(b.config().pre.interpolation, Filter::Bilinear);  // torchvision's resize 256 / crop 224
+  EXPECT_DOUBLE_EQ(b.config().pre.crop_pct, 0.875);
+}
+
 TEST(TinyModel, NoConfigUsesDefaults) {
   TempDir d;
   TinySpec s;
