@@ -24,7 +24,7 @@ dnnl::engine& cpu_engine() {
 }
 
 dnnl::stream& cpu_stream() {
-  static thread_local dnnl::stream s(cpu_engine());  // one per thread: workers run concurrently
+  static thread_local dnnl::stream s(cpu_engine());  // one per thread: Plans may run on several
   return s;
 }
 
@@ -50,7 +50,7 @@ void Program::execute(size_t i) const {
   }
   const auto& a = c_args_[i];
   const dnnl_status_t status = dnnl_primitive_execute(st.prim.get(), cpu_stream().get(), int(a.size()), a.data());
-  if (status != dnnl_success) throw dnnl::error(status, ("executing " + st.name).c_str());
+  if (status != dnnl_success) throw Error("oneDNN failed to execute " + st.name + " (status " + std::to_string(status) + ")");
 }
 
 void Program::run() const {

@@ -42,16 +42,16 @@ class Program {
  public:
   void add(Step s);
   void run() const;
+  void execute(size_t i) const;  // step i alone, without waiting for the stream
   // Runs once, timing each step; returns {name, seconds} in order.
   std::vector<std::pair<std::string, double>> profile() const;
   double flops() const;
   const std::vector<Step>& steps() const { return steps_; }
 
  private:
+  std::vector<Step> steps_;
   // Each primitive step's arguments as oneDNN's C API takes them, built once: the C++ execute()
   // rebuilds that array (a heap allocation) on every call.
-  void execute(size_t i) const;
-  std::vector<Step> steps_;
   std::vector<std::vector<dnnl_exec_arg_t>> c_args_;
 };
 

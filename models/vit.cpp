@@ -335,9 +335,7 @@ void ViT::forward_with_taps(const float* images, int64_t B, const TapFn& tap) {
   const auto& steps = p.program().steps();
   size_t next_tap = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
-    const Step& st = steps[i];
-    if (st.host) st.host();
-    else st.prim.execute(cpu_stream(), st.args);
+    p.program().execute(i);
     cpu_stream().wait();
     for (; next_tap < p.taps_.size() && p.taps_[next_tap].after_step == i; ++next_tap)
       tap(p.taps_[next_tap].name, p.taps_[next_tap].data, p.taps_[next_tap].count);
