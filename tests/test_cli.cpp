@@ -121,6 +121,13 @@ TEST_F(Cli, FolderWithoutImagesWarns) {
   EXPECT_NE(r.err.find(empty.path() + ": no .jpg, .jpeg, .png or .bmp files"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, UnwritableLogitsFileIsReportedAfterTheResults) {
+  const Result r = run_vit("classify " + model() + " --save-logits /nonexistent/dir/l.safetensors " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("a.jpg"), std::string::npos);  // the results are still printed
+  EXPECT_NE(r.err.find("/nonexistent/dir/l.safetensors: cannot open for writing"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, MissingPathIsUsageError) {
   const Result r = run_vit("classify " + model() + " /nonexistent/cat.jpg " + images_.file("a.jpg"));
   EXPECT_EQ(r.code, 2);
