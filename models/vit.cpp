@@ -84,8 +84,10 @@ void ViT::load_weights(Checkpoint& ck) {
   auto opt = [&](const std::string& n, const std::vector<int64_t>& s) {
     return ck.has(n) ? ck.take(n, s) : Checkpoint::Tensor();
   };
-  auto linear = [&](const std::string& n, int64_t K, int64_t N, bool bias) {
-    const auto w = take(n + ".weight", {N, K});  // a conv kernel [D, C, P, P] flattens to [D, C*P*P]
+  // bias: required, else taken when present; shape: the stored weight's, when not [N, K] (a conv
+  // kernel [D, C, P, P] is the same memory as [D, C*P*P]).
+  auto linear = [&](const std::string& n, int64_t K, int64_t N, bool bias, std::vector<int64_t> shape = {}) {
+    const auto w = take(n + ".weight", shape.empty() ? std::vector<int64_t>{N, K} : shape);
     const auto b = bias ? take(n + ".bias", {N}) : opt(n + ".bias", {N});
     return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), K, N);
   };
@@ -94,11 +96,7 @@ void ViT::load_weights(Checkpoint& ck) {
     return make_layer_norm(store_, w.data(), b.data(), D, c.eps);
   };
 
-  patch_embed_ = [&] {
-    const auto w = take("patch_embed.proj.weight", {D, Cin, P, P});
-    const auto b = opt("patch_embed.proj.bias", {D});
-    return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), Cin * P * P, D);
-  }();
+  patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, {D, Cin, P, P});
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
   std::vector<float> pos = take("pos_embed", {1, c.pos_len(), D}).to_vector();
