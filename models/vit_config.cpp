@@ -218,9 +218,8 @@ ViTConfig resolve_config(const Checkpoint& ck, const json* config, const std::st
     apply_hf_config(*config, config_name, &c);
     heads_given = config->contains("num_attention_heads");
   } else if (config) {
-    const int64_t h = c.heads;
     apply_timm_config(*config, config_name, &c);
-    heads_given = known || c.heads != h;
+    heads_given = known || (config->contains("model_args") && (*config)["model_args"].contains("num_heads"));
   }
   if (!heads_given) c.heads = std::max<int64_t>(1, c.width / 64);
   if (!config && ck.layout() == CheckpointLayout::Torchvision) {

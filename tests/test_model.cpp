@@ -174,6 +174,20 @@ TEST(TinyModel, TorchvisionLayoutGivesTheSameLogits) {
   EXPECT_DOUBLE_EQ(b.config().pre.crop_pct, 0.875);
 }
 
+TEST(TinyModel, ConfigHeadsAreUsedEvenWhenTheyEqualTheDefault) {
+  // num_heads 3 at width 48: width / 64 would say 1.
+  TempDir d;
+  TinySpec s;
+  s.D = 48;
+  s.heads = 3;
+  write_tiny_model(d.path(), s, 8);
+  ViT m = ViT::load(d.path());
+  EXPECT_EQ(m.config().heads, 3);
+  std::mt19937 rng(9);
+  const auto images = random_vector(size_t(3 * s.img * s.img), rng);
+  EXPECT_LT(max_abs_diff(run(m, images, 1), ref_vit_forward(tiny_vit_tensors(s, 8), s, images, 1)), 1e-3f);
+}
+
 TEST(TinyModel, NoConfigUsesDefaults) {
   TempDir d;
   TinySpec s;
