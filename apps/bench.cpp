@@ -38,6 +38,11 @@ double percentile(std::vector<double> v, double q) {
 
 using Clock = std::chrono::steady_clock;
 
+// A step's name without its block: blocks.3.mlp.fc1 -> mlp.fc1, so a profile sums over the blocks.
+std::string step_kind(const std::string& name) {
+  return name.rfind("blocks.", 0) == 0 ? name.substr(name.find('.', 7) + 1) : name;
+}
+
 Row bench_batch(ViT& model, int B, const BenchOptions& o) {
   const ViT::Plan& plan = model.plan(B);
   const Program& prog = plan.program();
@@ -70,20 +75,12 @@ Row bench_batch(ViT& model, int B, const BenchOptions& o) {
   r.gflops = prog.flops() * r.runs / total / 1e9;
   r.peak_rss_mb = double(peak_rss_bytes()) / (1 << 20);
   if (o.profile) {
-    std::map<std::string, double> by_kind;  // blocks.3.mlp.fc1 -> mlp.fc1
+    std::map<std::string, double> by_kind;
     std::map<std::string, double> flops_by_kind;
     const int reps = 5;
     for (int rep = 0; rep < reps; ++rep)
-      for (const auto& [name, sec] : prog.profile()) {
-        std::string kind = name;
-        if (kind.rfind("blocks.", 0) == 0) kind = kind.substr(kind.find('.', 7) + 1);
-        by_kind[kind] += sec / reps;
-      }
-    for (const Step& st : prog.steps()) {
-      std::string kind = st.name;
-      if (kind.rfind("blocks.", 0) == 0) kind = kind.substr(kind.find('.', 7) + 1);
-      flops_by_kind[kind] += st.flops;
-    }
+      for (const auto& [name, sec] : prog.profile()) by_kind[step_kind(name)] += sec / reps;
+    for (const Step& st : prog.steps()) flops_by_kind[step_kind(st.name)] += st.flops;
     double sum = 0;
     for (const auto& [k, v] : by_kind) sum += v;
     std::fprintf(stderr, "profile, batch %d (all blocks summed):\n  %-22s %9s %6s %9s\n", B, "step", "ms", "%", "GFLOP/s");

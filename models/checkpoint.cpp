@@ -105,8 +105,7 @@ std::vector<int64_t> Checkpoint::shape(const std::string& timm_name) const {
   if (names.empty() || !has(timm_name)) throw Error(path() + ": missing tensor " + timm_name);
   std::vector<int64_t> s = st_->get(names[0]).shape;
   for (size_t i = 1; i < names.size(); ++i) s[0] += st_->get(names[i]).shape[0];
-  // torchvision and Hugging Face keep the same shapes as timm, except torchvision's class token
-  // [1,1,D] and position table [1,T,D], which also match; nothing to reshape.
+  // Hugging Face's and torchvision's tensors have timm's shapes; Hugging Face's q, k, v stack on dim 0.
   return s;
 }
 

@@ -252,8 +252,8 @@ ViTConfig resolve_config(const Checkpoint& ck, const json* config, const std::st
     throw Error(file + ": pos_embed of " + std::to_string(pe[1]) + " positions is not a square grid plus " +
                 std::to_string(c.prefix_tokens()) + " prefix tokens");
   c.pos_grid_h = c.pos_grid_w = g;
-  if (!config && !known) c.img_h = c.img_w = g * c.patch;
-  if (config && !config->contains("pretrained_cfg") && !hf_config && !known) c.img_h = c.img_w = g * c.patch;
+  // No input size named (by an architecture, a timm pretrained_cfg or a Hugging Face config): the grid's.
+  if (!known && !hf_config && !(config && config->contains("pretrained_cfg"))) c.img_h = c.img_w = g * c.patch;
   if (c.img_h % c.patch || c.img_w % c.patch)
     throw Error(config_name + ": input size " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
                 " is not a multiple of the patch size " + std::to_string(c.patch));
