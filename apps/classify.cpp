@@ -3,10 +3,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "common.h"
@@ -25,13 +28,14 @@ struct ClassifyOptions {
   ModelOptions model;
   std::string labels, save_logits;
   int topk = 5, batch = 8;
+  int64_t max_pixels = kDefaultMaxPixels;
   bool json = false, stats = false;
   std::vector<std::string> paths;
 };
 
 struct Input {
   std::string file;
-  std::string error;  // set for a PATH that does not exist
+  std::string error;  // set when the path is known to be unusable before decoding
 };
 
 bool is_image_name(const fs::path& p) {
@@ -40,7 +44,36 @@ bool is_image_name(const fs::path& p) {
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
 }
 
-// PATH arguments in order; a folder contributes its image files, recursively, sorted by path.
+// Appends dir's image files, sorted, recursing into sub-folders (each real folder once, so symlink
+// loops end). Entries named like images that cannot be images (a folder, a broken symlink, a
+// folder that cannot be read) become inputs carrying their error, so they get their output line.
+void walk_folder(const fs::path& dir, std::set<std::pair<dev_t, ino_t>>* seen, std::vector<Input>* out) {
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) == 0 && !seen->insert({st.st_dev, st.st_ino}).second) return;
+  std::error_code ec;
+  std::vector<fs::path> entries;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
+  if (ec) {
+    out->push_back({dir.string(), "cannot read folder: " + ec.message()});
+    return;
+  }
+  std::sort(entries.begin(), entries.end());
+  for (const fs::path& e : entries) {
+    const auto status = fs::status(e, ec);
+    if (ec) {
+      if (is_image_name(e))
+        out->push_back({e.string(), fs::is_symlink(fs::symlink_status(e, ec)) ? "broken symbolic link" : ec.message()});
+    } else if (fs::is_directory(status)) {
+      if (is_image_name(e)) out->push_back({e.string(), "is a directory, not an image"});
+      else walk_folder(e, seen, out);
+    } else if (is_image_name(e)) {
+      out->push_back({e.string(), ""});
+    }
+  }
+}
+
+// PATH arguments in order; a folder contributes its image files, recursively, sorted by name.
+// Only names are gathered here: images are read batch by batch as they are classified.
 std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* missing) {
   std::vector<Input> out;
   for (const auto& p : paths) {
@@ -50,14 +83,10 @@ std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* m
       out.push_back({p, "no such file or directory"});
       *missing = true;
     } else if (fs::is_directory(st)) {
-      std::vector<std::string> files;
-      for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::follow_directory_symlink, ec);
-           !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-        if (!it->is_directory() && is_image_name(it->path())) files.push_back(it->path().string());
-      if (ec) out.push_back({p, "cannot read folder: " + ec.message()});
-      if (files.empty() && !ec) spdlog::warn("{}: no .jpg, .jpeg, .png or .bmp files in this folder", p);
-      std::sort(files.begin(), files.end());
-      for (auto& f : files) out.push_back({std::move(f), ""});
+      const size_t before = out.size();
+      std::set<std::pair<dev_t, ino_t>> seen;
+      walk_folder(p, &seen, &out);
+      if (out.size() == before) spdlog::warn("{}: no .jpg, .jpeg, .png or .bmp files in this folder", p);
     } else {
       out.push_back({p, ""});
     }
@@ -71,7 +100,7 @@ std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* m
 // Preprocessing runs between forward passes, not beside them: on 2 cores a concurrent reader (or a
 // worker per core) measured slower, as it preempts oneDNN's threads mid-primitive (docs/PERFORMANCE.md).
 std::vector<std::string> preprocess_batch(ViT& model, const std::vector<Input>& inputs, size_t first, size_t n,
-                                          ViT::Plan** plan) {
+                                          int64_t max_pixels, ViT::Plan** plan) {
   const PreprocessConfig& pre = model.config().pre;
   const size_t per_image = size_t(3) * pre.height * pre.width;
   float* pixels = model.plan(int64_t(n)).input();
@@ -82,7 +111,7 @@ std::vector<std::string> preprocess_batch(ViT& model, const std::vector<Input>& 
     errors[j] = in.error;
     if (!errors[j].empty()) continue;
     try {
-      preprocess(decode_image_file(in.file), pre, pixels + per_image * j);
+      preprocess(decode_image_file(in.file, max_pixels), pre, pixels + per_image * j);
     } catch (const std::exception& e) {
       errors[j] = e.what();
       if (errors[j].rfind(in.file + ": ", 0) == 0) errors[j] = errors[j].substr(in.file.size() + 2);
@@ -136,7 +165,8 @@ int run_classify(const ClassifyOptions& o) {
   spdlog::debug("plan for batch {} built", batch);
   if (inputs.size() % size_t(batch)) model.plan(int64_t(inputs.size() % size_t(batch)));  // the last batch
 
-  std::vector<float> saved;  // [classified, C] for --save-logits
+  std::unique_ptr<RowWriter> saved;  // --save-logits: one row per classified image, streamed to disk
+  if (!o.save_logits.empty()) saved = std::make_unique<RowWriter>(o.save_logits, cfg.classes);
   nlohmann::json saved_files = nlohmann::json::array();
   size_t done = 0, classified = 0, failed = 0;
   Progress progress(inputs.size(), isatty(STDERR_FILENO) && inputs.size() > size_t(batch) && !o.stats);
@@ -146,7 +176,7 @@ int run_classify(const ClassifyOptions& o) {
     const size_t n = std::min(inputs.size() - first, size_t(batch));
     const auto t_pre = std::chrono::steady_clock::now();
     ViT::Plan* plan = nullptr;
-    const std::vector<std::string> errors = preprocess_batch(model, inputs, first, n, &plan);
+    const std::vector<std::string> errors = preprocess_batch(model, inputs, first, n, o.max_pixels, &plan);
     const auto t_run = std::chrono::steady_clock::now();
     spdlog::debug("images {} to {} preprocessed", first, first + n - 1);
     const float* logits = plan ? plan->run() : nullptr;
@@ -175,8 +205,8 @@ int run_classify(const ClassifyOptions& o) {
         std::printf("%s\n", file.c_str());
         for (const auto& s : top) std::printf("  %-*s  %.4f\n", int(w), labels[size_t(s.index)].c_str(), double(s.prob));
       }
-      if (!o.save_logits.empty()) {
-        saved.insert(saved.end(), row, row + cfg.classes);
+      if (saved) {
+        saved->add(row);
         saved_files.push_back(file);
       }
       ++classified;
@@ -193,11 +223,12 @@ int run_classify(const ClassifyOptions& o) {
       classified, inputs.size(), secs, secs > 0 ? classified / secs : 0.0, pre_secs, run_secs, batch, set_threads(0));
   if (o.stats) std::fprintf(stderr, "%s\n", stats.c_str());
   else spdlog::info("{}", stats);
+  if (failed && inputs.size() > 1)
+    std::fprintf(stderr, "%zu of %zu images classified, %zu failed\n", classified, inputs.size(), failed);
 
-  if (!o.save_logits.empty()) {
+  if (saved) {
     try {
-      write_safetensors(o.save_logits, {{"logits", {int64_t(classified), cfg.classes}, saved.data()}},
-                        {{"files", saved_files.dump()}});
+      saved->finish("logits", {{"files", saved_files.dump()}});
     } catch (const Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return kExitSomeFailed;
@@ -219,6 +250,10 @@ void add_classify_command(CLI::App& app, std::function<int()>* run) {
   cmd->add_flag("--json", o->json, "one JSON object per line");
   cmd->add_option("--save-logits", o->save_logits, "write the logits of the classified images to a .safetensors file");
   cmd->add_flag("--stats", o->stats, "print end-to-end images/s on stderr");
+  cmd->add_option("--max-pixels", o->max_pixels,
+                  "refuse images larger than this many pixels, from their header, before decoding")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for .jpg .jpeg .png .bmp)")
       ->required();
   cmd->callback([o, run] { *run = [o] { return run_classify(*o); }; });

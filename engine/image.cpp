@@ -3,13 +3,16 @@
 
 #include <jpeglib.h>
 #include <jerror.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <functional>
 #include <memory>
 
 #include "error.h"
@@ -26,9 +29,6 @@
 
 namespace vit {
 namespace {
-
-// PIL refuses images above this many pixels (its decompression-bomb limit); so do we.
-constexpr int64_t kMaxPixels = 2 * 89478485;
 
 struct JpegErr {
   jpeg_error_mgr mgr;
@@ -48,18 +48,20 @@ void jpeg_emit_message(j_common_ptr cinfo, int level) {
   if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) jpeg_error_exit(cinfo);
 }
 
-void check_size(int64_t w, int64_t h, const std::string& name) {
+void check_size(int64_t w, int64_t h, int64_t max_pixels, const std::string& name) {
   if (w <= 0 || h <= 0) throw Error(name + ": image has zero size (" + std::to_string(w) + "x" +
                                     std::to_string(h) + ")");
-  if (w * h > kMaxPixels)
-    throw Error(name + ": image of " + std::to_string(w) + "x" + std::to_string(h) +
-                " pixels is larger than the limit of " + std::to_string(kMaxPixels));
+  if (w * h > max_pixels)
+    throw Error(name + ": image of " + std::to_string(w) + "x" + std::to_string(h) + " = " +
+                std::to_string(w * h) + " pixels is over the limit of " + std::to_string(max_pixels) +
+                " (--max-pixels); not decoded");
 }
 
 // Returns false with err->message set when libjpeg failed; no C++ objects live across setjmp.
-// Leaves out->rgb empty when the dimensions are out of range, for the caller to report.
-bool jpeg_decode(const uint8_t* data, size_t size, JpegErr* err, jpeg_decompress_struct* cinfo,
-                 Image* out) {
+// Leaves out->rgb empty when the header's dimensions are out of range (nothing decoded), for the caller
+// to report.
+bool jpeg_decode(const uint8_t* data, size_t size, int64_t max_pixels, JpegErr* err,
+                 jpeg_decompress_struct* cinfo, Image* out) {
   cinfo->err = jpeg_std_error(&err->mgr);
   err->mgr.error_exit = jpeg_error_exit;
   err->mgr.emit_message = jpeg_emit_message;
@@ -70,18 +72,16 @@ bool jpeg_decode(const uint8_t* data, size_t size, JpegErr* err, jpeg_decompress
   jpeg_create_decompress(cinfo);
   jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(cinfo, TRUE);
-  const bool cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
-  cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-  jpeg_start_decompress(cinfo);
-  const int64_t w = cinfo->output_width, h = cinfo->output_height;
+  const int64_t w = cinfo->image_width, h = cinfo->image_height;
   out->width = int(w);
   out->height = int(h);
-  if (w <= 0 || h <= 0 || w * h > kMaxPixels) {
+  if (w <= 0 || h <= 0 || w * h > max_pixels) {
     jpeg_destroy_decompress(cinfo);
     return true;
   }
-  out->width = int(w);
-  out->height = int(h);
+  const bool cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
+  cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  jpeg_start_decompress(cinfo);
   out->rgb.resize(size_t(w * h * 3));
   std::vector<uint8_t>& px = out->rgb;
   if (cmyk) err->row_buf = static_cast<uint8_t*>(std::malloc(size_t(w) * 4));
@@ -112,29 +112,30 @@ bool jpeg_decode(const uint8_t* data, size_t size, JpegErr* err, jpeg_decompress
 
 }  // namespace
 
-Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
+Image decode_image(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
   if (size == 0) throw Error(name + ": empty file, not an image");
   Image img;
   if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
     JpegErr err{};
     jpeg_decompress_struct cinfo{};
-    const bool ok = jpeg_decode(data, size, &err, &cinfo, &img);
+    const bool ok = jpeg_decode(data, size, max_pixels, &err, &cinfo, &img);
     std::free(err.row_buf);
     if (!ok) {
       std::string msg = err.message;
       if (err.mgr.msg_code == JWRN_JPEG_EOF) msg = "truncated JPEG (" + msg + ")";
       throw Error(name + ": cannot decode JPEG: " + msg);
     }
-    if (img.rgb.empty()) check_size(img.width, img.height, name);
+    if (img.rgb.empty()) check_size(img.width, img.height, max_pixels, name);
     return img;
   }
+  if (size > size_t(INT32_MAX)) throw Error(name + ": file of " + std::to_string(size) + " bytes is too large for an image");
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(data, int(size), &w, &h, &comp)) {
     const std::string why = stbi_failure_reason();  // stb's generic answer adds nothing to ours
     throw Error(name + ": not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM)" +
                 (why.find("not of any known type") == std::string::npos ? ": " + why : std::string()));
   }
-  check_size(w, h, name);
+  check_size(w, h, max_pixels, name);
   std::unique_ptr<uint8_t, void (*)(void*)> px(stbi_load_from_memory(data, int(size), &w, &h, &comp, 3),
                                                stbi_image_free);
   if (!px) throw Error(name + ": cannot decode image: " + stbi_failure_reason());
@@ -144,16 +145,30 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
   return img;
 }
 
-Image decode_image_file(const std::string& path) {
+// The file is mapped, not read: a huge file costs only the pages the decoder touches.
+Image decode_image_file(const std::string& path, int64_t max_pixels) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
   struct stat st{};
-  if (::stat(path.c_str(), &st) != 0) throw Error(path + ": " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw Error(path + ": is a directory, not an image");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
-  if (!bytes.empty() && !in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(bytes.size())))
-    throw Error(path + ": read failed");
-  return decode_image(bytes.data(), bytes.size(), path);
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw Error(path + ": cannot read: " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(path + (S_ISDIR(st.st_mode) ? ": is a directory, not an image" : ": not a regular file"));
+  }
+  const size_t size = size_t(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return decode_image(nullptr, 0, path, max_pixels);  // reports the empty file
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) throw Error(path + ": cannot map: " + std::strerror(errno));
+  std::unique_ptr<void, std::function<void(void*)>> unmap(map, [size](void* p) { ::munmap(p, size); });
+  return decode_image(static_cast<const uint8_t*>(map), size, path, max_pixels);
 }
 
 }  // namespace vit

@@ -1,6 +1,7 @@
 // Decodes image files to 8-bit RGB, the way PIL's Image.open(...).convert('RGB') does for timm:
 // JPEG through libjpeg-turbo (PIL's decoder, same pixels), PNG/BMP/GIF/TGA/PNM through stb_image;
 // grayscale and alpha become RGB, no EXIF rotation. Any failure throws vit::Error naming the file.
+// Dimensions are read from the header and checked against max_pixels before anything is decoded.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,7 +14,10 @@ struct Image {
   std::vector<uint8_t> rgb;  // [height, width, 3]
 };
 
-Image decode_image_file(const std::string& path);
-Image decode_image(const uint8_t* data, size_t size, const std::string& name);
+constexpr int64_t kDefaultMaxPixels = 100'000'000;
+
+Image decode_image_file(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
+Image decode_image(const uint8_t* data, size_t size, const std::string& name,
+                   int64_t max_pixels = kDefaultMaxPixels);
 
 }  // namespace vit

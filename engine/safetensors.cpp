@@ -17,6 +17,9 @@
 namespace vit {
 namespace {
 
+// Real headers are kilobytes (a few hundred tensors); anything this large is not a checkpoint.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
 size_t dtype_size(DType t) {
   switch (t) {
     case DType::F32: return 4;
@@ -93,9 +96,12 @@ SafeTensors::SafeTensors(const std::string& path) : path_(path) {
     const auto* bytes = static_cast<const uint8_t*>(map_);
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+    if (n > kMaxHeaderBytes)
+      throw Error(path + ": header length " + std::to_string(n) + " bytes is over the limit of " +
+                  std::to_string(kMaxHeaderBytes) + " (100 MB); not a safetensors file, or a hostile one");
     if (n == 0 || n > map_size_ - 8)
-      throw Error(path + ": bad header length " + std::to_string(n) + " (file has " +
-                  std::to_string(map_size_ - 8) + " bytes after the length field)");
+      throw Error(path + ": file is shorter than its header says: header length " + std::to_string(n) +
+                  ", but the file has " + std::to_string(map_size_ - 8) + " bytes after the length field");
     nlohmann::json header;
     try {
       header = nlohmann::json::parse(bytes + 8, bytes + 8 + n);
@@ -128,24 +134,30 @@ SafeTensors::SafeTensors(const std::string& path) : path_(path) {
       else throw Error(where + ": unsupported dtype " + d + " (expected F32, F16, BF16 or U8)");
       const auto& sh = entry["shape"];
       if (!sh.is_array()) throw Error(where + ": shape is not a list");
+      uint64_t bytes_needed = dtype_size(t.dtype);
       for (const auto& v : sh) {
         if (!v.is_number_integer() || v.get<int64_t>() < 0)
           throw Error(where + ": shape holds " + v.dump() + ", not a non-negative integer");
         t.shape.push_back(v.get<int64_t>());
+        if (__builtin_mul_overflow(bytes_needed, uint64_t(t.shape.back()), &bytes_needed) ||
+            bytes_needed > uint64_t(INT64_MAX))
+          throw Error(where + ": shape " + sh.dump() + " overflows: its size does not fit in 64 bits");
       }
       const auto& off = entry["data_offsets"];
       if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
           !off[1].is_number_unsigned())
         throw Error(where + ": data_offsets is not [begin, end]");
       const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
-      if (b > e || e > data_size)
+      if (b > e)
+        throw Error(where + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
+                    "] end before they begin");
+      if (e > data_size)
         throw Error(where + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
                     "] run past the end of the data (" + std::to_string(data_size) + " bytes)");
       t.nbytes = size_t(e - b);
-      if (uint64_t(t.numel()) * dtype_size(t.dtype) != t.nbytes)
+      if (bytes_needed != t.nbytes)
         throw Error(where + ": shape " + shape_str(t.shape) + " of " + d + " needs " +
-                    std::to_string(t.numel() * int64_t(dtype_size(t.dtype))) + " bytes, offsets give " +
-                    std::to_string(t.nbytes));
+                    std::to_string(bytes_needed) + " bytes, offsets give " + std::to_string(t.nbytes));
       t.data = data + b;
       if (t.nbytes) spans.emplace_back(size_t(b), name);
       tensors_.emplace(name, std::move(t));
@@ -226,31 +238,71 @@ void SafeTensors::release(const std::string& name) const {
   advise(t.data, t.nbytes, MADV_DONTNEED, true);
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+namespace {
+// The 8-byte length and the JSON header (padded to 8 bytes) for F32 tensors stored back to back.
+std::string header_bytes(const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  for (const auto& t : tensors) {
+  for (const auto& [name, shape] : tensors) {
     uint64_t n = 4;
-    for (int64_t d : t.shape) n *= uint64_t(d);
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+    for (int64_t d : shape) n *= uint64_t(d);
+    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = char(uint8_t(uint64_t(h.size()) >> (8 * i)));
+  return out + h;
+}
+}  // namespace
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const auto& t : tensors) shapes.emplace_back(t.name, t.shape);
+  const std::string head = header_bytes(shapes, metadata);
   std::ofstream out(path, std::ios::binary);
   if (!out) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(h.size()) >> (8 * i));
-  out.write(reinterpret_cast<const char*>(len), 8);
-  out.write(h.data(), std::streamsize(h.size()));
+  out.write(head.data(), std::streamsize(head.size()));
   for (const auto& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
     out.write(reinterpret_cast<const char*>(t.data), std::streamsize(n * 4));
   }
   if (!out.flush()) throw Error(path + ": write failed: " + std::strerror(errno));
+}
+
+RowWriter::RowWriter(std::string path, int64_t cols) : path_(std::move(path)), cols_(cols) {
+  // Checked now rather than after a long run; the rows wait in an unnamed temporary file.
+  std::ofstream probe(path_, std::ios::binary | std::ios::app);
+  if (!probe) throw Error(path_ + ": cannot open for writing: " + std::strerror(errno));
+  rows_file_ = std::tmpfile();
+  if (!rows_file_) throw Error(path_ + ": cannot create a temporary file for the rows: " + std::strerror(errno));
+}
+
+RowWriter::~RowWriter() {
+  if (rows_file_) std::fclose(rows_file_);
+}
+
+void RowWriter::add(const float* row) {
+  if (std::fwrite(row, sizeof(float), size_t(cols_), rows_file_) != size_t(cols_))
+    throw Error(path_ + ": cannot write the rows' temporary file: " + std::strerror(errno));
+  ++rows_;
+}
+
+void RowWriter::finish(const std::string& name, const std::map<std::string, std::string>& metadata) {
+  const std::string head = header_bytes({{name, {rows_, cols_}}}, metadata);
+  std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(path_ + ": cannot open for writing: " + std::strerror(errno));
+  out.write(head.data(), std::streamsize(head.size()));
+  std::rewind(rows_file_);
+  std::vector<char> chunk(size_t(1) << 20);
+  for (size_t n; (n = std::fread(chunk.data(), 1, chunk.size(), rows_file_)) > 0;)
+    out.write(chunk.data(), std::streamsize(n));
+  if (std::ferror(rows_file_) || !out.flush()) throw Error(path_ + ": write failed: " + std::strerror(errno));
 }
 
 }  // namespace vit

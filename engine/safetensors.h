@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -60,5 +61,24 @@ struct TensorToWrite {
 // Writes F32 tensors and string metadata; throws vit::Error when the file cannot be written.
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// Writes an F32 [rows, cols] tensor given one row at a time, keeping no rows in memory: they go to a
+// temporary file and are copied behind the header by finish(). The output path is opened (and so
+// checked) by the constructor.
+class RowWriter {
+ public:
+  RowWriter(std::string path, int64_t cols);
+  ~RowWriter();
+  RowWriter(const RowWriter&) = delete;
+  RowWriter& operator=(const RowWriter&) = delete;
+  void add(const float* row);
+  int64_t rows() const { return rows_; }
+  void finish(const std::string& name, const std::map<std::string, std::string>& metadata);
+
+ private:
+  std::string path_;
+  int64_t cols_, rows_ = 0;
+  std::FILE* rows_file_ = nullptr;
+};
 
 }  // namespace vit

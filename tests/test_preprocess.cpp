@@ -194,6 +194,49 @@ TEST(DecodeErrors, CorruptJpegHeader) {
   expect_decode_error(d.file("bad.jpg"), "cannot decode JPEG");
 }
 
+// A small valid file whose header claims width x height: what a decompression bomb looks like.
+std::string jpeg_claiming(int w, int h, const TempDir& d) {
+  std::vector<uint8_t> px(size_t(16) * 16 * 3, 90);
+  EXPECT_TRUE(stbi_write_jpg(d.file("small.jpg").c_str(), 16, 16, 3, px.data(), 90));
+  std::string bytes = read_file(d.file("small.jpg"));
+  const size_t sof = bytes.find("\xFF\xC0");  // baseline frame header: FF C0 len(2) precision(1) H(2) W(2)
+  EXPECT_NE(sof, std::string::npos);
+  bytes[sof + 5] = char(h >> 8), bytes[sof + 6] = char(h & 0xff);
+  bytes[sof + 7] = char(w >> 8), bytes[sof + 8] = char(w & 0xff);
+  return bytes;
+}
+
+TEST(DecodeErrors, JpegBombRefusedFromItsHeader) {
+  TempDir d;
+  write_file(d.file("bomb.jpg"), jpeg_claiming(60000, 60000, d));  // 3.6 gigapixels in 700 bytes
+  expect_decode_error(d.file("bomb.jpg"), "3600000000 pixels is over the limit of 100000000");
+}
+
+TEST(DecodeErrors, PngBombRefusedFromItsHeader) {
+  TempDir d;
+  write_png(d.file("small.png"), 4, 4, 3, std::vector<uint8_t>(48, 7));
+  std::string bytes = read_file(d.file("small.png"));
+  const size_t ihdr = bytes.find("IHDR");  // then width and height, big-endian u32
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t v = 12000;  // 144 megapixels: stb itself refuses sizes above 2^30 bytes
+    for (int b = 0; b < 4; ++b) bytes[ihdr + 4 + size_t(4 * i + b)] = char((v >> (24 - 8 * b)) & 0xff);
+  }
+  write_file(d.file("bomb.png"), bytes);
+  expect_decode_error(d.file("bomb.png"), "144000000 pixels is over the limit");
+}
+
+TEST(Decode, PixelLimitIsConfigurable) {
+  TempDir d;
+  write_file(d.file("big.jpg"), jpeg_claiming(16, 16, d));
+  EXPECT_EQ(decode_image_file(d.file("big.jpg"), 256).width, 16);
+  try {
+    decode_image_file(d.file("big.jpg"), 255);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("256 pixels is over the limit of 255"), std::string::npos) << e.what();
+  }
+}
+
 TEST(DecodeErrors, Directory) {
   TempDir d;
   expect_decode_error(d.path(), "is a directory");

@@ -66,9 +66,29 @@ TEST(SafeTensors, MissingFile) { EXPECT_THROW(SafeTensors("/nonexistent/model.sa
 
 TEST(SafeTensors, TooShort) { expect_error("abc", "too short"); }
 
-TEST(SafeTensors, BadHeaderLength) {
-  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "abcd", 1 << 30),
-               "bad header length");
+TEST(SafeTensors, FileShorterThanHeaderSays) {
+  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "abcd", 1 << 20),
+               "file is shorter than its header says");
+}
+
+TEST(SafeTensors, HeaderOverLimitRefusedBeforeReading) {
+  // A length field of 200 MB in a file of a few bytes: refused by the limit, nothing allocated.
+  expect_error(make_file("{}", "", int64_t(200) << 20), "over the limit of 100000000");
+  expect_error(make_file("{}", "", int64_t(1) << 62), "over the limit");
+}
+
+TEST(SafeTensors, ShapeProductOverflows) {
+  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", ""),
+               "overflows");
+  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[3037000500,3037000500,0],"data_offsets":[0,0]}})", ""),
+               "overflows");
+}
+
+TEST(SafeTensors, HeaderEntriesOfWrongType) {
+  expect_error(make_file(R"({"a":{"dtype":7,"shape":[1],"data_offsets":[0,4]}})", "abcd"), "dtype is not a string");
+  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "abcd"), "not a non-negative");
+  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", "abcd"), "not [begin, end]");
+  expect_error(make_file(R"([1,2])", ""), "not a JSON object");
 }
 
 TEST(SafeTensors, InvalidJson) { expect_error(make_file("{not json", ""), "not valid JSON"); }
@@ -85,6 +105,10 @@ TEST(SafeTensors, OffsetsPastEnd) {
 
 TEST(SafeTensors, ShapeDisagreesWithOffsets) {
   expect_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "abcd"), "needs 8 bytes");
+}
+
+TEST(SafeTensors, OffsetsReversed) {
+  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", "abcdefgh"), "end before they begin");
 }
 
 TEST(SafeTensors, Overlap) {
