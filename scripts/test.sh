@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # The second README command: builds everything (tests included) and runs the whole suite through CTest.
 # Tests that need ../shared/data skip without it, except under CI=true, where they fail.
+#   scripts/test.sh             release build in build/
+#   scripts/test.sh --sanitize  the same suite built with AddressSanitizer + UBSan in build-asan/
+#                               (leak reports and undefined behaviour fail the test that caused them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build build
-cd build && ctest --output-on-failure -j "$(nproc)"
+if [ "${1:-}" = --sanitize ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIT_SANITIZE=ON
+  cmake --build build-asan
+  cd build-asan
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+else
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+  cmake --build build
+  cd build
+fi
+ctest --output-on-failure -j "$(nproc)"

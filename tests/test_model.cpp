@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
@@ -23,18 +22,6 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 std::vector<float> run(ViT& m, const std::vector<float>& images, int64_t B) {
   std::vector<float> out(size_t(B * m.config().classes));
   m.forward(images.data(), B, out.data());
-  return out;
-}
-
-// t's tensors under another layout's names, written out here independently of models/checkpoint.cpp:
-// `top` renames whole names, `block` renames what follows "blocks.{i}." to what follows prefix(i).
-using Renames = std::vector<std::pair<std::string, std::string>>;
-TensorMap rename(const TensorMap& t, const TinySpec& s, const Renames& top, const Renames& block,
-                 const std::function<std::string(int64_t)>& prefix) {
-  TensorMap out;
-  for (const auto& [from, to] : top) out[to] = t.at(from);
-  for (int64_t i = 0; i < s.depth; ++i)
-    for (const auto& [from, to] : block) out[prefix(i) + to] = t.at("blocks." + std::to_string(i) + "." + from);
   return out;
 }
 
@@ -94,38 +81,7 @@ TEST(TinyModel, HuggingFaceLayoutGivesTheSameLogits) {
   TinySpec s;
   write_tiny_model(timm_dir.path(), s, 3);
   const TensorMap t = tiny_vit_tensors(s, 3);
-  const auto layer = [](int64_t i) { return "vit.encoder.layer." + std::to_string(i) + "."; };
-  TensorMap hf = rename(t, s,
-                        {{"cls_token", "vit.embeddings.cls_token"},
-                         {"pos_embed", "vit.embeddings.position_embeddings"},
-                         {"patch_embed.proj.weight", "vit.embeddings.patch_embeddings.projection.weight"},
-                         {"patch_embed.proj.bias", "vit.embeddings.patch_embeddings.projection.bias"},
-                         {"norm.weight", "vit.layernorm.weight"},
-                         {"norm.bias", "vit.layernorm.bias"},
-                         {"head.weight", "classifier.weight"},
-                         {"head.bias", "classifier.bias"}},
-                        {{"norm1.weight", "layernorm_before.weight"},
-                         {"norm1.bias", "layernorm_before.bias"},
-                         {"norm2.weight", "layernorm_after.weight"},
-                         {"norm2.bias", "layernorm_after.bias"},
-                         {"attn.proj.weight", "attention.output.dense.weight"},
-                         {"attn.proj.bias", "attention.output.dense.bias"},
-                         {"mlp.fc1.weight", "intermediate.dense.weight"},
-                         {"mlp.fc1.bias", "intermediate.dense.bias"},
-                         {"mlp.fc2.weight", "output.dense.weight"},
-                         {"mlp.fc2.bias", "output.dense.bias"}},
-                        layer);
-  for (int64_t i = 0; i < s.depth; ++i) {  // Hugging Face splits qkv into query, key and value
-    const std::string p = "blocks." + std::to_string(i) + ".", q = layer(i);
-    const auto& w = t.at(p + "attn.qkv.weight").second;
-    const auto& b = t.at(p + "attn.qkv.bias").second;
-    const size_t D = size_t(s.D);
-    const char* names[3] = {"query", "key", "value"};
-    for (size_t k = 0; k < 3; ++k) {
-      hf[q + "attention.attention." + names[k] + ".weight"] = {{s.D, s.D}, {w.begin() + k * D * D, w.begin() + (k + 1) * D * D}};
-      hf[q + "attention.attention." + names[k] + ".bias"] = {{s.D}, {b.begin() + k * D, b.begin() + (k + 1) * D}};
-    }
-  }
+  const TensorMap hf = to_hf_layout(t, s.depth, s.D);
   write_tensors(hf_dir.file("model.safetensors"), hf);
   nlohmann::json cfg = {{"model_type", "vit"}, {"num_attention_heads", s.heads}, {"layer_norm_eps", 1e-6},
                         {"image_size", s.img}, {"hidden_act", "gelu"}};
@@ -143,28 +99,7 @@ TEST(TinyModel, TorchvisionLayoutGivesTheSameLogits) {
   s.D = 64;  // torchvision checkpoints carry no config: heads = width / 64
   s.heads = 1;
   write_tiny_model(timm_dir.path(), s, 5);
-  const TensorMap tv = rename(tiny_vit_tensors(s, 5), s,
-                              {{"cls_token", "class_token"},
-                               {"pos_embed", "encoder.pos_embedding"},
-                               {"patch_embed.proj.weight", "conv_proj.weight"},
-                               {"patch_embed.proj.bias", "conv_proj.bias"},
-                               {"norm.weight", "encoder.ln.weight"},
-                               {"norm.bias", "encoder.ln.bias"},
-                               {"head.weight", "heads.head.weight"},
-                               {"head.bias", "heads.head.bias"}},
-                              {{"norm1.weight", "ln_1.weight"},
-                               {"norm1.bias", "ln_1.bias"},
-                               {"attn.qkv.weight", "self_attention.in_proj_weight"},
-                               {"attn.qkv.bias", "self_attention.in_proj_bias"},
-                               {"attn.proj.weight", "self_attention.out_proj.weight"},
-                               {"attn.proj.bias", "self_attention.out_proj.bias"},
-                               {"norm2.weight", "ln_2.weight"},
-                               {"norm2.bias", "ln_2.bias"},
-                               {"mlp.fc1.weight", "mlp.0.weight"},
-                               {"mlp.fc1.bias", "mlp.0.bias"},
-                               {"mlp.fc2.weight", "mlp.3.weight"},
-                               {"mlp.fc2.bias", "mlp.3.bias"}},
-                              [](int64_t i) { return "encoder.layers.encoder_layer_" + std::to_string(i) + "."; });
+  const TensorMap tv = to_torchvision_layout(tiny_vit_tensors(s, 5), s.depth);
   write_tensors(tv_dir.file("vit_b_16.safetensors"), tv);
   ViT a = ViT::load(timm_dir.path()), b = ViT::load(tv_dir.file("vit_b_16.safetensors"));
   std::mt19937 rng(6);

@@ -9,8 +9,7 @@
 #include "engine/preprocess.h"
 #include "test_util.h"
 
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#include <stb/stb_image_write.h>
+#include <stb/stb_image_write.h>  // implementation: stb_image_write.cpp
 
 namespace vit::test {
 namespace {

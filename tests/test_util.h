@@ -1,5 +1,5 @@
 // Helpers shared by the tests: where ../shared/data is, skipping (or failing in CI) without it,
-// temporary folders, a tiny random timm-layout checkpoint, and reading safetensors goldens.
+// temporary folders and reading safetensors goldens (model files to test with: model_files.h).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/safetensors.h"
+#include "model_files.h"
 
 namespace vit::test {
 
@@ -39,21 +40,6 @@ class TempDir {
  private:
   std::string path_;
 };
-
-std::vector<float> random_vector(size_t n, std::mt19937& rng, float scale = 1.f, float offset = 0.f);
-void write_file(const std::string& path, const std::string& bytes);
-std::string read_file(const std::string& path);
-
-// A tiny ViT in timm's names, as a name -> (shape, values) map.
-struct TinySpec {
-  int64_t D = 32, depth = 2, heads = 2, mlp = 64, patch = 8, img = 32, classes = 10;
-  bool class_token = true, dist_token = false, no_embed_class = false, fc_norm = false;
-};
-using TensorMap = std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>;
-TensorMap tiny_vit_tensors(const TinySpec& s, uint32_t seed);
-void write_tensors(const std::string& path, const TensorMap& t);
-// Writes model.safetensors and a timm config.json (heads, pooling, input size) into dir.
-void write_tiny_model(const std::string& dir, const TinySpec& s, uint32_t seed = 1);
 
 struct Golden {
   std::vector<int64_t> shape;

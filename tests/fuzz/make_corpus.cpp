@@ -1,0 +1,129 @@
+// Writes the fuzzers' seed corpora: small valid files of every kind the loaders accept, and mutations
+// of them (truncated, header fields changed). Usage: make_corpus OUT_DIR -> OUT_DIR/{image,checkpoint}/
+#include <cstddef>
+#include <cstdio>
+
+#include <jpeglib.h>  // needs size_t and FILE first
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model_files.h"
+
+#include <stb/stb_image_write.h>  // implementation: ../stb_image_write.cpp
+
+namespace {
+
+using vit::test::read_file;
+using vit::test::write_file;
+namespace fs = std::filesystem;
+
+std::vector<uint8_t> pattern(int w, int h, int comp) {
+  std::vector<uint8_t> px(size_t(w) * size_t(h) * size_t(comp));
+  for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(i * 37 % 251);
+  return px;
+}
+
+// libjpeg for what stb cannot write: progressive and CMYK.
+void write_jpeg(const std::string& path, int w, int h, J_COLOR_SPACE cs, int comp, bool progressive) {
+  jpeg_compress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  jpeg_stdio_dest(&c, f);
+  c.image_width = JDIMENSION(w);
+  c.image_height = JDIMENSION(h);
+  c.input_components = comp;
+  c.in_color_space = cs;
+  jpeg_set_defaults(&c);
+  if (progressive) jpeg_simple_progression(&c);
+  jpeg_start_compress(&c, TRUE);
+  const std::vector<uint8_t> px = pattern(w, h, comp);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(px.data()) + size_t(c.next_scanline) * size_t(w) * size_t(comp);
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::fclose(f);
+}
+
+void write_images(const std::string& dir) {
+  const auto px = pattern(23, 17, 4);
+  stbi_write_jpg((dir + "/rgb.jpg").c_str(), 23, 17, 3, px.data(), 85);
+  stbi_write_jpg((dir + "/gray.jpg").c_str(), 17, 23, 1, px.data(), 85);
+  write_jpeg(dir + "/progressive.jpg", 31, 9, JCS_RGB, 3, true);
+  write_jpeg(dir + "/cmyk.jpg", 12, 12, JCS_CMYK, 4, false);
+  stbi_write_png((dir + "/rgb.png").c_str(), 23, 17, 3, px.data(), 23 * 3);
+  stbi_write_png((dir + "/gray_alpha.png").c_str(), 9, 5, 2, px.data(), 9 * 2);
+  stbi_write_png((dir + "/rgba.png").c_str(), 5, 9, 4, px.data(), 5 * 4);
+  stbi_write_bmp((dir + "/rgb.bmp").c_str(), 7, 3, 3, px.data());
+  stbi_write_tga((dir + "/rgb.tga").c_str(), 7, 3, 3, px.data());
+  write_file(dir + "/rgb.ppm", "P6\n4 3\n255\n" + std::string(px.begin(), px.begin() + 36));
+  // A 1x1 GIF.
+  write_file(dir + "/dot.gif", std::string("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04"
+                                           "\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;",
+                                           43));
+  // Mutations: truncations and a frame header claiming a huge size.
+  const std::string jpg = read_file(dir + "/rgb.jpg"), png = read_file(dir + "/rgb.png");
+  write_file(dir + "/cut.jpg", jpg.substr(0, jpg.size() / 2));
+  write_file(dir + "/cut.png", png.substr(0, png.size() / 2));
+  std::string big = jpg;
+  const size_t sof = big.find("\xFF\xC0");
+  if (sof != std::string::npos) big[sof + 5] = big[sof + 7] = char(0x7f);
+  write_file(dir + "/huge.jpg", big);
+}
+
+// One fuzz input: checkpoint bytes, config bytes, config length (2 bytes, little-endian).
+void write_case(const std::string& path, const std::string& model, const std::string& config) {
+  const size_t n = config.size() & 0xffff;
+  write_file(path, model + config.substr(0, n) + char(n & 0xff) + char(n >> 8));
+}
+
+void write_checkpoints(const std::string& dir) {
+  const std::string tmp = dir + "/.tmp";
+  fs::create_directories(tmp);
+  struct Case {
+    const char* name;
+    vit::test::TinySpec spec;
+  };
+  vit::test::TinySpec base;
+  base.D = 8, base.depth = 1, base.heads = 2, base.mlp = 16, base.patch = 4, base.img = 8, base.classes = 3;
+  std::vector<Case> cases = {{"cls", base}, {"dist", base}, {"avg", base}, {"no_embed_class", base}};
+  cases[1].spec.dist_token = true;
+  cases[2].spec.class_token = false, cases[2].spec.fc_norm = true;
+  cases[3].spec.no_embed_class = true;
+  for (const auto& c : cases) {
+    vit::test::write_tiny_model(tmp, c.spec, 1);
+    const std::string model = read_file(tmp + "/model.safetensors"), config = read_file(tmp + "/config.json");
+    write_case(dir + "/" + c.name, model, config);
+    write_case(dir + "/" + c.name + "_no_config", model, "");
+    write_case(dir + "/" + c.name + "_cut", model.substr(0, model.size() * 2 / 3), config);
+  }
+  const auto t = vit::test::tiny_vit_tensors(base, 2);
+  vit::test::write_tensors(tmp + "/hf.safetensors", vit::test::to_hf_layout(t, base.depth, base.D));
+  const nlohmann::json hf_cfg = {{"model_type", "vit"}, {"num_attention_heads", 2}, {"image_size", 8},
+                                 {"patch_size", 4}, {"layer_norm_eps", 1e-12}, {"id2label", {{"0", "a"}, {"1", "b"}, {"2", "c"}}}};
+  write_case(dir + "/hf", read_file(tmp + "/hf.safetensors"), hf_cfg.dump());
+  vit::test::write_tensors(tmp + "/tv.safetensors", vit::test::to_torchvision_layout(t, base.depth));
+  write_case(dir + "/torchvision", read_file(tmp + "/tv.safetensors"), "");
+  fs::remove_all(tmp);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string out = argv[1];
+  fs::create_directories(out + "/image");
+  fs::create_directories(out + "/checkpoint");
+  write_images(out + "/image");
+  write_checkpoints(out + "/checkpoint");
+  return 0;
+}
