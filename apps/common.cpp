@@ -40,6 +40,9 @@ void add_model_options(CLI::App* cmd, ModelOptions* o) {
                   "a .safetensors file or the folder holding model.safetensors and config.json "
                   "(default: weights/deit_tiny_patch16_224.fb_in1k)");
   cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
+  cmd->add_option("--img-size", o->img_size,
+                  "run at SxS pixels instead of the model's size (position table resampled as timm does)")
+      ->check(CLI::Range(1, 8192));
   add_threads_option(cmd, &o->threads);
 }
 
@@ -50,7 +53,7 @@ ViT load_model(const ModelOptions& o) {
   if (o.model.empty() && ::stat(path.c_str(), &st) != 0)
     throw Error(path + ": default model not found; fetch it with weights/get_default_model.sh or pass --model");
   spdlog::debug("loading {}", path);
-  return ViT::load(path, o.config);
+  return ViT::load(path, o.config, o.img_size);
 }
 
 std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg) {

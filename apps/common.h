@@ -16,6 +16,7 @@ struct ModelOptions {
   std::string model;   // .safetensors or folder; default: the DeiT-Tiny folder under weights/
   std::string config;  // config.json overriding the one beside the weights
   int threads = 0;     // 0: all cores
+  int img_size = 0;    // 0: the model's own input size
 };
 
 void add_model_options(CLI::App* cmd, ModelOptions* o);

@@ -38,8 +38,8 @@ Image center_crop(const Image& img, int ch, int cw) {
 Image resize_and_crop(const Image& img, const PreprocessConfig& cfg) {
   if (img.width <= 0 || img.height <= 0) throw Error("cannot preprocess an empty image");
   // timm: scale_size = math.floor(img_size / crop_pct)
-  const int scale_h = int(std::floor(cfg.height / cfg.crop_pct));
-  const int scale_w = int(std::floor(cfg.width / cfg.crop_pct));
+  const int scale_h = cfg.resize > 0 ? cfg.resize : int(std::floor(cfg.height / cfg.crop_pct));
+  const int scale_w = cfg.resize > 0 ? cfg.resize : int(std::floor(cfg.width / cfg.crop_pct));
   int new_w, new_h;
   if (cfg.crop_mode == "squash") {
     new_w = scale_w;

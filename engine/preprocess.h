@@ -12,6 +12,7 @@ namespace vit {
 struct PreprocessConfig {
   int height = 224, width = 224;  // input_size[1:], the crop
   double crop_pct = 0.875;
+  int resize = 0;  // when > 0, the resize target (shorter side, or both in squash) instead of floor(size / crop_pct)
   // "center": shorter side to floor(size / crop_pct), keeping the aspect ratio, then center crop;
   // "squash": both sides to floor(size / crop_pct), then center crop (Hugging Face's plain resize
   // is squash with crop_pct 1).

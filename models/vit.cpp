@@ -51,7 +51,7 @@ size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 }  // namespace
 
-ViT ViT::load(const std::string& model, const std::string& config_path) {
+ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size) {
   std::string file = model, dir;
   if (!exists(model)) throw Error(model + ": no such file or directory");
   if (is_dir(model)) {
@@ -63,14 +63,25 @@ ViT ViT::load(const std::string& model, const std::string& config_path) {
   }
   std::string cfg_file = config_path;
   if (cfg_file.empty() && exists(dir + "/config.json")) cfg_file = dir + "/config.json";
-  nlohmann::json cfg_json;
-  if (!cfg_file.empty()) cfg_json = read_json(cfg_file);
-  std::string hint = base_name(is_dir(model) ? model : (base_name(file) == "model.safetensors" ? dir : file));
+  nlohmann::json cfg_json, pre_json;
+  ConfigSources src;
+  if (!cfg_file.empty()) {
+    cfg_json = read_json(cfg_file);
+    src.config = &cfg_json;
+    src.config_name = cfg_file;
+  }
+  if (exists(dir + "/preprocessor_config.json")) {
+    src.preprocessor_name = dir + "/preprocessor_config.json";
+    pre_json = read_json(src.preprocessor_name);
+    src.preprocessor = &pre_json;
+  }
+  src.name_hint = base_name(is_dir(model) ? model : (base_name(file) == "model.safetensors" ? dir : file));
+  src.img_size = img_size;
 
   Checkpoint ck(file);
   ViT m;
   m.source_ = file;
-  m.cfg_ = resolve_config(ck, cfg_file.empty() ? nullptr : &cfg_json, cfg_file, hint);
+  m.cfg_ = resolve_config(ck, src);
   spdlog::debug("{}: {} layout, {}", file, layout_name(ck.layout()), m.cfg_.summary());
   m.load_weights(ck);
   ck.check_all_used();

@@ -26,9 +26,11 @@ struct BlockWeights {
 
 class ViT {
  public:
-  // model: a .safetensors file or the folder holding model.safetensors (and config.json);
-  // config_path: a config.json that overrides the one beside the weights ("" for none).
-  static ViT load(const std::string& model, const std::string& config_path = "");
+  // model: a .safetensors file or the folder holding model.safetensors (and config.json, and for
+  // Hugging Face models perhaps preprocessor_config.json); config_path: a config.json that overrides
+  // the one beside the weights ("" for none); img_size: run at S x S instead of the model's own size,
+  // the position table resampled as timm does (0 for the model's size).
+  static ViT load(const std::string& model, const std::string& config_path = "", int64_t img_size = 0);
   // Random weights of a given shape (for benchmarks and tests).
   static ViT random(const ViTConfig& cfg, uint32_t seed = 0);
 

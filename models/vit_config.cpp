@@ -111,9 +111,11 @@ void apply_timm_config(const json& j, const std::string& where, ViTConfig* c) {
     if (a.contains("global_pool")) c->global_pool = get_as<std::string>(a, "global_pool", where);
     if (a.contains("no_embed_class")) c->no_embed_class = get_as<bool>(a, "no_embed_class", where);
     if (a.contains("img_size")) {
-      const json& s = a["img_size"];
-      c->img_h = s.is_array() ? s.at(0).get<int64_t>() : s.get<int64_t>();
-      c->img_w = s.is_array() ? s.at(1).get<int64_t>() : s.get<int64_t>();
+      const auto v = a["img_size"].is_array() ? get_as<std::vector<int64_t>>(a, "img_size", where)
+                                              : std::vector<int64_t>(2, get_as<int64_t>(a, "img_size", where));
+      if (v.size() != 2) throw Error(where + ": img_size must be a size or [H, W], got " + a["img_size"].dump());
+      c->img_h = v[0];
+      c->img_w = v[1];
     }
   }
   if (j.contains("pretrained_cfg")) apply_pretrained_cfg(j["pretrained_cfg"], where, c);
@@ -145,6 +147,116 @@ void apply_hf_config(const json& j, const std::string& where, ViTConfig* c) {
       if (i >= c->labels.size()) throw Error(where + ": id2label has index " + k + " past its size");
       c->labels[i] = v.is_string() ? v.get<std::string>() : v.dump();
     }
+  }
+}
+
+// A config value that must agree with what the tensors say.
+void check_int(const json& j, const char* key, int64_t have, const std::string& where, const std::string& file,
+               const std::string& what) {
+  if (!j.contains(key) || j[key].is_null()) return;
+  const json& v = j[key];
+  const int64_t want = v.is_array() && !v.empty() ? get_as<std::vector<int64_t>>(j, key, where).front()
+                                                  : get_as<int64_t>(j, key, where);
+  if (want != have)
+    throw Error(where + ": " + key + " is " + std::to_string(want) + ", but " + file + " has " + what + " " +
+                std::to_string(have));
+}
+
+void check_bool(const json& j, const char* key, bool have, const std::string& where, const std::string& file,
+                const std::string& what) {
+  if (!j.contains(key) || j[key].is_null()) return;
+  if (get_as<bool>(j, key, where) != have)
+    throw Error(where + ": " + key + " is " + j[key].dump() + ", but " + file + (have ? " has " : " has no ") + what);  // what: a tensor name
+}
+
+// timm's model_args (and num_classes) against the tensors.
+void check_timm_args(const json& j, const std::string& where, const std::string& file, const ViTConfig& c) {
+  check_int(j, "num_classes", c.classes, where, file, "a head of");
+  if (!j.contains("model_args")) return;
+  const json& a = j["model_args"];
+  check_int(a, "patch_size", c.patch, where, file, "patch size");
+  check_int(a, "embed_dim", c.width, where, file, "width");
+  check_int(a, "depth", c.depth, where, file, "depth");
+  check_int(a, "in_chans", c.in_chans, where, file, "input channels");
+  check_int(a, "num_classes", c.classes, where, file, "a head of");
+  check_bool(a, "class_token", c.class_token, where, file, "cls_token");
+  check_bool(a, "qkv_bias", c.qkv_bias, where, file, "qkv biases");
+  check_bool(a, "fc_norm", c.fc_norm, where, file, "fc_norm");
+  if (a.contains("mlp_ratio") && !a["mlp_ratio"].is_null()) {
+    const double r = get_as<double>(a, "mlp_ratio", where);
+    if (int64_t(std::llround(r * double(c.width))) != c.mlp)
+      throw Error(where + ": mlp_ratio is " + a["mlp_ratio"].dump() + ", but " + file + " has MLP width " +
+                  std::to_string(c.mlp) + " for width " + std::to_string(c.width));
+  }
+  if (a.contains("reg_tokens") && !a["reg_tokens"].is_null() && get_as<int64_t>(a, "reg_tokens", where) != 0)
+    throw Error(where + ": reg_tokens (register tokens) are not supported");
+}
+
+void check_hf_args(const json& j, const std::string& where, const std::string& file, const ViTConfig& c) {
+  check_int(j, "hidden_size", c.width, where, file, "width");
+  check_int(j, "num_hidden_layers", c.depth, where, file, "depth");
+  check_int(j, "intermediate_size", c.mlp, where, file, "MLP width");
+  check_int(j, "patch_size", c.patch, where, file, "patch size");
+  check_int(j, "num_channels", c.in_chans, where, file, "input channels");
+  check_bool(j, "qkv_bias", c.qkv_bias, where, file, "query/key/value biases");
+}
+
+// Hugging Face preprocessor_config.json (ViTImageProcessor and its relatives): resize, optional center
+// crop, rescale and normalize, folded into timm's form.
+void apply_hf_preprocessor(const json& p, const std::string& where, ViTConfig* c) {
+  if (!p.is_object()) throw Error(where + ": not a JSON object");
+  const auto flag = [&](const char* key, bool dflt) { return p.contains(key) ? get_as<bool>(p, key, where) : dflt; };
+  // size / crop_size: an int, {"height", "width"} or {"shortest_edge"}.
+  const auto dims = [&](const char* key, int64_t* h, int64_t* w, int64_t* shortest) {
+    const json& v = p.at(key);
+    *h = *w = *shortest = 0;
+    if (v.is_number_integer()) *h = *w = v.get<int64_t>();
+    else if (v.is_object() && v.contains("height") && v.contains("width"))
+      *h = get_as<int64_t>(v, "height", where), *w = get_as<int64_t>(v, "width", where);
+    else if (v.is_object() && v.contains("shortest_edge")) *shortest = get_as<int64_t>(v, "shortest_edge", where);
+    else throw Error(where + ": '" + key + "' is neither a size nor {height, width} nor {shortest_edge}: " + v.dump());
+    if (*h < 0 || *w < 0 || *shortest < 0 || (*h == 0 && *w == 0 && *shortest == 0) || *h > 65536 ||
+        *w > 65536 || *shortest > 65536)
+      throw Error(where + ": '" + key + "' is out of range: " + v.dump());
+  };
+  if (!flag("do_resize", true)) throw Error(where + ": do_resize false is not supported (the model needs a fixed size)");
+  int64_t h = 0, w = 0, shortest = 0;
+  if (p.contains("size")) dims("size", &h, &w, &shortest);
+  else h = w = c->img_h;
+  int64_t ch = h, cw = w, cs = 0;
+  if (flag("do_center_crop", false)) {
+    if (!p.contains("crop_size")) throw Error(where + ": do_center_crop without crop_size");
+    dims("crop_size", &ch, &cw, &cs);
+    if (cs) throw Error(where + ": crop_size must be a size or {height, width}");
+  } else if (shortest) {
+    throw Error(where + ": size {shortest_edge} without a center crop gives no fixed input size");
+  }
+  if (h != w || ch != cw) throw Error(where + ": only square sizes are supported, got " + p.at("size").dump());
+  c->pre.crop_mode = shortest ? "center" : "squash";
+  c->pre.resize = int(shortest ? shortest : h);
+  c->pre.crop_pct = double(ch) / double(c->pre.resize);
+  c->img_h = ch;
+  c->img_w = cw;
+  if (p.contains("resample")) {
+    static const Filter kPil[] = {Filter::Nearest, Filter::Lanczos, Filter::Bilinear, Filter::Bicubic, Filter::Box,
+                                  Filter::Hamming};
+    const int64_t r = get_as<int64_t>(p, "resample", where);
+    if (r < 0 || r > 5) throw Error(where + ": resample " + std::to_string(r) + " is not a PIL filter (0 to 5)");
+    c->pre.interpolation = kPil[r];
+  }
+  const double scale = flag("do_rescale", true)
+                           ? (p.contains("rescale_factor") ? get_as<double>(p, "rescale_factor", where) : 1.0 / 255)
+                           : 1.0;
+  if (!(scale > 0)) throw Error(where + ": rescale_factor must be positive");
+  std::array<float, 3> mean{0.5f, 0.5f, 0.5f}, std{0.5f, 0.5f, 0.5f};
+  if (p.contains("image_mean")) mean = triple(p, "image_mean", where);
+  if (p.contains("image_std")) std = triple(p, "image_std", where);
+  if (!flag("do_normalize", true)) mean = {0, 0, 0}, std = {1, 1, 1};
+  // (x * scale - m) / s == (x / 255 - m / (255 scale)) / (s / (255 scale))
+  for (int i = 0; i < 3; ++i) {
+    if (!(std[size_t(i)] > 0)) throw Error(where + ": image_std values must be positive");
+    c->pre.mean[size_t(i)] = float(mean[size_t(i)] / (255.0 * scale));
+    c->pre.std[size_t(i)] = float(std[size_t(i)] / (255.0 * scale));
   }
 }
 
@@ -180,19 +292,22 @@ std::string ViTConfig::summary() const {
          ", pool " + global_pool + (dist_token ? ", distilled" : "");
 }
 
-ViTConfig resolve_config(const Checkpoint& ck, const json* config, const std::string& config_name,
-                         const std::string& name_hint) {
+ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   ViTConfig c;
   const std::string& file = ck.path();
+  const json* config = src.config;
+  const std::string& config_name = src.config_name;
+  if (config && !config->is_object()) throw Error(config_name + ": not a JSON object");
   const bool hf_config = config && (config->contains("model_type") || config->contains("architectures"));
   std::string arch;
   if (config && !hf_config && config->contains("architecture"))
     arch = get_as<std::string>(*config, "architecture", config_name);
   else if (!config)
-    arch = name_hint;
+    arch = src.name_hint;
   const bool known = !arch.empty() && arch_defaults(arch, &c);
   if (!known) c.pre = PreprocessConfig{};
   bool heads_given = known;
+  const std::string arch_origin = "timm's defaults for " + c.arch;
 
   // The shapes: always from the tensors.
   const auto pw = ck.shape("patch_embed.proj.weight");  // [D, C, P, P]
@@ -213,21 +328,47 @@ ViTConfig resolve_config(const Checkpoint& ck, const json* config, const std::st
   c.fc_norm = ck.has("fc_norm.weight");
   c.qkv_bias = ck.has("blocks.0.attn.qkv.bias");
   c.global_pool = c.class_token ? "token" : "avg";
+  for (const char* k : {"patch", "width", "depth", "mlp", "classes", "tokens", "norms"})
+    c.origin[k] = "file (tensor shapes)";
+  c.origin["pool"] = c.class_token ? "default (class token present)" : "default (no class token)";
+  c.origin["heads"] = known ? arch_origin : "default (width / 64)";
+  c.origin["eps"] = "default";
+  c.origin["input size"] = known ? arch_origin : "file (position table grid)";
+  c.origin["preprocessing"] = known ? arch_origin : "default (timm's ImageNet defaults)";
+  c.origin["labels"] = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
 
   if (hf_config) {
+    check_hf_args(*config, config_name, file, c);
     apply_hf_config(*config, config_name, &c);
     heads_given = config->contains("num_attention_heads");
+    if (heads_given) c.origin["heads"] = config_name;
+    if (config->contains("layer_norm_eps")) c.origin["eps"] = config_name;
+    if (config->contains("image_size")) c.origin["input size"] = config_name;
+    c.origin["preprocessing"] = "default (Hugging Face ViTImageProcessor's)";
   } else if (config) {
+    check_timm_args(*config, config_name, file, c);
     apply_timm_config(*config, config_name, &c);
-    heads_given = known || (config->contains("model_args") && (*config)["model_args"].contains("num_heads"));
+    const bool args = config->contains("model_args");
+    heads_given = known || (args && (*config)["model_args"].contains("num_heads"));
+    if (args && (*config)["model_args"].contains("num_heads")) c.origin["heads"] = config_name;
+    if (config->contains("global_pool") || (args && (*config)["model_args"].contains("global_pool")))
+      c.origin["pool"] = config_name;
+    if (config->contains("pretrained_cfg")) c.origin["input size"] = c.origin["preprocessing"] = config_name;
+    if (args && (*config)["model_args"].contains("img_size")) c.origin["input size"] = config_name;
+  }
+  if (config && !c.labels.empty()) c.origin["labels"] = config_name;
+  if (src.preprocessor) {
+    apply_hf_preprocessor(*src.preprocessor, src.preprocessor_name, &c);
+    c.origin["preprocessing"] = c.origin["input size"] = src.preprocessor_name;
   }
   if (!heads_given) c.heads = std::max<int64_t>(1, c.width / 64);
   if (!config && ck.layout() == CheckpointLayout::Torchvision) {
     // torchvision's ViT weights are evaluated with a bilinear resize to 256 and a 224 center crop.
     c.pre.interpolation = Filter::Bilinear;
     c.pre.crop_pct = 0.875;
+    c.origin["preprocessing"] = "default (torchvision's: bilinear, resize 256, crop 224)";
   }
-  if (!config)
+  if (!config && !src.preprocessor)
     spdlog::warn("{}: no config.json beside the model and no --config: using {} (heads {}, eps 1e-6, {} pooling, "
                  "{} resize, crop_pct {}, mean {:.3f},{:.3f},{:.3f})",
                  file,
@@ -253,10 +394,21 @@ ViTConfig resolve_config(const Checkpoint& ck, const json* config, const std::st
                 std::to_string(c.prefix_tokens()) + " prefix tokens");
   c.pos_grid_h = c.pos_grid_w = g;
   // No input size named (by an architecture, a timm pretrained_cfg or a Hugging Face config): the grid's.
-  if (!known && !hf_config && !(config && config->contains("pretrained_cfg"))) c.img_h = c.img_w = g * c.patch;
-  if (c.img_h % c.patch || c.img_w % c.patch)
+  if (!known && !hf_config && !src.preprocessor && !(config && config->contains("pretrained_cfg")))
+    c.img_h = c.img_w = g * c.patch;
+  if (src.img_size > 0) {
+    // timm's --img-size: the same crop_pct (or Hugging Face resize ratio) at the new size.
+    if (c.pre.resize > 0) c.pre.resize = int(std::llround(double(c.pre.resize) * double(src.img_size) / double(c.img_h)));
+    c.img_h = c.img_w = src.img_size;
+    c.origin["input size"] = "--img-size";
+  }
+  if (c.img_h <= 0 || c.img_w <= 0 || c.img_h > 8192 || c.img_w > 8192)
     throw Error(config_name + ": input size " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
-                " is not a multiple of the patch size " + std::to_string(c.patch));
+                " is out of range (1 to 8192)");
+  if (c.img_h % c.patch || c.img_w % c.patch)
+    throw Error((src.img_size > 0 ? std::string("--img-size") : config_name) + ": input size " +
+                std::to_string(c.img_h) + "x" + std::to_string(c.img_w) + " is not a multiple of the patch size " +
+                std::to_string(c.patch));
   c.pre.height = int(c.img_h);
   c.pre.width = int(c.img_w);
 

@@ -3,6 +3,7 @@
 // or timm's defaults for a known architecture name).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ struct ViTConfig {
   float eps = 1e-6f;
   PreprocessConfig pre;
   std::vector<std::string> labels;      // from the config, empty when it has none
+  // Where each setting came from, for `vit inspect`: field -> "file (...)", "config.json", "default", ...
+  std::map<std::string, std::string> origin;
 
   int64_t prefix_tokens() const { return int64_t(class_token) + int64_t(dist_token); }
   int64_t grid_h() const { return img_h / patch; }
@@ -48,11 +51,19 @@ struct ViTConfig {
   std::string summary() const;
 };
 
-// Shapes from the checkpoint, the rest from `config` (a parsed config.json; null when there is none;
-// config_name names it in errors). name_hint (the model's file or folder name) picks timm's defaults
-// for a known architecture when there is no config.
-ViTConfig resolve_config(const Checkpoint& ck, const nlohmann::json* config, const std::string& config_name,
-                         const std::string& name_hint);
+// What besides the tensors describes a model. Each JSON is null when absent; its name is used in errors.
+struct ConfigSources {
+  const nlohmann::json* config = nullptr;        // config.json, timm or Hugging Face form
+  std::string config_name;
+  const nlohmann::json* preprocessor = nullptr;  // Hugging Face preprocessor_config.json
+  std::string preprocessor_name;
+  std::string name_hint;  // the model's file or folder name: timm's defaults for a known architecture
+  int64_t img_size = 0;   // --img-size: run at S x S (position table resampled), 0 for the model's own
+};
+
+// Shapes from the checkpoint, the rest from the sources; a config that contradicts the tensors is an
+// error naming both.
+ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src);
 
 // A standard timm shape with its timm defaults, for random-weight models: vit_tiny_patch16_224,
 // vit_small_patch16_224, vit_base_patch16_224, vit_base_patch32_224, vit_large_patch16_224,

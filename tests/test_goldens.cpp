@@ -146,24 +146,61 @@ INSTANTIATE_TEST_SUITE_P(Timm, Variant,
                                            "vit_tiny_patch16_224_depth1_noembedclass", "vit_tiny_patch16_384_depth1",
                                            "vit_tiny_patch14_224_depth1", "hf_vit_tiny_depth1"));
 
+float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  return worst;
+}
+
+// The 224 model at 288 two ways: --img-size (ViT::load's img_size), and a config naming 288.
 TEST(Golden, DeitTinyAt288ResamplesThePositionTable) {
   REQUIRE_SHARED_DATA();
+  auto files = sample_images();
+  files.resize(4);
+  const auto want = SafeTensors(shared_data() + "/variants/deit_tiny_at_288/reference_logits.safetensors").to_f32("logits");
+  ViT m = ViT::load(deit_dir(), "", 288);
+  EXPECT_EQ(m.config().tokens(), 325);
+  EXPECT_EQ(m.config().pre.height, 288);
+  const float worst = max_diff(classify(m, files, 4), want);
+  EXPECT_LT(worst, 2e-3f);
+  std::printf("DeiT-Tiny at 288 px (--img-size): max |logit diff| %.2e\n", double(worst));
+
   TempDir d;
   nlohmann::json cfg;
   std::ifstream(deit_dir() + "/config.json") >> cfg;
   cfg["pretrained_cfg"]["input_size"] = {3, 288, 288};
   write_file(d.file("config.json"), cfg.dump());
-  ViT m = ViT::load(deit_dir(), d.file("config.json"));
-  EXPECT_EQ(m.config().tokens(), 325);
+  ViT c = ViT::load(deit_dir(), d.file("config.json"));
+  EXPECT_LT(max_diff(classify(c, files, 4), want), 2e-3f);
+}
+
+// The real weights re-keyed to Hugging Face's layout (q, k, v split), with HF's config.json and a
+// preprocessor_config.json describing DeiT's preprocessing: the same logits as the timm layout.
+TEST(Golden, DeitTinyInHuggingFaceLayoutMatchesTimmLayout) {
+  REQUIRE_SHARED_DATA();
+  TempDir d;
+  write_tensors(d.file("model.safetensors"),
+                to_hf_layout(read_tensors(deit_dir() + "/model.safetensors"), 12, 192));
+  const nlohmann::json cfg = {{"model_type", "vit"}, {"architectures", {"ViTForImageClassification"}},
+                              {"hidden_size", 192}, {"num_hidden_layers", 12}, {"num_attention_heads", 3},
+                              {"intermediate_size", 768}, {"image_size", 224}, {"patch_size", 16},
+                              {"layer_norm_eps", 1e-6}, {"hidden_act", "gelu"}, {"qkv_bias", true}};
+  write_file(d.file("config.json"), cfg.dump());
+  const nlohmann::json pre = {{"image_processor_type", "DeiTImageProcessor"}, {"do_resize", true},
+                              {"size", {{"shortest_edge", 248}}}, {"resample", 3}, {"do_center_crop", true},
+                              {"crop_size", {{"height", 224}, {"width", 224}}}, {"do_rescale", true},
+                              {"rescale_factor", 1.0 / 255}, {"do_normalize", true},
+                              {"image_mean", {0.485, 0.456, 0.406}}, {"image_std", {0.229, 0.224, 0.225}}};
+  write_file(d.file("preprocessor_config.json"), pre.dump());
+  ViT timm = ViT::load(deit_dir()), hf = ViT::load(d.path());
+  EXPECT_EQ(hf.config().pre.crop_mode, "center");
+  EXPECT_EQ(hf.config().pre.resize, 248);
   auto files = sample_images();
-  files.resize(4);
-  const auto ours = classify(m, files, 4);
-  SafeTensors ref(shared_data() + "/variants/deit_tiny_at_288/reference_logits.safetensors");
-  const auto want = ref.to_f32("logits");
-  float worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(ours[i] - want[i]));
-  EXPECT_LT(worst, 0.05f);
-  std::printf("DeiT-Tiny at 288 px: max |logit diff| %.2e\n", double(worst));
+  files.resize(8);
+  const float worst = max_diff(classify(timm, files, 8), classify(hf, files, 8));
+  EXPECT_LE(worst, 1e-4f);
+  std::printf("DeiT-Tiny, Hugging Face layout vs timm layout: max |logit diff| %.2e\n", double(worst));
 }
 
 }  // namespace

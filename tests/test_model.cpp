@@ -133,9 +133,10 @@ TEST(TinyModel, NoConfigUsesDefaults) {
   EXPECT_EQ(m.config().classes, 10);
 }
 
-void expect_load_error(const std::string& model, const std::string& fragment, const std::string& config = "") {
+void expect_load_error(const std::string& model, const std::string& fragment, const std::string& config = "",
+                       int64_t img_size = 0) {
   try {
-    ViT::load(model, config);
+    ViT::load(model, config, img_size);
     FAIL() << "no error, expected: " << fragment;
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
@@ -189,6 +190,81 @@ TEST(LoaderErrors, ConfigWithBadValues) {
   expect_load_error(d.path(), "5 heads do not divide width 32", d.file("bad.json"));
   write_file(d.file("bad2.json"), R"({"pretrained_cfg": {"interpolation": "cubic-ish"}})");
   expect_load_error(d.path(), "unknown interpolation 'cubic-ish'", d.file("bad2.json"));
+}
+
+TEST(LoaderErrors, ConfigContradictsTheTensors) {
+  TempDir d;
+  write_tiny_model(d.path(), TinySpec{});  // width 32, depth 2, patch 8, mlp 64, 10 classes, class token
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"model_args": {"depth": 6}})", "depth is 6, but " + d.file("model.safetensors") + " has depth 2"},
+      {R"({"model_args": {"patch_size": 16}})", "patch_size is 16, but"},
+      {R"({"model_args": {"patch_size": [16, 16]}})", "patch_size is 16, but"},
+      {R"({"model_args": {"embed_dim": 192}})", "embed_dim is 192, but"},
+      {R"({"model_args": {"mlp_ratio": 3.0}})", "has MLP width 64 for width 32"},
+      {R"({"model_args": {"class_token": false}})", "class_token is false, but"},
+      {R"({"model_args": {"fc_norm": true}})", "has no fc_norm"},
+      {R"({"model_args": {"reg_tokens": 4}})", "register tokens"},
+      {R"({"num_classes": 1000})", "num_classes is 1000, but"},
+      {R"({"model_args": {"img_size": [224]}})", "img_size must be a size or [H, W]"},
+      {R"({"model_type": "vit", "hidden_size": 768})", "hidden_size is 768, but"},
+      {R"({"model_type": "vit", "num_hidden_layers": 12})", "num_hidden_layers is 12, but"},
+      {R"({"model_type": "vit", "intermediate_size": 3072})", "intermediate_size is 3072"},
+      {R"([1, 2, 3])", "not a JSON object"},
+  };
+  for (const auto& [json, fragment] : cases) {
+    write_file(d.file("c.json"), json);
+    expect_load_error(d.path(), fragment, d.file("c.json"));
+  }
+}
+
+TEST(LoaderErrors, BadPreprocessorConfig) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"do_resize": false})", "do_resize false is not supported"},
+      {R"({"size": {"shortest_edge": 40}})", "size {shortest_edge} without a center crop"},
+      {R"({"size": {"height": 32, "width": 40}})", "only square sizes"},
+      {R"({"size": "big"})", "'size' is neither"},
+      {R"({"size": -3})", "'size' is out of range"},
+      {R"({"resample": 9})", "resample 9 is not a PIL filter"},
+      {R"({"image_std": [0.5, 0, 0.5]})", "image_std values must be positive"},
+      {R"({"do_center_crop": true})", "do_center_crop without crop_size"},
+  };
+  for (const auto& [json, fragment] : cases) {
+    TempDir d;
+    write_tiny_model(d.path(), TinySpec{});
+    write_file(d.file("preprocessor_config.json"), json);
+    expect_load_error(d.path(), d.file("preprocessor_config.json") + ": " + fragment);
+  }
+}
+
+TEST(TinyModel, PreprocessorConfigIsFoldedIntoTimmForm) {
+  TempDir d;
+  write_tiny_model(d.path(), TinySpec{});
+  write_file(d.file("preprocessor_config.json"),
+             R"({"size": {"shortest_edge": 36}, "do_center_crop": true, "crop_size": 32, "resample": 2,
+                 "rescale_factor": 0.00784313725490196, "image_mean": [1, 1, 1], "image_std": [1, 1, 1]})");
+  const ViTConfig c = ViT::load(d.path()).config();
+  EXPECT_EQ(c.pre.crop_mode, "center");
+  EXPECT_EQ(c.pre.resize, 36);
+  EXPECT_EQ(c.pre.height, 32);
+  EXPECT_EQ(c.pre.interpolation, Filter::Bilinear);
+  // x * 2/255 - 1 == (x / 255 - 0.5) / 0.5
+  EXPECT_FLOAT_EQ(c.pre.mean[0], 0.5f);
+  EXPECT_FLOAT_EQ(c.pre.std[2], 0.5f);
+  EXPECT_NE(c.origin.at("preprocessing").find("preprocessor_config.json"), std::string::npos);
+}
+
+TEST(TinyModel, ImgSizeResamplesThePositionTable) {
+  TempDir d;
+  write_tiny_model(d.path(), TinySpec{});  // 32 px, patch 8: a 4x4 grid
+  ViT m = ViT::load(d.path(), "", 48);
+  EXPECT_EQ(m.config().tokens(), 37);
+  EXPECT_EQ(m.config().pre.height, 48);
+  EXPECT_EQ(m.config().origin.at("input size"), "--img-size");
+  std::mt19937 rng(2);
+  const auto images = random_vector(size_t(2 * 3 * 48 * 48), rng);
+  const auto out = run(m, images, 2);
+  for (float v : out) EXPECT_TRUE(std::isfinite(v));
+  expect_load_error(d.path(), "--img-size: input size 50x50 is not a multiple of the patch size 8", "", 50);
 }
 
 TEST(LoaderErrors, MissingModel) {
