@@ -1,4 +1,4 @@
-// The `vit` command: `vit classify` and `vit bench`. The only place errors are caught: each becomes
+// The `vit` command: `vit classify`, `vit bench` and `vit inspect`. The only place errors are caught: each becomes
 // one "error: ..." line on stderr and an exit code (2: bad usage, paths or model; 1: some images failed).
 #include <spdlog/spdlog.h>
 
@@ -8,6 +8,7 @@
 namespace vit::app {
 void add_classify_command(CLI::App& app, std::function<int()>* run);
 void add_bench_command(CLI::App& app, std::function<int()>* run);
+void add_inspect_command(CLI::App& app, std::function<int()>* run);
 }  // namespace vit::app
 
 int main(int argc, char** argv) {
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   std::function<int()> run;
   add_classify_command(app, &run);
   add_bench_command(app, &run);
+  add_inspect_command(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

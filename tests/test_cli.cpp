@@ -322,5 +322,18 @@ TEST(CliConcurrency, ThreadCountsAndTwoProcessesAgree) {
   }
 }
 
+TEST_F(Cli, InspectSaysWhatItUnderstoodAndWhereFrom) {
+  Result r = run_vit("inspect " + model_.path() + " --img-size 48");
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const char* want : {"layout         timm names, F32", "patch 8, width 32, depth 2, heads 2, MLP 64, 10 classes",
+                           "tokens         37 = 36 patches (6x6) + class token", "resampled to 6x6",
+                           "heads          " /* from the config */, "input size     --img-size", "FLOPs/image"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  EXPECT_NE(r.out.find(model_.file("config.json")), std::string::npos) << r.out;
+  r = run_vit("inspect " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(images_.file("a.jpg") + ": "), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace vit::test
