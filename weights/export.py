@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""Converts a PyTorch ViT state dict (.pth / .pt, timm or torchvision vit_b_16-style names) to the
+timm-layout model.safetensors + config.json that `vit` loads, then reads the file back and checks
+every tensor. Runs with Debian's python3-torch; no other packages.
+
+  weights/export.py vit_b_16.pth out/ [--arch NAME] [--num-heads H] [--img-size S] [--dtype f32|f16|bf16]
+"""
+import argparse
+import json
+import os
+import re
+import struct
+import sys
+
+import torch
+
+DTYPES = {"f32": (torch.float32, "F32"), "f16": (torch.float16, "F16"), "bf16": (torch.bfloat16, "BF16")}
+TORCHVISION_BLOCK = {
+    "ln_1": "norm1", "ln_2": "norm2", "self_attention.in_proj_weight": "attn.qkv.weight",
+    "self_attention.in_proj_bias": "attn.qkv.bias", "self_attention.out_proj": "attn.proj",
+    "mlp.0": "mlp.fc1", "mlp.3": "mlp.fc2", "mlp.linear_1": "mlp.fc1", "mlp.linear_2": "mlp.fc2",
+}
+TORCHVISION_TOP = {
+    "class_token": "cls_token", "encoder.pos_embedding": "pos_embed", "conv_proj": "patch_embed.proj",
+    "encoder.ln": "norm", "heads.head": "head",
+}
+
+
+class ExportError(Exception):
+    pass
+
+
+def state_dict_of(obj, path):
+    """The state dict inside what torch.save wrote: a plain dict, or one under model / state_dict."""
+    if isinstance(obj, torch.nn.Module):
+        obj = obj.state_dict()
+    if isinstance(obj, dict):
+        for key in ("model", "state_dict", "model_state_dict"):
+            if key in obj and isinstance(obj[key], dict):
+                obj = obj[key]
+                break
+    if not isinstance(obj, dict) or not obj or not all(torch.is_tensor(v) for v in obj.values()):
+        raise ExportError(f"{path}: not a state dict of tensors (found {type(obj).__name__})")
+    return {re.sub(r"^(module\.|model\.)", "", k): v for k, v in obj.items()}
+
+
+def timm_names(sd, path):
+    """Renames torchvision's vit_*_* tensors to timm's; timm's pass through. Returns (tensors, layout)."""
+    if "patch_embed.proj.weight" in sd:
+        return dict(sd), "timm"
+    if "conv_proj.weight" not in sd:
+        raise ExportError(f"{path}: neither timm (patch_embed.proj.weight) nor torchvision (conv_proj.weight) names; "
+                          f"first tensors: {', '.join(list(sd)[:5])}")
+    out = {}
+    for name, t in sd.items():
+        m = re.match(r"encoder\.layers\.encoder_layer_(\d+)\.(.*)$", name)
+        if m:
+            rest = m.group(2)
+            for k, v in TORCHVISION_BLOCK.items():
+                if rest == k or rest.startswith(k + "."):
+                    rest = v + rest[len(k):]
+                    break
+            else:
+                raise ExportError(f"{path}: unknown torchvision tensor {name}")
+            out[f"blocks.{m.group(1)}.{rest}"] = t
+            continue
+        for k, v in TORCHVISION_TOP.items():
+            if name == k or name.startswith(k + "."):
+                out[v + name[len(k):]] = t
+                break
+        else:
+            raise ExportError(f"{path}: unknown torchvision tensor {name}")
+    return out, "torchvision"
+
+
+def write_safetensors(path, tensors, dtype):
+    torch_dtype, name = DTYPES[dtype]
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for key in sorted(tensors):
+        t = tensors[key].detach().to(torch_dtype).contiguous().cpu()
+        raw = (t.view(torch.int16) if torch_dtype == torch.bfloat16 else t).numpy().tobytes()
+        header[key] = {"dtype": name, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for raw in blobs:
+            f.write(raw)
+
+
+def read_safetensors(path):
+    """All tensors of a safetensors file, as torch tensors (F32, F16, BF16)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    body = memoryview(data)[8 + n:]
+    kinds = {"F32": (torch.float32, torch.float32), "F16": (torch.float16, torch.float16),
+             "BF16": (torch.int16, torch.bfloat16)}
+    out = {}
+    for key, entry in header.items():
+        if key == "__metadata__":
+            continue
+        stored, real = kinds[entry["dtype"]]
+        b, e = entry["data_offsets"]
+        t = torch.frombuffer(bytearray(body[b:e]), dtype=stored) if e > b else torch.empty(0, dtype=stored)
+        out[key] = t.view(real).reshape(entry["shape"])
+    return out
+
+
+def verify(path, tensors, dtype):
+    """Reads the file back by the format's rules and compares every tensor with its source."""
+    torch_dtype, name = DTYPES[dtype]
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    names = set(header) - {"__metadata__"}
+    if names != set(tensors):
+        raise ExportError(f"{path}: read back {len(names)} tensors, wrote {len(tensors)}")
+    for key, entry in header.items():
+        if key == "__metadata__":
+            continue
+        b, e = entry["data_offsets"]
+        want = tensors[key].detach().to(torch_dtype).contiguous().cpu()
+        raw = (want.view(torch.int16) if torch_dtype == torch.bfloat16 else want).numpy().tobytes()
+        if entry["dtype"] != name or entry["shape"] != list(want.shape) or body[b:e] != raw:
+            raise ExportError(f"{path}: tensor {key} does not read back as written")
+    return len(names)
+
+
+def config_for(tensors, layout, args):
+    width = tensors["patch_embed.proj.weight"].shape[0]
+    patch = tensors["patch_embed.proj.weight"].shape[2]
+    grid = tensors["pos_embed"].shape[1] - ("cls_token" in tensors) - ("dist_token" in tensors)
+    img = args.img_size or int(round(grid ** 0.5)) * patch
+    heads = args.num_heads or width // 64
+    if not args.num_heads and not args.arch:
+        print(f"note: no --num-heads or --arch: assuming {heads} heads (width / 64, as torchvision's ViTs have)",
+              file=sys.stderr)
+    torchvision = layout == "torchvision"
+    model_args = {"num_heads": heads}
+    if "cls_token" not in tensors:
+        model_args.update(class_token=False, global_pool="avg")
+    return {
+        "architecture": args.arch or "vit_custom",
+        "num_classes": tensors["head.weight"].shape[0],
+        "model_args": model_args,
+        "pretrained_cfg": {
+            "input_size": [3, img, img],
+            # torchvision evaluates its ViTs with a bilinear resize to 256 and a 224 crop; timm's
+            # ViTs use bicubic and 0.9.
+            "interpolation": "bilinear" if torchvision else "bicubic",
+            "crop_pct": 0.875 if torchvision else 0.9,
+            "crop_mode": "center",
+            "mean": [0.485, 0.456, 0.406],
+            "std": [0.229, 0.224, 0.225],
+        },
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("checkpoint", help=".pth / .pt file holding a state dict")
+    p.add_argument("out_dir", help="folder to write model.safetensors and config.json into")
+    p.add_argument("--arch", help="timm architecture name for config.json (e.g. vit_base_patch16_224)")
+    p.add_argument("--num-heads", type=int, help="attention heads (default: width / 64)")
+    p.add_argument("--img-size", type=int, help="input size (default: from the position table)")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="f32", help="storage type (default f32)")
+    args = p.parse_args()
+    try:
+        try:
+            obj = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
+        except Exception as e:  # pickle errors, zip errors, missing file: all reported the same way
+            raise ExportError(f"{args.checkpoint}: cannot read as a PyTorch checkpoint: {e}") from None
+        tensors, layout = timm_names(state_dict_of(obj, args.checkpoint), args.checkpoint)
+        for needed in ("pos_embed", "head.weight"):
+            if needed not in tensors:
+                raise ExportError(f"{args.checkpoint}: missing tensor {needed}")
+        os.makedirs(args.out_dir, exist_ok=True)
+        out = os.path.join(args.out_dir, "model.safetensors")
+        write_safetensors(out, tensors, args.dtype)
+        count = verify(out, tensors, args.dtype)
+        with open(os.path.join(args.out_dir, "config.json"), "w") as f:
+            json.dump(config_for(tensors, layout, args), f, indent=2)
+        print(f"{out}: {count} tensors from {layout} names, {args.dtype}, read back and checked")
+    except (ExportError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
