@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) in build-fuzz/, writes their seed corpora and
 # runs each for SECONDS (default 60), both at once. A crash leaves its input in build-fuzz/crashes/
-# and fails the script; each input found that way becomes a regression test in tests/.
+# and fails the script; each input found that way goes into tests/fuzz/regressions/<target>/ (replayed
+# on every run) and becomes a test in tests/.
 #   scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,12 +11,12 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWit
   -DVIT_BUILD_TESTS=OFF
 cmake --build build-fuzz --target fuzz_image fuzz_checkpoint make_corpus
 rm -rf build-fuzz/corpus && build-fuzz/tests/fuzz/make_corpus build-fuzz/corpus
-mkdir -p build-fuzz/crashes
+mkdir -p build-fuzz/crashes tests/fuzz/regressions/image tests/fuzz/regressions/checkpoint
 export OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 pids=()
 for target in image checkpoint; do
   build-fuzz/tests/fuzz/fuzz_$target -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
-    -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/$target- build-fuzz/corpus/$target \
+    -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/$target- build-fuzz/corpus/$target tests/fuzz/regressions/$target \
     >build-fuzz/fuzz_$target.log 2>&1 &
   pids+=($!)
 done

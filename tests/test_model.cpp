@@ -217,6 +217,17 @@ TEST(LoaderErrors, ConfigContradictsTheTensors) {
   }
 }
 
+// Found by fuzz_checkpoint (tests/fuzz/regressions/checkpoint/hf_image_size_zero): an input size of 0
+// reached the position-table resampler.
+TEST(LoaderErrors, InputSizeOutOfRange) {
+  TempDir d;
+  write_tiny_model(d.path(), TinySpec{});
+  write_file(d.file("c.json"), R"({"model_type": "vit", "num_attention_heads": 2, "image_size": 0})");
+  expect_load_error(d.path(), "input size 0x0 is out of range (1 to 8192)", d.file("c.json"));
+  write_file(d.file("c.json"), R"({"pretrained_cfg": {"input_size": [3, 100000, 100000]}})");
+  expect_load_error(d.path(), "input size 100000x100000 is out of range", d.file("c.json"));
+}
+
 TEST(LoaderErrors, BadPreprocessorConfig) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"do_resize": false})", "do_resize false is not supported"},
