@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <csetjmp>
 #include <cstdio>
@@ -110,6 +111,23 @@ bool jpeg_decode(const uint8_t* data, size_t size, int64_t max_pixels, JpegErr* 
   return true;
 }
 
+// stb_image reads PNM header numbers into an int without overflow checks (found by fuzz_image):
+// read width, height and maxval first, refusing any longer than 8 digits.
+void check_pnm_header(const uint8_t* d, size_t n, const std::string& name) {
+  size_t i = 2;
+  for (int field = 0; field < 3; ++field) {
+    while (i < n && (std::isspace(d[i]) || d[i] == '#')) {
+      if (d[i] == '#')
+        while (i < n && d[i] != '\n' && d[i] != '\r') ++i;
+      else
+        ++i;
+    }
+    size_t digits = 0;
+    for (; i < n && d[i] >= '0' && d[i] <= '9'; ++i)
+      if (++digits > 8) throw Error(name + ": PNM header holds a number over 8 digits; not an image to decode");
+  }
+}
+
 }  // namespace
 
 Image decode_image(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
@@ -129,6 +147,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
     return img;
   }
   if (size > size_t(INT32_MAX)) throw Error(name + ": file of " + std::to_string(size) + " bytes is too large for an image");
+  if (size >= 2 && data[0] == 'P' && (data[1] == '5' || data[1] == '6')) check_pnm_header(data, size, name);
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(data, int(size), &w, &h, &comp)) {
     const std::string why = stbi_failure_reason();  // stb's generic answer adds nothing to ours

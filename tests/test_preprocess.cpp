@@ -236,6 +236,16 @@ TEST(Decode, PixelLimitIsConfigurable) {
   }
 }
 
+// Found by fuzz_image (tests/fuzz/regressions/image/pnm_huge_width): stb_image overflowed an int
+// reading this header's width.
+TEST(DecodeErrors, PnmHeaderNumberTooLong) {
+  TempDir d;
+  write_file(d.file("x.ppm"), "P6\n4888888888888888888888 3\n255\n" + std::string(36, 'x'));
+  expect_decode_error(d.file("x.ppm"), "PNM header holds a number over 8 digits");
+  write_file(d.file("ok.ppm"), "P6\n# a comment\n4 3\n255\n" + std::string(36, 'x'));
+  EXPECT_EQ(decode_image_file(d.file("ok.ppm")).width, 4);
+}
+
 TEST(DecodeErrors, Directory) {
   TempDir d;
   expect_decode_error(d.path(), "is a directory");
