@@ -47,7 +47,7 @@ Row bench_batch(ViT& model, int B, const BenchOptions& o) {
   const ViT::Plan& plan = model.plan(B);
   const Program& prog = plan.program();
   float* in = plan.input();
-  const size_t n = size_t(B) * 3 * model.config().img_h * model.config().img_w;
+  const size_t n = size_t(B * model.config().input_floats());
   uint32_t s = 12345;
   for (size_t i = 0; i < n; ++i) {
     s = s * 1664525u + 1013904223u;
@@ -89,29 +89,6 @@ Row bench_batch(ViT& model, int B, const BenchOptions& o) {
                    flops_by_kind[k] > 0 ? flops_by_kind[k] / v / 1e9 : 0.0);
   }
   return r;
-}
-
-// GFLOP/s of one large f32 matmul (3152 x 768 x 3072, ViT-B/16's fc1 at batch 16): the machine's peak.
-double matmul_peak_gflops() {
-  using dnnl::memory;
-  const int64_t M = 3152, K = 768, N = 3072;
-  const memory::desc a({M, K}, memory::data_type::f32, memory::format_tag::ab);
-  const memory::desc w({K, N}, memory::data_type::f32, memory::format_tag::any);
-  const memory::desc c({M, N}, memory::data_type::f32, memory::format_tag::ab);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, w, c), cpu_engine());
-  memory am(a, cpu_engine()), wm(pd.weights_desc(), cpu_engine()), cm(c, cpu_engine());
-  std::fill_n(static_cast<float*>(am.get_data_handle()), M * K, 0.5f);
-  std::fill_n(static_cast<float*>(wm.get_data_handle()), wm.get_desc().get_size() / 4, 0.25f);
-  dnnl::matmul mm(pd);
-  const std::unordered_map<int, memory> args{{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}};
-  for (int i = 0; i < 3; ++i) mm.execute(cpu_stream(), args);
-  cpu_stream().wait();
-  const int reps = 10;
-  const auto t0 = Clock::now();
-  for (int i = 0; i < reps; ++i) mm.execute(cpu_stream(), args);
-  cpu_stream().wait();
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  return 2.0 * M * K * N * reps / s / 1e9;
 }
 
 void write_svg(const std::string& path, const std::string& title, const std::vector<Row>& rows) {
@@ -160,11 +137,7 @@ void write_svg(const std::string& path, const std::string& title, const std::vec
   out << "</svg>\n";
 }
 
-int run_bench(const BenchOptions& o) {
-  const std::vector<int> batches = parse_batch_list(o.batches, "--batch");
-  if (!o.arch.empty() && !o.model.model.empty()) throw Error("--arch and --model exclude each other: pick one");
-  set_threads(o.model.threads);
-  ViT model = o.arch.empty() ? load_model(o.model) : ViT::random(config_for_arch(o.arch));
+int run_bench(const BenchOptions& o, const std::vector<int>& batches, ViT& model) {
   const std::string name = o.arch.empty() ? model.source() : o.arch;
   const int threads = set_threads(0);
   if (o.peak) std::fprintf(stderr, "f32 matmul peak (3152x768x3072): %.1f GFLOP/s\n", matmul_peak_gflops());
@@ -202,7 +175,15 @@ int run_bench(const BenchOptions& o) {
 
 }  // namespace
 
-void add_bench_command(CLI::App& app, std::function<int()>* run) {
+std::function<int()> prepare_bench(const BenchOptions& o) {
+  auto batches = std::make_shared<std::vector<int>>(parse_batch_list(o.batches, "--batch"));
+  if (!o.arch.empty() && !o.model.model.empty()) throw Error("--arch and --model exclude each other: pick one");
+  set_threads(o.model.threads);
+  auto model = std::make_shared<ViT>(o.arch.empty() ? load_model(o.model) : ViT::random(config_for_arch(o.arch)));
+  return [o, batches, model] { return run_bench(o, *batches, *model); };
+}
+
+void add_bench_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "measure forward-pass throughput and latency per batch size");
   add_model_options(cmd, &o->model);
@@ -219,7 +200,7 @@ void add_bench_command(CLI::App& app, std::function<int()>* run) {
   cmd->add_option("--plot", o->plot, "draw images/s and latency against batch size into an SVG file");
   cmd->add_flag("--peak", o->peak, "also measure the machine's f32 matmul peak");
   cmd->add_flag("--profile", o->profile, "print where each batch size's time goes, per step");
-  cmd->callback([o, run] { *run = [o] { return run_bench(*o); }; });
+  cmd->callback([o, prepare] { *prepare = [o] { return prepare_bench(*o); }; });
 }
 
 }  // namespace vit::app

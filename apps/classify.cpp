@@ -102,7 +102,7 @@ std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* m
 std::vector<std::string> preprocess_batch(ViT& model, const std::vector<Input>& inputs, size_t first, size_t n,
                                           int64_t max_pixels, ViT::Plan** plan) {
   const PreprocessConfig& pre = model.config().pre;
-  const size_t per_image = size_t(3) * pre.height * pre.width;
+  const size_t per_image = size_t(model.config().input_floats());
   float* pixels = model.plan(int64_t(n)).input();
   std::vector<std::string> errors(n);
 #pragma omp parallel for schedule(dynamic, 1)
@@ -112,9 +112,10 @@ std::vector<std::string> preprocess_batch(ViT& model, const std::vector<Input>& 
     if (!errors[j].empty()) continue;
     try {
       preprocess(decode_image_file(in.file, max_pixels), pre, pixels + per_image * j);
+    } catch (const Error& e) {
+      errors[j] = e.problem();
     } catch (const std::exception& e) {
       errors[j] = e.what();
-      if (errors[j].rfind(in.file + ": ", 0) == 0) errors[j] = errors[j].substr(in.file.size() + 2);
     }
   }
   size_t good = 0;
@@ -152,101 +153,114 @@ class Progress {
   std::chrono::steady_clock::time_point t0_;
 };
 
-int run_classify(const ClassifyOptions& o) {
-  bool missing = false;
-  const std::vector<Input> inputs = collect_inputs(o.paths, &missing);
-  ViT model = load_model(o.model);
-  const ViTConfig& cfg = model.config();
-  const std::vector<std::string> labels = resolve_labels(o.labels, cfg);
-  const int k = int(std::min<int64_t>(o.topk, cfg.classes));
-  const int batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs.size(), 1))));
-  spdlog::debug("model ready");
-  model.plan(batch);
-  spdlog::debug("plan for batch {} built", batch);
-  if (inputs.size() % size_t(batch)) model.plan(int64_t(inputs.size() % size_t(batch)));  // the last batch
+// Where results go: stdout (text or JSON lines) and the --save-logits file; counts what it was given.
+class Output {
+ public:
+  Output(const ClassifyOptions& o, const ViTConfig& cfg)
+      : json_(o.json), labels_(resolve_labels(o.labels, cfg)), classes_(cfg.classes),
+        k_(int(std::min<int64_t>(o.topk, cfg.classes))) {
+    if (!o.save_logits.empty()) saved_ = std::make_unique<RowWriter>(o.save_logits, cfg.classes);
+  }
+  void error(const std::string& file, const std::string& why) {
+    ++failed_;
+    if (json_) std::printf("%s\n", nlohmann::json{{"file", file}, {"error", why}}.dump().c_str());
+    else std::fprintf(stderr, "error: %s: %s\n", file.c_str(), why.c_str());
+  }
+  void result(const std::string& file, const float* logits) {
+    ++classified_;
+    const auto top = top_k(logits, classes_, k_);
+    if (json_) {
+      nlohmann::json t = nlohmann::json::array();
+      for (const auto& s : top) t.push_back({{"index", s.index}, {"label", labels_[size_t(s.index)]}, {"prob", s.prob}});
+      std::printf("%s\n", nlohmann::json{{"file", file}, {"top", t}}.dump().c_str());
+    } else {
+      size_t w = 0;
+      for (const auto& s : top) w = std::max(w, labels_[size_t(s.index)].size());
+      std::printf("%s\n", file.c_str());
+      for (const auto& s : top) std::printf("  %-*s  %.4f\n", int(w), labels_[size_t(s.index)].c_str(), double(s.prob));
+    }
+    if (saved_) {
+      saved_->add(logits);
+      saved_files_.push_back(file);
+    }
+  }
+  void finish() {
+    if (saved_) saved_->finish("logits", {{"files", saved_files_.dump()}});
+  }
+  size_t classified() const { return classified_; }
+  size_t failed() const { return failed_; }
 
-  std::unique_ptr<RowWriter> saved;  // --save-logits: one row per classified image, streamed to disk
-  if (!o.save_logits.empty()) saved = std::make_unique<RowWriter>(o.save_logits, cfg.classes);
-  nlohmann::json saved_files = nlohmann::json::array();
-  size_t done = 0, classified = 0, failed = 0;
-  Progress progress(inputs.size(), isatty(STDERR_FILENO) && inputs.size() > size_t(batch) && !o.stats);
+ private:
+  bool json_;
+  std::vector<std::string> labels_;
+  int64_t classes_;
+  int k_;
+  std::unique_ptr<RowWriter> saved_;  // --save-logits: one row per classified image, streamed to disk
+  nlohmann::json saved_files_ = nlohmann::json::array();
+  size_t classified_ = 0, failed_ = 0;
+};
+
+int classify_all(const ClassifyOptions& o, const std::vector<Input>& inputs, bool missing, ViT& model, Output& out) {
+  const size_t batch = size_t(std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs.size(), 1)))));
+  Progress progress(inputs.size(), isatty(STDERR_FILENO) && inputs.size() > batch && !o.stats);
   double pre_secs = 0, run_secs = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (size_t first = 0; first < inputs.size(); first += size_t(batch)) {
-    const size_t n = std::min(inputs.size() - first, size_t(batch));
+  for (size_t first = 0; first < inputs.size(); first += batch) {
+    const size_t n = std::min(inputs.size() - first, batch);
     const auto t_pre = std::chrono::steady_clock::now();
     ViT::Plan* plan = nullptr;
     const std::vector<std::string> errors = preprocess_batch(model, inputs, first, n, o.max_pixels, &plan);
     const auto t_run = std::chrono::steady_clock::now();
-    spdlog::debug("images {} to {} preprocessed", first, first + n - 1);
     const float* logits = plan ? plan->run() : nullptr;
     pre_secs += std::chrono::duration<double>(t_run - t_pre).count();
     run_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count();
     progress.clear();
     int64_t slot = 0;
     for (size_t j = 0; j < n; ++j) {
-      const std::string& file = inputs[first + j].file;
-      const std::string& err = errors[j];
-      if (!err.empty()) {
-        ++failed;
-        if (o.json) std::printf("%s\n", nlohmann::json{{"file", file}, {"error", err}}.dump().c_str());
-        else std::fprintf(stderr, "error: %s: %s\n", file.c_str(), err.c_str());
-        continue;
-      }
-      const float* row = logits + (slot++) * cfg.classes;
-      const auto top = top_k(row, cfg.classes, k);
-      if (o.json) {
-        nlohmann::json t = nlohmann::json::array();
-        for (const auto& s : top) t.push_back({{"index", s.index}, {"label", labels[size_t(s.index)]}, {"prob", s.prob}});
-        std::printf("%s\n", nlohmann::json{{"file", file}, {"top", t}}.dump().c_str());
-      } else {
-        size_t w = 0;
-        for (const auto& s : top) w = std::max(w, labels[size_t(s.index)].size());
-        std::printf("%s\n", file.c_str());
-        for (const auto& s : top) std::printf("  %-*s  %.4f\n", int(w), labels[size_t(s.index)].c_str(), double(s.prob));
-      }
-      if (saved) {
-        saved->add(row);
-        saved_files.push_back(file);
-      }
-      ++classified;
+      if (!errors[j].empty()) out.error(inputs[first + j].file, errors[j]);
+      else out.result(inputs[first + j].file, logits + (slot++) * model.config().classes);
     }
     std::fflush(stdout);
-    done += n;
-    progress.update(done);
+    progress.update(first + n);
   }
   progress.clear();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string stats = fmt::format(
       "classified {} of {} images in {:.3f} s: {:.1f} img/s end to end (decode + preprocessing {:.3f} s, "
       "inference {:.3f} s; batch {}, {} threads)",
-      classified, inputs.size(), secs, secs > 0 ? classified / secs : 0.0, pre_secs, run_secs, batch, set_threads(0));
+      out.classified(), inputs.size(), secs, secs > 0 ? out.classified() / secs : 0.0, pre_secs, run_secs, batch,
+      set_threads(0));
   if (o.stats) std::fprintf(stderr, "%s\n", stats.c_str());
   else spdlog::info("{}", stats);
-  if (failed && inputs.size() > 1)
-    std::fprintf(stderr, "%zu of %zu images classified, %zu failed\n", classified, inputs.size(), failed);
-
-  if (saved) {
-    try {
-      saved->finish("logits", {{"files", saved_files.dump()}});
-    } catch (const Error& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
-      return kExitSomeFailed;
-    }
-  }
+  if (out.failed() && inputs.size() > 1)
+    std::fprintf(stderr, "%zu of %zu images classified, %zu failed\n", out.classified(), inputs.size(), out.failed());
+  out.finish();
   if (missing) return kExitUsage;
-  return failed ? kExitSomeFailed : kExitOk;
+  return out.failed() ? kExitSomeFailed : kExitOk;
+}
+
+// Everything checked before the first image: the paths, the model, the labels, the logits file.
+std::function<int()> prepare_classify(const ClassifyOptions& o) {
+  auto missing = std::make_shared<bool>(false);
+  auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths, missing.get()));
+  auto model = std::make_shared<ViT>(load_model(o.model));
+  auto out = std::make_shared<Output>(o, model->config());
+  const int batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs->size(), 1))));
+  model->plan(batch);
+  if (inputs->size() % size_t(batch)) model->plan(int64_t(inputs->size() % size_t(batch)));  // the last batch
+  spdlog::debug("model and plans ready");
+  return [o, inputs, missing, model, out] { return classify_all(o, *inputs, *missing, *model, *out); };
 }
 
 }  // namespace
 
-void add_classify_command(CLI::App& app, std::function<int()>* run) {
+void add_classify_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<ClassifyOptions>();
   CLI::App* cmd = app.add_subcommand("classify", "classify images with a ViT and print the top-k classes");
   add_model_options(cmd, &o->model);
   cmd->add_option("--labels", o->labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
   cmd->add_option("--topk", o->topk, "classes to print per image")->check(CLI::Range(1, 100000));
-  cmd->add_option("--batch", o->batch, "images per forward pass")->check(CLI::Range(1, 4096));
+  cmd->add_option("--batch", o->batch, "images per forward pass")->check(CLI::Range(int64_t(1), kMaxBatch));
   cmd->add_flag("--json", o->json, "one JSON object per line");
   cmd->add_option("--save-logits", o->save_logits, "write the logits of the classified images to a .safetensors file");
   cmd->add_flag("--stats", o->stats, "print end-to-end images/s on stderr");
@@ -256,7 +270,7 @@ void add_classify_command(CLI::App& app, std::function<int()>* run) {
       ->capture_default_str();
   cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for .jpg .jpeg .png .bmp)")
       ->required();
-  cmd->callback([o, run] { *run = [o] { return run_classify(*o); }; });
+  cmd->callback([o, prepare] { *prepare = [o] { return prepare_classify(*o); }; });
 }
 
 }  // namespace vit::app

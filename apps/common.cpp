@@ -40,10 +40,14 @@ void add_model_options(CLI::App* cmd, ModelOptions* o) {
                   "a .safetensors file or the folder holding model.safetensors and config.json "
                   "(default: weights/deit_tiny_patch16_224.fb_in1k)");
   cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
-  cmd->add_option("--img-size", o->img_size,
-                  "run at SxS pixels instead of the model's size (position table resampled as timm does)")
-      ->check(CLI::Range(1, 8192));
+  add_img_size_option(cmd, &o->img_size);
   add_threads_option(cmd, &o->threads);
+}
+
+void add_img_size_option(CLI::App* cmd, int* img_size) {
+  cmd->add_option("--img-size", *img_size,
+                  "run at SxS pixels instead of the model's size (position table resampled as timm does)")
+      ->check(CLI::Range(int64_t(1), kMaxInputSize));
 }
 
 ViT load_model(const ModelOptions& o) {
@@ -92,7 +96,8 @@ std::vector<int> parse_batch_list(const std::string& s, const std::string& flag)
     }
     if (item.empty() || used != item.size())
       throw Error(flag + ": '" + item + "' is not a number (expected a list like 1,8,32)");
-    if (v <= 0 || v > 4096) throw Error(flag + ": batch size " + item + " is out of range (1 to 4096)");
+    if (v <= 0 || v > kMaxBatch)
+      throw Error(flag + ": batch size " + item + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
     out.push_back(int(v));
     if (end == std::string::npos) break;
     start = end + 1;

@@ -1,5 +1,6 @@
 // What the vit subcommands share: model options, loading the model, labels, logging and threads.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -9,8 +10,16 @@
 
 namespace vit::app {
 
-// Exit codes of every subcommand.
-constexpr int kExitOk = 0, kExitSomeFailed = 1, kExitUsage = 2;
+// Exit status of every subcommand.
+constexpr int kExitOk = 0;           // everything worked
+constexpr int kExitSomeFailed = 1;   // some inputs failed; the others were done
+constexpr int kExitUsage = 2;        // bad usage, an unusable model, or an output that cannot be created
+constexpr int kExitWriteFailed = 3;  // writing an output failed part way (a full disk, an I/O error)
+constexpr int kExitFailed = 4;       // the run itself failed (out of memory, an engine error)
+
+// A parsed subcommand: checks what can be checked before any work (flags, model, outputs; a failure
+// there is kExitUsage) and returns the work, which returns the exit status.
+using Prepare = std::function<std::function<int()>()>;
 
 struct ModelOptions {
   std::string model;   // .safetensors or folder; default: the DeiT-Tiny folder under weights/
@@ -21,6 +30,7 @@ struct ModelOptions {
 
 void add_model_options(CLI::App* cmd, ModelOptions* o);
 void add_threads_option(CLI::App* cmd, int* threads);
+void add_img_size_option(CLI::App* cmd, int* img_size);
 std::string default_model_path();
 ViT load_model(const ModelOptions& o);
 

@@ -1,14 +1,17 @@
-// The `vit` command: `vit classify`, `vit bench` and `vit inspect`. The only place errors are caught: each becomes
-// one "error: ..." line on stderr and an exit code (2: bad usage, paths or model; 1: some images failed).
+// The `vit` command: `vit classify`, `vit bench` and `vit inspect`. Each subcommand first prepares (flags,
+// model, outputs: anything wrong there is exit 2), then works; errors become one "error: ..." line on
+// stderr and the exit status of the table in common.h.
 #include <spdlog/spdlog.h>
+
+#include <new>
 
 #include "common.h"
 #include "engine/error.h"
 
 namespace vit::app {
-void add_classify_command(CLI::App& app, std::function<int()>* run);
-void add_bench_command(CLI::App& app, std::function<int()>* run);
-void add_inspect_command(CLI::App& app, std::function<int()>* run);
+void add_classify_command(CLI::App& app, Prepare* prepare);
+void add_bench_command(CLI::App& app, Prepare* prepare);
+void add_inspect_command(CLI::App& app, Prepare* prepare);
 }  // namespace vit::app
 
 int main(int argc, char** argv) {
@@ -17,10 +20,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "debug logging on stderr");
-  std::function<int()> run;
-  add_classify_command(app, &run);
-  add_bench_command(app, &run);
-  add_inspect_command(app, &run);
+  Prepare prepare;
+  add_classify_command(app, &prepare);
+  add_bench_command(app, &prepare);
+  add_inspect_command(app, &prepare);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -32,16 +35,23 @@ int main(int argc, char** argv) {
   }
   setup_logging(verbose);
   spdlog::debug("started");
+  std::function<int()> work;
   try {
-    return run();
-  } catch (const vit::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitUsage;
-  } catch (const dnnl::error& e) {
-    std::fprintf(stderr, "error: oneDNN: %s\n", e.what());
-    return kExitSomeFailed;
+    work = prepare();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitSomeFailed;
+    return kExitUsage;
+  }
+  try {
+    return work();
+  } catch (const vit::WriteError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitWriteFailed;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+    return kExitFailed;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitFailed;
   }
 }

@@ -1,5 +1,7 @@
-// The one error type the engine and models throw. Messages name the file or object, what is wrong,
-// and where it helps, what was expected against what was found; apps/main.cpp is the only catch.
+// The error type the engine, models and library throw. A message names the file or object, what is
+// wrong and, where it helps, what was expected against what was found. Caught in two places: where one
+// input's failure must not end a batch (the Classifier, per image), and where a command ends
+// (apps/main.cpp, which turns it into "error: ..." and the exit status of apps/common.h).
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -7,7 +9,19 @@
 namespace vit {
 
 struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message) : std::runtime_error(message), problem_(message) {}
+  // An error about one file or object: what() is "subject: problem", problem() the part after it.
+  Error(const std::string& subject, const std::string& problem)
+      : std::runtime_error(subject + ": " + problem), problem_(problem) {}
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string problem_;
+};
+
+// Writing an output failed part way (a full disk, an I/O error): the run's results are incomplete.
+struct WriteError : Error {
+  using Error::Error;
 };
 
 }  // namespace vit

@@ -50,10 +50,10 @@ void jpeg_emit_message(j_common_ptr cinfo, int level) {
 }
 
 void check_size(int64_t w, int64_t h, int64_t max_pixels, const std::string& name) {
-  if (w <= 0 || h <= 0) throw Error(name + ": image has zero size (" + std::to_string(w) + "x" +
+  if (w <= 0 || h <= 0) throw Error(name, "image has zero size (" + std::to_string(w) + "x" +
                                     std::to_string(h) + ")");
   if (w * h > max_pixels)
-    throw Error(name + ": image of " + std::to_string(w) + "x" + std::to_string(h) + " = " +
+    throw Error(name, "image of " + std::to_string(w) + "x" + std::to_string(h) + " = " +
                 std::to_string(w * h) + " pixels is over the limit of " + std::to_string(max_pixels) +
                 " (--max-pixels); not decoded");
 }
@@ -124,14 +124,14 @@ void check_pnm_header(const uint8_t* d, size_t n, const std::string& name) {
     }
     size_t digits = 0;
     for (; i < n && d[i] >= '0' && d[i] <= '9'; ++i)
-      if (++digits > 8) throw Error(name + ": PNM header holds a number over 8 digits; not an image to decode");
+      if (++digits > 8) throw Error(name, "PNM header holds a number over 8 digits; not an image to decode");
   }
 }
 
 }  // namespace
 
 Image decode_image(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
-  if (size == 0) throw Error(name + ": empty file, not an image");
+  if (size == 0) throw Error(name, "empty file, not an image");
   Image img;
   if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
     JpegErr err{};
@@ -141,42 +141,57 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
     if (!ok) {
       std::string msg = err.message;
       if (err.mgr.msg_code == JWRN_JPEG_EOF) msg = "truncated JPEG (" + msg + ")";
-      throw Error(name + ": cannot decode JPEG: " + msg);
+      throw Error(name, "cannot decode JPEG: " + msg);
     }
     if (img.rgb.empty()) check_size(img.width, img.height, max_pixels, name);
     return img;
   }
-  if (size > size_t(INT32_MAX)) throw Error(name + ": file of " + std::to_string(size) + " bytes is too large for an image");
+  if (size > size_t(INT32_MAX)) throw Error(name, "file of " + std::to_string(size) + " bytes is too large for an image");
   if (size >= 2 && data[0] == 'P' && (data[1] == '5' || data[1] == '6')) check_pnm_header(data, size, name);
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(data, int(size), &w, &h, &comp)) {
     const std::string why = stbi_failure_reason();  // stb's generic answer adds nothing to ours
-    throw Error(name + ": not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM)" +
+    throw Error(name, "not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM)" +
                 (why.find("not of any known type") == std::string::npos ? ": " + why : std::string()));
   }
   check_size(w, h, max_pixels, name);
   std::unique_ptr<uint8_t, void (*)(void*)> px(stbi_load_from_memory(data, int(size), &w, &h, &comp, 3),
                                                stbi_image_free);
-  if (!px) throw Error(name + ": cannot decode image: " + stbi_failure_reason());
+  if (!px) throw Error(name, std::string("cannot decode image: ") + stbi_failure_reason());
   img.width = w;
   img.height = h;
   img.rgb.assign(px.get(), px.get() + size_t(w) * size_t(h) * 3);
   return img;
 }
 
+Image pick_pixels(const Image& src, const std::vector<int>& cols, const std::vector<int>& rows) {
+  Image out;
+  out.width = int(cols.size());
+  out.height = int(rows.size());
+  out.rgb.assign(cols.size() * rows.size() * 3, 0);
+  for (size_t y = 0; y < rows.size(); ++y) {
+    if (rows[y] < 0) continue;
+    const uint8_t* in = &src.rgb[size_t(rows[y]) * size_t(src.width) * 3];
+    uint8_t* o = &out.rgb[y * cols.size() * 3];
+    for (size_t x = 0; x < cols.size(); ++x)
+      if (cols[x] >= 0) std::memcpy(o + 3 * x, in + 3 * size_t(cols[x]), 3);
+  }
+  return out;
+}
+
 // The file is mapped, not read: a huge file costs only the pages the decoder touches.
 Image decode_image_file(const std::string& path, int64_t max_pixels) {
   const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) throw Error(path, std::string("cannot open: ") + std::strerror(errno));
   struct stat st{};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
-    throw Error(path + ": cannot read: " + std::strerror(e));
+    throw Error(path, std::string("cannot read: ") + std::strerror(e));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(path + (S_ISDIR(st.st_mode) ? ": is a directory, not an image" : ": not a regular file"));
+    throw Error(path, S_ISDIR(st.st_mode) ? "is a directory, not an image" : "not a regular file");
   }
   const size_t size = size_t(st.st_size);
   if (size == 0) {
@@ -185,7 +200,7 @@ Image decode_image_file(const std::string& path, int64_t max_pixels) {
   }
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
-  if (map == MAP_FAILED) throw Error(path + ": cannot map: " + std::strerror(errno));
+  if (map == MAP_FAILED) throw Error(path, std::string("cannot map: ") + std::strerror(errno));
   std::unique_ptr<void, std::function<void(void*)>> unmap(map, [size](void* p) { ::munmap(p, size); });
   return decode_image(static_cast<const uint8_t*>(map), size, path, max_pixels);
 }

@@ -16,6 +16,9 @@ struct Image {
 
 constexpr int64_t kDefaultMaxPixels = 100'000'000;
 
+// out(x, y) = src(cols[x], rows[y]), black where an index is -1: crops, pads and nearest-neighbour resizes.
+Image pick_pixels(const Image& src, const std::vector<int>& cols, const std::vector<int>& rows);
+
 Image decode_image_file(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
 Image decode_image(const uint8_t* data, size_t size, const std::string& name,
                    int64_t max_pixels = kDefaultMaxPixels);

@@ -3,11 +3,10 @@
 #include "ops.h"
 
 #include <omp.h>
-#include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 
 #include "error.h"
@@ -33,6 +32,13 @@ int max_threads() { return omp_get_max_threads(); }
 int set_threads(int n) {
   if (n > 0) omp_set_num_threads(n);
   return omp_get_max_threads();
+}
+
+Step host_step(const std::string& name, std::function<void()> loop) {
+  Step s;
+  s.name = name;
+  s.host = std::move(loop);
+  return s;
 }
 
 void Program::add(Step s) {
@@ -90,15 +96,15 @@ memory stored_copy(Arena& store, const memory::desc& md, const float* src) {
 }  // namespace
 
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
-                          WeightLayout layout) {
+                          int64_t typical_rows, WeightLayout layout) {
   LinearWeights lw;
   lw.K = K;
   lw.N = N;
   const memory::desc plain({K, N}, dt::f32, tag::ba);
   if (bias) lw.b = stored_copy(store, memory::desc({1, N}, dt::f32, tag::ab), bias);
   if (layout != WeightLayout::NK) {
-    // Ask the matmul for a typical ViT problem (197 tokens) which weight layout it wants.
-    const int64_t M = 197;
+    // Ask the matmul which weight layout it wants for the rows it will mostly see.
+    const int64_t M = typical_rows;
     const memory::desc src({M, K}, dt::f32, tag::ab), dst({M, N}, dt::f32, tag::ab);
     const memory::desc any({K, N}, dt::f32, tag::any);
     const memory::desc bias_md = lw.b ? lw.b.get_desc() : memory::desc();
@@ -173,8 +179,7 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
   const memory::desc o_md({B, H, T, Dh}, dt::f32, memory::dims{T * D, Dh, D, 1});
 
   std::vector<Step> steps(4);
-  steps[0].name = name + ".split_heads";
-  steps[0].host = [=] {
+  steps[0] = host_step(name + ".split_heads", [=] {
     parallel_for(B * T, [&](int64_t bt) {
       const int64_t b = bt / T, t = bt % T;
       const float* row = qkv + bt * 3 * D;
@@ -182,7 +187,7 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
         for (int64_t h = 0; h < H; ++h)
           std::memcpy(heads + s3 * BHTD + ((b * H + h) * T + t) * Dh, row + s3 * D + h * Dh, size_t(Dh) * sizeof(float));
     });
-  };
+  });
 
   dnnl::primitive_attr scale_attr;
   scale_attr.set_output_scales(0, {1.f / std::sqrt(float(Dh))});
@@ -210,9 +215,7 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
 
 Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, int64_t Sw, int64_t P,
                    const float* src, float* dst) {
-  Step s;
-  s.name = name;
-  s.host = [=] {
+  return host_step(name, [=] {
     const int64_t Nh = Sh / P, Nw = Sw / P, row = C * P * P;
     parallel_for(B * Nh, [&](int64_t bg) {
       const int64_t b = bg / Nh, gy = bg % Nh;
@@ -225,43 +228,68 @@ Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, in
           }
       }
     });
-  };
-  return s;
+  });
 }
 
-Arena::Chunk Arena::new_chunk(size_t bytes) {
-  constexpr size_t kHuge = size_t(2) << 20;
-  const size_t align = bytes >= kHuge ? kHuge : 64;
-  bytes = (std::max<size_t>(bytes, 64) + align - 1) / align * align;
-  auto* p = static_cast<float*>(std::aligned_alloc(align, bytes));
-  if (!p) throw Error("out of memory: cannot allocate " + std::to_string(bytes >> 20) + " MiB");
-  if (align == kHuge) ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only
-  return {p, bytes, 0};
+Step embed_tokens_step(const std::string& name, int64_t B, int64_t N, int64_t D,
+                       const std::vector<const float*>& prefix, const float* pos, bool pos_covers_prefix,
+                       const float* patches, float* x) {
+  return host_step(name, [=] {
+    const int64_t P = int64_t(prefix.size()), T = P + N;
+    parallel_for(B, [&](int64_t b) {
+      float* xb = x + b * T * D;
+      for (int64_t t = 0; t < P; ++t) std::memcpy(xb + t * D, prefix[size_t(t)], size_t(D) * sizeof(float));
+      if (pos_covers_prefix)
+        for (int64_t i = 0; i < P * D; ++i) xb[i] += pos[i];
+      const float* pp = pos_covers_prefix ? pos + P * D : pos;
+      const float* src = patches + b * N * D;
+      for (int64_t i = 0; i < N * D; ++i) xb[P * D + i] = src[i] + pp[i];
+    });
+  });
 }
 
-Arena::Arena(size_t floats) { chunks_.push_back(new_chunk(floats * sizeof(float))); }
-
-Arena& Arena::operator=(Arena&& o) noexcept {
-  if (this != &o) {
-    for (auto& c : chunks_) std::free(c.p);
-    chunks_ = std::move(o.chunks_);
-    o.chunks_.clear();
-  }
-  return *this;
+Step select_token_step(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t t, const float* src,
+                       float* dst) {
+  return host_step(name, [=] {
+    for (int64_t b = 0; b < B; ++b) std::memcpy(dst + b * D, src + (b * T + t) * D, size_t(D) * sizeof(float));
+  });
 }
 
-Arena::~Arena() {
-  for (auto& c : chunks_) std::free(c.p);
+Step mean_tokens_step(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t first, const float* src,
+                      float* dst) {
+  return host_step(name, [=] {
+    for (int64_t b = 0; b < B; ++b) {
+      float* o = dst + b * D;
+      const float* f = src + b * T * D;
+      for (int64_t d = 0; d < D; ++d) o[d] = 0.f;
+      for (int64_t t = first; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d) o[d] += f[t * D + d];
+      for (int64_t d = 0; d < D; ++d) o[d] /= float(T - first);
+    }
+  });
 }
 
-float* Arena::alloc(size_t bytes) {
-  bytes = (bytes + 63) / 64 * 64;
-  if (chunks_.empty() || chunks_.back().used + bytes > chunks_.back().bytes)
-    chunks_.push_back(new_chunk(std::max(bytes, size_t(16) << 20)));
-  Chunk& c = chunks_.back();
-  float* p = c.p + c.used / sizeof(float);
-  c.used += bytes;
-  return p;
+Step average_step(const std::string& name, int64_t n, const float* y, float* x) {
+  return host_step(name, [=] {
+    for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * (x[i] + y[i]);
+  });
+}
+
+double matmul_peak_gflops() {
+  const int64_t M = 3152, K = 768, N = 3072;
+  const memory::desc a({M, K}, dt::f32, tag::ab), w({K, N}, dt::f32, tag::any), c({M, N}, dt::f32, tag::ab);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, w, c), cpu_engine());
+  memory am(a, cpu_engine()), wm(pd.weights_desc(), cpu_engine()), cm(c, cpu_engine());
+  std::fill_n(static_cast<float*>(am.get_data_handle()), M * K, 0.5f);
+  std::fill_n(static_cast<float*>(wm.get_data_handle()), wm.get_desc().get_size() / sizeof(float), 0.25f);
+  Program p;
+  p.add({"peak", dnnl::matmul(pd), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}}, {}, 0});
+  for (int i = 0; i < 3; ++i) p.run();
+  const int reps = 10;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) p.run();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 2.0 * double(M * K * N) * reps / s / 1e9;
 }
 
 }  // namespace vit

@@ -10,6 +10,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "arena.h"
+
 namespace vit {
 
 dnnl::engine& cpu_engine();
@@ -37,6 +39,9 @@ struct Step {
   std::function<void()> host;                    // ... or a host loop
   double flops = 0;                              // 2 x multiply-adds, for reports
 };
+
+// A step that runs a host loop.
+Step host_step(const std::string& name, std::function<void()> loop);
 
 class Program {
  public:
@@ -67,11 +72,11 @@ struct LinearWeights {
   dnnl::memory w, b;  // b empty when the layer has no bias
 };
 
-class Arena;
-// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; the copies oneDNN runs from
-// are placed in `store`, which must outlive them.
+// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; the copies oneDNN runs from are
+// placed in `store`, which must outlive them. typical_rows: the M the layer will mostly run at (a
+// model's tokens per image), for which Auto asks oneDNN the layout.
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
-                          WeightLayout layout = WeightLayout::Auto);
+                          int64_t typical_rows, WeightLayout layout = WeightLayout::Auto);
 
 // dst[M, N] = src[M, K] x W^T + b, then the epilogue. Rows are dense: oneDNN 2.6 runs strided rows
 // in its reference kernel only.
@@ -99,28 +104,24 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
 Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, int64_t Sw, int64_t P,
                    const float* src, float* dst);
 
-// 64-byte aligned float memory on transparent huge pages where the kernel offers them (a page fault per
-// 2 MiB instead of per 4 KiB). Fixed size: Arena(n) for activations; or growing: alloc() hands out
-// aligned pieces from chunks that never move, for weights.
-class Arena {
- public:
-  Arena() = default;
-  explicit Arena(size_t floats);
-  Arena(Arena&& o) noexcept { *this = std::move(o); }
-  Arena& operator=(Arena&& o) noexcept;
-  Arena(const Arena&) = delete;
-  Arena& operator=(const Arena&) = delete;
-  ~Arena();
-  float* data() const { return chunks_.empty() ? nullptr : chunks_.front().p; }
-  float* alloc(size_t bytes);
+// x [B, T, D] = prefix token rows, then the patch rows [B, N, D], plus the position table: timm's
+// _pos_embed. prefix: vectors [D] (class, distillation token) put before each image's patches, so
+// T = prefix.size() + N. pos is [T, D], or [N, D] added to the patch rows only (pos_covers_prefix false:
+// timm's no_embed_class).
+Step embed_tokens_step(const std::string& name, int64_t B, int64_t N, int64_t D,
+                       const std::vector<const float*>& prefix, const float* pos, bool pos_covers_prefix,
+                       const float* patches, float* x);
 
- private:
-  struct Chunk {
-    float* p;
-    size_t bytes, used;
-  };
-  static Chunk new_chunk(size_t bytes);
-  std::vector<Chunk> chunks_;
-};
+// dst [B, D] = src [B, T, D] at token t of each image (timm's x[:, t]).
+Step select_token_step(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t t, const float* src,
+                       float* dst);
+// dst [B, D] = the mean of src [B, T, D] over tokens first..T-1 (timm's x[:, num_prefix_tokens:].mean(1)).
+Step mean_tokens_step(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t first, const float* src,
+                      float* dst);
+// x [n] = (x + y) / 2, element by element.
+Step average_step(const std::string& name, int64_t n, const float* y, float* x);
+
+// GFLOP/s of one large f32 matmul (3152 x 768 x 3072, ViT-B/16's fc1 at batch 16): the machine's peak.
+double matmul_peak_gflops();
 
 }  // namespace vit

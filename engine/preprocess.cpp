@@ -16,38 +16,35 @@ Image center_crop(const Image& img, int ch, int cw) {
   const int pad_t = ch > img.height ? (ch - img.height) / 2 : 0;
   const int pw = std::max(img.width, cw), ph = std::max(img.height, ch);
   const int left = int(std::nearbyint((pw - cw) / 2.0)), top = int(std::nearbyint((ph - ch) / 2.0));
-  Image out;
-  out.width = cw;
-  out.height = ch;
-  out.rgb.assign(size_t(cw) * ch * 3, 0);
-  for (int y = 0; y < ch; ++y) {
-    const int sy = y + top - pad_t;
-    if (sy < 0 || sy >= img.height) continue;
-    for (int x = 0; x < cw; ++x) {
-      const int sx = x + left - pad_l;
-      if (sx < 0 || sx >= img.width) continue;
-      for (int c = 0; c < 3; ++c)
-        out.rgb[(size_t(y) * cw + x) * 3 + c] = img.rgb[(size_t(sy) * img.width + sx) * 3 + c];
-    }
-  }
-  return out;
+  const auto source = [](int n, int offset, int size) {
+    std::vector<int> idx(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) idx[size_t(i)] = i + offset >= 0 && i + offset < size ? i + offset : -1;
+    return idx;
+  };
+  return pick_pixels(img, source(cw, left - pad_l, img.width), source(ch, top - pad_t, img.height));
 }
 
 }  // namespace
 
+CropMode crop_mode_from_name(const std::string& name) {
+  if (name == "center") return CropMode::Center;
+  if (name == "squash") return CropMode::Squash;
+  throw Error("crop_mode '" + name + "' is not supported (center or squash)");
+}
+
+const char* crop_mode_name(CropMode m) { return m == CropMode::Center ? "center" : "squash"; }
+
+// timm: scale_size = math.floor(img_size / crop_pct)
+int PreprocessConfig::resize_height() const { return resize > 0 ? resize : int(std::floor(height / crop_pct)); }
+int PreprocessConfig::resize_width() const { return resize > 0 ? resize : int(std::floor(width / crop_pct)); }
+
 Image resize_and_crop(const Image& img, const PreprocessConfig& cfg) {
   if (img.width <= 0 || img.height <= 0) throw Error("cannot preprocess an empty image");
-  // timm: scale_size = math.floor(img_size / crop_pct)
-  const int scale_h = cfg.resize > 0 ? cfg.resize : int(std::floor(cfg.height / cfg.crop_pct));
-  const int scale_w = cfg.resize > 0 ? cfg.resize : int(std::floor(cfg.width / cfg.crop_pct));
-  int new_w, new_h;
-  if (cfg.crop_mode == "squash") {
-    new_w = scale_w;
-    new_h = scale_h;
-  } else if (cfg.crop_mode == "center") {
+  int new_w = cfg.resize_width(), new_h = cfg.resize_height();
+  if (cfg.crop_mode == CropMode::Center) {
     // torchvision Resize(int): the shorter side becomes the size, the longer int(size * long / short).
     // timm uses ResizeKeepRatio for non-square targets; for square ones (all ViTs) this is exact.
-    const int size = scale_h;
+    const int size = new_h;
     if (img.width <= img.height) {
       new_w = size;
       new_h = int(double(size) * img.height / img.width);
@@ -55,8 +52,6 @@ Image resize_and_crop(const Image& img, const PreprocessConfig& cfg) {
       new_h = size;
       new_w = int(double(size) * img.width / img.height);
     }
-  } else {
-    throw Error("unsupported crop_mode '" + cfg.crop_mode + "' (expected center or squash)");
   }
   if (new_w < cfg.width || new_h < cfg.height)  // the crop pads: resize everything, then pad and crop
     return center_crop(resize_like_pil(img, new_w, new_h, cfg.interpolation), cfg.height, cfg.width);

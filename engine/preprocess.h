@@ -9,17 +9,25 @@
 
 namespace vit {
 
+// Center: the shorter side to the resize size, keeping the aspect ratio, then a center crop; Squash:
+// both sides to the resize size, then a center crop (Hugging Face's plain resize is Squash with crop_pct 1).
+enum class CropMode { Center, Squash };
+CropMode crop_mode_from_name(const std::string& name);  // "center", "squash"; throws on others
+const char* crop_mode_name(CropMode m);
+
 struct PreprocessConfig {
-  int height = 224, width = 224;  // input_size[1:], the crop
+  int height = 224, width = 224;  // the model's input size (timm's input_size[1:]), which the crop gives
   double crop_pct = 0.875;
-  int resize = 0;  // when > 0, the resize target (shorter side, or both in squash) instead of floor(size / crop_pct)
-  // "center": shorter side to floor(size / crop_pct), keeping the aspect ratio, then center crop;
-  // "squash": both sides to floor(size / crop_pct), then center crop (Hugging Face's plain resize
-  // is squash with crop_pct 1).
-  std::string crop_mode = "center";
+  int resize = 0;  // when > 0, the resize size instead of floor(size / crop_pct) (Hugging Face's "size")
+  CropMode crop_mode = CropMode::Center;
   Filter interpolation = Filter::Bicubic;
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
+
+  // timm's scale_size = floor(size / crop_pct), or `resize` when set: the shorter side (Center) or
+  // both sides (Squash) before the crop.
+  int resize_height() const;
+  int resize_width() const;
 };
 
 // Resize + center crop: the uint8 [height, width, 3] image timm feeds to ToTensor.

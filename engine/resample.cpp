@@ -190,20 +190,13 @@ Image resample_vertical(const Image& src, const Coeffs& c, int y0, int h, int ro
 
 Image resize_nearest(const Image& src, int out_w, int out_h, int x0, int y0, int w, int h) {
   // Pillow resizes with NEAREST through an affine transform sampling at pixel centres.
-  Image out;
-  out.width = w;
-  out.height = h;
-  out.rgb.resize(size_t(w) * h * 3);
-  const double sx = double(src.width) / out_w, sy = double(src.height) / out_h;
-  for (int y = 0; y < h; ++y) {
-    const int iy = std::min(int((y + y0 + 0.5) * sy), src.height - 1);
-    for (int x = 0; x < w; ++x) {
-      const int ix = std::min(int((x + x0 + 0.5) * sx), src.width - 1);
-      for (int ch = 0; ch < 3; ++ch)
-        out.rgb[(size_t(y) * w + x) * 3 + ch] = src.rgb[(size_t(iy) * src.width + ix) * 3 + ch];
-    }
-  }
-  return out;
+  const auto centres = [](int n, int offset, int in_size, int out_size) {
+    const double scale = double(in_size) / out_size;
+    std::vector<int> idx(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) idx[size_t(i)] = std::min(int((i + offset + 0.5) * scale), in_size - 1);
+    return idx;
+  };
+  return pick_pixels(src, centres(w, x0, src.width, out_w), centres(h, y0, src.height, out_h));
 }
 
 }  // namespace

@@ -30,12 +30,6 @@ size_t dtype_size(DType t) {
   return 0;
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
@@ -53,18 +47,34 @@ float f16_to_f32(uint16_t h) {
     bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
   }
   float f;
-  std::memcpy(&f, &bits, 4);
+  std::memcpy(&f, &bits, sizeof(f));
   return f;
 }
 
 float bf16_to_f32(uint16_t b) {
   uint32_t bits = uint32_t(b) << 16;
   float f;
-  std::memcpy(&f, &bits, 4);
+  std::memcpy(&f, &bits, sizeof(f));
   return f;
 }
 
 }  // namespace
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::U8: return "U8";
+  }
+  return "?";
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
+  return out + "]";
+}
 
 int64_t TensorView::numel() const {
   int64_t n = 1;
@@ -72,92 +82,99 @@ int64_t TensorView::numel() const {
   return n;
 }
 
+namespace {
+
+// One header entry {dtype, shape, data_offsets}, checked against the data section's size; *begin gets
+// its offset in that section.
+TensorView parse_entry(const std::string& where, const nlohmann::json& entry, size_t data_size, uint64_t* begin) {
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+    throw Error(where, "entry needs dtype, shape and data_offsets");
+  const auto& dt = entry["dtype"];
+  if (!dt.is_string()) throw Error(where, "dtype is not a string");
+  const std::string d = dt.get<std::string>();
+  TensorView t{};
+  bool known = false;
+  for (DType k : {DType::F32, DType::F16, DType::BF16, DType::U8})
+    if (d == dtype_name(k)) t.dtype = k, known = true;
+  if (!known) throw Error(where, "unsupported dtype " + d + " (expected F32, F16, BF16 or U8)");
+  const auto& sh = entry["shape"];
+  if (!sh.is_array()) throw Error(where, "shape is not a list");
+  uint64_t bytes_needed = dtype_size(t.dtype);
+  for (const auto& v : sh) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      throw Error(where, "shape holds " + v.dump() + ", not a non-negative integer");
+    t.shape.push_back(v.get<int64_t>());
+    if (__builtin_mul_overflow(bytes_needed, uint64_t(t.shape.back()), &bytes_needed) ||
+        bytes_needed > uint64_t(INT64_MAX))
+      throw Error(where, "shape " + sh.dump() + " overflows: its size does not fit in 64 bits");
+  }
+  const auto& off = entry["data_offsets"];
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    throw Error(where, "data_offsets is not [begin, end]");
+  const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
+  const std::string span = "data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + "]";
+  if (b > e) throw Error(where, span + " end before they begin");
+  if (e > data_size)
+    throw Error(where, span + " run past the end of the data (" + std::to_string(data_size) + " bytes)");
+  t.nbytes = size_t(e - b);
+  if (bytes_needed != t.nbytes)
+    throw Error(where, "shape " + shape_string(t.shape) + " of " + d + " needs " + std::to_string(bytes_needed) +
+                           " bytes, offsets give " + std::to_string(t.nbytes));
+  *begin = b;
+  return t;
+}
+
+}  // namespace
+
 SafeTensors::SafeTensors(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) throw Error(path, std::string("cannot open: ") + std::strerror(errno));
   struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(path + ": not a regular file");
+    throw Error(path, "not a regular file");
   }
   map_size_ = size_t(st.st_size);
   if (map_size_ < 8) {
     ::close(fd);
-    throw Error(path + ": not a safetensors file: " + std::to_string(map_size_) +
+    throw Error(path, "not a safetensors file: " + std::to_string(map_size_) +
                 " bytes, too short for the 8-byte header length");
   }
   map_ = ::mmap(nullptr, map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (map_ == MAP_FAILED) {
     map_ = nullptr;
-    throw Error(path + ": cannot map: " + std::strerror(errno));
+    throw Error(path, std::string("cannot map: ") + std::strerror(errno));
   }
   try {
     const auto* bytes = static_cast<const uint8_t*>(map_);
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
     if (n > kMaxHeaderBytes)
-      throw Error(path + ": header length " + std::to_string(n) + " bytes is over the limit of " +
+      throw Error(path, "header length " + std::to_string(n) + " bytes is over the limit of " +
                   std::to_string(kMaxHeaderBytes) + " (100 MB); not a safetensors file, or a hostile one");
     if (n == 0 || n > map_size_ - 8)
-      throw Error(path + ": file is shorter than its header says: header length " + std::to_string(n) +
+      throw Error(path, "file is shorter than its header says: header length " + std::to_string(n) +
                   ", but the file has " + std::to_string(map_size_ - 8) + " bytes after the length field");
     nlohmann::json header;
     try {
       header = nlohmann::json::parse(bytes + 8, bytes + 8 + n);
     } catch (const nlohmann::json::exception& e) {
-      throw Error(path + ": header is not valid JSON: " + e.what());
+      throw Error(path, std::string("header is not valid JSON: ") + e.what());
     }
-    if (!header.is_object()) throw Error(path + ": header is not a JSON object");
+    if (!header.is_object()) throw Error(path, "header is not a JSON object");
     const uint8_t* data = bytes + 8 + n;
     const size_t data_size = map_size_ - 8 - n;
     std::vector<std::pair<size_t, std::string>> spans;
     for (auto& [name, entry] : header.items()) {
       if (name == "__metadata__") {
-        if (!entry.is_object()) throw Error(path + ": __metadata__ is not an object");
+        if (!entry.is_object()) throw Error(path, "__metadata__ is not an object");
         for (auto& [k, v] : entry.items())
           metadata_[k] = v.is_string() ? v.get<std::string>() : v.dump();
         continue;
       }
-      const std::string where = path + ": tensor " + name;
-      if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
-          !entry.contains("data_offsets"))
-        throw Error(where + ": entry needs dtype, shape and data_offsets");
-      const auto& dt = entry["dtype"];
-      if (!dt.is_string()) throw Error(where + ": dtype is not a string");
-      const std::string d = dt.get<std::string>();
-      TensorView t{};
-      if (d == "F32") t.dtype = DType::F32;
-      else if (d == "F16") t.dtype = DType::F16;
-      else if (d == "BF16") t.dtype = DType::BF16;
-      else if (d == "U8") t.dtype = DType::U8;
-      else throw Error(where + ": unsupported dtype " + d + " (expected F32, F16, BF16 or U8)");
-      const auto& sh = entry["shape"];
-      if (!sh.is_array()) throw Error(where + ": shape is not a list");
-      uint64_t bytes_needed = dtype_size(t.dtype);
-      for (const auto& v : sh) {
-        if (!v.is_number_integer() || v.get<int64_t>() < 0)
-          throw Error(where + ": shape holds " + v.dump() + ", not a non-negative integer");
-        t.shape.push_back(v.get<int64_t>());
-        if (__builtin_mul_overflow(bytes_needed, uint64_t(t.shape.back()), &bytes_needed) ||
-            bytes_needed > uint64_t(INT64_MAX))
-          throw Error(where + ": shape " + sh.dump() + " overflows: its size does not fit in 64 bits");
-      }
-      const auto& off = entry["data_offsets"];
-      if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
-          !off[1].is_number_unsigned())
-        throw Error(where + ": data_offsets is not [begin, end]");
-      const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
-      if (b > e)
-        throw Error(where + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
-                    "] end before they begin");
-      if (e > data_size)
-        throw Error(where + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
-                    "] run past the end of the data (" + std::to_string(data_size) + " bytes)");
-      t.nbytes = size_t(e - b);
-      if (bytes_needed != t.nbytes)
-        throw Error(where + ": shape " + shape_str(t.shape) + " of " + d + " needs " +
-                    std::to_string(bytes_needed) + " bytes, offsets give " + std::to_string(t.nbytes));
+      uint64_t b = 0;
+      TensorView t = parse_entry(path + ": tensor " + name, entry, data_size, &b);
       t.data = data + b;
       if (t.nbytes) spans.emplace_back(size_t(b), name);
       tensors_.emplace(name, std::move(t));
@@ -166,7 +183,7 @@ SafeTensors::SafeTensors(const std::string& path) : path_(path) {
     for (size_t i = 1; i < spans.size(); ++i) {
       const auto& prev = tensors_.at(spans[i - 1].second);
       if (spans[i - 1].first + prev.nbytes > spans[i].first)
-        throw Error(path + ": tensors " + spans[i - 1].second + " and " + spans[i].second + " overlap");
+        throw Error(path, "tensors " + spans[i - 1].second + " and " + spans[i].second + " overlap");
     }
   } catch (...) {
     ::munmap(map_, map_size_);
@@ -181,7 +198,7 @@ SafeTensors::~SafeTensors() {
 
 const TensorView& SafeTensors::get(const std::string& name) const {
   auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw Error(path_ + ": missing tensor " + name);
+  if (it == tensors_.end()) throw Error(path_, "missing tensor " + name);
   return it->second;
 }
 
@@ -265,22 +282,22 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   for (const auto& t : tensors) shapes.emplace_back(t.name, t.shape);
   const std::string head = header_bytes(shapes, metadata);
   std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
+  if (!out) throw Error(path, std::string("cannot open for writing: ") + std::strerror(errno));
   out.write(head.data(), std::streamsize(head.size()));
   for (const auto& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
     out.write(reinterpret_cast<const char*>(t.data), std::streamsize(n * 4));
   }
-  if (!out.flush()) throw Error(path + ": write failed: " + std::strerror(errno));
+  if (!out.flush()) throw Error(path, std::string("write failed: ") + std::strerror(errno));
 }
 
 RowWriter::RowWriter(std::string path, int64_t cols) : path_(std::move(path)), cols_(cols) {
   // Checked now rather than after a long run; the rows wait in an unnamed temporary file.
   std::ofstream probe(path_, std::ios::binary | std::ios::app);
-  if (!probe) throw Error(path_ + ": cannot open for writing: " + std::strerror(errno));
+  if (!probe) throw Error(path_, std::string("cannot open for writing: ") + std::strerror(errno));
   rows_file_ = std::tmpfile();
-  if (!rows_file_) throw Error(path_ + ": cannot create a temporary file for the rows: " + std::strerror(errno));
+  if (!rows_file_) throw Error(path_, std::string("cannot create a temporary file for the rows: ") + std::strerror(errno));
 }
 
 RowWriter::~RowWriter() {
@@ -289,20 +306,20 @@ RowWriter::~RowWriter() {
 
 void RowWriter::add(const float* row) {
   if (std::fwrite(row, sizeof(float), size_t(cols_), rows_file_) != size_t(cols_))
-    throw Error(path_ + ": cannot write the rows' temporary file: " + std::strerror(errno));
+    throw WriteError(path_, std::string("cannot write the rows' temporary file: ") + std::strerror(errno));
   ++rows_;
 }
 
 void RowWriter::finish(const std::string& name, const std::map<std::string, std::string>& metadata) {
   const std::string head = header_bytes({{name, {rows_, cols_}}}, metadata);
   std::ofstream out(path_, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(path_ + ": cannot open for writing: " + std::strerror(errno));
+  if (!out) throw WriteError(path_, std::string("cannot open for writing: ") + std::strerror(errno));
   out.write(head.data(), std::streamsize(head.size()));
   std::rewind(rows_file_);
   std::vector<char> chunk(size_t(1) << 20);
   for (size_t n; (n = std::fread(chunk.data(), 1, chunk.size(), rows_file_)) > 0;)
     out.write(chunk.data(), std::streamsize(n));
-  if (std::ferror(rows_file_) || !out.flush()) throw Error(path_ + ": write failed: " + std::strerror(errno));
+  if (std::ferror(rows_file_) || !out.flush()) throw WriteError(path_, std::string("write failed: ") + std::strerror(errno));
 }
 
 }  // namespace vit

@@ -12,6 +12,10 @@
 namespace vit {
 
 enum class DType { F32, F16, BF16, U8 };
+const char* dtype_name(DType t);  // "F32", as safetensors writes it
+
+// "[197,192]": how errors print a shape.
+std::string shape_string(const std::vector<int64_t>& shape);
 
 struct TensorView {
   DType dtype;

@@ -1,6 +1,7 @@
 // Name tables from timm's ViT names to Hugging Face's and torchvision's, and checked tensor access.
 #include "checkpoint.h"
 
+#include <iterator>
 #include <regex>
 
 #include "engine/error.h"
@@ -16,77 +17,70 @@ const char* layout_name(CheckpointLayout l) {
   return "?";
 }
 
-std::string shape_to_string(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 Checkpoint::Checkpoint(const std::string& path) : st_(std::make_unique<SafeTensors>(path)) {
   if (st_->has("vit.embeddings.patch_embeddings.projection.weight")) layout_ = CheckpointLayout::HuggingFace;
   else if (st_->has("conv_proj.weight")) layout_ = CheckpointLayout::Torchvision;
   else if (!st_->has("patch_embed.proj.weight"))
-    throw Error(path + ": not a ViT checkpoint: no patch embedding tensor (patch_embed.proj.weight, "
+    throw Error(path, "not a ViT checkpoint: no patch embedding tensor (patch_embed.proj.weight, "
                 "vit.embeddings.patch_embeddings.projection.weight or conv_proj.weight)");
 }
 
-// Each row: a timm name pattern and the names it comes from in the other layouts ({} is the block
-// index; several names are concatenated along dim 0, as Hugging Face splits qkv into three).
+namespace {
+
+// How timm's names read in the other layouts. Modules give their .weight and .bias; a block's modules
+// sit under "blocks.{i}." in timm, "vit.encoder.layer.{i}." in Hugging Face and
+// "encoder.layers.encoder_layer_{i}." in torchvision. Several Hugging Face names are concatenated along
+// dim 0 (its q, k, v); a torchvision name ending in '_' takes the parameter name without a dot
+// (in_proj_weight).
 struct NameRule {
   const char* timm;
-  std::vector<const char*> hf, tv;
+  std::vector<const char*> hf;
+  const char* tv;
 };
 
-static const std::vector<NameRule>& name_rules() {
-  static const std::vector<NameRule> rules = {
-      {"cls_token", {"vit.embeddings.cls_token"}, {"class_token"}},
-      {"pos_embed", {"vit.embeddings.position_embeddings"}, {"encoder.pos_embedding"}},
-      {"patch_embed.proj.weight", {"vit.embeddings.patch_embeddings.projection.weight"}, {"conv_proj.weight"}},
-      {"patch_embed.proj.bias", {"vit.embeddings.patch_embeddings.projection.bias"}, {"conv_proj.bias"}},
-      {"blocks.{}.norm1.weight", {"vit.encoder.layer.{}.layernorm_before.weight"}, {"encoder.layers.encoder_layer_{}.ln_1.weight"}},
-      {"blocks.{}.norm1.bias", {"vit.encoder.layer.{}.layernorm_before.bias"}, {"encoder.layers.encoder_layer_{}.ln_1.bias"}},
-      {"blocks.{}.attn.qkv.weight",
-       {"vit.encoder.layer.{}.attention.attention.query.weight", "vit.encoder.layer.{}.attention.attention.key.weight",
-        "vit.encoder.layer.{}.attention.attention.value.weight"},
-       {"encoder.layers.encoder_layer_{}.self_attention.in_proj_weight"}},
-      {"blocks.{}.attn.qkv.bias",
-       {"vit.encoder.layer.{}.attention.attention.query.bias", "vit.encoder.layer.{}.attention.attention.key.bias",
-        "vit.encoder.layer.{}.attention.attention.value.bias"},
-       {"encoder.layers.encoder_layer_{}.self_attention.in_proj_bias"}},
-      {"blocks.{}.attn.proj.weight", {"vit.encoder.layer.{}.attention.output.dense.weight"}, {"encoder.layers.encoder_layer_{}.self_attention.out_proj.weight"}},
-      {"blocks.{}.attn.proj.bias", {"vit.encoder.layer.{}.attention.output.dense.bias"}, {"encoder.layers.encoder_layer_{}.self_attention.out_proj.bias"}},
-      {"blocks.{}.norm2.weight", {"vit.encoder.layer.{}.layernorm_after.weight"}, {"encoder.layers.encoder_layer_{}.ln_2.weight"}},
-      {"blocks.{}.norm2.bias", {"vit.encoder.layer.{}.layernorm_after.bias"}, {"encoder.layers.encoder_layer_{}.ln_2.bias"}},
-      {"blocks.{}.mlp.fc1.weight", {"vit.encoder.layer.{}.intermediate.dense.weight"}, {"encoder.layers.encoder_layer_{}.mlp.0.weight"}},
-      {"blocks.{}.mlp.fc1.bias", {"vit.encoder.layer.{}.intermediate.dense.bias"}, {"encoder.layers.encoder_layer_{}.mlp.0.bias"}},
-      {"blocks.{}.mlp.fc2.weight", {"vit.encoder.layer.{}.output.dense.weight"}, {"encoder.layers.encoder_layer_{}.mlp.3.weight"}},
-      {"blocks.{}.mlp.fc2.bias", {"vit.encoder.layer.{}.output.dense.bias"}, {"encoder.layers.encoder_layer_{}.mlp.3.bias"}},
-      {"norm.weight", {"vit.layernorm.weight"}, {"encoder.ln.weight"}},
-      {"norm.bias", {"vit.layernorm.bias"}, {"encoder.ln.bias"}},
-      {"head.weight", {"classifier.weight"}, {"heads.head.weight"}},
-      {"head.bias", {"classifier.bias"}, {"heads.head.bias"}},
-  };
-  return rules;
-}
+const NameRule kTensors[] = {
+    {"cls_token", {"vit.embeddings.cls_token"}, "class_token"},
+    {"pos_embed", {"vit.embeddings.position_embeddings"}, "encoder.pos_embedding"},
+};
+const NameRule kModules[] = {
+    {"patch_embed.proj", {"vit.embeddings.patch_embeddings.projection"}, "conv_proj"},
+    {"norm", {"vit.layernorm"}, "encoder.ln"},
+    {"head", {"classifier"}, "heads.head"},
+};
+const NameRule kBlockModules[] = {
+    {"norm1", {"layernorm_before"}, "ln_1"},
+    {"attn.qkv", {"attention.attention.query", "attention.attention.key", "attention.attention.value"},
+     "self_attention.in_proj_"},
+    {"attn.proj", {"attention.output.dense"}, "self_attention.out_proj"},
+    {"norm2", {"layernorm_after"}, "ln_2"},
+    {"mlp.fc1", {"intermediate.dense"}, "mlp.0"},
+    {"mlp.fc2", {"output.dense"}, "mlp.3"},
+};
+
+}  // namespace
 
 std::vector<std::string> Checkpoint::source_names(const std::string& timm_name) const {
   if (layout_ == CheckpointLayout::Timm) return {timm_name};
-  static const std::regex block_re(R"(^blocks\.(\d+)\.)");
+  const bool hf = layout_ == CheckpointLayout::HuggingFace;
+  for (const NameRule& r : kTensors)
+    if (timm_name == r.timm) return hf ? std::vector<std::string>{r.hf[0]} : std::vector<std::string>{r.tv};
+  static const std::regex module_re(R"(^(blocks\.(\d+)\.)?(.+)\.(weight|bias)$)");
   std::smatch m;
-  std::string pattern = timm_name, index;
-  if (std::regex_search(timm_name, m, block_re)) {
-    index = m[1];
-    pattern = "blocks.{}." + m.suffix().str();
-  }
-  for (const NameRule& r : name_rules()) {
-    if (pattern != r.timm) continue;
+  if (!std::regex_match(timm_name, m, module_re)) return {};
+  const bool block = m[1].matched;
+  const std::string module = m[3], param = m[4];
+  const std::string prefix = !block ? ""
+                             : hf   ? "vit.encoder.layer." + m[2].str() + "."
+                                    : "encoder.layers.encoder_layer_" + m[2].str() + ".";
+  const NameRule* first = block ? std::begin(kBlockModules) : std::begin(kModules);
+  const NameRule* last = block ? std::end(kBlockModules) : std::end(kModules);
+  for (const NameRule* r = first; r != last; ++r) {
+    if (module != r->timm) continue;
     std::vector<std::string> out;
-    for (const char* src : layout_ == CheckpointLayout::HuggingFace ? r.hf : r.tv) {
-      std::string s = src;
-      const auto pos = s.find("{}");
-      if (pos != std::string::npos) s.replace(pos, 2, index);
-      out.push_back(s);
-    }
+    if (hf)
+      for (const char* name : r->hf) out.push_back(prefix + name + "." + param);
+    else
+      out.push_back(prefix + r->tv + (std::string(r->tv).back() == '_' ? "" : ".") + param);
     return out;
   }
   return {};  // no counterpart in this layout: the tensor is absent
@@ -102,7 +96,7 @@ bool Checkpoint::has(const std::string& timm_name) const {
 
 std::vector<int64_t> Checkpoint::shape(const std::string& timm_name) const {
   const auto names = source_names(timm_name);
-  if (names.empty() || !has(timm_name)) throw Error(path() + ": missing tensor " + timm_name);
+  if (names.empty() || !has(timm_name)) throw Error(path(), "missing tensor " + timm_name);
   std::vector<int64_t> s = st_->get(names[0]).shape;
   for (size_t i = 1; i < names.size(); ++i) s[0] += st_->get(names[i]).shape[0];
   // Hugging Face's and torchvision's tensors have timm's shapes; Hugging Face's q, k, v stack on dim 0.
@@ -113,12 +107,12 @@ Checkpoint::Tensor Checkpoint::take(const std::string& timm_name, const std::vec
   const auto names = source_names(timm_name);
   if (names.empty() || !has(timm_name)) {
     std::string where = names.empty() || names[0] == timm_name ? timm_name : names[0] + " (" + timm_name + ")";
-    throw Error(path() + ": missing tensor " + where);
+    throw Error(path(), "missing tensor " + where);
   }
   const std::vector<int64_t> got = shape(timm_name);
   if (got != expected)
-    throw Error(path() + ": " + (names.size() == 1 ? names[0] : timm_name) + " has shape " + shape_to_string(got) +
-                ", expected " + shape_to_string(expected));
+    throw Error(path(), "" + (names.size() == 1 ? names[0] : timm_name) + " has shape " + shape_string(got) +
+                ", expected " + shape_string(expected));
   Tensor t;
   t.st_ = st_.get();
   t.names_ = names;
@@ -165,8 +159,16 @@ void Checkpoint::check_all_used() const {
     if (count++ < 5) unused += (unused.empty() ? "" : ", ") + name;
   }
   if (count)
-    throw Error(path() + ": " + std::to_string(count) + " tensor(s) the model does not use: " + unused +
+    throw Error(path(), "" + std::to_string(count) + " tensor(s) the model does not use: " + unused +
                 (count > 5 ? ", ..." : "") + " (not a ViT layout this engine knows)");
+}
+
+std::string Checkpoint::dtypes() const {
+  std::set<std::string> names;
+  for (const auto& [name, t] : st_->tensors()) names.insert(dtype_name(t.dtype));
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
 int64_t Checkpoint::count_blocks() const {

@@ -1,6 +1,7 @@
 // A ViT checkpoint seen through timm's tensor names, whatever layout the file uses (timm, Hugging Face
-// transformers, torchvision): the renaming lives here and nowhere else. Tracks which tensors were taken
-// so a file with tensors the model does not use is rejected instead of silently half-loaded.
+// transformers, torchvision): the engine's renaming lives here (tests/model_files.cpp writes those layouts
+// on its own, to test it). Tracks which tensors were taken so a file with tensors the model does not use
+// is rejected instead of silently half-loaded.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -49,6 +50,7 @@ class Checkpoint {
   // Throws listing the tensors no take() asked for.
   void check_all_used() const;
   int64_t count_blocks() const;
+  std::string dtypes() const;  // the stored dtypes, "F32" or "BF16, F32"
 
  private:
   std::vector<std::string> source_names(const std::string& timm_name) const;
@@ -56,7 +58,5 @@ class Checkpoint {
   CheckpointLayout layout_ = CheckpointLayout::Timm;
   std::set<std::string> used_;
 };
-
-std::string shape_to_string(const std::vector<int64_t>& s);
 
 }  // namespace vit

@@ -37,27 +37,23 @@ std::string base_name(const std::string& p) {
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
+  if (!in) throw Error(path, std::string("cannot open: ") + std::strerror(errno));
   try {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": invalid JSON: " + e.what());
+    throw Error(path, std::string("invalid JSON: ") + e.what());
   }
 }
-
-using WeightFn = std::function<std::vector<float>(const std::string&, const std::vector<int64_t>&)>;
-
-size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 }  // namespace
 
 ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size) {
   std::string file = model, dir;
-  if (!exists(model)) throw Error(model + ": no such file or directory");
+  if (!exists(model)) throw Error(model, "no such file or directory");
   if (is_dir(model)) {
     dir = model;
     file = model + (model.back() == '/' ? "" : "/") + "model.safetensors";
-    if (!exists(file)) throw Error(model + ": folder has no model.safetensors");
+    if (!exists(file)) throw Error(model, "folder has no model.safetensors");
   } else {
     dir = parent_dir(model);
   }
@@ -100,7 +96,7 @@ void ViT::load_weights(Checkpoint& ck) {
   auto linear = [&](const std::string& n, int64_t K, int64_t N, bool bias, std::vector<int64_t> shape = {}) {
     const auto w = take(n + ".weight", shape.empty() ? std::vector<int64_t>{N, K} : shape);
     const auto b = bias ? take(n + ".bias", {N}) : opt(n + ".bias", {N});
-    return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), K, N);
+    return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), K, N, c.tokens());
   };
   auto norm = [&](const std::string& n) {
     const auto w = take(n + ".weight", {D}), b = take(n + ".bias", {D});
@@ -156,7 +152,7 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed) {
   const int64_t D = cfg.width, M = cfg.mlp, C = cfg.classes, K0 = cfg.in_chans * cfg.patch * cfg.patch;
   auto linear = [&](int64_t K, int64_t N) {
     const auto w = fill(size_t(N * K), 1.f / std::sqrt(float(K)), 0.f), b = fill(size_t(N), 0.02f, 0.f);
-    return make_linear(m.store_, w.data(), b.data(), K, N);
+    return make_linear(m.store_, w.data(), b.data(), K, N, cfg.tokens());
   };
   auto norm = [&] {
     const auto g = fill(size_t(D), 0.1f, 1.f), b = fill(size_t(D), 0.02f, 0.f);
@@ -175,154 +171,112 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed) {
   return m;
 }
 
+// Every buffer of a forward pass at batch B: activation_bytes sizes from it, make_plan carves from it.
+BufferTable ViT::activation_table(const ViTConfig& c, int64_t B, Plan::Activations* a) {
+  const int64_t D = c.width, T = c.tokens(), N = c.patches(), BT = B * T;
+  BufferTable t;
+  t.add("input", &a->input, B * c.input_floats());
+  t.add("patches", &a->patches, B * N * c.in_chans * c.patch * c.patch);
+  t.add("patch_embed", &a->patch_embed, B * N * D);
+  t.add("x", &a->x, BT * D);
+  t.add("h", &a->h, BT * D);
+  t.add("attn", &a->attn, BT * D);
+  t.add("qkv", &a->qkv, BT * 3 * D);
+  t.add("heads", &a->heads, BT * 3 * D);
+  t.add("scores", &a->scores, B * c.heads * T * T);
+  t.add("mlp", &a->mlp, BT * c.mlp);
+  t.add("pooled", &a->pooled, B * D);
+  t.add("pooled_norm", &a->pooled_norm, B * D);
+  t.add("pooled_dist", &a->pooled_dist, B * D);
+  t.add("logits", &a->logits, B * c.classes);
+  t.add("logits_dist", &a->logits_dist, B * c.classes);
+  return t;
+}
+
 size_t ViT::activation_bytes(int64_t B) const {
-  const ViTConfig& c = cfg_;
-  const size_t T = size_t(c.tokens()), D = size_t(c.width), N = size_t(c.patches());
-  const size_t floats = round16(B * 3 * c.img_h * c.img_w) + round16(B * N * c.in_chans * c.patch * c.patch) +
-                        round16(B * N * D) + 3 * round16(B * T * D) + 2 * round16(B * T * 3 * D) +
-                        round16(size_t(B * c.heads) * T * T) + round16(B * T * c.mlp) + 3 * round16(B * D) +
-                        2 * round16(B * c.classes);
-  return floats * sizeof(float);
+  Plan::Activations a{};
+  return activation_table(cfg_, B, &a).bytes();
 }
 
 std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B) const {
-  if (B <= 0) throw Error("batch size must be positive, got " + std::to_string(B));
+  if (B <= 0 || B > kMaxBatch)
+    throw Error("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
   const ViTConfig& c = cfg_;
   const int64_t D = c.width, T = c.tokens(), N = c.patches(), H = c.heads, M = c.mlp, C = c.classes;
   const int64_t prefix = c.prefix_tokens(), BT = B * T;
-  spdlog::debug("plan for batch {}: {:.1f} MiB of activations", B, activation_bytes(B) / 1048576.0);
   auto plan = std::make_unique<Plan>();
   plan->B_ = B;
-  plan->arena_ = Arena(activation_bytes(B) / sizeof(float));
-  float* next = plan->arena_.data();
-  auto carve = [&](int64_t n) {
-    float* p = next;
-    next += round16(size_t(n));
-    return p;
-  };
-  float* input = carve(B * 3 * c.img_h * c.img_w);             // [B, 3, H, W]
-  float* patches = carve(B * N * c.in_chans * c.patch * c.patch);  // [B*N, C*P*P]
-  float* pe = carve(B * N * D);                                 // [B*N, D]
-  float* x = carve(BT * D);                                     // [B, T, D] residual stream
-  float* h = carve(BT * D);                                     // [B, T, D] normalized
-  float* attn = carve(BT * D);                                  // [B, T, D] heads concatenated
-  float* qkv = carve(BT * 3 * D);                               // [B, T, 3, H, Dh]
-  float* heads = carve(BT * 3 * D);                             // [3, B, H, T, Dh]
-  float* scores = carve(B * H * T * T);                         // [B, H, T, T]
-  float* mlp = carve(BT * M);                                   // [B, T, M]
-  float* pooled = carve(B * D);                                 // [B, D]
-  float* pooled_n = carve(B * D);                               // [B, D]
-  float* pooled_dist = carve(B * D);                            // [B, D]
-  float* logits = carve(B * C);                                 // [B, C]
-  float* logits_dist = carve(B * C);                            // [B, C]
-  plan->input_ = input;
-  plan->logits_ = logits;
+  const BufferTable table = activation_table(c, B, &plan->act_);
+  plan->arena_ = table.carve();
+  spdlog::debug("plan for batch {}: {:.1f} MiB of activations, the largest {}", B, table.bytes() / 1048576.0,
+                table.largest());
+  const Plan::Activations& a = plan->act_;
   Program& prog = plan->program_;
   auto tap = [&](const std::string& name, const float* data, int64_t count) {
     plan->taps_.push_back({prog.steps().size() - 1, name, data, count});
   };
 
   // x = self.patch_embed(x): the P x P / stride P conv as patch rows times the flattened kernel.
-  prog.add(patchify_step("patch_embed.patchify", B, c.in_chans, c.img_h, c.img_w, c.patch, input, patches));
-  prog.add(linear_step("patch_embed.proj", patch_embed_, B * N, patches, pe, Epilogue::None));
-  tap("patch_embed", pe, B * N * D);
+  prog.add(patchify_step("patch_embed.patchify", B, c.in_chans, c.img_h(), c.img_w(), c.patch, a.input, a.patches));
+  prog.add(linear_step("patch_embed.proj", patch_embed_, B * N, a.patches, a.patch_embed, Epilogue::None));
+  tap("patch_embed", a.patch_embed, B * N * D);
 
   // x = self._pos_embed(x): prepend class/distillation tokens, add the position table (to the patches
   // only, before prepending, when no_embed_class).
-  {
-    Step s;
-    s.name = "embed";
-    const float* cls = cls_token_.data();
-    const float* dist = dist_token_.data();
-    const float* pos = pos_embed_.data();
-    const bool class_token = c.class_token, dist_token = c.dist_token, nec = c.no_embed_class;
-    s.host = [=] {
-      parallel_for(B, [&](int64_t b) {
-        float* xb = x + b * T * D;
-        int64_t t = 0;
-        if (class_token) std::memcpy(xb + (t++) * D, cls, size_t(D) * 4);
-        if (dist_token) std::memcpy(xb + (t++) * D, dist, size_t(D) * 4);
-        if (!nec)
-          for (int64_t i = 0; i < prefix * D; ++i) xb[i] += pos[i];
-        const float* pp = nec ? pos : pos + prefix * D;
-        const float* src = pe + b * N * D;
-        for (int64_t i = 0; i < N * D; ++i) xb[prefix * D + i] = src[i] + pp[i];
-      });
-    };
-    prog.add(std::move(s));
-    tap("embed", x, BT * D);
-  }
+  std::vector<const float*> prefix_rows;
+  if (c.class_token) prefix_rows.push_back(cls_token_.data());
+  if (c.dist_token) prefix_rows.push_back(dist_token_.data());
+  prog.add(embed_tokens_step("embed", B, N, D, prefix_rows, pos_embed_.data(), !c.no_embed_class, a.patch_embed, a.x));
+  tap("embed", a.x, BT * D);
 
   // x = self.blocks(x): x = x + attn(norm1(x)); x = x + mlp(norm2(x))
   for (int64_t i = 0; i < c.depth; ++i) {
     const BlockWeights& w = blocks_[size_t(i)];
     const std::string p = "blocks." + std::to_string(i);
-    prog.add(layer_norm_step(p + ".norm1", w.norm1, BT, x, h));
-    tap(p + ".norm1", h, BT * D);
-    prog.add(linear_step(p + ".attn.qkv", w.qkv, BT, h, qkv, Epilogue::None));
-    for (Step& s : attention_steps(p + ".attn", B, T, H, c.head_dim(), qkv, heads, scores, attn)) prog.add(std::move(s));
-    prog.add(linear_step(p + ".attn.proj", w.proj, BT, attn, x, Epilogue::AddToDst));
-    prog.add(layer_norm_step(p + ".norm2", w.norm2, BT, x, h));
-    tap(p + ".norm2", h, BT * D);
-    prog.add(linear_step(p + ".mlp.fc1", w.fc1, BT, h, mlp, Epilogue::Gelu));
-    tap(p + ".mlp.fc1_gelu", mlp, BT * M);
-    prog.add(linear_step(p + ".mlp.fc2", w.fc2, BT, mlp, x, Epilogue::AddToDst));
-    tap(p, x, BT * D);
+    prog.add(layer_norm_step(p + ".norm1", w.norm1, BT, a.x, a.h));
+    tap(p + ".norm1", a.h, BT * D);
+    prog.add(linear_step(p + ".attn.qkv", w.qkv, BT, a.h, a.qkv, Epilogue::None));
+    for (Step& s : attention_steps(p + ".attn", B, T, H, c.head_dim(), a.qkv, a.heads, a.scores, a.attn))
+      prog.add(std::move(s));
+    prog.add(linear_step(p + ".attn.proj", w.proj, BT, a.attn, a.x, Epilogue::AddToDst));
+    prog.add(layer_norm_step(p + ".norm2", w.norm2, BT, a.x, a.h));
+    tap(p + ".norm2", a.h, BT * D);
+    prog.add(linear_step(p + ".mlp.fc1", w.fc1, BT, a.h, a.mlp, Epilogue::Gelu));
+    tap(p + ".mlp.fc1_gelu", a.mlp, BT * M);
+    prog.add(linear_step(p + ".mlp.fc2", w.fc2, BT, a.mlp, a.x, Epilogue::AddToDst));
+    tap(p, a.x, BT * D);
   }
 
   // x = self.norm(x)
-  const float* feats = x;
+  const float* feats = a.x;
   if (c.final_norm) {
-    prog.add(layer_norm_step("norm", norm_, BT, x, h));
-    tap("norm", h, BT * D);
-    feats = h;
+    prog.add(layer_norm_step("norm", norm_, BT, a.x, a.h));
+    tap("norm", a.h, BT * D);
+    feats = a.h;
   }
 
   // x = self.forward_head(x): pool (token 0, or the mean of the patch tokens), fc_norm, head.
-  {
-    Step s;
-    s.name = "pool";
-    const bool avg = c.global_pool == "avg", dist = c.dist_token;
-    s.host = [=] {
-      for (int64_t b = 0; b < B; ++b) {
-        float* o = pooled + b * D;
-        const float* f = feats + b * T * D;
-        if (dist) std::memcpy(pooled_dist + b * D, f + D, size_t(D) * 4);  // x[:, 1]
-        if (!avg) {
-          std::memcpy(o, f, size_t(D) * 4);  // x[:, 0]
-          continue;
-        }
-        for (int64_t d = 0; d < D; ++d) o[d] = 0.f;  // x[:, num_prefix_tokens:].mean(dim=1)
-        for (int64_t t = prefix; t < T; ++t)
-          for (int64_t d = 0; d < D; ++d) o[d] += f[t * D + d];
-        for (int64_t d = 0; d < D; ++d) o[d] /= float(T - prefix);
-      }
-    };
-    prog.add(std::move(s));
-  }
-  const float* head_in = pooled;
+  if (c.pool == Pool::Token) prog.add(select_token_step("pool", B, T, D, 0, feats, a.pooled));
+  else prog.add(mean_tokens_step("pool", B, T, D, prefix, feats, a.pooled));
+  const float* head_in = a.pooled;
   if (c.fc_norm) {
-    prog.add(layer_norm_step("fc_norm", fc_norm_, B, pooled, pooled_n));
-    head_in = pooled_n;
+    prog.add(layer_norm_step("fc_norm", fc_norm_, B, a.pooled, a.pooled_norm));
+    head_in = a.pooled_norm;
   }
-  prog.add(linear_step("head", head_, B, head_in, logits, Epilogue::None));
+  prog.add(linear_step("head", head_, B, head_in, a.logits, Epilogue::None));
   if (c.dist_token) {
     // DeiT distilled, eval: (head(x[:, 0]) + head_dist(x[:, 1])) / 2
-    prog.add(linear_step("head_dist", head_dist_, B, pooled_dist, logits_dist, Epilogue::None));
-    Step s;
-    s.name = "head.average";
-    s.host = [=] {
-      for (int64_t i = 0; i < B * C; ++i) logits[i] = 0.5f * (logits[i] + logits_dist[i]);
-    };
-    prog.add(std::move(s));
+    prog.add(select_token_step("pool_dist", B, T, D, 1, feats, a.pooled_dist));
+    prog.add(linear_step("head_dist", head_dist_, B, a.pooled_dist, a.logits_dist, Epilogue::None));
+    prog.add(average_step("head.average", B * C, a.logits_dist, a.logits));
   }
-  tap("logits", logits, B * C);
+  tap("logits", a.logits, B * C);
   return plan;
 }
 
 const float* ViT::Plan::run() const {
   program_.run();
-  return logits_;
+  return act_.logits;
 }
 
 ViT::Plan& ViT::plan(int64_t B) {
@@ -333,14 +287,14 @@ ViT::Plan& ViT::plan(int64_t B) {
 
 void ViT::forward(const float* images, int64_t B, float* logits) {
   Plan& p = plan(B);
-  std::memcpy(p.input(), images, size_t(B * 3 * cfg_.img_h * cfg_.img_w) * sizeof(float));
+  std::memcpy(p.input(), images, size_t(B * cfg_.input_floats()) * sizeof(float));
   std::memcpy(logits, p.run(), size_t(B * cfg_.classes) * sizeof(float));
 }
 
 void ViT::forward_with_taps(const float* images, int64_t B, const TapFn& tap) {
   Plan& p = plan(B);
-  std::memcpy(p.input(), images, size_t(B * 3 * cfg_.img_h * cfg_.img_w) * sizeof(float));
-  tap("input", p.input(), B * 3 * cfg_.img_h * cfg_.img_w);
+  std::memcpy(p.input(), images, size_t(B * cfg_.input_floats()) * sizeof(float));
+  tap("input", p.input(), B * cfg_.input_floats());
   const auto& steps = p.program().steps();
   size_t next_tap = 0;
   for (size_t i = 0; i < steps.size(); ++i) {

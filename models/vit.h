@@ -16,6 +16,9 @@ namespace vit {
 
 class Checkpoint;
 
+// The largest batch a Plan is made for.
+constexpr int64_t kMaxBatch = 4096;
+
 struct BlockWeights {
   LayerNormWeights norm1, norm2;  // [D]
   LinearWeights qkv;              // [3D, D]
@@ -42,12 +45,30 @@ class ViT {
   class Plan {
    public:
     int64_t batch() const { return B_; }
-    float* input() const { return input_; }   // [B, 3, H, W]: preprocess straight into it
-    const float* run() const;                 // one forward pass; returns logits [B, C] in the arena
+    float* input() const { return act_.input; }  // [B, 3, H, W]: preprocess straight into it
+    const float* run() const;                    // one forward pass; returns logits [B, C] in the arena
     const Program& program() const { return program_; }
 
    private:
     friend class ViT;
+    // One forward pass's activations. Sized and placed by one table (activation_table in vit.cpp).
+    struct Activations {
+      float* input;        // [B, 3, H, W]
+      float* patches;      // [B*N, C*P*P]
+      float* patch_embed;  // [B*N, D]
+      float* x;            // [B, T, D] residual stream
+      float* h;            // [B, T, D] normalized
+      float* attn;         // [B, T, D] heads concatenated
+      float* qkv;          // [B, T, 3, H, Dh]
+      float* heads;        // [3, B, H, T, Dh]
+      float* scores;       // [B, H, T, T]
+      float* mlp;          // [B, T, M]
+      float* pooled;       // [B, D]
+      float* pooled_norm;  // [B, D]
+      float* pooled_dist;  // [B, D]
+      float* logits;       // [B, C]
+      float* logits_dist;  // [B, C]
+    };
     struct Tap {
       size_t after_step;
       std::string name;
@@ -56,9 +77,8 @@ class ViT {
     };
     int64_t B_ = 0;
     Arena arena_;
+    Activations act_{};
     Program program_;
-    float* input_ = nullptr;
-    float* logits_ = nullptr;
     std::vector<Tap> taps_;
   };
   // Primitives are created for the calling thread's OpenMP thread count (set_threads).
@@ -80,6 +100,7 @@ class ViT {
  private:
   ViT() = default;
   void load_weights(Checkpoint& ck);
+  static BufferTable activation_table(const ViTConfig& c, int64_t B, Plan::Activations* a);
 
   ViTConfig cfg_;
   std::string source_;

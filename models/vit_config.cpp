@@ -1,5 +1,7 @@
-// Resolves a ViTConfig: tensor shapes first, then the config.json (timm or Hugging Face form), then
-// timm's defaults for the architecture. Conflicts between the config and the tensors are errors.
+// Resolves a ViTConfig in steps, each recording where its settings came from: the shape from the
+// tensors, timm's defaults for a known architecture, the config.json (timm or Hugging Face form), a
+// Hugging Face preprocessor_config.json, what nothing named, --img-size, and a final validation.
+// A config that contradicts the tensors is an error naming both.
 #include "vit_config.h"
 
 #include <spdlog/spdlog.h>
@@ -41,18 +43,17 @@ bool arch_defaults(const std::string& arch, ViTConfig* c) {
   c->arch = m[0];
   c->dist_token = m[3].matched;
   c->patch = std::stoi(m[4]);
-  c->img_h = c->img_w = std::stoi(m[5]);
-  c->pos_grid_h = c->pos_grid_w = c->img_h / c->patch;
   c->pre = PreprocessConfig{};
-  c->pre.height = c->pre.width = int(c->img_h);
+  c->pre.height = c->pre.width = std::stoi(m[5]);
+  c->pos_grid_h = c->pos_grid_w = c->img_h() / c->patch;
   c->pre.crop_pct = 0.9;
   c->pre.interpolation = Filter::Bicubic;
   if (family == "vit") {  // timm's ViTs use the Inception mean/std (0.5); DeiT the ImageNet ones
     c->pre.mean = {0.5f, 0.5f, 0.5f};
     c->pre.std = {0.5f, 0.5f, 0.5f};
-    if (c->img_h >= 384) {
+    if (c->img_h() >= 384) {
       c->pre.crop_pct = 1.0;
-      c->pre.crop_mode = "squash";
+      c->pre.crop_mode = CropMode::Squash;
     }
   }
   return true;
@@ -63,77 +64,204 @@ T get_as(const json& j, const char* key, const std::string& where) {
   try {
     return j.at(key).get<T>();
   } catch (const json::exception&) {
-    throw Error(where + ": '" + key + "' has the wrong type: " + j.at(key).dump());
+    throw Error(where, "'" + std::string(key) + "' has the wrong type: " + j.at(key).dump());
   }
 }
+
+bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
 std::array<float, 3> triple(const json& j, const char* key, const std::string& where) {
   const auto v = get_as<std::vector<float>>(j, key, where);
   if (v.size() == 1) return {v[0], v[0], v[0]};
-  if (v.size() != 3) throw Error(where + ": '" + key + "' needs 3 values, got " + std::to_string(v.size()));
+  if (v.size() != 3) throw Error(where, "'" + std::string(key) + "' needs 3 values, got " + std::to_string(v.size()));
   return {v[0], v[1], v[2]};
 }
 
+void set_input_size(ViTConfig* c, int64_t h, int64_t w, const std::string& where) {
+  if (h <= 0 || w <= 0 || h > kMaxInputSize || w > kMaxInputSize)
+    throw Error(where, "input size " + std::to_string(h) + "x" + std::to_string(w) + " is out of range (1 to " +
+                           std::to_string(kMaxInputSize) + ")");
+  c->pre.height = int(h);
+  c->pre.width = int(w);
+}
+
+// Values a config repeats must agree with the tensors: {key, field, what the tensors call it}.
+struct IntFact {
+  const char* key;
+  int64_t ViTConfig::*field;
+  const char* what;
+};
+struct BoolFact {
+  const char* key;
+  bool ViTConfig::*field;
+  const char* what;
+};
+const IntFact kTimmTop[] = {{"num_classes", &ViTConfig::classes, "a head of"}};
+const IntFact kTimmInts[] = {{"patch_size", &ViTConfig::patch, "patch size"},  {"embed_dim", &ViTConfig::width, "width"},
+                             {"depth", &ViTConfig::depth, "depth"},           {"in_chans", &ViTConfig::in_chans, "input channels"},
+                             {"num_classes", &ViTConfig::classes, "a head of"}};
+const BoolFact kTimmBools[] = {{"class_token", &ViTConfig::class_token, "cls_token"},
+                               {"qkv_bias", &ViTConfig::qkv_bias, "qkv biases"},
+                               {"fc_norm", &ViTConfig::fc_norm, "fc_norm"}};
+const IntFact kHfInts[] = {{"hidden_size", &ViTConfig::width, "width"},
+                           {"num_hidden_layers", &ViTConfig::depth, "depth"},
+                           {"intermediate_size", &ViTConfig::mlp, "MLP width"},
+                           {"patch_size", &ViTConfig::patch, "patch size"},
+                           {"num_channels", &ViTConfig::in_chans, "input channels"}};
+const BoolFact kHfBools[] = {{"qkv_bias", &ViTConfig::qkv_bias, "query/key/value biases"}};
+
+template <size_t N>
+void check_ints(const json& j, const IntFact (&facts)[N], const std::string& where, const std::string& file,
+                const ViTConfig& c) {
+  for (const IntFact& f : facts) {
+    if (!has(j, f.key)) continue;
+    const json& v = j[f.key];
+    const int64_t want = v.is_array() && !v.empty() ? get_as<std::vector<int64_t>>(j, f.key, where).front()
+                                                    : get_as<int64_t>(j, f.key, where);
+    if (want != c.*f.field)
+      throw Error(where, std::string(f.key) + " is " + std::to_string(want) + ", but " + file + " has " + f.what + " " +
+                             std::to_string(c.*f.field));
+  }
+}
+
+template <size_t N>
+void check_bools(const json& j, const BoolFact (&facts)[N], const std::string& where, const std::string& file,
+                 const ViTConfig& c) {
+  for (const BoolFact& f : facts)
+    if (has(j, f.key) && get_as<bool>(j, f.key, where) != c.*f.field)
+      throw Error(where, std::string(f.key) + " is " + j[f.key].dump() + ", but " + file +
+                             (c.*f.field ? " has " : " has no ") + f.what);
+}
+
+// Step 1: the shape, always from the tensors.
+void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
+  const std::string& file = ck.path();
+  const auto pw = ck.shape("patch_embed.proj.weight");  // [D, C, P, P]
+  if (pw.size() != 4 || pw[2] != pw[3])
+    throw Error(file, "patch_embed.proj.weight has shape " + shape_string(pw) + ", expected [D, C, P, P]");
+  c->width = pw[0];
+  c->in_chans = pw[1];
+  c->patch = pw[2];
+  if (c->in_chans != 3) throw Error(file, "the model takes " + std::to_string(c->in_chans) + " channels, not RGB");
+  c->depth = ck.count_blocks();
+  if (c->depth == 0) throw Error(file, "missing tensor blocks.0.norm1.weight (no encoder blocks)");
+  c->mlp = ck.shape("blocks.0.mlp.fc1.weight")[0];
+  if (!ck.has("head.weight")) throw Error(file, "missing tensor head.weight (a model without a classifier head)");
+  c->classes = ck.shape("head.weight")[0];
+  c->class_token = ck.has("cls_token");
+  c->dist_token = ck.has("dist_token");
+  c->final_norm = ck.has("norm.weight");
+  c->fc_norm = ck.has("fc_norm.weight");
+  c->qkv_bias = ck.has("blocks.0.attn.qkv.bias");
+  c->patch_bias = ck.has("patch_embed.proj.bias");
+  c->pool = c->class_token ? Pool::Token : Pool::Avg;
+  c->stored_as = std::string(layout_name(ck.layout())) + " names, " + ck.dtypes();
+  for (const char* k : {"patch", "width", "depth", "mlp", "classes", "tokens", "norms"})
+    c->origin[k] = "file (tensor shapes)";
+  c->origin["pool"] = c->class_token ? "default (class token present)" : "default (no class token)";
+  c->origin["eps"] = "default";
+  c->origin["labels"] = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
+}
+
+// Step 3a: a timm config (timm's save_config_for_hf): architecture, num_classes, global_pool,
+// model_args, pretrained_cfg (the eval preprocessing), label_names.
 void apply_pretrained_cfg(const json& p, const std::string& where, ViTConfig* c) {
   if (p.contains("input_size")) {
     const auto s = get_as<std::vector<int64_t>>(p, "input_size", where);
-    if (s.size() != 3 || s[0] != 3 || s[1] <= 0 || s[2] <= 0)
-      throw Error(where + ": input_size must be [3, H, W], got " + p["input_size"].dump());
-    c->img_h = s[1];
-    c->img_w = s[2];
+    if (s.size() != 3 || s[0] != 3)
+      throw Error(where, "input_size must be [3, H, W], got " + p["input_size"].dump());
+    set_input_size(c, s[1], s[2], where);
   }
   if (p.contains("interpolation"))
     c->pre.interpolation = filter_from_name(get_as<std::string>(p, "interpolation", where));
-  if (p.contains("crop_pct") && !p["crop_pct"].is_null()) {
+  if (has(p, "crop_pct")) {
     c->pre.crop_pct = get_as<double>(p, "crop_pct", where);
     if (!(c->pre.crop_pct > 0.0 && c->pre.crop_pct <= 4.0))
-      throw Error(where + ": crop_pct must be in (0, 4], got " + p["crop_pct"].dump());
+      throw Error(where, "crop_pct must be in (0, 4], got " + p["crop_pct"].dump());
   }
-  if (p.contains("crop_mode")) {
-    c->pre.crop_mode = get_as<std::string>(p, "crop_mode", where);
-    if (c->pre.crop_mode != "center" && c->pre.crop_mode != "squash")
-      throw Error(where + ": crop_mode '" + c->pre.crop_mode + "' is not supported (center or squash)");
+  try {
+    if (p.contains("crop_mode")) c->pre.crop_mode = crop_mode_from_name(get_as<std::string>(p, "crop_mode", where));
+  } catch (const Error& e) {
+    throw Error(where, e.problem());
   }
   if (p.contains("mean")) c->pre.mean = triple(p, "mean", where);
   if (p.contains("std")) {
     c->pre.std = triple(p, "std", where);
     for (float s : c->pre.std)
-      if (!(s > 0.f)) throw Error(where + ": std values must be positive");
+      if (!(s > 0.f)) throw Error(where, "std values must be positive");
   }
+  c->origin["input size"] = c->origin["preprocessing"] = where;
 }
 
-void apply_timm_config(const json& j, const std::string& where, ViTConfig* c) {
-  if (j.contains("global_pool")) c->global_pool = get_as<std::string>(j, "global_pool", where);
-  if (j.contains("model_args")) {
-    const json& a = j["model_args"];
-    if (!a.is_object()) throw Error(where + ": model_args is not an object");
-    if (a.contains("num_heads")) c->heads = get_as<int64_t>(a, "num_heads", where);
-    if (a.contains("global_pool")) c->global_pool = get_as<std::string>(a, "global_pool", where);
+bool apply_timm_config(const json& j, const std::string& where, const std::string& file, ViTConfig* c) {
+  check_ints(j, kTimmTop, where, file, *c);
+  const json* args = j.contains("model_args") ? &j["model_args"] : nullptr;
+  if (args && !args->is_object()) throw Error(where, "model_args is not an object");
+  bool heads_given = false;
+  if (args) {
+    const json& a = *args;
+    check_ints(a, kTimmInts, where, file, *c);
+    check_bools(a, kTimmBools, where, file, *c);
+    if (has(a, "mlp_ratio") && int64_t(std::llround(get_as<double>(a, "mlp_ratio", where) * double(c->width))) != c->mlp)
+      throw Error(where, "mlp_ratio is " + a["mlp_ratio"].dump() + ", but " + file + " has MLP width " +
+                             std::to_string(c->mlp) + " for width " + std::to_string(c->width));
+    if (has(a, "reg_tokens") && get_as<int64_t>(a, "reg_tokens", where) != 0)
+      throw Error(where, "reg_tokens (register tokens) are not supported");
+    if (a.contains("num_heads")) {
+      c->heads = get_as<int64_t>(a, "num_heads", where);
+      c->origin["heads"] = where;
+      heads_given = true;
+    }
     if (a.contains("no_embed_class")) c->no_embed_class = get_as<bool>(a, "no_embed_class", where);
     if (a.contains("img_size")) {
       const auto v = a["img_size"].is_array() ? get_as<std::vector<int64_t>>(a, "img_size", where)
                                               : std::vector<int64_t>(2, get_as<int64_t>(a, "img_size", where));
-      if (v.size() != 2) throw Error(where + ": img_size must be a size or [H, W], got " + a["img_size"].dump());
-      c->img_h = v[0];
-      c->img_w = v[1];
+      if (v.size() != 2) throw Error(where, "img_size must be a size or [H, W], got " + a["img_size"].dump());
+      set_input_size(c, v[0], v[1], where);
+      c->origin["input size"] = where;
     }
   }
+  for (const json* level : {&j, args})
+    if (level && level->contains("global_pool")) {
+      try {
+        c->pool = pool_from_name(get_as<std::string>(*level, "global_pool", where));
+      } catch (const Error& e) {
+        throw Error(where, e.problem());
+      }
+      c->origin["pool"] = where;
+    }
   if (j.contains("pretrained_cfg")) apply_pretrained_cfg(j["pretrained_cfg"], where, c);
   if (j.contains("label_names")) c->labels = get_as<std::vector<std::string>>(j, "label_names", where);
+  return heads_given;
 }
 
-void apply_hf_config(const json& j, const std::string& where, ViTConfig* c) {
-  if (j.contains("num_attention_heads")) c->heads = get_as<int64_t>(j, "num_attention_heads", where);
-  if (j.contains("layer_norm_eps")) c->eps = get_as<float>(j, "layer_norm_eps", where);
-  if (j.contains("image_size")) c->img_h = c->img_w = get_as<int64_t>(j, "image_size", where);
+// Step 3b: a Hugging Face config (ViTForImageClassification): heads, eps, image_size, id2label; its
+// preprocessing defaults are ViTImageProcessor's (resize straight to the input size, bilinear, 0.5).
+bool apply_hf_config(const json& j, const std::string& where, const std::string& file, ViTConfig* c) {
+  check_ints(j, kHfInts, where, file, *c);
+  check_bools(j, kHfBools, where, file, *c);
+  const bool heads_given = j.contains("num_attention_heads");
+  if (heads_given) {
+    c->heads = get_as<int64_t>(j, "num_attention_heads", where);
+    c->origin["heads"] = where;
+  }
+  if (j.contains("layer_norm_eps")) {
+    c->eps = get_as<float>(j, "layer_norm_eps", where);
+    c->origin["eps"] = where;
+  }
+  if (j.contains("image_size")) {
+    const int64_t s = get_as<int64_t>(j, "image_size", where);
+    set_input_size(c, s, s, where);
+    c->origin["input size"] = where;
+  }
   if (j.contains("hidden_act") && get_as<std::string>(j, "hidden_act", where) != "gelu")
-    throw Error(where + ": hidden_act '" + j["hidden_act"].get<std::string>() + "' is not supported (gelu)");
-  // ViTImageProcessor's defaults: resize straight to the input size (bilinear), rescale, mean = std = 0.5.
-  c->pre.crop_mode = "squash";
+    throw Error(where, "hidden_act '" + j["hidden_act"].get<std::string>() + "' is not supported (gelu)");
+  c->pre.crop_mode = CropMode::Squash;
   c->pre.crop_pct = 1.0;
   c->pre.interpolation = Filter::Bilinear;
   c->pre.mean = {0.5f, 0.5f, 0.5f};
   c->pre.std = {0.5f, 0.5f, 0.5f};
+  c->origin["preprocessing"] = "default (Hugging Face ViTImageProcessor's)";
   if (j.contains("id2label")) {
     const json& m = j["id2label"];
     c->labels.assign(m.size(), "");
@@ -142,69 +270,19 @@ void apply_hf_config(const json& j, const std::string& where, ViTConfig* c) {
       try {
         i = std::stoul(k);
       } catch (const std::exception&) {
-        throw Error(where + ": id2label key '" + k + "' is not a class index");
+        throw Error(where, "id2label key '" + k + "' is not a class index");
       }
-      if (i >= c->labels.size()) throw Error(where + ": id2label has index " + k + " past its size");
+      if (i >= c->labels.size()) throw Error(where, "id2label has index " + k + " past its size");
       c->labels[i] = v.is_string() ? v.get<std::string>() : v.dump();
     }
   }
+  return heads_given;
 }
 
-// A config value that must agree with what the tensors say.
-void check_int(const json& j, const char* key, int64_t have, const std::string& where, const std::string& file,
-               const std::string& what) {
-  if (!j.contains(key) || j[key].is_null()) return;
-  const json& v = j[key];
-  const int64_t want = v.is_array() && !v.empty() ? get_as<std::vector<int64_t>>(j, key, where).front()
-                                                  : get_as<int64_t>(j, key, where);
-  if (want != have)
-    throw Error(where + ": " + key + " is " + std::to_string(want) + ", but " + file + " has " + what + " " +
-                std::to_string(have));
-}
-
-void check_bool(const json& j, const char* key, bool have, const std::string& where, const std::string& file,
-                const std::string& what) {
-  if (!j.contains(key) || j[key].is_null()) return;
-  if (get_as<bool>(j, key, where) != have)
-    throw Error(where + ": " + key + " is " + j[key].dump() + ", but " + file + (have ? " has " : " has no ") + what);  // what: a tensor name
-}
-
-// timm's model_args (and num_classes) against the tensors.
-void check_timm_args(const json& j, const std::string& where, const std::string& file, const ViTConfig& c) {
-  check_int(j, "num_classes", c.classes, where, file, "a head of");
-  if (!j.contains("model_args")) return;
-  const json& a = j["model_args"];
-  check_int(a, "patch_size", c.patch, where, file, "patch size");
-  check_int(a, "embed_dim", c.width, where, file, "width");
-  check_int(a, "depth", c.depth, where, file, "depth");
-  check_int(a, "in_chans", c.in_chans, where, file, "input channels");
-  check_int(a, "num_classes", c.classes, where, file, "a head of");
-  check_bool(a, "class_token", c.class_token, where, file, "cls_token");
-  check_bool(a, "qkv_bias", c.qkv_bias, where, file, "qkv biases");
-  check_bool(a, "fc_norm", c.fc_norm, where, file, "fc_norm");
-  if (a.contains("mlp_ratio") && !a["mlp_ratio"].is_null()) {
-    const double r = get_as<double>(a, "mlp_ratio", where);
-    if (int64_t(std::llround(r * double(c.width))) != c.mlp)
-      throw Error(where + ": mlp_ratio is " + a["mlp_ratio"].dump() + ", but " + file + " has MLP width " +
-                  std::to_string(c.mlp) + " for width " + std::to_string(c.width));
-  }
-  if (a.contains("reg_tokens") && !a["reg_tokens"].is_null() && get_as<int64_t>(a, "reg_tokens", where) != 0)
-    throw Error(where + ": reg_tokens (register tokens) are not supported");
-}
-
-void check_hf_args(const json& j, const std::string& where, const std::string& file, const ViTConfig& c) {
-  check_int(j, "hidden_size", c.width, where, file, "width");
-  check_int(j, "num_hidden_layers", c.depth, where, file, "depth");
-  check_int(j, "intermediate_size", c.mlp, where, file, "MLP width");
-  check_int(j, "patch_size", c.patch, where, file, "patch size");
-  check_int(j, "num_channels", c.in_chans, where, file, "input channels");
-  check_bool(j, "qkv_bias", c.qkv_bias, where, file, "query/key/value biases");
-}
-
-// Hugging Face preprocessor_config.json (ViTImageProcessor and its relatives): resize, optional center
-// crop, rescale and normalize, folded into timm's form.
+// Step 4: a Hugging Face preprocessor_config.json (ViTImageProcessor and its relatives): resize,
+// optional center crop, rescale and normalize, folded into timm's form.
 void apply_hf_preprocessor(const json& p, const std::string& where, ViTConfig* c) {
-  if (!p.is_object()) throw Error(where + ": not a JSON object");
+  if (!p.is_object()) throw Error(where, "not a JSON object");
   const auto flag = [&](const char* key, bool dflt) { return p.contains(key) ? get_as<bool>(p, key, where) : dflt; };
   // size / crop_size: an int, {"height", "width"} or {"shortest_edge"}.
   const auto dims = [&](const char* key, int64_t* h, int64_t* w, int64_t* shortest) {
@@ -214,50 +292,50 @@ void apply_hf_preprocessor(const json& p, const std::string& where, ViTConfig* c
     else if (v.is_object() && v.contains("height") && v.contains("width"))
       *h = get_as<int64_t>(v, "height", where), *w = get_as<int64_t>(v, "width", where);
     else if (v.is_object() && v.contains("shortest_edge")) *shortest = get_as<int64_t>(v, "shortest_edge", where);
-    else throw Error(where + ": '" + key + "' is neither a size nor {height, width} nor {shortest_edge}: " + v.dump());
+    else throw Error(where, "'" + std::string(key) + "' is neither a size nor {height, width} nor {shortest_edge}: " + v.dump());
     if (*h < 0 || *w < 0 || *shortest < 0 || (*h == 0 && *w == 0 && *shortest == 0) || *h > 65536 ||
         *w > 65536 || *shortest > 65536)
-      throw Error(where + ": '" + key + "' is out of range: " + v.dump());
+      throw Error(where, "'" + std::string(key) + "' is out of range: " + v.dump());
   };
-  if (!flag("do_resize", true)) throw Error(where + ": do_resize false is not supported (the model needs a fixed size)");
+  if (!flag("do_resize", true)) throw Error(where, "do_resize false is not supported (the model needs a fixed size)");
   int64_t h = 0, w = 0, shortest = 0;
   if (p.contains("size")) dims("size", &h, &w, &shortest);
-  else h = w = c->img_h;
+  else h = w = c->img_h();
   int64_t ch = h, cw = w, cs = 0;
   if (flag("do_center_crop", false)) {
-    if (!p.contains("crop_size")) throw Error(where + ": do_center_crop without crop_size");
+    if (!p.contains("crop_size")) throw Error(where, "do_center_crop without crop_size");
     dims("crop_size", &ch, &cw, &cs);
-    if (cs) throw Error(where + ": crop_size must be a size or {height, width}");
+    if (cs) throw Error(where, "crop_size must be a size or {height, width}");
   } else if (shortest) {
-    throw Error(where + ": size {shortest_edge} without a center crop gives no fixed input size");
+    throw Error(where, "size {shortest_edge} without a center crop gives no fixed input size");
   }
-  if (h != w || ch != cw) throw Error(where + ": only square sizes are supported, got " + p.at("size").dump());
-  c->pre.crop_mode = shortest ? "center" : "squash";
+  if (h != w || ch != cw) throw Error(where, "only square sizes are supported, got " + p.at("size").dump());
+  c->pre.crop_mode = shortest ? CropMode::Center : CropMode::Squash;
   c->pre.resize = int(shortest ? shortest : h);
   c->pre.crop_pct = double(ch) / double(c->pre.resize);
-  c->img_h = ch;
-  c->img_w = cw;
+  set_input_size(c, ch, cw, where);
   if (p.contains("resample")) {
     static const Filter kPil[] = {Filter::Nearest, Filter::Lanczos, Filter::Bilinear, Filter::Bicubic, Filter::Box,
                                   Filter::Hamming};
     const int64_t r = get_as<int64_t>(p, "resample", where);
-    if (r < 0 || r > 5) throw Error(where + ": resample " + std::to_string(r) + " is not a PIL filter (0 to 5)");
+    if (r < 0 || r > 5) throw Error(where, "resample " + std::to_string(r) + " is not a PIL filter (0 to 5)");
     c->pre.interpolation = kPil[r];
   }
   const double scale = flag("do_rescale", true)
                            ? (p.contains("rescale_factor") ? get_as<double>(p, "rescale_factor", where) : 1.0 / 255)
                            : 1.0;
-  if (!(scale > 0)) throw Error(where + ": rescale_factor must be positive");
+  if (!(scale > 0)) throw Error(where, "rescale_factor must be positive");
   std::array<float, 3> mean{0.5f, 0.5f, 0.5f}, std{0.5f, 0.5f, 0.5f};
   if (p.contains("image_mean")) mean = triple(p, "image_mean", where);
   if (p.contains("image_std")) std = triple(p, "image_std", where);
   if (!flag("do_normalize", true)) mean = {0, 0, 0}, std = {1, 1, 1};
   // (x * scale - m) / s == (x / 255 - m / (255 scale)) / (s / (255 scale))
-  for (int i = 0; i < 3; ++i) {
-    if (!(std[size_t(i)] > 0)) throw Error(where + ": image_std values must be positive");
-    c->pre.mean[size_t(i)] = float(mean[size_t(i)] / (255.0 * scale));
-    c->pre.std[size_t(i)] = float(std[size_t(i)] / (255.0 * scale));
+  for (size_t i = 0; i < 3; ++i) {
+    if (!(std[i] > 0)) throw Error(where, "image_std values must be positive");
+    c->pre.mean[i] = float(mean[i] / (255.0 * scale));
+    c->pre.std[i] = float(std[i] / (255.0 * scale));
   }
+  c->origin["preprocessing"] = c->origin["input size"] = where;
 }
 
 int64_t isqrt_exact(int64_t n) {
@@ -265,7 +343,49 @@ int64_t isqrt_exact(int64_t n) {
   return r * r == n ? r : -1;
 }
 
+// Step 5: the position table's grid, from its tensor. Without a class slot in it, the table covers the
+// patches only (timm's no_embed_class).
+void position_grid(const Checkpoint& ck, ViTConfig* c) {
+  const std::string& file = ck.path();
+  const auto pe = ck.shape("pos_embed");
+  if (pe.size() != 3 || pe[0] != 1 || pe[2] != c->width)
+    throw Error(file, "pos_embed has shape " + shape_string(pe) + ", expected [1, T, " + std::to_string(c->width) + "]");
+  int64_t g = c->no_embed_class ? isqrt_exact(pe[1]) : isqrt_exact(pe[1] - c->prefix_tokens());
+  if (g < 0 && !c->no_embed_class && c->prefix_tokens() > 0 && isqrt_exact(pe[1]) > 0) {
+    c->no_embed_class = true;
+    g = isqrt_exact(pe[1]);
+  }
+  if (g <= 0)
+    throw Error(file, "pos_embed of " + std::to_string(pe[1]) + " positions is not a square grid plus " +
+                          std::to_string(c->prefix_tokens()) + " prefix tokens");
+  c->pos_grid_h = c->pos_grid_w = g;
+}
+
+// Step 8: what must hold whatever the sources said. `where` names the config, else the model file.
+void validate(const ViTConfig& c, const std::string& where, const std::string& file, bool img_size_given) {
+  if (c.heads <= 0 || c.width % c.heads != 0)
+    throw Error(where, std::to_string(c.heads) + " heads do not divide width " + std::to_string(c.width));
+  if (c.img_h() % c.patch || c.img_w() % c.patch)
+    throw Error(img_size_given ? "--img-size" : where, "input size " + std::to_string(c.img_h()) + "x" +
+                                                           std::to_string(c.img_w()) +
+                                                           " is not a multiple of the patch size " + std::to_string(c.patch));
+  if (c.pool == Pool::Token && !c.class_token)
+    throw Error(file, "global_pool 'token' needs a class token, and the checkpoint has no cls_token");
+  if (!c.labels.empty() && int64_t(c.labels.size()) != c.classes)
+    throw Error(where, std::to_string(c.labels.size()) + " labels for " + std::to_string(c.classes) + " classes");
+}
+
 }  // namespace
+
+int64_t default_heads(int64_t width) { return std::max<int64_t>(1, width / 64); }
+
+Pool pool_from_name(const std::string& name) {
+  if (name == "token") return Pool::Token;
+  if (name == "avg") return Pool::Avg;
+  throw Error("global_pool '" + name + "' is not supported (token or avg)");
+}
+
+const char* pool_name(Pool p) { return p == Pool::Token ? "token" : "avg"; }
 
 std::vector<std::string> known_archs() {
   return {"vit_tiny_patch16_224",  "vit_small_patch16_224", "vit_base_patch16_224", "vit_base_patch32_224",
@@ -284,84 +404,61 @@ ViTConfig config_for_arch(const std::string& arch) {
   return c;
 }
 
+int64_t ViTConfig::parameters() const {
+  const int64_t D = width, norm = 2 * D;
+  const int64_t block = 2 * norm + 3 * D * D + (qkv_bias ? 3 * D : 0) + D * D + D + 2 * D * mlp + mlp + D;
+  const int64_t head = D * classes + classes;
+  return D * in_chans * patch * patch + (patch_bias ? D : 0) + prefix_tokens() * D + pos_len() * D + depth * block +
+         (final_norm ? norm : 0) + (fc_norm ? norm : 0) + head * (dist_token ? 2 : 1);
+}
+
 std::string ViTConfig::summary() const {
   return (arch.empty() ? std::string("ViT") : arch) + ": patch " + std::to_string(patch) + ", width " +
          std::to_string(width) + ", depth " + std::to_string(depth) + ", heads " + std::to_string(heads) +
          ", mlp " + std::to_string(mlp) + ", classes " + std::to_string(classes) + ", input " +
-         std::to_string(img_h) + "x" + std::to_string(img_w) + ", tokens " + std::to_string(tokens()) +
-         ", pool " + global_pool + (dist_token ? ", distilled" : "");
+         std::to_string(img_h()) + "x" + std::to_string(img_w()) + ", tokens " + std::to_string(tokens()) +
+         ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "");
 }
 
 ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
-  ViTConfig c;
   const std::string& file = ck.path();
   const json* config = src.config;
-  const std::string& config_name = src.config_name;
-  if (config && !config->is_object()) throw Error(config_name + ": not a JSON object");
-  const bool hf_config = config && (config->contains("model_type") || config->contains("architectures"));
-  std::string arch;
-  if (config && !hf_config && config->contains("architecture"))
-    arch = get_as<std::string>(*config, "architecture", config_name);
-  else if (!config)
-    arch = src.name_hint;
-  const bool known = !arch.empty() && arch_defaults(arch, &c);
-  if (!known) c.pre = PreprocessConfig{};
-  bool heads_given = known;
-  const std::string arch_origin = "timm's defaults for " + c.arch;
+  const std::string where = config ? src.config_name : file;
+  if (config && !config->is_object()) throw Error(where, "not a JSON object");
+  const bool hf = config && (config->contains("model_type") || config->contains("architectures"));
 
-  // The shapes: always from the tensors.
-  const auto pw = ck.shape("patch_embed.proj.weight");  // [D, C, P, P]
-  if (pw.size() != 4 || pw[2] != pw[3])
-    throw Error(file + ": patch_embed.proj.weight has shape " + shape_to_string(pw) + ", expected [D, C, P, P]");
-  c.width = pw[0];
-  c.in_chans = pw[1];
-  c.patch = pw[2];
-  if (c.in_chans != 3) throw Error(file + ": the model takes " + std::to_string(c.in_chans) + " channels, not RGB");
-  c.depth = ck.count_blocks();
-  if (c.depth == 0) throw Error(file + ": missing tensor blocks.0.norm1.weight (no encoder blocks)");
-  c.mlp = ck.shape("blocks.0.mlp.fc1.weight")[0];
-  if (!ck.has("head.weight")) throw Error(file + ": missing tensor head.weight (a model without a classifier head)");
-  c.classes = ck.shape("head.weight")[0];
-  c.class_token = ck.has("cls_token");
-  c.dist_token = ck.has("dist_token");
-  c.final_norm = ck.has("norm.weight");
-  c.fc_norm = ck.has("fc_norm.weight");
-  c.qkv_bias = ck.has("blocks.0.attn.qkv.bias");
-  c.global_pool = c.class_token ? "token" : "avg";
-  for (const char* k : {"patch", "width", "depth", "mlp", "classes", "tokens", "norms"})
-    c.origin[k] = "file (tensor shapes)";
-  c.origin["pool"] = c.class_token ? "default (class token present)" : "default (no class token)";
+  // Step 2: timm's defaults for an architecture named by a timm config, or with no config by the file name.
+  ViTConfig c;
+  std::string arch;
+  if (config && !hf && config->contains("architecture")) arch = get_as<std::string>(*config, "architecture", where);
+  else if (!config) arch = src.name_hint;
+  const bool known = !arch.empty() && arch_defaults(arch, &c);
+  const std::string arch_origin = "timm's defaults for " + c.arch;
+  shape_from_tensors(ck, &c);
   c.origin["heads"] = known ? arch_origin : "default (width / 64)";
-  c.origin["eps"] = "default";
   c.origin["input size"] = known ? arch_origin : "file (position table grid)";
   c.origin["preprocessing"] = known ? arch_origin : "default (timm's ImageNet defaults)";
-  c.origin["labels"] = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
 
-  if (hf_config) {
-    check_hf_args(*config, config_name, file, c);
-    apply_hf_config(*config, config_name, &c);
-    heads_given = config->contains("num_attention_heads");
-    if (heads_given) c.origin["heads"] = config_name;
-    if (config->contains("layer_norm_eps")) c.origin["eps"] = config_name;
-    if (config->contains("image_size")) c.origin["input size"] = config_name;
-    c.origin["preprocessing"] = "default (Hugging Face ViTImageProcessor's)";
+  // Step 3: the config.json.
+  bool heads_given = known, size_given = known;
+  if (hf) {
+    heads_given = apply_hf_config(*config, where, file, &c);
+    size_given = true;
   } else if (config) {
-    check_timm_args(*config, config_name, file, c);
-    apply_timm_config(*config, config_name, &c);
-    const bool args = config->contains("model_args");
-    heads_given = known || (args && (*config)["model_args"].contains("num_heads"));
-    if (args && (*config)["model_args"].contains("num_heads")) c.origin["heads"] = config_name;
-    if (config->contains("global_pool") || (args && (*config)["model_args"].contains("global_pool")))
-      c.origin["pool"] = config_name;
-    if (config->contains("pretrained_cfg")) c.origin["input size"] = c.origin["preprocessing"] = config_name;
-    if (args && (*config)["model_args"].contains("img_size")) c.origin["input size"] = config_name;
+    heads_given = apply_timm_config(*config, where, file, &c) || known;
+    size_given = known || config->contains("pretrained_cfg") ||
+                 (config->contains("model_args") && (*config)["model_args"].contains("img_size"));
   }
-  if (config && !c.labels.empty()) c.origin["labels"] = config_name;
+  if (config && !c.labels.empty()) c.origin["labels"] = where;
+
+  // Step 4: a Hugging Face preprocessor_config.json.
   if (src.preprocessor) {
     apply_hf_preprocessor(*src.preprocessor, src.preprocessor_name, &c);
-    c.origin["preprocessing"] = c.origin["input size"] = src.preprocessor_name;
+    size_given = true;
   }
-  if (!heads_given) c.heads = std::max<int64_t>(1, c.width / 64);
+
+  // Step 5: what nothing named.
+  if (!heads_given) c.heads = default_heads(c.width);
   if (!config && ck.layout() == CheckpointLayout::Torchvision) {
     // torchvision's ViT weights are evaluated with a bilinear resize to 256 and a 224 center crop.
     c.pre.interpolation = Filter::Bilinear;
@@ -372,53 +469,21 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
     spdlog::warn("{}: no config.json beside the model and no --config: using {} (heads {}, eps 1e-6, {} pooling, "
                  "{} resize, crop_pct {}, mean {:.3f},{:.3f},{:.3f})",
                  file,
-                 known ? "timm's defaults for " + c.arch
+                 known ? arch_origin
                        : ck.layout() == CheckpointLayout::Torchvision ? "torchvision's defaults" : "generic defaults",
-                 c.heads, c.global_pool,
-                 filter_name(c.pre.interpolation), c.pre.crop_pct, c.pre.mean[0], c.pre.mean[1], c.pre.mean[2]);
-  if (c.heads <= 0 || c.width % c.heads != 0)
-    throw Error(config_name + ": " + std::to_string(c.heads) + " heads do not divide width " + std::to_string(c.width));
+                 c.heads, pool_name(c.pool), filter_name(c.pre.interpolation), c.pre.crop_pct, c.pre.mean[0],
+                 c.pre.mean[1], c.pre.mean[2]);
+  position_grid(ck, &c);
+  if (!size_given) set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
 
-  // The position table says which grid it was trained at.
-  const auto pe = ck.shape("pos_embed");
-  if (pe.size() != 3 || pe[0] != 1 || pe[2] != c.width)
-    throw Error(file + ": pos_embed has shape " + shape_to_string(pe) + ", expected [1, T, " +
-                std::to_string(c.width) + "]");
-  int64_t g = c.no_embed_class ? isqrt_exact(pe[1]) : isqrt_exact(pe[1] - c.prefix_tokens());
-  if (g < 0 && !c.no_embed_class && c.prefix_tokens() > 0 && isqrt_exact(pe[1]) > 0) {
-    c.no_embed_class = true;  // the table covers patches only (timm no_embed_class)
-    g = isqrt_exact(pe[1]);
-  }
-  if (g <= 0)
-    throw Error(file + ": pos_embed of " + std::to_string(pe[1]) + " positions is not a square grid plus " +
-                std::to_string(c.prefix_tokens()) + " prefix tokens");
-  c.pos_grid_h = c.pos_grid_w = g;
-  // No input size named (by an architecture, a timm pretrained_cfg or a Hugging Face config): the grid's.
-  if (!known && !hf_config && !src.preprocessor && !(config && config->contains("pretrained_cfg")))
-    c.img_h = c.img_w = g * c.patch;
+  // Step 6: --img-size, with the same crop_pct (or Hugging Face resize ratio) at the new size, as timm's.
   if (src.img_size > 0) {
-    // timm's --img-size: the same crop_pct (or Hugging Face resize ratio) at the new size.
-    if (c.pre.resize > 0) c.pre.resize = int(std::llround(double(c.pre.resize) * double(src.img_size) / double(c.img_h)));
-    c.img_h = c.img_w = src.img_size;
+    if (c.pre.resize > 0) c.pre.resize = int(std::llround(double(c.pre.resize) * double(src.img_size) / double(c.img_h())));
+    set_input_size(&c, src.img_size, src.img_size, "--img-size");
     c.origin["input size"] = "--img-size";
   }
-  if (c.img_h <= 0 || c.img_w <= 0 || c.img_h > 8192 || c.img_w > 8192)
-    throw Error(config_name + ": input size " + std::to_string(c.img_h) + "x" + std::to_string(c.img_w) +
-                " is out of range (1 to 8192)");
-  if (c.img_h % c.patch || c.img_w % c.patch)
-    throw Error((src.img_size > 0 ? std::string("--img-size") : config_name) + ": input size " +
-                std::to_string(c.img_h) + "x" + std::to_string(c.img_w) + " is not a multiple of the patch size " +
-                std::to_string(c.patch));
-  c.pre.height = int(c.img_h);
-  c.pre.width = int(c.img_w);
 
-  if (c.global_pool != "token" && c.global_pool != "avg")
-    throw Error(config_name + ": global_pool '" + c.global_pool + "' is not supported (token or avg)");
-  if (c.global_pool == "token" && !c.class_token)
-    throw Error(file + ": global_pool 'token' needs a class token, and the checkpoint has no cls_token");
-  if (!c.labels.empty() && int64_t(c.labels.size()) != c.classes)
-    throw Error(config_name + ": " + std::to_string(c.labels.size()) + " labels for " + std::to_string(c.classes) +
-                " classes");
+  validate(c, where, file, src.img_size > 0);
   return c;
 }
 

@@ -15,6 +15,17 @@ namespace vit {
 
 class Checkpoint;
 
+// The largest input side accepted (a config's input size, --img-size): 512 x 512 patches of 16.
+constexpr int64_t kMaxInputSize = 8192;
+
+// Heads for a width when nothing names them: one per 64 channels (every timm and torchvision ViT), at least one.
+int64_t default_heads(int64_t width);
+
+// How features become the head's input: the class token's row, or the mean of the patch tokens.
+enum class Pool { Token, Avg };
+Pool pool_from_name(const std::string& name);  // timm's global_pool: "token", "avg"; throws on others
+const char* pool_name(Pool p);
+
 struct ViTConfig {
   std::string arch;                     // timm architecture name when known, else ""
   int64_t patch = 16;                   // P
@@ -24,7 +35,6 @@ struct ViTConfig {
   int64_t heads = 3;                    // H
   int64_t mlp = 768;                    // M
   int64_t classes = 1000;               // C
-  int64_t img_h = 224, img_w = 224;     // input size the model runs at
   int64_t pos_grid_h = 14, pos_grid_w = 14;  // grid the stored position table was trained at
   bool class_token = true;
   bool dist_token = false;              // DeiT distilled: second token and head_dist
@@ -32,22 +42,28 @@ struct ViTConfig {
   bool final_norm = true;               // LayerNorm over all tokens before pooling
   bool fc_norm = false;                 // LayerNorm after pooling instead
   bool qkv_bias = true;
-  std::string global_pool = "token";    // "token" or "avg"
+  bool patch_bias = true;               // the patch embedding has a bias
+  Pool pool = Pool::Token;
   float eps = 1e-6f;
-  PreprocessConfig pre;
+  PreprocessConfig pre;                 // pre.height x pre.width is the input size the model runs at
   std::vector<std::string> labels;      // from the config, empty when it has none
+  std::string stored_as;                // the checkpoint's names and dtypes ("timm names, F32"); "" for random
   // Where each setting came from, for `vit inspect`: field -> "file (...)", "config.json", "default", ...
   std::map<std::string, std::string> origin;
 
+  int64_t img_h() const { return pre.height; }
+  int64_t img_w() const { return pre.width; }
   int64_t prefix_tokens() const { return int64_t(class_token) + int64_t(dist_token); }
-  int64_t grid_h() const { return img_h / patch; }
-  int64_t grid_w() const { return img_w / patch; }
+  int64_t grid_h() const { return img_h() / patch; }
+  int64_t grid_w() const { return img_w() / patch; }
   int64_t patches() const { return grid_h() * grid_w(); }          // N
   int64_t tokens() const { return patches() + prefix_tokens(); }   // T
   int64_t head_dim() const { return width / heads; }               // Dh
   int64_t pos_len() const {
     return pos_grid_h * pos_grid_w + (no_embed_class ? 0 : prefix_tokens());
   }
+  int64_t input_floats() const { return in_chans * img_h() * img_w(); }  // one image, [C, H, W]
+  int64_t parameters() const;
   std::string summary() const;
 };
 

@@ -65,7 +65,8 @@ def main():
     sd = export.read_safetensors(deit)
     torch.save(sd, os.path.join(d, "deit_timm.pth"))
     tv = {}
-    to_tv = {v: k for k, v in export.TORCHVISION_TOP.items()}
+    to_tv = {"cls_token": "class_token", "pos_embed": "encoder.pos_embedding", "patch_embed.proj": "conv_proj",
+             "norm": "encoder.ln", "head": "heads.head"}
     block = {"norm1": "ln_1", "norm2": "ln_2", "attn.qkv.weight": "self_attention.in_proj_weight",
              "attn.qkv.bias": "self_attention.in_proj_bias", "attn.proj": "self_attention.out_proj",
              "mlp.fc1": "mlp.0", "mlp.fc2": "mlp.3"}

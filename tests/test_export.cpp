@@ -34,13 +34,6 @@ std::vector<float> forward(ViT& m, const std::vector<float>& input, int64_t B) {
   return out;
 }
 
-float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  return worst;
-}
-
 class Export : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,7 +60,7 @@ TEST_F(Export, RandomTorchvisionViTsMatchPyTorch) {
       const std::string out = dir + "/" + dtype;
       ASSERT_EQ(run(export_cmd(dir + "/model.pth", out, "--dtype " + dtype + " >/dev/null 2>&1")), 0) << name;
       ViT m = ViT::load(out);
-      const float worst = max_diff(forward(m, input, 2), ref.to_f32(dtype == "f32" ? "logits" : "logits_" + dtype));
+      const float worst = max_abs_diff(forward(m, input, 2), ref.to_f32(dtype == "f32" ? "logits" : "logits_" + dtype));
       EXPECT_LT(worst, 1e-4f) << name << " " << dtype << ": " << m.config().summary();
       std::printf("%s, %s: max |logit difference| vs PyTorch %.2e (%s)\n", name.c_str(), dtype.c_str(), double(worst),
                   m.config().summary().c_str());

@@ -1,5 +1,6 @@
-// Goldens against timm (../shared/data/reference): intermediate taps of DeiT-Tiny, logits of the 250
-// ImageNet samples through decode + preprocessing + forward, batch-vs-single, and timm's ViT variants.
+// Goldens against timm (../shared/data/reference): preprocessing of real photos pixel by pixel,
+// intermediate taps of DeiT-Tiny, logits of the 250 ImageNet samples through decode + preprocessing +
+// forward, batch-vs-single, and timm's ViT variants.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,7 +30,7 @@ std::vector<std::string> sample_images() {
 // Decode, preprocess and run files in batches of B; logits [files, C].
 std::vector<float> classify(ViT& m, const std::vector<std::string>& files, int64_t B) {
   const ViTConfig& c = m.config();
-  const size_t per = size_t(3 * c.img_h * c.img_w);
+  const size_t per = size_t(c.input_floats());
   std::vector<float> out;
   for (size_t i = 0; i < files.size(); i += size_t(B)) {
     const int64_t n = std::min<int64_t>(B, int64_t(files.size() - i));
@@ -39,6 +40,50 @@ std::vector<float> classify(ViT& m, const std::vector<std::string>& files, int64
     out.insert(out.end(), y.begin(), y.end());
   }
   return out;
+}
+
+const char* kGoldenStems[] = {"n01440764_tench",  "n01756291_sidewinder", "n02676566_acoustic_guitar",
+                              "n03109150_corkscrew", "n03584829_iron",   "n04238763_slide_rule"};
+
+PreprocessConfig deit_preprocessing() {
+  PreprocessConfig c;
+  c.crop_pct = 0.9;
+  return c;
+}
+
+TEST(PreprocessGolden, DecodeResizeCropNormalizeMatchTimm) {
+  REQUIRE_SHARED_DATA();
+  SafeTensors ref(shared_data() + "/reference/deit_tiny_preprocessed.safetensors");
+  const PreprocessConfig cfg = deit_preprocessing();
+  for (const char* stem : kGoldenStems) {
+    SCOPED_TRACE(stem);
+    const Image img = decode_image_file(shared_data() + "/images/preprocessing/" + stem + ".JPEG");
+    const Golden dec = read_golden(ref, std::string(stem) + ".decoded");
+    ASSERT_EQ(dec.shape, (std::vector<int64_t>{img.height, img.width, 3}));
+    EXPECT_EQ(img.rgb, dec.u8) << "decoded pixels differ from PIL's";
+
+    const Image crop = resize_and_crop(img, cfg);
+    const Golden rgb8 = read_golden(ref, std::string(stem) + ".rgb8");
+    ASSERT_EQ(rgb8.u8.size(), crop.rgb.size());
+    size_t equal = 0;
+    int worst = 0;
+    for (size_t i = 0; i < crop.rgb.size(); ++i) {
+      const int d = std::abs(int(crop.rgb[i]) - int(rgb8.u8[i]));
+      equal += d == 0;
+      worst = std::max(worst, d);
+    }
+    EXPECT_GE(double(equal) / double(crop.rgb.size()), 0.999);
+    EXPECT_LE(worst, 1);
+    std::printf("%s: uint8 crop equal to timm's on %.4f%% of values, largest difference %d\n", stem,
+                100.0 * double(equal) / double(crop.rgb.size()), worst);
+
+    std::vector<float> x(size_t(3) * 224 * 224);
+    normalize_to_chw(crop, cfg, x.data());
+    const Golden t = read_golden(ref, stem);
+    float maxd = 0;
+    for (size_t i = 0; i < x.size(); ++i) maxd = std::max(maxd, std::fabs(x[i] - t.f32[i]));
+    EXPECT_LT(maxd, worst == 0 ? 1e-6f : 0.02f);
+  }
 }
 
 TEST(Golden, TapsMatchTimm) {
@@ -146,13 +191,6 @@ INSTANTIATE_TEST_SUITE_P(Timm, Variant,
                                            "vit_tiny_patch16_224_depth1_noembedclass", "vit_tiny_patch16_384_depth1",
                                            "vit_tiny_patch14_224_depth1", "hf_vit_tiny_depth1"));
 
-float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  return worst;
-}
-
 // The 224 model at 288 two ways: --img-size (ViT::load's img_size), and a config naming 288.
 TEST(Golden, DeitTinyAt288ResamplesThePositionTable) {
   REQUIRE_SHARED_DATA();
@@ -162,7 +200,7 @@ TEST(Golden, DeitTinyAt288ResamplesThePositionTable) {
   ViT m = ViT::load(deit_dir(), "", 288);
   EXPECT_EQ(m.config().tokens(), 325);
   EXPECT_EQ(m.config().pre.height, 288);
-  const float worst = max_diff(classify(m, files, 4), want);
+  const float worst = max_abs_diff(classify(m, files, 4), want);
   EXPECT_LT(worst, 2e-3f);
   std::printf("DeiT-Tiny at 288 px (--img-size): max |logit diff| %.2e\n", double(worst));
 
@@ -172,7 +210,7 @@ TEST(Golden, DeitTinyAt288ResamplesThePositionTable) {
   cfg["pretrained_cfg"]["input_size"] = {3, 288, 288};
   write_file(d.file("config.json"), cfg.dump());
   ViT c = ViT::load(deit_dir(), d.file("config.json"));
-  EXPECT_LT(max_diff(classify(c, files, 4), want), 2e-3f);
+  EXPECT_LT(max_abs_diff(classify(c, files, 4), want), 2e-3f);
 }
 
 // The real weights re-keyed to Hugging Face's layout (q, k, v split), with HF's config.json and a
@@ -194,11 +232,11 @@ TEST(Golden, DeitTinyInHuggingFaceLayoutMatchesTimmLayout) {
                               {"image_mean", {0.485, 0.456, 0.406}}, {"image_std", {0.229, 0.224, 0.225}}};
   write_file(d.file("preprocessor_config.json"), pre.dump());
   ViT timm = ViT::load(deit_dir()), hf = ViT::load(d.path());
-  EXPECT_EQ(hf.config().pre.crop_mode, "center");
+  EXPECT_EQ(hf.config().pre.crop_mode, CropMode::Center);
   EXPECT_EQ(hf.config().pre.resize, 248);
   auto files = sample_images();
   files.resize(8);
-  const float worst = max_diff(classify(timm, files, 8), classify(hf, files, 8));
+  const float worst = max_abs_diff(classify(timm, files, 8), classify(hf, files, 8));
   EXPECT_LE(worst, 1e-4f);
   std::printf("DeiT-Tiny, Hugging Face layout vs timm layout: max |logit diff| %.2e\n", double(worst));
 }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "engine/error.h"
 #include "models/vit.h"
@@ -11,13 +12,6 @@
 
 namespace vit::test {
 namespace {
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
 
 std::vector<float> run(ViT& m, const std::vector<float>& images, int64_t B) {
   std::vector<float> out(size_t(B * m.config().classes));
@@ -57,7 +51,13 @@ INSTANTIATE_TEST_SUITE_P(Layouts, TinyVariant,
                                            spec(true, false, true, false),        // no_embed_class
                                            spec(true, false, false, true),        // avg pool + fc_norm
                                            spec(false, false, false, true),       // no class token
-                                           spec(true, false, false, false, 42, 6)));  // patch 6, 49 patches
+                                           spec(true, false, false, false, 42, 6)),  // patch 6, 49 patches
+                         [](const ::testing::TestParamInfo<TinySpec>& i) {
+                           const TinySpec& s = i.param;
+                           return std::string(s.class_token ? "cls" : "nocls") + (s.dist_token ? "_dist" : "") +
+                                  (s.no_embed_class ? "_noembedclass" : "") + (s.fc_norm ? "_fcnorm" : "") + "_patch" +
+                                  std::to_string(s.patch);
+                         });
 
 TEST(TinyModel, BatchOfEightEqualsOneAtATime) {
   TempDir d;
@@ -76,6 +76,50 @@ TEST(TinyModel, BatchOfEightEqualsOneAtATime) {
   }
 }
 
+// vit.h: independent Plans of one model may run on different threads at once.
+TEST(TinyModel, TwoPlansOnTwoThreadsGiveTheirOwnAnswers) {
+  TempDir d;
+  TinySpec s;
+  write_tiny_model(d.path(), s);
+  const ViT m = ViT::load(d.path());
+  std::mt19937 rng(12);
+  const size_t per = size_t(3 * s.img * s.img);
+  const auto images = random_vector(per * 3, rng);
+  auto plan_a = m.make_plan(2), plan_b = m.make_plan(3);
+  const auto run_plan = [&](ViT::Plan& p) {
+    std::copy(images.begin(), images.begin() + long(per) * p.batch(), p.input());
+    const float* y = p.run();
+    return std::vector<float>(y, y + p.batch() * s.classes);
+  };
+  const auto want_a = run_plan(*plan_a), want_b = run_plan(*plan_b);
+  std::vector<float> got_a, got_b;
+  bool same_a = true, same_b = true;
+  std::thread ta([&] {
+    for (int i = 0; i < 50; ++i) same_a = same_a && run_plan(*plan_a) == want_a;
+  });
+  std::thread tb([&] {
+    for (int i = 0; i < 50; ++i) same_b = same_b && run_plan(*plan_b) == want_b;
+  });
+  ta.join();
+  tb.join();
+  EXPECT_TRUE(same_a);
+  EXPECT_TRUE(same_b);
+  const std::vector<float> a_rows(want_b.begin(), want_b.begin() + 2 * s.classes);
+  EXPECT_LT(max_abs_diff(want_a, a_rows), 1e-5f);  // the same images in either plan
+}
+
+// The parameter count the config computes is what the checkpoint holds.
+TEST(TinyModel, ParameterCountMatchesTheTensors) {
+  for (const TinySpec& s : {spec(true, false, false, false), spec(true, true, false, false),
+                            spec(true, false, true, false), spec(false, false, false, true)}) {
+    TempDir d;
+    write_tiny_model(d.path(), s);
+    int64_t stored = 0;
+    for (const auto& [name, t] : tiny_vit_tensors(s, 1)) stored += int64_t(t.second.size());
+    EXPECT_EQ(ViT::load(d.path()).config().parameters(), stored);
+  }
+}
+
 TEST(TinyModel, HuggingFaceLayoutGivesTheSameLogits) {
   TempDir timm_dir, hf_dir;
   TinySpec s;
@@ -90,7 +134,7 @@ TEST(TinyModel, HuggingFaceLayoutGivesTheSameLogits) {
   std::mt19937 rng(4);
   const auto images = random_vector(size_t(2 * 3 * s.img * s.img), rng);
   EXPECT_LT(max_abs_diff(run(a, images, 2), run(b, images, 2)), 1e-5f);
-  EXPECT_EQ(b.config().pre.crop_mode, "squash");  // Hugging Face's processor resizes straight to the input size
+  EXPECT_EQ(b.config().pre.crop_mode, CropMode::Squash);  // Hugging Face's processor resizes straight to the input size
 }
 
 TEST(TinyModel, TorchvisionLayoutGivesTheSameLogits) {
@@ -129,45 +173,37 @@ TEST(TinyModel, NoConfigUsesDefaults) {
   write_tensors(d.file("weights.safetensors"), tiny_vit_tensors(s, 1));
   ViT m = ViT::load(d.file("weights.safetensors"));
   EXPECT_EQ(m.config().heads, 1);  // width 32 / 64, at least one
-  EXPECT_EQ(m.config().img_h, 32);
+  EXPECT_EQ(m.config().img_h(), 32);
   EXPECT_EQ(m.config().classes, 10);
 }
 
 void expect_load_error(const std::string& model, const std::string& fragment, const std::string& config = "",
                        int64_t img_size = 0) {
-  try {
-    ViT::load(model, config, img_size);
-    FAIL() << "no error, expected: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
+  expect_error([&] { ViT::load(model, config, img_size); }, fragment);
+}
+
+// The tiny model's tensors, changed by `edit`, must be refused with `fragment`.
+void expect_tensors_error(const std::function<void(TensorMap&)>& edit, const std::string& fragment) {
+  TempDir d;
+  TensorMap t = tiny_vit_tensors(TinySpec{}, 1);
+  edit(t);
+  write_tensors(d.file("model.safetensors"), t);
+  expect_load_error(d.file("model.safetensors"), fragment);
 }
 
 TEST(LoaderErrors, MissingTensor) {
-  TempDir d;
-  TinySpec s;
-  TensorMap t = tiny_vit_tensors(s, 1);
-  t.erase("blocks.1.mlp.fc2.bias");
-  write_tensors(d.file("model.safetensors"), t);
-  expect_load_error(d.file("model.safetensors"), "model.safetensors: missing tensor blocks.1.mlp.fc2.bias");
+  expect_tensors_error([](TensorMap& t) { t.erase("blocks.1.mlp.fc2.bias"); },
+                       "model.safetensors: missing tensor blocks.1.mlp.fc2.bias");
 }
 
 TEST(LoaderErrors, WrongShape) {
-  TempDir d;
-  TinySpec s;
-  TensorMap t = tiny_vit_tensors(s, 1);
-  t["blocks.1.attn.qkv.weight"].first = {64, 48};
-  write_tensors(d.file("model.safetensors"), t);
-  expect_load_error(d.file("model.safetensors"), "blocks.1.attn.qkv.weight has shape [64,48], expected [96,32]");
+  expect_tensors_error([](TensorMap& t) { t["blocks.1.attn.qkv.weight"].first = {64, 48}; },
+                       "blocks.1.attn.qkv.weight has shape [64,48], expected [96,32]");
 }
 
 TEST(LoaderErrors, UnusedTensor) {
-  TempDir d;
-  TinySpec s;
-  TensorMap t = tiny_vit_tensors(s, 1);
-  t["blocks.0.attn.extra_scale"] = {{1}, {1.f}};
-  write_tensors(d.file("model.safetensors"), t);
-  expect_load_error(d.file("model.safetensors"), "does not use: blocks.0.attn.extra_scale");
+  expect_tensors_error([](TensorMap& t) { t["blocks.0.attn.extra_scale"] = {{1}, {1.f}}; },
+                       "does not use: blocks.0.attn.extra_scale");
 }
 
 TEST(LoaderErrors, NotAViT) {
@@ -254,7 +290,7 @@ TEST(TinyModel, PreprocessorConfigIsFoldedIntoTimmForm) {
              R"({"size": {"shortest_edge": 36}, "do_center_crop": true, "crop_size": 32, "resample": 2,
                  "rescale_factor": 0.00784313725490196, "image_mean": [1, 1, 1], "image_std": [1, 1, 1]})");
   const ViTConfig c = ViT::load(d.path()).config();
-  EXPECT_EQ(c.pre.crop_mode, "center");
+  EXPECT_EQ(c.pre.crop_mode, CropMode::Center);
   EXPECT_EQ(c.pre.resize, 36);
   EXPECT_EQ(c.pre.height, 32);
   EXPECT_EQ(c.pre.interpolation, Filter::Bilinear);

@@ -9,12 +9,6 @@
 namespace vit::test {
 namespace {
 
-float max_abs_diff(const float* a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < b.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
-
 void run_step(Step& s) {
   Program p;
   p.add(std::move(s));
@@ -41,11 +35,11 @@ TEST_P(LinearTest, MatchesReference) {
     if (c.ep == Epilogue::AddToDst) want[i] += resid[i];
   }
   Arena store;
-  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.layout);
+  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.M, c.layout);
   std::vector<float> y = c.ep == Epilogue::AddToDst ? resid : std::vector<float>(size_t(c.M * c.N), -7.f);
   Step s = linear_step("t", lw, c.M, x.data(), y.data(), c.ep);
   run_step(s);
-  EXPECT_LT(max_abs_diff(y.data(), want), 2e-4f * std::sqrt(float(c.K)));
+  EXPECT_LT(max_abs_diff(y.data(), want.data(), want.size()), 2e-4f * std::sqrt(float(c.K)));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -72,7 +66,7 @@ TEST_P(LayerNormTest, MatchesReference) {
   std::vector<float> y(x.size());
   Step s = layer_norm_step("ln", ln, M, x.data(), y.data());
   run_step(s);
-  EXPECT_LT(max_abs_diff(y.data(), want), 1e-4f);
+  EXPECT_LT(max_abs_diff(y.data(), want.data(), want.size()), 1e-4f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormTest,
@@ -95,7 +89,7 @@ TEST_P(AttentionTest, MatchesReference) {
   for (Step& s : attention_steps("attn", c.B, c.T, c.H, c.Dh, qkv.data(), heads.data(), scores.data(), out.data()))
     p.add(std::move(s));
   p.run();
-  EXPECT_LT(max_abs_diff(out.data(), want), 1e-4f);
+  EXPECT_LT(max_abs_diff(out.data(), want.data(), want.size()), 1e-4f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
@@ -112,7 +106,7 @@ TEST(PatchifyTest, MatchesConvolutionLayout) {
   Program p;
   p.add(patchify_step("patchify", B, C, S, S, P, img.data(), patches.data()));
   Arena store;
-  const LinearWeights lw = make_linear(store, w.data(), b.data(), C * P * P, D, WeightLayout::NK);
+  const LinearWeights lw = make_linear(store, w.data(), b.data(), C * P * P, D, B * G * G, WeightLayout::NK);
   p.add(linear_step("proj", lw, B * G * G, patches.data(), y.data(), Epilogue::None));
   p.run();
   float worst = 0;
@@ -129,6 +123,77 @@ TEST(PatchifyTest, MatchesConvolutionLayout) {
           worst = std::max(worst, float(std::fabs(acc - y[size_t(((bb * G + gy) * G + gx) * D + d)])));
         }
   EXPECT_LT(worst, 1e-4f);
+}
+
+// timm's _pos_embed: prefix tokens before the patch rows, the position table over all of them or over
+// the patches only (no_embed_class).
+TEST(EmbedTokensTest, MatchesTimmPosEmbed) {
+  const int64_t B = 3, N = 5, D = 4;
+  std::mt19937 rng(8);
+  const auto patches = random_vector(size_t(B * N * D), rng), cls = random_vector(size_t(D), rng),
+             dist = random_vector(size_t(D), rng), pos = random_vector(size_t((N + 2) * D), rng);
+  for (const bool covers_prefix : {true, false})
+    for (const int prefix : {0, 1, 2}) {
+      const int64_t T = prefix + N;
+      std::vector<const float*> rows = {cls.data(), dist.data()};
+      rows.resize(size_t(prefix));
+      std::vector<float> x(size_t(B * T * D), -9.f);
+      Step s = embed_tokens_step("embed", B, N, D, rows, pos.data(), covers_prefix, patches.data(), x.data());
+      run_step(s);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t d = 0; d < D; ++d) {
+            const float v = t < prefix ? rows[size_t(t)][d] : patches[size_t((b * N + t - prefix) * D + d)];
+            const int64_t pos_row = covers_prefix ? t : t - prefix;
+            const float want = pos_row >= 0 ? v + pos[size_t(pos_row * D + d)] : v;
+            ASSERT_EQ(x[size_t((b * T + t) * D + d)], want) << "prefix " << prefix << " covers " << covers_prefix;
+          }
+    }
+}
+
+TEST(PoolTest, SelectTokenAndMeanOfTokens) {
+  const int64_t B = 2, T = 6, D = 3;
+  std::mt19937 rng(9);
+  const auto x = random_vector(size_t(B * T * D), rng);
+  std::vector<float> tok(size_t(B * D)), mean(size_t(B * D));
+  Step s1 = select_token_step("pool", B, T, D, 1, x.data(), tok.data());
+  run_step(s1);
+  Step s2 = mean_tokens_step("pool", B, T, D, 2, x.data(), mean.data());
+  run_step(s2);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t d = 0; d < D; ++d) {
+      EXPECT_EQ(tok[size_t(b * D + d)], x[size_t((b * T + 1) * D + d)]);
+      double sum = 0;
+      for (int64_t t = 2; t < T; ++t) sum += x[size_t((b * T + t) * D + d)];
+      EXPECT_NEAR(mean[size_t(b * D + d)], sum / double(T - 2), 1e-6);
+    }
+}
+
+TEST(PoolTest, AverageOfTwo) {
+  std::vector<float> x = {1.f, -2.f, 3.5f}, y = {3.f, 2.f, -0.5f};
+  Step s = average_step("avg", 3, y.data(), x.data());
+  run_step(s);
+  EXPECT_EQ(x, (std::vector<float>{2.f, 0.f, 1.5f}));
+}
+
+// The arena a BufferTable carves holds exactly its buffers, 64-byte aligned and disjoint; a fixed arena
+// refuses to grow.
+TEST(ArenaTest, BufferTableCarvesWhatItSizes) {
+  float *a = nullptr, *b = nullptr;
+  int8_t* c = nullptr;
+  BufferTable t;
+  t.add("a", &a, 3);
+  t.add("b", &b, 100);
+  t.add("c", &c, 65);
+  EXPECT_EQ(t.bytes(), 64u + 448u + 128u);
+  EXPECT_EQ(t.largest(), "b (0.0 MiB)");
+  Arena arena = t.carve();
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uint8_t*>(b) - reinterpret_cast<uint8_t*>(a), 64);
+  EXPECT_EQ(reinterpret_cast<int8_t*>(c) - reinterpret_cast<int8_t*>(b), 448);
+  EXPECT_EQ(arena.bytes_used(), t.bytes());
+  expect_error([&] { arena.alloc(1); }, "no room");
 }
 
 }  // namespace

@@ -3,8 +3,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+
+#include "engine/error.h"
 
 namespace vit::test {
 
@@ -30,6 +34,31 @@ TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }
+
+float max_abs_diff(const float* a, const float* b, size_t n) {
+  float m = 0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  return max_abs_diff(a.data(), b.data(), std::min(a.size(), b.size()));
+}
+
+std::string expect_error(const std::function<void()>& f, const std::string& fragment) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(fragment), std::string::npos) << msg;
+    return msg;
+  }
+  ADD_FAILURE() << "no error; expected one with: " << fragment;
+  return "";
+}
+
+std::string test_data(const std::string& name) { return VIT_SOURCE_DIR "/tests/data/" + name; }
 
 Golden read_golden(const SafeTensors& st, const std::string& name) {
   const TensorView& t = st.get(name);

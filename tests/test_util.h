@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -40,6 +41,16 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The largest |a[i] - b[i]|; the sizes must agree (a failure otherwise).
+float max_abs_diff(const float* a, const float* b, size_t n);
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
+
+// Runs f, which must throw vit::Error with `fragment` in its message; returns the message ("" after a failure).
+std::string expect_error(const std::function<void()>& f, const std::string& fragment);
+
+// The committed goldens of tests/data (Pillow and torch outputs; tests/data/make_goldens.py).
+std::string test_data(const std::string& name);
 
 struct Golden {
   std::vector<int64_t> shape;

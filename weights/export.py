@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Converts a PyTorch ViT state dict (.pth / .pt, timm or torchvision vit_b_16-style names) to the
-timm-layout model.safetensors + config.json that `vit` loads, then reads the file back and checks
-every tensor. Runs with Debian's python3-torch; no other packages.
+model.safetensors + config.json that `vit` loads, tensors under their own names (the engine reads
+both layouts), then reads the file back and checks every tensor. Runs with Debian's python3-torch;
+no other packages.
 
   weights/export.py vit_b_16.pth out/ [--arch NAME] [--num-heads H] [--img-size S] [--dtype f32|f16|bf16]
 """
@@ -15,14 +16,12 @@ import sys
 import torch
 
 DTYPES = {"f32": (torch.float32, "F32"), "f16": (torch.float16, "F16"), "bf16": (torch.bfloat16, "BF16")}
-TORCHVISION_BLOCK = {
-    "ln_1": "norm1", "ln_2": "norm2", "self_attention.in_proj_weight": "attn.qkv.weight",
-    "self_attention.in_proj_bias": "attn.qkv.bias", "self_attention.out_proj": "attn.proj",
-    "mlp.0": "mlp.fc1", "mlp.3": "mlp.fc2", "mlp.linear_1": "mlp.fc1", "mlp.linear_2": "mlp.fc2",
-}
-TORCHVISION_TOP = {
-    "class_token": "cls_token", "encoder.pos_embedding": "pos_embed", "conv_proj": "patch_embed.proj",
-    "encoder.ln": "norm", "heads.head": "head",
+# The few tensors config.json is derived from, by their timm and torchvision names. The tensors are
+# written under the names they have: the engine's loader (models/checkpoint.cpp) reads either layout.
+KEY_TENSORS = {
+    "timm": {"patch": "patch_embed.proj.weight", "pos": "pos_embed", "cls": "cls_token", "head": "head.weight"},
+    "torchvision": {"patch": "conv_proj.weight", "pos": "encoder.pos_embedding", "cls": "class_token",
+                    "head": "heads.head.weight"},
 }
 
 
@@ -44,41 +43,24 @@ def state_dict_of(obj, path):
     return {re.sub(r"^(module\.|model\.)", "", k): v for k, v in obj.items()}
 
 
-def timm_names(sd, path):
-    """Renames torchvision's vit_*_* tensors to timm's; timm's pass through. Returns (tensors, layout)."""
-    if "patch_embed.proj.weight" in sd:
-        return dict(sd), "timm"
-    if "conv_proj.weight" not in sd:
-        raise ExportError(f"{path}: neither timm (patch_embed.proj.weight) nor torchvision (conv_proj.weight) names; "
-                          f"first tensors: {', '.join(list(sd)[:5])}")
-    out = {}
-    for name, t in sd.items():
-        m = re.match(r"encoder\.layers\.encoder_layer_(\d+)\.(.*)$", name)
-        if m:
-            rest = m.group(2)
-            for k, v in TORCHVISION_BLOCK.items():
-                if rest == k or rest.startswith(k + "."):
-                    rest = v + rest[len(k):]
-                    break
-            else:
-                raise ExportError(f"{path}: unknown torchvision tensor {name}")
-            out[f"blocks.{m.group(1)}.{rest}"] = t
-            continue
-        for k, v in TORCHVISION_TOP.items():
-            if name == k or name.startswith(k + "."):
-                out[v + name[len(k):]] = t
-                break
-        else:
-            raise ExportError(f"{path}: unknown torchvision tensor {name}")
-    return out, "torchvision"
+def layout_of(sd, path):
+    """'timm' or 'torchvision', from the patch embedding's name."""
+    for layout, keys in KEY_TENSORS.items():
+        if keys["patch"] in sd:
+            return layout
+    raise ExportError(f"{path}: neither timm (patch_embed.proj.weight) nor torchvision (conv_proj.weight) names; "
+                      f"first tensors: {', '.join(list(sd)[:5])}")
 
 
-def write_safetensors(path, tensors, dtype):
-    torch_dtype, name = DTYPES[dtype]
-    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+def write_safetensors(path, tensors, dtype=None, metadata=None):
+    """Writes torch tensors, converted to dtype (f32, f16, bf16) or, with None, as they are (also uint8)."""
+    header, blobs, offset = {"__metadata__": metadata or {"format": "pt"}}, [], 0
     for key in sorted(tensors):
-        t = tensors[key].detach().to(torch_dtype).contiguous().cpu()
-        raw = (t.view(torch.int16) if torch_dtype == torch.bfloat16 else t).numpy().tobytes()
+        t = tensors[key].detach().contiguous().cpu()
+        if dtype:
+            t = t.to(DTYPES[dtype][0])
+        name = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.uint8: "U8"}[t.dtype]
+        raw = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
         header[key] = {"dtype": name, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
@@ -134,21 +116,22 @@ def verify(path, tensors, dtype):
 
 
 def config_for(tensors, layout, args):
-    width = tensors["patch_embed.proj.weight"].shape[0]
-    patch = tensors["patch_embed.proj.weight"].shape[2]
-    grid = tensors["pos_embed"].shape[1] - ("cls_token" in tensors) - ("dist_token" in tensors)
+    keys = KEY_TENSORS[layout]
+    width, _, patch, _ = tensors[keys["patch"]].shape
+    grid = tensors[keys["pos"]].shape[1] - (keys["cls"] in tensors) - ("dist_token" in tensors)
     img = args.img_size or int(round(grid ** 0.5)) * patch
-    heads = args.num_heads or width // 64
-    if not args.num_heads and not args.arch:
-        print(f"note: no --num-heads or --arch: assuming {heads} heads (width / 64, as torchvision's ViTs have)",
-              file=sys.stderr)
     torchvision = layout == "torchvision"
-    model_args = {"num_heads": heads}
-    if "cls_token" not in tensors:
+    model_args = {}
+    if args.num_heads:
+        model_args["num_heads"] = args.num_heads
+    elif not args.arch:
+        print("note: no --num-heads or --arch: vit uses its default heads (width / 64, as torchvision's ViTs have)",
+              file=sys.stderr)
+    if keys["cls"] not in tensors:
         model_args.update(class_token=False, global_pool="avg")
     return {
         "architecture": args.arch or "vit_custom",
-        "num_classes": tensors["head.weight"].shape[0],
+        "num_classes": tensors[keys["head"]].shape[0],
         "model_args": model_args,
         "pretrained_cfg": {
             "input_size": [3, img, img],
@@ -177,8 +160,9 @@ def main():
             obj = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
         except Exception as e:  # pickle errors, zip errors, missing file: all reported the same way
             raise ExportError(f"{args.checkpoint}: cannot read as a PyTorch checkpoint: {e}") from None
-        tensors, layout = timm_names(state_dict_of(obj, args.checkpoint), args.checkpoint)
-        for needed in ("pos_embed", "head.weight"):
+        tensors = state_dict_of(obj, args.checkpoint)
+        layout = layout_of(tensors, args.checkpoint)
+        for needed in (KEY_TENSORS[layout]["pos"], KEY_TENSORS[layout]["head"]):
             if needed not in tensors:
                 raise ExportError(f"{args.checkpoint}: missing tensor {needed}")
         os.makedirs(args.out_dir, exist_ok=True)
@@ -187,7 +171,7 @@ def main():
         count = verify(out, tensors, args.dtype)
         with open(os.path.join(args.out_dir, "config.json"), "w") as f:
             json.dump(config_for(tensors, layout, args), f, indent=2)
-        print(f"{out}: {count} tensors from {layout} names, {args.dtype}, read back and checked")
+        print(f"{out}: {count} tensors in {layout} names, {args.dtype}, read back and checked")
     except (ExportError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const vit::Image img = vit::decode_image(data, size, "fuzz-input", int64_t(1) << 22);
     vit::PreprocessConfig cfg;
     if (size && (data[size - 1] & 1)) {  // also the Hugging Face path: squash, bilinear
-      cfg.crop_mode = "squash";
+      cfg.crop_mode = vit::CropMode::Squash;
       cfg.crop_pct = 1.0;
       cfg.interpolation = vit::Filter::Bilinear;
     }
