@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "engine/error.h"
+#include "vit/error.h"
 
 namespace vit::app {
 namespace {

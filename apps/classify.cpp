@@ -1,5 +1,5 @@
 // `vit classify`: images or folders in, top-k labels out (text or JSON lines), optional logits file.
-// Each batch is decoded and preprocessed on all cores, then run as one forward pass.
+// A printer on vit::Classifier, which decodes each batch on all cores and runs it as one forward pass.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -13,11 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "engine/error.h"
 #include "engine/image.h"
-#include "engine/preprocess.h"
 #include "engine/safetensors.h"
-#include "engine/topk.h"
+#include "vit/vit.h"
 
 namespace vit::app {
 namespace {
@@ -94,43 +92,6 @@ std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* m
   return out;
 }
 
-// Decodes and preprocesses inputs[first, first + n) on all cores, images in parallel, into the Plan for
-// n images; returns each image's error ("" when it is ready). Failed images leave holes, which are
-// closed up so the good ones run as one smaller batch (its Plan is returned through `plan`).
-// Preprocessing runs between forward passes, not beside them: on 2 cores a concurrent reader (or a
-// worker per core) measured slower, as it preempts oneDNN's threads mid-primitive (docs/PERFORMANCE.md).
-std::vector<std::string> preprocess_batch(ViT& model, const std::vector<Input>& inputs, size_t first, size_t n,
-                                          int64_t max_pixels, ViT::Plan** plan) {
-  const PreprocessConfig& pre = model.config().pre;
-  const size_t per_image = size_t(model.config().input_floats());
-  float* pixels = model.plan(int64_t(n)).input();
-  std::vector<std::string> errors(n);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (size_t j = 0; j < n; ++j) {
-    const Input& in = inputs[first + j];
-    errors[j] = in.error;
-    if (!errors[j].empty()) continue;
-    try {
-      preprocess(decode_image_file(in.file, max_pixels), pre, pixels + per_image * j);
-    } catch (const Error& e) {
-      errors[j] = e.problem();
-    } catch (const std::exception& e) {
-      errors[j] = e.what();
-    }
-  }
-  size_t good = 0;
-  for (size_t j = 0; j < n; ++j)
-    if (errors[j].empty()) {
-      if (good != j) std::memmove(pixels + per_image * good, pixels + per_image * j, per_image * sizeof(float));
-      ++good;
-    }
-  *plan = nullptr;
-  if (good == 0) return errors;
-  *plan = &model.plan(int64_t(good));
-  if ((*plan)->input() != pixels) std::memcpy((*plan)->input(), pixels, per_image * good * sizeof(float));
-  return errors;
-}
-
 // A one-line progress bar on stderr, drawn only on a terminal.
 class Progress {
  public:
@@ -156,32 +117,30 @@ class Progress {
 // Where results go: stdout (text or JSON lines) and the --save-logits file; counts what it was given.
 class Output {
  public:
-  Output(const ClassifyOptions& o, const ViTConfig& cfg)
-      : json_(o.json), labels_(resolve_labels(o.labels, cfg)), classes_(cfg.classes),
-        k_(int(std::min<int64_t>(o.topk, cfg.classes))) {
-    if (!o.save_logits.empty()) saved_ = std::make_unique<RowWriter>(o.save_logits, cfg.classes);
+  Output(const ClassifyOptions& o, int64_t classes) : json_(o.json) {
+    if (!o.save_logits.empty()) saved_ = std::make_unique<RowWriter>(o.save_logits, classes);
   }
   void error(const std::string& file, const std::string& why) {
     ++failed_;
     if (json_) std::printf("%s\n", nlohmann::json{{"file", file}, {"error", why}}.dump().c_str());
     else std::fprintf(stderr, "error: %s: %s\n", file.c_str(), why.c_str());
   }
-  void result(const std::string& file, const float* logits) {
+  void result(const Result& r) {
+    if (!r.error.empty()) return error(r.file, r.error);
     ++classified_;
-    const auto top = top_k(logits, classes_, k_);
     if (json_) {
       nlohmann::json t = nlohmann::json::array();
-      for (const auto& s : top) t.push_back({{"index", s.index}, {"label", labels_[size_t(s.index)]}, {"prob", s.prob}});
-      std::printf("%s\n", nlohmann::json{{"file", file}, {"top", t}}.dump().c_str());
+      for (const auto& p : r.top) t.push_back({{"index", p.index}, {"label", p.label}, {"prob", p.prob}});
+      std::printf("%s\n", nlohmann::json{{"file", r.file}, {"top", t}}.dump().c_str());
     } else {
       size_t w = 0;
-      for (const auto& s : top) w = std::max(w, labels_[size_t(s.index)].size());
-      std::printf("%s\n", file.c_str());
-      for (const auto& s : top) std::printf("  %-*s  %.4f\n", int(w), labels_[size_t(s.index)].c_str(), double(s.prob));
+      for (const auto& p : r.top) w = std::max(w, p.label.size());
+      std::printf("%s\n", r.file.c_str());
+      for (const auto& p : r.top) std::printf("  %-*s  %.4f\n", int(w), p.label.c_str(), double(p.prob));
     }
     if (saved_) {
-      saved_->add(logits);
-      saved_files_.push_back(file);
+      saved_->add(r.logits.data());
+      saved_files_.push_back(r.file);
     }
   }
   void finish() {
@@ -192,33 +151,28 @@ class Output {
 
  private:
   bool json_;
-  std::vector<std::string> labels_;
-  int64_t classes_;
-  int k_;
   std::unique_ptr<RowWriter> saved_;  // --save-logits: one row per classified image, streamed to disk
   nlohmann::json saved_files_ = nlohmann::json::array();
   size_t classified_ = 0, failed_ = 0;
 };
 
-int classify_all(const ClassifyOptions& o, const std::vector<Input>& inputs, bool missing, ViT& model, Output& out) {
-  const size_t batch = size_t(std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs.size(), 1)))));
+// The inputs a batch at a time: the library decodes, preprocesses and classifies them; inputs known to
+// be unusable (from the folder walk) get their error line in their place.
+int classify_all(const ClassifyOptions& o, const std::vector<Input>& inputs, bool missing, const Classifier& c,
+                 Output& out) {
+  const size_t batch = size_t(o.batch);
   Progress progress(inputs.size(), isatty(STDERR_FILENO) && inputs.size() > batch && !o.stats);
-  double pre_secs = 0, run_secs = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t first = 0; first < inputs.size(); first += batch) {
     const size_t n = std::min(inputs.size() - first, batch);
-    const auto t_pre = std::chrono::steady_clock::now();
-    ViT::Plan* plan = nullptr;
-    const std::vector<std::string> errors = preprocess_batch(model, inputs, first, n, o.max_pixels, &plan);
-    const auto t_run = std::chrono::steady_clock::now();
-    const float* logits = plan ? plan->run() : nullptr;
-    pre_secs += std::chrono::duration<double>(t_run - t_pre).count();
-    run_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count();
+    std::vector<std::string> paths;
+    for (size_t j = first; j < first + n; ++j)
+      if (inputs[j].error.empty()) paths.push_back(inputs[j].file);
+    const std::vector<Result> results = c.classify(paths, o.topk);
     progress.clear();
-    int64_t slot = 0;
-    for (size_t j = 0; j < n; ++j) {
-      if (!errors[j].empty()) out.error(inputs[first + j].file, errors[j]);
-      else out.result(inputs[first + j].file, logits + (slot++) * model.config().classes);
+    for (size_t j = first, next = 0; j < first + n; ++j) {
+      if (!inputs[j].error.empty()) out.error(inputs[j].file, inputs[j].error);
+      else out.result(results[next++]);
     }
     std::fflush(stdout);
     progress.update(first + n);
@@ -226,10 +180,9 @@ int classify_all(const ClassifyOptions& o, const std::vector<Input>& inputs, boo
   progress.clear();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string stats = fmt::format(
-      "classified {} of {} images in {:.3f} s: {:.1f} img/s end to end (decode + preprocessing {:.3f} s, "
-      "inference {:.3f} s; batch {}, {} threads)",
-      out.classified(), inputs.size(), secs, secs > 0 ? out.classified() / secs : 0.0, pre_secs, run_secs, batch,
-      set_threads(0));
+      "classified {} of {} images in {:.3f} s: {:.1f} img/s end to end (decode, preprocessing and inference; "
+      "batch {}, {} threads)",
+      out.classified(), inputs.size(), secs, secs > 0 ? out.classified() / secs : 0.0, batch, set_threads(0));
   if (o.stats) std::fprintf(stderr, "%s\n", stats.c_str());
   else spdlog::info("{}", stats);
   if (out.failed() && inputs.size() > 1)
@@ -240,16 +193,18 @@ int classify_all(const ClassifyOptions& o, const std::vector<Input>& inputs, boo
 }
 
 // Everything checked before the first image: the paths, the model, the labels, the logits file.
-std::function<int()> prepare_classify(const ClassifyOptions& o) {
+std::function<int()> prepare_classify(ClassifyOptions o) {
   auto missing = std::make_shared<bool>(false);
   auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths, missing.get()));
-  auto model = std::make_shared<ViT>(load_model(o.model));
-  auto out = std::make_shared<Output>(o, model->config());
-  const int batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs->size(), 1))));
-  model->plan(batch);
-  if (inputs->size() % size_t(batch)) model->plan(int64_t(inputs->size() % size_t(batch)));  // the last batch
-  spdlog::debug("model and plans ready");
-  return [o, inputs, missing, model, out] { return classify_all(o, *inputs, *missing, *model, *out); };
+  o.batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs->size(), 1))));
+  ClassifierOptions co = classifier_options(o.model);
+  co.labels = o.labels;
+  co.batch = o.batch;
+  co.max_pixels = o.max_pixels;
+  co.keep_logits = !o.save_logits.empty();
+  auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
+  auto out = std::make_shared<Output>(o, classifier->classes());
+  return [o, inputs, missing, classifier, out] { return classify_all(o, *inputs, *missing, *classifier, *out); };
 }
 
 }  // namespace

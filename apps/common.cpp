@@ -9,8 +9,7 @@
 
 #include <fstream>
 
-#include "engine/error.h"
-#include "models/imagenet_classes.h"
+#include "vit/error.h"
 
 namespace vit::app {
 
@@ -42,6 +41,14 @@ void add_model_options(CLI::App* cmd, ModelOptions* o) {
   cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
   add_img_size_option(cmd, &o->img_size);
   add_threads_option(cmd, &o->threads);
+  add_precision_option(cmd, &o->precision);
+}
+
+void add_precision_option(CLI::App* cmd, Precision* precision) {
+  cmd->add_option_function<std::string>(
+         "--precision", [precision](const std::string& s) { *precision = precision_from_name(s); },
+         "arithmetic of the linear layers: f32 (as timm), bf16 (CPUs with avx512_bf16) or int8 (default: f32)")
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}));
 }
 
 void add_img_size_option(CLI::App* cmd, int* img_size) {
@@ -50,36 +57,32 @@ void add_img_size_option(CLI::App* cmd, int* img_size) {
       ->check(CLI::Range(int64_t(1), kMaxInputSize));
 }
 
-ViT load_model(const ModelOptions& o) {
-  set_threads(o.threads);
+namespace {
+std::string model_path(const ModelOptions& o) {
   std::string path = o.model.empty() ? default_model_path() : o.model;
   struct stat st{};
   if (o.model.empty() && ::stat(path.c_str(), &st) != 0)
-    throw Error(path + ": default model not found; fetch it with weights/get_default_model.sh or pass --model");
+    throw Error(path, "default model not found; fetch it with weights/get_default_model.sh or pass --model");
   spdlog::debug("loading {}", path);
-  return ViT::load(path, o.config, o.img_size);
+  return path;
+}
+}  // namespace
+
+ViT load_model(const ModelOptions& o) {
+  set_threads(o.threads);
+  return ViT::load(model_path(o), o.config, o.img_size, o.precision);
 }
 
-std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg) {
-  std::vector<std::string> labels;
-  if (!labels_file.empty()) {
-    std::ifstream in(labels_file);
-    if (!in) throw Error(labels_file + ": cannot open labels file");
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      labels.push_back(line);
-    }
-    while (!labels.empty() && labels.back().empty()) labels.pop_back();
-    if (int64_t(labels.size()) != cfg.classes)
-      throw Error(labels_file + ": " + std::to_string(labels.size()) + " labels, but the model has " +
-                  std::to_string(cfg.classes) + " classes");
-    return labels;
-  }
-  if (!cfg.labels.empty()) return cfg.labels;
-  if (cfg.classes == 1000) return {kImageNetClasses, kImageNetClasses + 1000};
-  for (int64_t i = 0; i < cfg.classes; ++i) labels.push_back("class_" + std::to_string(i));
-  return labels;
+ClassifierOptions classifier_options(const ModelOptions& o) {
+  ClassifierOptions co;
+  co.config = o.config;
+  co.threads = o.threads;
+  co.img_size = o.img_size;
+  co.precision = o.precision;
+  return co;
 }
+
+Classifier load_classifier(const ModelOptions& o, const ClassifierOptions& co) { return Classifier(model_path(o), co); }
 
 std::vector<int> parse_batch_list(const std::string& s, const std::string& flag) {
   std::vector<int> out;

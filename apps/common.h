@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "models/vit.h"
+#include "vit/vit.h"
 
 namespace vit::app {
 
@@ -26,17 +27,18 @@ struct ModelOptions {
   std::string config;  // config.json overriding the one beside the weights
   int threads = 0;     // 0: all cores
   int img_size = 0;    // 0: the model's own input size
+  Precision precision = Precision::F32;
 };
 
 void add_model_options(CLI::App* cmd, ModelOptions* o);
 void add_threads_option(CLI::App* cmd, int* threads);
 void add_img_size_option(CLI::App* cmd, int* img_size);
+void add_precision_option(CLI::App* cmd, Precision* precision);
 std::string default_model_path();
 ViT load_model(const ModelOptions& o);
-
-// Labels for C classes: --labels file (one per line), else the checkpoint's, else ImageNet-1k's
-// when C is 1000, else "class_<i>".
-std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg);
+// The library's options for these model options; load_classifier fills in the default model's path.
+ClassifierOptions classifier_options(const ModelOptions& o);
+Classifier load_classifier(const ModelOptions& o, const ClassifierOptions& co);
 
 // Parses "1,2,4" into positive integers; throws vit::Error naming the flag.
 std::vector<int> parse_batch_list(const std::string& s, const std::string& flag);

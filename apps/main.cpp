@@ -6,7 +6,7 @@
 #include <new>
 
 #include "common.h"
-#include "engine/error.h"
+#include "vit/error.h"
 
 namespace vit::app {
 void add_classify_command(CLI::App& app, Prepare* prepare);

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "error.h"
+#include "vit/error.h"
 
 namespace vit {
 

@@ -16,7 +16,7 @@
 #include <functional>
 #include <memory>
 
-#include "error.h"
+#include "vit/error.h"
 
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "error.h"
+#include "vit/error.h"
 
 namespace vit {
 

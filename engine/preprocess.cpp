@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "error.h"
+#include "vit/error.h"
 
 namespace vit {
 namespace {

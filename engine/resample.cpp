@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "error.h"
+#include "vit/error.h"
 
 namespace vit {
 namespace {

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "error.h"
+#include "vit/error.h"
 
 namespace vit {
 namespace {

@@ -4,7 +4,7 @@
 #include <iterator>
 #include <regex>
 
-#include "engine/error.h"
+#include "vit/error.h"
 
 namespace vit {
 

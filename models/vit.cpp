@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint.h"
-#include "engine/error.h"
+#include "vit/error.h"
 #include "engine/resample.h"
 
 namespace vit {
@@ -47,7 +47,7 @@ nlohmann::json read_json(const std::string& path) {
 
 }  // namespace
 
-ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size) {
+ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision) {
   std::string file = model, dir;
   if (!exists(model)) throw Error(model, "no such file or directory");
   if (is_dir(model)) {
@@ -75,8 +75,10 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
   src.img_size = img_size;
 
   Checkpoint ck(file);
+  if (precision != Precision::F32) throw Error(std::string("precision ") + precision_name(precision) + " is not available");
   ViT m;
   m.source_ = file;
+  m.precision_ = precision;
   m.cfg_ = resolve_config(ck, src);
   spdlog::debug("{}: {} layout, {}", file, layout_name(ck.layout()), m.cfg_.summary());
   m.load_weights(ck);
@@ -135,10 +137,11 @@ void ViT::load_weights(Checkpoint& ck) {
   if (c.dist_token) head_dist_ = linear("head_dist", D, C, true);
 }
 
-ViT ViT::random(const ViTConfig& cfg, uint32_t seed) {
+ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
   // The same structures load_weights fills, from a seeded generator instead of a file.
   ViT m;
   m.cfg_ = cfg;
+  m.precision_ = precision;
   m.source_ = "random:" + (cfg.arch.empty() ? std::string("vit") : cfg.arch);
   uint64_t state = 0x9E3779B97F4A7C15ull ^ seed;
   auto fill = [&](size_t n, float scale, float offset) {

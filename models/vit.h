@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/ops.h"
+#include "vit/vit.h"
 #include "vit_config.h"
 
 namespace vit {
@@ -33,11 +34,14 @@ class ViT {
   // Hugging Face models perhaps preprocessor_config.json); config_path: a config.json that overrides
   // the one beside the weights ("" for none); img_size: run at S x S instead of the model's own size,
   // the position table resampled as timm does (0 for the model's size).
-  static ViT load(const std::string& model, const std::string& config_path = "", int64_t img_size = 0);
+  // precision: how the linear layers compute (weights converted or quantized here, at load).
+  static ViT load(const std::string& model, const std::string& config_path = "", int64_t img_size = 0,
+                  Precision precision = Precision::F32);
   // Random weights of a given shape (for benchmarks and tests).
-  static ViT random(const ViTConfig& cfg, uint32_t seed = 0);
+  static ViT random(const ViTConfig& cfg, uint32_t seed = 0, Precision precision = Precision::F32);
 
   const ViTConfig& config() const { return cfg_; }
+  Precision precision() const { return precision_; }
   const std::string& source() const { return source_; }
 
   // Everything one batch size needs to run: its oneDNN primitives, bound to an activation arena.
@@ -103,6 +107,7 @@ class ViT {
   static BufferTable activation_table(const ViTConfig& c, int64_t B, Plan::Activations* a);
 
   ViTConfig cfg_;
+  Precision precision_ = Precision::F32;
   std::string source_;
   Arena store_;                       // the memory every weight below lives in (declared first: dies last)
   LinearWeights patch_embed_;         // [D, C*P*P]

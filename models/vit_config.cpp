@@ -11,7 +11,7 @@
 #include <regex>
 
 #include "checkpoint.h"
-#include "engine/error.h"
+#include "vit/error.h"
 
 namespace vit {
 namespace {

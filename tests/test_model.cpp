@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "engine/error.h"
+#include "vit/error.h"
 #include "models/vit.h"
 #include "reference.h"
 

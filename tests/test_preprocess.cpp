@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "engine/error.h"
+#include "vit/error.h"
 #include "engine/image.h"
 #include "engine/preprocess.h"
 #include "test_util.h"

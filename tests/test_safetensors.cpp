@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "engine/error.h"
+#include "vit/error.h"
 #include "engine/safetensors.h"
 #include "test_util.h"
 

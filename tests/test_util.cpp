@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "engine/error.h"
+#include "vit/error.h"
 
 namespace vit::test {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/error.h"
+#include "vit/error.h"
 #include "engine/ops.h"
 #include "models/vit.h"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/error.h"
+#include "vit/error.h"
 #include "engine/image.h"
 #include "engine/preprocess.h"
 

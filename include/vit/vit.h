@@ -1,0 +1,98 @@
+// The engine as a library: load a ViT image classifier once, then classify image files, encoded images
+// in memory, decoded pixels or preprocessed tensors. What `vit classify`, the Python module and the Spark
+// job all call. Only standard types here; errors are vit::Error (vit/error.h).
+//
+//   vit::Classifier c("model_dir");
+//   for (const vit::Result& r : c.classify({"a.jpg", "b.png"}, 5))
+//     std::cout << r.file << ": " << (r.error.empty() ? r.top[0].label : r.error) << "\n";
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "vit/error.h"
+
+namespace vit {
+
+// The arithmetic of the linear layers. F32 matches timm; BF16 (CPUs with avx512_bf16 or AMX) and Int8
+// (weights quantized at load, activations per image at run time) trade a little agreement for speed.
+enum class Precision { F32, BF16, Int8 };
+Precision precision_from_name(const std::string& name);  // "f32", "bf16", "int8"; throws vit::Error
+const char* precision_name(Precision p);
+
+struct ClassifierOptions {
+  Precision precision = Precision::F32;
+  int threads = 0;                   // threads for decoding and inference (0: all cores)
+  std::string labels;                // a labels file, one per line; "" for the checkpoint's, else ImageNet-1k's
+  std::string config;                // a config.json overriding the one beside the weights
+  int img_size = 0;                  // run at S x S, the position table resampled as timm does (0: the model's)
+  int batch = 8;                     // images per forward pass
+  int64_t max_pixels = 100'000'000;  // larger images are refused from their header, before decoding
+  bool keep_logits = false;          // fill Result::logits
+};
+
+struct Prediction {
+  int index;
+  std::string label;
+  float prob;
+};
+
+// One input's answer: its top classes, or the error that kept it from being classified.
+struct Result {
+  std::string file;              // the path, or the name given with the bytes or pixels
+  std::string error;             // empty when it worked
+  std::vector<Prediction> top;   // most probable first
+  std::vector<float> logits;     // [classes], with ClassifierOptions::keep_logits
+};
+
+// A decoded image: 8-bit RGB, rows of width * 3 bytes.
+struct Pixels {
+  std::string name;
+  int width = 0, height = 0;
+  const uint8_t* rgb = nullptr;
+};
+
+// What the engine understood of the model, as `vit inspect` prints it.
+struct ModelInfo {
+  std::string file, arch, stored_as, precision, pool, interpolation, crop_mode;
+  int64_t patch, width, depth, heads, mlp, classes, input_height, input_width, tokens, parameters;
+  double crop_pct;
+  int resize;
+  float mean[3], std[3];
+};
+
+class Classifier {
+ public:
+  // model: a .safetensors file or the folder holding model.safetensors (and config.json). Throws
+  // vit::Error when the model, the config, the labels or the options cannot be used.
+  explicit Classifier(const std::string& model, const ClassifierOptions& options = {});
+  ~Classifier();
+  Classifier(Classifier&&) noexcept;
+  Classifier& operator=(Classifier&&) noexcept;
+
+  // One Result per input, in order. A file that is missing, unreadable or not an image gets its error;
+  // the others are classified. Safe to call from several threads at once (each call runs its own Plan).
+  std::vector<Result> classify(const std::vector<std::string>& paths, int topk = 5) const;
+  // Encoded image files in memory (name, bytes), as Spark's binaryFile source hands them over.
+  std::vector<Result> classify_encoded(const std::vector<std::pair<std::string, std::string>>& images,
+                                       int topk = 5) const;
+  std::vector<Result> classify_pixels(const std::vector<Pixels>& images, int topk = 5) const;
+
+  // Preprocessed images [n, 3, H, W] (as preprocess() gives them) -> logits [n, classes].
+  std::vector<float> logits(const float* images, int64_t n) const;
+  // An image file as the model is fed it: [3, H, W], timm's eval transform.
+  std::vector<float> preprocess(const std::string& path) const;
+
+  const std::vector<std::string>& labels() const;
+  int64_t classes() const;
+  ModelInfo info() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vit

@@ -1,0 +1,275 @@
+// vit::Classifier (include/vit/vit.h): a loaded ViT, its labels, and a pool of Plans. Each call checks
+// out Plans of its own, so calls from several threads run side by side; inputs are decoded and
+// preprocessed batch by batch on all threads, failures recorded per input, the good ones run together.
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "engine/image.h"
+#include "engine/preprocess.h"
+#include "engine/topk.h"
+#include "imagenet_classes.h"
+#include "vit.h"
+#include "vit/vit.h"
+
+namespace vit {
+
+Precision precision_from_name(const std::string& name) {
+  if (name == "f32") return Precision::F32;
+  if (name == "bf16") return Precision::BF16;
+  if (name == "int8") return Precision::Int8;
+  throw Error("precision '" + name + "' is not one of f32, bf16, int8");
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::F32: return "f32";
+    case Precision::BF16: return "bf16";
+    case Precision::Int8: return "int8";
+  }
+  return "?";
+}
+
+namespace {
+
+// Labels for C classes: a labels file (one per line, a UTF-8 byte-order mark allowed), else the
+// checkpoint's, else ImageNet-1k's when C is 1000, else "class_<i>".
+std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg) {
+  std::vector<std::string> labels;
+  if (!labels_file.empty()) {
+    std::ifstream in(labels_file);
+    if (!in) throw Error(labels_file, "cannot open labels file");
+    for (std::string line; std::getline(in, line);) {
+      if (labels.empty() && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      labels.push_back(line);
+    }
+    while (!labels.empty() && labels.back().empty()) labels.pop_back();
+    if (int64_t(labels.size()) != cfg.classes)
+      throw Error(labels_file, std::to_string(labels.size()) + " labels, but the model has " +
+                                   std::to_string(cfg.classes) + " classes");
+    return labels;
+  }
+  if (!cfg.labels.empty()) return cfg.labels;
+  if (cfg.classes == 1000) return {kImageNetClasses, kImageNetClasses + 1000};
+  for (int64_t i = 0; i < cfg.classes; ++i) labels.push_back("class_" + std::to_string(i));
+  return labels;
+}
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+struct Classifier::Impl {
+  Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o) {}
+  ViT model;
+  ClassifierOptions opt;
+  std::vector<std::string> labels;
+  int threads = 1;
+  mutable std::mutex mu;                                            // guards the pool
+  mutable std::map<int64_t, std::vector<std::unique_ptr<ViT::Plan>>> pool;  // idle Plans by batch size
+
+  // A Plan for B images, the caller's own until it is given back.
+  std::unique_ptr<ViT::Plan> take(int64_t B) const {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& idle = pool[B];
+      if (!idle.empty()) {
+        auto p = std::move(idle.back());
+        idle.pop_back();
+        return p;
+      }
+    }
+    return model.make_plan(B);
+  }
+  void give_back(std::unique_ptr<ViT::Plan> p) const {
+    std::lock_guard<std::mutex> lock(mu);
+    pool[p->batch()].push_back(std::move(p));
+  }
+
+  // Each call runs with the Classifier's thread count, whichever thread it comes from (OpenMP's count
+  // is per thread, and a Plan's primitives are made for one count).
+  void use_threads() const { set_threads(threads); }
+
+  Result answer(const std::string& name, const float* logits, int topk) const {
+    Result r;
+    r.file = name;
+    const int64_t C = model.config().classes;
+    for (const Scored& s : top_k(logits, C, topk)) r.top.push_back({s.index, labels[size_t(s.index)], s.prob});
+    if (opt.keep_logits) r.logits.assign(logits, logits + C);
+    return r;
+  }
+
+  // Classifies n inputs, `batch` at a time: decode(i) gives input i's image (or throws).
+  std::vector<Result> run(size_t n, const std::function<std::string(size_t)>& name,
+                          const std::function<Image(size_t)>& decode, int topk) const;
+};
+
+std::vector<Result> Classifier::Impl::run(size_t n, const std::function<std::string(size_t)>& name,
+                                          const std::function<Image(size_t)>& decode, int topk) const {
+  use_threads();
+  const ViTConfig& c = model.config();
+  const size_t per_image = size_t(c.input_floats()), batch = size_t(opt.batch);
+  std::vector<Result> out(n);
+  for (size_t first = 0; first < n; first += batch) {
+    const size_t count = std::min(batch, n - first);
+    auto plan = take(int64_t(count));
+    float* pixels = plan->input();
+    std::vector<std::string> errors(count);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (size_t j = 0; j < count; ++j) {
+      try {
+        vit::preprocess(decode(first + j), c.pre, pixels + per_image * j);
+      } catch (const Error& e) {
+        errors[j] = e.problem();
+      } catch (const std::exception& e) {  // std::bad_alloc from a huge image, say
+        errors[j] = e.what();
+      }
+    }
+    size_t good = 0;  // close the holes the failures left, so the good images run as one batch
+    for (size_t j = 0; j < count; ++j)
+      if (errors[j].empty()) {
+        if (good != j) std::memmove(pixels + per_image * good, pixels + per_image * j, per_image * sizeof(float));
+        ++good;
+      }
+    if (good > 0 && good < count) {
+      auto smaller = take(int64_t(good));
+      std::memcpy(smaller->input(), pixels, per_image * good * sizeof(float));
+      std::swap(plan, smaller);
+      give_back(std::move(smaller));
+    }
+    const float* logits = good ? plan->run() : nullptr;
+    for (size_t j = 0, slot = 0; j < count; ++j) {
+      if (!errors[j].empty()) {
+        out[first + j].file = name(first + j);
+        out[first + j].error = errors[j];
+      } else {
+        out[first + j] = answer(name(first + j), logits + (slot++) * c.classes, topk);
+      }
+    }
+    give_back(std::move(plan));
+  }
+  return out;
+}
+
+Classifier::Classifier(const std::string& model, const ClassifierOptions& options) {
+  if (options.batch < 1 || options.batch > kMaxBatch)
+    throw Error("batch size " + std::to_string(options.batch) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
+  if (options.max_pixels < 1) throw Error("max_pixels must be positive, got " + std::to_string(options.max_pixels));
+  if (options.threads < 0) throw Error("threads must be 0 (all cores) or more, got " + std::to_string(options.threads));
+  const int cores = omp_get_num_procs();
+  int threads = options.threads > 0 ? options.threads : max_threads();
+  if (threads > cores) {
+    spdlog::warn("{} threads asked for, but {} cores are available: using {}", threads, cores, cores);
+    threads = cores;
+  }
+  set_threads(threads);
+  impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
+  impl_->threads = threads;
+  impl_->labels = resolve_labels(options.labels, impl_->model.config());
+}
+
+Classifier::~Classifier() = default;
+Classifier::Classifier(Classifier&&) noexcept = default;
+Classifier& Classifier::operator=(Classifier&&) noexcept = default;
+
+std::vector<Result> Classifier::classify(const std::vector<std::string>& paths, int topk) const {
+  return impl_->run(
+      paths.size(), [&](size_t i) { return paths[i]; },
+      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels); }, topk);
+}
+
+std::vector<Result> Classifier::classify_encoded(const std::vector<std::pair<std::string, std::string>>& images,
+                                                 int topk) const {
+  return impl_->run(
+      images.size(), [&](size_t i) { return images[i].first; },
+      [&](size_t i) {
+        const std::string& bytes = images[i].second;
+        return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
+                            impl_->opt.max_pixels);
+      },
+      topk);
+}
+
+std::vector<Result> Classifier::classify_pixels(const std::vector<Pixels>& images, int topk) const {
+  return impl_->run(
+      images.size(), [&](size_t i) { return images[i].name; },
+      [&](size_t i) {
+        const Pixels& p = images[i];
+        if (p.width <= 0 || p.height <= 0 || !p.rgb)
+          throw Error(p.name, "no pixels (" + std::to_string(p.width) + "x" + std::to_string(p.height) + ")");
+        if (int64_t(p.width) * p.height > impl_->opt.max_pixels)
+          throw Error(p.name, std::to_string(int64_t(p.width) * p.height) + " pixels is over the limit of " +
+                                  std::to_string(impl_->opt.max_pixels));
+        Image img;
+        img.width = p.width;
+        img.height = p.height;
+        img.rgb.assign(p.rgb, p.rgb + size_t(p.width) * size_t(p.height) * 3);
+        return img;
+      },
+      topk);
+}
+
+std::vector<float> Classifier::logits(const float* images, int64_t n) const {
+  if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
+  impl_->use_threads();
+  const ViTConfig& c = impl_->model.config();
+  const int64_t per = c.input_floats(), batch = impl_->opt.batch;
+  std::vector<float> out(size_t(n * c.classes));
+  for (int64_t first = 0; first < n; first += batch) {
+    const int64_t count = std::min(batch, n - first);
+    auto plan = impl_->take(count);
+    std::memcpy(plan->input(), images + first * per, size_t(count * per) * sizeof(float));
+    std::memcpy(out.data() + first * c.classes, plan->run(), size_t(count * c.classes) * sizeof(float));
+    impl_->give_back(std::move(plan));
+  }
+  return out;
+}
+
+std::vector<float> Classifier::preprocess(const std::string& path) const {
+  impl_->use_threads();
+  const ViTConfig& c = impl_->model.config();
+  std::vector<float> out(size_t(c.input_floats()));
+  vit::preprocess(decode_image_file(path, impl_->opt.max_pixels), c.pre, out.data());
+  return out;
+}
+
+const std::vector<std::string>& Classifier::labels() const { return impl_->labels; }
+int64_t Classifier::classes() const { return impl_->model.config().classes; }
+
+ModelInfo Classifier::info() const {
+  const ViTConfig& c = impl_->model.config();
+  ModelInfo i;
+  i.file = impl_->model.source();
+  i.arch = c.arch;
+  i.stored_as = c.stored_as;
+  i.precision = precision_name(impl_->model.precision());
+  i.pool = pool_name(c.pool);
+  i.interpolation = filter_name(c.pre.interpolation);
+  i.crop_mode = crop_mode_name(c.pre.crop_mode);
+  i.patch = c.patch;
+  i.width = c.width;
+  i.depth = c.depth;
+  i.heads = c.heads;
+  i.mlp = c.mlp;
+  i.classes = c.classes;
+  i.input_height = c.img_h();
+  i.input_width = c.img_w();
+  i.tokens = c.tokens();
+  i.parameters = c.parameters();
+  i.crop_pct = c.pre.crop_pct;
+  i.resize = c.pre.resize_height();
+  for (int k = 0; k < 3; ++k) {
+    i.mean[k] = c.pre.mean[size_t(k)];
+    i.std[k] = c.pre.std[size_t(k)];
+  }
+  return i;
+}
+
+}  // namespace vit
