@@ -140,22 +140,25 @@ void write_svg(const std::string& path, const std::string& title, const std::vec
 int run_bench(const BenchOptions& o, const std::vector<int>& batches, ViT& model) {
   const std::string name = o.arch.empty() ? model.source() : o.arch;
   const int threads = set_threads(0);
+  const char* precision = precision_name(model.precision());
+  const double weights_mb = double(model.weight_bytes()) / 1e6;
   if (o.peak) std::fprintf(stderr, "f32 matmul peak (3152x768x3072): %.1f GFLOP/s\n", matmul_peak_gflops());
   std::ofstream csv;
   if (!o.csv.empty()) {
     csv.open(o.csv);
     if (!csv) throw Error(o.csv + ": cannot open for writing");
-    csv << "engine,model,batch,threads,images_per_sec,ms_p50,ms_p90,ms_p99,gflops,peak_rss_mb\n";
+    csv << "engine,model,precision,batch,threads,images_per_sec,ms_p50,ms_p90,ms_p99,gflops,peak_rss_mb,weights_mb\n";
   }
   if (!o.json)
-    std::printf("%s, %d threads\n%6s %10s %9s %9s %9s %9s %9s\n", model.config().summary().c_str(), threads, "batch",
+    std::printf("%s, %s (weights %.1f MB), %d threads\n%6s %10s %9s %9s %9s %9s %9s\n", model.config().summary().c_str(), precision, weights_mb, threads, "batch",
                 "img/s", "p50 ms", "p90 ms", "p99 ms", "GFLOP/s", "RSS MB");
   std::vector<Row> rows;
   for (int B : batches) {
     const Row r = bench_batch(model, B, o);
     rows.push_back(r);
     if (o.json) {
-      nlohmann::json j{{"engine", "vit"},         {"model", name},         {"batch", r.batch},
+      nlohmann::json j{{"engine", "vit"},         {"model", name},         {"precision", precision},
+                       {"weights_mb", weights_mb}, {"batch", r.batch},
                        {"threads", threads},      {"images_per_sec", r.images_per_sec},
                        {"ms_p50", r.ms_p50},      {"ms_p90", r.ms_p90},    {"ms_p99", r.ms_p99},
                        {"gflops", r.gflops},      {"peak_rss_mb", r.peak_rss_mb}, {"runs", r.runs}};
@@ -166,8 +169,8 @@ int run_bench(const BenchOptions& o, const std::vector<int>& batches, ViT& model
     }
     std::fflush(stdout);
     if (csv.is_open())
-      csv << "vit," << name << "," << r.batch << "," << threads << "," << r.images_per_sec << "," << r.ms_p50 << ","
-          << r.ms_p90 << "," << r.ms_p99 << "," << r.gflops << "," << r.peak_rss_mb << "\n";
+      csv << "vit," << name << "," << precision << "," << r.batch << "," << threads << "," << r.images_per_sec << "," << r.ms_p50 << ","
+          << r.ms_p90 << "," << r.ms_p99 << "," << r.gflops << "," << r.peak_rss_mb << "," << weights_mb << "\n";
   }
   if (!o.plot.empty()) write_svg(o.plot, name + " (" + std::to_string(threads) + " threads)", rows);
   return kExitOk;
@@ -179,7 +182,7 @@ std::function<int()> prepare_bench(const BenchOptions& o) {
   auto batches = std::make_shared<std::vector<int>>(parse_batch_list(o.batches, "--batch"));
   if (!o.arch.empty() && !o.model.model.empty()) throw Error("--arch and --model exclude each other: pick one");
   set_threads(o.model.threads);
-  auto model = std::make_shared<ViT>(o.arch.empty() ? load_model(o.model) : ViT::random(config_for_arch(o.arch)));
+  auto model = std::make_shared<ViT>(o.arch.empty() ? load_model(o.model) : ViT::random(config_for_arch(o.arch), 0, o.model.precision));
   return [o, batches, model] { return run_bench(o, *batches, *model); };
 }
 

@@ -13,14 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
+#include "inputs.h"
 #include "engine/image.h"
 #include "engine/safetensors.h"
 #include "vit/vit.h"
 
 namespace vit::app {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct ClassifyOptions {
   ModelOptions model;
@@ -29,89 +28,6 @@ struct ClassifyOptions {
   int64_t max_pixels = kDefaultMaxPixels;
   bool json = false, stats = false;
   std::vector<std::string> paths;
-};
-
-struct Input {
-  std::string file;
-  std::string error;  // set when the path is known to be unusable before decoding
-};
-
-bool is_image_name(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
-}
-
-// Appends dir's image files, sorted, recursing into sub-folders (each real folder once, so symlink
-// loops end). Entries named like images that cannot be images (a folder, a broken symlink, a
-// folder that cannot be read) become inputs carrying their error, so they get their output line.
-void walk_folder(const fs::path& dir, std::set<std::pair<dev_t, ino_t>>* seen, std::vector<Input>* out) {
-  struct stat st{};
-  if (::stat(dir.c_str(), &st) == 0 && !seen->insert({st.st_dev, st.st_ino}).second) return;
-  std::error_code ec;
-  std::vector<fs::path> entries;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
-  if (ec) {
-    out->push_back({dir.string(), "cannot read folder: " + ec.message()});
-    return;
-  }
-  std::sort(entries.begin(), entries.end());
-  for (const fs::path& e : entries) {
-    const auto status = fs::status(e, ec);
-    if (ec) {
-      if (is_image_name(e))
-        out->push_back({e.string(), fs::is_symlink(fs::symlink_status(e, ec)) ? "broken symbolic link" : ec.message()});
-    } else if (fs::is_directory(status)) {
-      if (is_image_name(e)) out->push_back({e.string(), "is a directory, not an image"});
-      else walk_folder(e, seen, out);
-    } else if (is_image_name(e)) {
-      out->push_back({e.string(), ""});
-    }
-  }
-}
-
-// PATH arguments in order; a folder contributes its image files, recursively, sorted by name.
-// Only names are gathered here: images are read batch by batch as they are classified.
-std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* missing) {
-  std::vector<Input> out;
-  for (const auto& p : paths) {
-    std::error_code ec;
-    const auto st = fs::status(p, ec);
-    if (ec || !fs::exists(st)) {
-      out.push_back({p, "no such file or directory"});
-      *missing = true;
-    } else if (fs::is_directory(st)) {
-      const size_t before = out.size();
-      std::set<std::pair<dev_t, ino_t>> seen;
-      walk_folder(p, &seen, &out);
-      if (out.size() == before) spdlog::warn("{}: no .jpg, .jpeg, .png or .bmp files in this folder", p);
-    } else {
-      out.push_back({p, ""});
-    }
-  }
-  return out;
-}
-
-// A one-line progress bar on stderr, drawn only on a terminal.
-class Progress {
- public:
-  Progress(size_t total, bool enabled) : total_(total), on_(enabled), t0_(std::chrono::steady_clock::now()) {}
-  void update(size_t done) {
-    if (!on_) return;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    const int width = 30, filled = int(width * done / std::max<size_t>(total_, 1));
-    std::fprintf(stderr, "\r[%s%s] %zu/%zu  %.1f img/s ", std::string(size_t(filled), '#').c_str(),
-                 std::string(size_t(width - filled), '.').c_str(), done, total_, s > 0 ? double(done) / s : 0.0);
-    std::fflush(stderr);
-  }
-  void clear() {
-    if (on_) std::fprintf(stderr, "\r\033[K");
-  }
-
- private:
-  size_t total_;
-  bool on_;
-  std::chrono::steady_clock::time_point t0_;
 };
 
 // Where results go: stdout (text or JSON lines) and the --save-logits file; counts what it was given.

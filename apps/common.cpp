@@ -9,6 +9,7 @@
 
 #include <fstream>
 
+#include "engine/linear.h"
 #include "vit/error.h"
 
 namespace vit::app {
@@ -106,6 +107,13 @@ std::vector<int> parse_batch_list(const std::string& s, const std::string& flag)
     start = end + 1;
   }
   return out;
+}
+
+std::string precision_support() {
+  const CpuIsa isa = cpu_isa();
+  std::string s = "oneDNN runs it as " + isa.name + ": f32, int8 (" +
+                  (isa.vnni ? std::string("VNNI, 8-bit weights") : std::string("no VNNI: 7-bit weights")) + ")";
+  return s + (isa.bf16 ? ", bf16" : "; bf16 needs avx512_bf16 or AMX");
 }
 
 void setup_logging(bool verbose) {

@@ -43,6 +43,9 @@ Classifier load_classifier(const ModelOptions& o, const ClassifierOptions& co);
 // Parses "1,2,4" into positive integers; throws vit::Error naming the flag.
 std::vector<int> parse_batch_list(const std::string& s, const std::string& flag);
 
+// What this CPU runs natively, as oneDNN sees it: "oneDNN runs it as avx2: f32, int8 (...); bf16 ...".
+std::string precision_support();
+
 void setup_logging(bool verbose);
 size_t peak_rss_bytes();
 

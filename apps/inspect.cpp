@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "common.h"
+#include "engine/linear.h"
 
 namespace vit::app {
 namespace {
@@ -36,6 +37,9 @@ int print_inspect(ViT& model) {
               c.final_norm ? ", final norm" : "", c.fc_norm ? ", fc_norm after pooling" : "", double(c.eps));
   if (c.dist_token) std::printf("head           mean of head and head_dist (timm's eval output)\n");
   std::printf("FLOPs/image    %.3g G (multiply-add = 2)\n", model.plan(1).program().flops() / 1e9);
+  std::printf("precision      %s, weights %.1f MB resident\n", precision_name(model.precision()),
+              double(model.weight_bytes()) / 1e6);
+  std::printf("this CPU       %s\n", precision_support().c_str());
   std::printf("preprocessing  %s resize to %s, center crop %dx%d, mean %s, std %s\n", filter_name(p.interpolation),
               resize.c_str(), p.width, p.height, triple(p.mean).c_str(), triple(p.std).c_str());
   std::printf("labels         %s\n", c.labels.empty() ? "none in the files"

@@ -1,4 +1,4 @@
-// The `vit` command: `vit classify`, `vit bench` and `vit inspect`. Each subcommand first prepares (flags,
+// The `vit` command: `vit classify`, `vit eval`, `vit bench` and `vit inspect`. Each subcommand first prepares (flags,
 // model, outputs: anything wrong there is exit 2), then works; errors become one "error: ..." line on
 // stderr and the exit status of the table in common.h.
 #include <spdlog/spdlog.h>
@@ -10,6 +10,7 @@
 
 namespace vit::app {
 void add_classify_command(CLI::App& app, Prepare* prepare);
+void add_eval_command(CLI::App& app, Prepare* prepare);
 void add_bench_command(CLI::App& app, Prepare* prepare);
 void add_inspect_command(CLI::App& app, Prepare* prepare);
 }  // namespace vit::app
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "debug logging on stderr");
   Prepare prepare;
   add_classify_command(app, &prepare);
+  add_eval_command(app, &prepare);
   add_bench_command(app, &prepare);
   add_inspect_command(app, &prepare);
   try {

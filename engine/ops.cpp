@@ -95,53 +95,6 @@ memory stored_copy(Arena& store, const memory::desc& md, const float* src) {
 
 }  // namespace
 
-LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
-                          int64_t typical_rows, WeightLayout layout) {
-  LinearWeights lw;
-  lw.K = K;
-  lw.N = N;
-  const memory::desc plain({K, N}, dt::f32, tag::ba);
-  if (bias) lw.b = stored_copy(store, memory::desc({1, N}, dt::f32, tag::ab), bias);
-  if (layout != WeightLayout::NK) {
-    // Ask the matmul which weight layout it wants for the rows it will mostly see.
-    const int64_t M = typical_rows;
-    const memory::desc src({M, K}, dt::f32, tag::ab), dst({M, N}, dt::f32, tag::ab);
-    const memory::desc any({K, N}, dt::f32, tag::any);
-    const memory::desc bias_md = lw.b ? lw.b.get_desc() : memory::desc();
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any, bias_md, dst), cpu_engine());
-    const bool brgemm = std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
-    if (layout == WeightLayout::Blocked || brgemm) {
-      lw.w = memory(pd.weights_desc(), cpu_engine(), store.alloc(pd.weights_desc().get_size()));
-      memory user(plain, cpu_engine(), const_cast<float*>(weight));
-      dnnl::reorder(user, lw.w).execute(cpu_stream(), user, lw.w);
-      cpu_stream().wait();
-      return lw;
-    }
-  }
-  lw.w = stored_copy(store, plain, weight);
-  return lw;
-}
-
-Step linear_step(const std::string& name, const LinearWeights& lw, int64_t M, const float* src, float* dst,
-                 Epilogue ep) {
-  const memory::desc src_md({M, lw.K}, dt::f32, tag::ab);
-  const memory::desc dst_md({M, lw.N}, dt::f32, tag::ab);
-  dnnl::post_ops po;
-  if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
-  if (ep == Epilogue::AddToDst) po.append_sum(1.f);
-  dnnl::primitive_attr attr;
-  attr.set_post_ops(po);
-  const memory::desc bias_md = lw.b ? lw.b.get_desc() : memory::desc();
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, lw.w.get_desc(), bias_md, dst_md), attr, cpu_engine());
-  Step s;
-  s.name = name;
-  s.prim = dnnl::matmul(pd);
-  s.args = {{DNNL_ARG_SRC, view(src_md, src)}, {DNNL_ARG_WEIGHTS, lw.w}, {DNNL_ARG_DST, view(dst_md, dst)}};
-  if (lw.b) s.args[DNNL_ARG_BIAS] = lw.b;
-  s.flops = 2.0 * double(M) * double(lw.K) * double(lw.N);
-  return s;
-}
-
 LayerNormWeights make_layer_norm(Arena& store, const float* gamma, const float* beta, int64_t D, float eps) {
   LayerNormWeights ln;
   ln.D = D;
@@ -273,6 +226,26 @@ Step average_step(const std::string& name, int64_t n, const float* y, float* x) 
   return host_step(name, [=] {
     for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * (x[i] + y[i]);
   });
+}
+
+CpuIsa cpu_isa() {
+  using isa = dnnl::cpu_isa;
+  const isa have = dnnl::get_effective_cpu_isa();
+  // Each ISA's value holds the bits of those it extends.
+  const auto has = [&](isa i) { return (unsigned(have) & unsigned(i)) == unsigned(i); };
+  static const std::pair<isa, const char*> kNames[] = {
+      {isa::avx512_core_amx, "avx512_core_amx"}, {isa::avx512_core_bf16, "avx512_core_bf16"},
+      {isa::avx512_core_vnni, "avx512_core_vnni"}, {isa::avx512_core, "avx512_core"}, {isa::avx2_vnni, "avx2_vnni"},
+      {isa::avx2, "avx2"}, {isa::avx, "avx"}, {isa::sse41, "sse41"}};
+  CpuIsa c{"below sse41", false, false};
+  for (const auto& [i, name] : kNames)
+    if (has(i)) {
+      c.name = name;
+      break;
+    }
+  c.bf16 = has(isa::avx512_core_bf16);
+  c.vnni = has(isa::avx512_core_vnni) || has(isa::avx2_vnni);
+  return c;
 }
 
 double matmul_peak_gflops() {

@@ -60,29 +60,6 @@ class Program {
   std::vector<std::vector<dnnl_exec_arg_t>> c_args_;
 };
 
-// How a linear layer's weights are laid out for the matmul. NK is PyTorch's [N, K] as stored (oneDNN
-// "ba"); Blocked is the layout oneDNN's matmul asks for ("any"), reordered once at load. Auto picks
-// Blocked when that matmul is brgemm (AVX-512 and newer, where it is faster) and NK otherwise (AVX2's
-// gemm:jit, where "any" means a plain layout that runs slower at ViT shapes): docs/PERFORMANCE.md.
-enum class WeightLayout { Auto, NK, Blocked };
-enum class Epilogue { None, Gelu, AddToDst };  // AddToDst: dst += result (residual connection)
-
-struct LinearWeights {
-  int64_t K = 0, N = 0;
-  dnnl::memory w, b;  // b empty when the layer has no bias
-};
-
-// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; the copies oneDNN runs from are
-// placed in `store`, which must outlive them. typical_rows: the M the layer will mostly run at (a
-// model's tokens per image), for which Auto asks oneDNN the layout.
-LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
-                          int64_t typical_rows, WeightLayout layout = WeightLayout::Auto);
-
-// dst[M, N] = src[M, K] x W^T + b, then the epilogue. Rows are dense: oneDNN 2.6 runs strided rows
-// in its reference kernel only.
-Step linear_step(const std::string& name, const LinearWeights& lw, int64_t M, const float* src, float* dst,
-                 Epilogue ep);
-
 struct LayerNormWeights {
   int64_t D = 0;
   float eps = 1e-6f;
@@ -120,6 +97,15 @@ Step mean_tokens_step(const std::string& name, int64_t B, int64_t T, int64_t D, 
                       float* dst);
 // x [n] = (x + y) / 2, element by element.
 Step average_step(const std::string& name, int64_t n, const float* y, float* x);
+
+// The instruction set oneDNN runs with (its ONEDNN_MAX_CPU_ISA cap honoured, unlike cpuid) and what it
+// offers the lower precisions.
+struct CpuIsa {
+  std::string name;  // "avx2", "avx512_core_vnni", ...
+  bool bf16;         // bf16 dot products: avx512_bf16 or AMX
+  bool vnni;         // u8 x s8 dot products summed in 32 bits: avx512_vnni, avx2_vnni or AMX
+};
+CpuIsa cpu_isa();
 
 // GFLOP/s of one large f32 matmul (3152 x 768 x 3072, ViT-B/16's fc1 at batch 16): the machine's peak.
 double matmul_peak_gflops();

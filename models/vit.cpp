@@ -75,7 +75,6 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
   src.img_size = img_size;
 
   Checkpoint ck(file);
-  if (precision != Precision::F32) throw Error(std::string("precision ") + precision_name(precision) + " is not available");
   ViT m;
   m.source_ = file;
   m.precision_ = precision;
@@ -98,13 +97,12 @@ void ViT::load_weights(Checkpoint& ck) {
   auto linear = [&](const std::string& n, int64_t K, int64_t N, bool bias, std::vector<int64_t> shape = {}) {
     const auto w = take(n + ".weight", shape.empty() ? std::vector<int64_t>{N, K} : shape);
     const auto b = bias ? take(n + ".bias", {N}) : opt(n + ".bias", {N});
-    return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), K, N, c.tokens());
+    return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), K, N, c.tokens(), precision_of(n));
   };
   auto norm = [&](const std::string& n) {
     const auto w = take(n + ".weight", {D}), b = take(n + ".bias", {D});
     return make_layer_norm(store_, w.data(), b.data(), D, c.eps);
   };
-
   patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, {D, Cin, P, P});
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
@@ -153,30 +151,48 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
     return v;
   };
   const int64_t D = cfg.width, M = cfg.mlp, C = cfg.classes, K0 = cfg.in_chans * cfg.patch * cfg.patch;
-  auto linear = [&](int64_t K, int64_t N) {
+  auto linear = [&](int64_t K, int64_t N, const std::string& n) {
     const auto w = fill(size_t(N * K), 1.f / std::sqrt(float(K)), 0.f), b = fill(size_t(N), 0.02f, 0.f);
-    return make_linear(m.store_, w.data(), b.data(), K, N, cfg.tokens());
+    return make_linear(m.store_, w.data(), b.data(), K, N, cfg.tokens(), m.precision_of(n));
   };
   auto norm = [&] {
     const auto g = fill(size_t(D), 0.1f, 1.f), b = fill(size_t(D), 0.02f, 0.f);
     return make_layer_norm(m.store_, g.data(), b.data(), D, cfg.eps);
   };
-  m.patch_embed_ = linear(K0, D);
+  m.patch_embed_ = linear(K0, D, "patch_embed.proj");
   if (cfg.class_token) m.cls_token_ = fill(size_t(D), 0.02f, 0.f);
   if (cfg.dist_token) m.dist_token_ = fill(size_t(D), 0.02f, 0.f);
   m.pos_embed_ = fill(size_t(cfg.pos_len() * D), 0.02f, 0.f);
   for (int64_t i = 0; i < cfg.depth; ++i)
-    m.blocks_.push_back({norm(), norm(), linear(D, 3 * D), linear(D, D), linear(D, M), linear(M, D)});
+    m.blocks_.push_back({norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv"), linear(D, D, "blocks.attn.proj"),
+                          linear(D, M, "blocks.mlp.fc1"), linear(M, D, "blocks.mlp.fc2")});
   if (cfg.final_norm) m.norm_ = norm();
   if (cfg.fc_norm) m.fc_norm_ = norm();
-  m.head_ = linear(D, C);
-  if (cfg.dist_token) m.head_dist_ = linear(D, C);
+  m.head_ = linear(D, C, "head");
+  if (cfg.dist_token) m.head_dist_ = linear(D, C, "head_dist");
   return m;
 }
 
+// The linear layers that run in the model's precision: the blocks' four, 99% of the FLOPs. The patch
+// embedding (raw pixels in) and the head (logits out) stay f32 (docs/PERFORMANCE.md).
+Precision ViT::precision_of(const std::string& layer) const {
+  return layer.rfind("blocks.", 0) == 0 ? precision_ : Precision::F32;
+}
+
+int64_t ViT::attention_chunk(int64_t B) const {
+  // One image's scores and heads: H T^2 + 3 T D floats; about 1 MiB of them stays in a core's L2. At
+  // least enough images for two (head, image) pairs per thread: with fewer, oneDNN splits each matmul
+  // across threads and sums in another order than the whole batch does.
+  const int64_t T = cfg_.tokens(), per_image = (cfg_.heads * T * T + 3 * T * cfg_.width) * int64_t(sizeof(float));
+  const int64_t least = (2 * max_threads() + cfg_.heads - 1) / cfg_.heads;
+  return std::min(B, std::max(least, (int64_t(1) << 20) / per_image));
+}
+
 // Every buffer of a forward pass at batch B: activation_bytes sizes from it, make_plan carves from it.
-BufferTable ViT::activation_table(const ViTConfig& c, int64_t B, Plan::Activations* a) {
+BufferTable ViT::activation_table(int64_t B, const PlanOptions& o, Plan::Activations* a) const {
+  const ViTConfig& c = cfg_;
   const int64_t D = c.width, T = c.tokens(), N = c.patches(), BT = B * T;
+  const int64_t chunk = o.keep_attention ? B : precision_ != Precision::F32 ? 1 : attention_chunk(B);
   BufferTable t;
   t.add("input", &a->input, B * c.input_floats());
   t.add("patches", &a->patches, B * N * c.in_chans * c.patch * c.patch);
@@ -185,23 +201,33 @@ BufferTable ViT::activation_table(const ViTConfig& c, int64_t B, Plan::Activatio
   t.add("h", &a->h, BT * D);
   t.add("attn", &a->attn, BT * D);
   t.add("qkv", &a->qkv, BT * 3 * D);
-  t.add("heads", &a->heads, BT * 3 * D);
-  t.add("scores", &a->scores, B * c.heads * T * T);
+  const int64_t pass = std::min(B, 2 * chunk - 1);  // the most images one attention pass takes
+  t.add("heads", &a->heads, pass * T * 3 * D);
+  t.add("scores", &a->scores, o.keep_attention ? c.depth * B * c.heads * T * T : pass * c.heads * T * T);
   t.add("mlp", &a->mlp, BT * c.mlp);
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
   t.add("pooled_dist", &a->pooled_dist, B * D);
   t.add("logits", &a->logits, B * c.classes);
   t.add("logits_dist", &a->logits_dist, B * c.classes);
+  add_linear_scratch(t, &a->linear, precision_, B, T, std::max(D, c.mlp), D);
   return t;
 }
 
 size_t ViT::activation_bytes(int64_t B) const {
   Plan::Activations a{};
-  return activation_table(cfg_, B, &a).bytes();
+  return activation_table(B, PlanOptions{}, &a).bytes();
 }
 
-std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B) const {
+size_t ViT::weight_bytes() const {
+  size_t n = patch_embed_.bytes() + head_.bytes() + head_dist_.bytes() +
+             (cls_token_.size() + dist_token_.size() + pos_embed_.size()) * sizeof(float);
+  for (const BlockWeights& b : blocks_) n += b.qkv.bytes() + b.proj.bytes() + b.fc1.bytes() + b.fc2.bytes();
+  const size_t norms = size_t(2 * cfg_.width) * sizeof(float);
+  return n + norms * size_t(2 * cfg_.depth + int(cfg_.final_norm) + int(cfg_.fc_norm));
+}
+
+std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options) const {
   if (B <= 0 || B > kMaxBatch)
     throw Error("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
   const ViTConfig& c = cfg_;
@@ -209,19 +235,35 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B) const {
   const int64_t prefix = c.prefix_tokens(), BT = B * T;
   auto plan = std::make_unique<Plan>();
   plan->B_ = B;
-  const BufferTable table = activation_table(c, B, &plan->act_);
+  plan->keeps_attention_ = options.keep_attention;
+  plan->depth_ = c.depth;
+  plan->scores_per_image_ = H * T * T;
+  const BufferTable table = activation_table(B, options, &plan->act_);
   plan->arena_ = table.carve();
   spdlog::debug("plan for batch {}: {:.1f} MiB of activations, the largest {}", B, table.bytes() / 1048576.0,
                 table.largest());
   const Plan::Activations& a = plan->act_;
   Program& prog = plan->program_;
+  auto add = [&](std::vector<Step> steps) {
+    for (Step& s : steps) prog.add(std::move(s));
+  };
   auto tap = [&](const std::string& name, const float* data, int64_t count) {
     plan->taps_.push_back({prog.steps().size() - 1, name, data, count});
+  };
+  // In bf16 and int8 every batched step runs image by image (int8's integer sums are exact anyway), so an
+  // image's logits do not depend on the images beside it; f32 keeps its batched matmuls (bit for bit
+  // as before; its results may differ in the last bits between batches).
+  const bool by_image = precision_ != Precision::F32;
+  auto linear = [&](const std::string& name, const LinearWeights& lw, int64_t rows, const float* src, float* dst,
+                    Epilogue ep) {
+    if (!by_image || lw.precision == Precision::Int8) return add(linear_steps(name, lw, B, rows, src, dst, ep, a.linear));
+    for (int64_t b = 0; b < B; ++b)
+      add(linear_steps(name, lw, 1, rows, src + b * rows * lw.K, dst + b * rows * lw.N, ep, a.linear));
   };
 
   // x = self.patch_embed(x): the P x P / stride P conv as patch rows times the flattened kernel.
   prog.add(patchify_step("patch_embed.patchify", B, c.in_chans, c.img_h(), c.img_w(), c.patch, a.input, a.patches));
-  prog.add(linear_step("patch_embed.proj", patch_embed_, B * N, a.patches, a.patch_embed, Epilogue::None));
+  linear("patch_embed.proj", patch_embed_, N, a.patches, a.patch_embed, Epilogue::None);
   tap("patch_embed", a.patch_embed, B * N * D);
 
   // x = self._pos_embed(x): prepend class/distillation tokens, add the position table (to the patches
@@ -233,20 +275,26 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B) const {
   tap("embed", a.x, BT * D);
 
   // x = self.blocks(x): x = x + attn(norm1(x)); x = x + mlp(norm2(x))
+  const int64_t chunk = options.keep_attention ? B : by_image ? 1 : attention_chunk(B);
   for (int64_t i = 0; i < c.depth; ++i) {
     const BlockWeights& w = blocks_[size_t(i)];
     const std::string p = "blocks." + std::to_string(i);
     prog.add(layer_norm_step(p + ".norm1", w.norm1, BT, a.x, a.h));
     tap(p + ".norm1", a.h, BT * D);
-    prog.add(linear_step(p + ".attn.qkv", w.qkv, BT, a.h, a.qkv, Epilogue::None));
-    for (Step& s : attention_steps(p + ".attn", B, T, H, c.head_dim(), a.qkv, a.heads, a.scores, a.attn))
-      prog.add(std::move(s));
-    prog.add(linear_step(p + ".attn.proj", w.proj, BT, a.attn, a.x, Epilogue::AddToDst));
+    linear(p + ".attn.qkv", w.qkv, T, a.h, a.qkv, Epilogue::None);
+    float* scores = a.scores + (options.keep_attention ? i * B * H * T * T : 0);
+    for (int64_t b = 0; b < B; b += chunk) {  // a few images at a time, so their scores stay in cache
+      const int64_t n = B - b < 2 * chunk ? B - b : chunk;  // the last pass takes the remainder
+      add(attention_steps(p + ".attn", n, T, H, c.head_dim(), a.qkv + b * T * 3 * D, a.heads,
+                          scores + b * H * T * T * int64_t(options.keep_attention), a.attn + b * T * D));
+      if (n > chunk) break;
+    }
+    linear(p + ".attn.proj", w.proj, T, a.attn, a.x, Epilogue::AddToDst);
     prog.add(layer_norm_step(p + ".norm2", w.norm2, BT, a.x, a.h));
     tap(p + ".norm2", a.h, BT * D);
-    prog.add(linear_step(p + ".mlp.fc1", w.fc1, BT, a.h, a.mlp, Epilogue::Gelu));
+    linear(p + ".mlp.fc1", w.fc1, T, a.h, a.mlp, Epilogue::Gelu);
     tap(p + ".mlp.fc1_gelu", a.mlp, BT * M);
-    prog.add(linear_step(p + ".mlp.fc2", w.fc2, BT, a.mlp, a.x, Epilogue::AddToDst));
+    linear(p + ".mlp.fc2", w.fc2, T, a.mlp, a.x, Epilogue::AddToDst);
     tap(p, a.x, BT * D);
   }
 
@@ -266,15 +314,21 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B) const {
     prog.add(layer_norm_step("fc_norm", fc_norm_, B, a.pooled, a.pooled_norm));
     head_in = a.pooled_norm;
   }
-  prog.add(linear_step("head", head_, B, head_in, a.logits, Epilogue::None));
+  linear("head", head_, 1, head_in, a.logits, Epilogue::None);
   if (c.dist_token) {
     // DeiT distilled, eval: (head(x[:, 0]) + head_dist(x[:, 1])) / 2
     prog.add(select_token_step("pool_dist", B, T, D, 1, feats, a.pooled_dist));
-    prog.add(linear_step("head_dist", head_dist_, B, a.pooled_dist, a.logits_dist, Epilogue::None));
+    linear("head_dist", head_dist_, 1, a.pooled_dist, a.logits_dist, Epilogue::None);
     prog.add(average_step("head.average", B * C, a.logits_dist, a.logits));
   }
   tap("logits", a.logits, B * C);
   return plan;
+}
+
+const float* ViT::Plan::attention(int64_t block) const {
+  if (!keeps_attention_ || block < 0 || block >= depth_)
+    throw Error("internal: attention of block " + std::to_string(block) + " asked of a Plan that does not keep it");
+  return act_.scores + block * B_ * scores_per_image_;
 }
 
 const float* ViT::Plan::run() const {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/linear.h"
 #include "engine/ops.h"
 #include "vit/vit.h"
 #include "vit_config.h"
@@ -52,6 +53,8 @@ class ViT {
     float* input() const { return act_.input; }  // [B, 3, H, W]: preprocess straight into it
     const float* run() const;                    // one forward pass; returns logits [B, C] in the arena
     const Program& program() const { return program_; }
+    // With PlanOptions::keep_attention, after run(): block l's softmax(QK^T / sqrt(Dh)), [B, H, T, T].
+    const float* attention(int64_t block) const;
 
    private:
     friend class ViT;
@@ -64,14 +67,15 @@ class ViT {
       float* h;            // [B, T, D] normalized
       float* attn;         // [B, T, D] heads concatenated
       float* qkv;          // [B, T, 3, H, Dh]
-      float* heads;        // [3, B, H, T, Dh]
-      float* scores;       // [B, H, T, T]
+      float* heads;        // [3, c, H, T, Dh]: the c images of one attention pass
+      float* scores;       // [c, H, T, T]; [L, B, H, T, T] when the Plan keeps the attention
       float* mlp;          // [B, T, M]
       float* pooled;       // [B, D]
       float* pooled_norm;  // [B, D]
       float* pooled_dist;  // [B, D]
       float* logits;       // [B, C]
       float* logits_dist;  // [B, C]
+      LinearScratch linear;  // bf16 and int8 layers' scratch
     };
     struct Tap {
       size_t after_step;
@@ -80,13 +84,21 @@ class ViT {
       int64_t count;
     };
     int64_t B_ = 0;
+    bool keeps_attention_ = false;
+    int64_t depth_ = 0, scores_per_image_ = 0;  // for attention(): L, and H T^2
     Arena arena_;
     Activations act_{};
     Program program_;
     std::vector<Tap> taps_;
   };
+  struct PlanOptions {
+    // Keep every block's attention probabilities, in f32 and over the whole batch at once (else the
+    // attention runs a few images at a time, so its scores stay in cache, and each block overwrites them).
+    bool keep_attention = false;
+  };
   // Primitives are created for the calling thread's OpenMP thread count (set_threads).
-  std::unique_ptr<Plan> make_plan(int64_t B) const;
+  std::unique_ptr<Plan> make_plan(int64_t B, const PlanOptions& options) const;
+  std::unique_ptr<Plan> make_plan(int64_t B) const { return make_plan(B, PlanOptions{}); }
 
   // Convenience for one thread: a Plan per batch size kept inside the model.
   Plan& plan(int64_t B);
@@ -100,11 +112,15 @@ class ViT {
   void forward_with_taps(const float* images, int64_t B, const TapFn& tap);
 
   size_t activation_bytes(int64_t B) const;
+  size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)
+  // Images per attention pass at batch B: as many as keep their scores within about a core's L2.
+  int64_t attention_chunk(int64_t B) const;
 
  private:
   ViT() = default;
   void load_weights(Checkpoint& ck);
-  static BufferTable activation_table(const ViTConfig& c, int64_t B, Plan::Activations* a);
+  Precision precision_of(const std::string& layer) const;
+  BufferTable activation_table(int64_t B, const PlanOptions& o, Plan::Activations* a) const;
 
   ViTConfig cfg_;
   Precision precision_ = Precision::F32;

@@ -108,6 +108,51 @@ TEST(TinyModel, TwoPlansOnTwoThreadsGiveTheirOwnAnswers) {
   EXPECT_LT(max_abs_diff(want_a, a_rows), 1e-5f);  // the same images in either plan
 }
 
+// int8: an image's logits are the same, bit for bit, alone and inside batches of other images (its
+// grids are its own; integer sums are exact). Two seeds' images, in several batch sizes and places.
+TEST(TinyModel, Int8ImageAloneEqualsInsideAnyBatch) {
+  TempDir d;
+  TinySpec s;
+  write_tiny_model(d.path(), s);
+  ViT m = ViT::load(d.path(), "", 0, Precision::Int8);
+  std::mt19937 rng(21);
+  const size_t per = size_t(3 * s.img * s.img);
+  const auto images = random_vector(per * 5, rng);
+  const auto all = run(m, images, 5);
+  for (int64_t B : {1, 2, 3}) {
+    for (int64_t first = 0; first + B <= 5; ++first) {
+      const std::vector<float> part(images.begin() + long(first * per), images.begin() + long((first + B) * per));
+      const auto got = run(m, part, B);
+      for (int64_t i = 0; i < B * s.classes; ++i)
+        ASSERT_EQ(got[size_t(i)], all[size_t(first * s.classes + i)]) << "batch " << B << " from image " << first;
+    }
+  }
+}
+
+// int8 and f32 on the same model and images: the same answers within int8's rounding.
+TEST(TinyModel, Int8AgreesWithF32) {
+  TempDir d;
+  TinySpec s;
+  write_tiny_model(d.path(), s, 4);
+  ViT f = ViT::load(d.path()), q = ViT::load(d.path(), "", 0, Precision::Int8);
+  EXPECT_EQ(q.precision(), Precision::Int8);
+  EXPECT_LT(q.weight_bytes(), f.weight_bytes());
+  std::mt19937 rng(5);
+  const auto images = random_vector(size_t(4 * 3 * s.img * s.img), rng);
+  const auto a = run(f, images, 4), b = run(q, images, 4);
+  float mag = 0;
+  for (float v : a) mag = std::max(mag, std::fabs(v));
+  EXPECT_LT(max_abs_diff(a, b), 0.1f * mag);  // a random model's logits are close together: a loose check;
+}                                             // test_goldens.cpp measures int8 on the real model
+
+TEST(LoaderErrors, Bf16WithoutTheInstructionsIsRefused) {
+  if (cpu_isa().bf16) GTEST_SKIP() << "this CPU has bf16 (" << cpu_isa().name << "): nothing to refuse";
+  TempDir d;
+  write_tiny_model(d.path(), TinySpec{});
+  expect_error([&] { ViT::load(d.path(), "", 0, Precision::BF16); },
+               "precision bf16 needs a CPU with avx512_bf16 or AMX; oneDNN runs this one as " + cpu_isa().name);
+}
+
 // The parameter count the config computes is what the checkpoint holds.
 TEST(TinyModel, ParameterCountMatchesTheTensors) {
   for (const TinySpec& s : {spec(true, false, false, false), spec(true, true, false, false),

@@ -1,0 +1,156 @@
+// The lower-precision linear layers and their quantizers against naive references: int8 on ViT shapes
+// (exactly, on inputs and weights the int8 grids represent; within its rounding on random data), bf16
+// where the CPU has it (refused with a message naming the instruction set where it has not), and the
+// quantizer's rounding and saturation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/linear.h"
+#include "engine/quantize.h"
+#include "reference.h"
+
+namespace vit::test {
+namespace {
+
+TEST(Quantize, WeightsRoundHalfToEvenAndSaturate) {
+  // Row 0: max 2 -> scale 2/4 = 0.5; 0.25 / 0.5 = 0.5 -> 0 (even), 0.75 / 0.5 = 1.5 -> 2, -1.25 -> -2.5 -> -2.
+  const float w[2 * 4] = {2.f, 0.25f, 0.75f, -1.25f, 0.f, 0.f, 0.f, 0.f};
+  int8_t q[8];
+  float scale[2];
+  quantize_weights(w, 2, 4, 4, q, scale);
+  EXPECT_EQ(scale[0], 0.5f);
+  EXPECT_EQ(q[0], 4);
+  EXPECT_EQ(q[1], 0);
+  EXPECT_EQ(q[2], 2);
+  EXPECT_EQ(q[3], -2);
+  EXPECT_EQ(scale[1], 1.f);  // a row of zeros
+  for (int k = 4; k < 8; ++k) EXPECT_EQ(q[k], 0);
+  const float nan_row[2] = {std::nanf(""), 1.f};  // a hostile checkpoint: no undefined behaviour
+  quantize_weights(nan_row, 1, 2, 127, q, scale);
+  EXPECT_EQ(q[1], 127);
+}
+
+TEST(Quantize, ActivationGridHoldsZeroAndSaturates) {
+  const Affine a = activation_affine(-1.28f, 1.27f);
+  EXPECT_FLOAT_EQ(a.scale, 0.01f);
+  EXPECT_EQ(a.zero, 128);
+  const float x[6] = {0.f, -1.28f, 1.27f, 0.005f, 0.015f, 5.f};
+  uint8_t q[6];
+  quantize_u8(x, 6, a, q);
+  EXPECT_EQ(q[0], 128);  // zero exactly
+  EXPECT_EQ(q[1], 0);
+  EXPECT_EQ(q[2], 255);
+  EXPECT_EQ(q[3], 128);  // 0.5 rounds to even
+  EXPECT_EQ(q[4], 130);  // 1.5 rounds to even
+  EXPECT_EQ(q[5], 255);  // saturates
+  EXPECT_EQ(activation_affine(0.5f, 2.f).zero, 0);  // the grid always reaches down to 0
+  EXPECT_EQ(activation_affine(0.f, 0.f).scale, 1.f);
+  const float bad[2] = {std::nanf(""), -std::nanf("")};
+  quantize_u8(bad, 2, a, q);  // no undefined behaviour
+}
+
+struct Case {
+  int64_t B, T, K, N;
+  Epilogue ep;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& i) {
+  const char* ep[] = {"none", "gelu", "residual"};
+  return std::to_string(i.param.B) + "x" + std::to_string(i.param.T) + "x" + std::to_string(i.param.K) + "x" +
+         std::to_string(i.param.N) + "_" + ep[int(i.param.ep)];
+}
+
+// The naive result, epilogue applied (AddToDst: onto `start`).
+std::vector<float> naive(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                         const Case& c, const std::vector<float>& start) {
+  auto y = ref_linear(x, w, b, c.B * c.T, c.K, c.N);
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (c.ep == Epilogue::Gelu) y[i] = ref_gelu(y[i]);
+    if (c.ep == Epilogue::AddToDst) y[i] += start[i];
+  }
+  return y;
+}
+
+std::vector<float> run_linear(Precision p, const std::vector<float>& x, const std::vector<float>& w,
+                              const std::vector<float>& b, const Case& c, std::vector<float> y) {
+  Arena store;
+  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.T, p);
+  LinearScratch s;
+  BufferTable t;
+  add_linear_scratch(t, &s, p, c.B, c.T, c.K, c.N);
+  const Arena scratch_memory = t.carve();
+  Program prog;
+  for (Step& st : linear_steps("t", lw, c.B, c.T, x.data(), y.data(), c.ep, s)) prog.add(std::move(st));
+  prog.run();
+  return y;
+}
+
+class Int8Linear : public ::testing::TestWithParam<Case> {};
+
+// Inputs on an exact u8 grid in every row (each row spans -1.28 to 1.27 in steps of 0.01) and weights
+// on an exact int8 grid per output channel: the int8 layer must give the f32 answer.
+TEST_P(Int8Linear, ExactOnRepresentableValues) {
+  const Case c = GetParam();
+  const int qmax = int8_weight_max();
+  std::mt19937 rng(uint32_t(c.K * 31 + c.N));
+  std::uniform_int_distribution<int> xq(0, 255), wq(-qmax, qmax);
+  std::vector<float> x(size_t(c.B * c.T * c.K)), w(size_t(c.N * c.K));
+  for (int64_t r = 0; r < c.B * c.T; ++r)
+    for (int64_t k = 0; k < c.K; ++k)
+      x[size_t(r * c.K + k)] = 0.01f * float((k == 0 ? 0 : k == 1 ? 255 : xq(rng)) - 128);
+  for (int64_t n = 0; n < c.N; ++n) {
+    const float s = 0.001f * float(1 + n % 7);
+    for (int64_t k = 0; k < c.K; ++k) w[size_t(n * c.K + k)] = s * float(k == 0 ? qmax : wq(rng));
+  }
+  const auto b = random_vector(size_t(c.N), rng), start = random_vector(size_t(c.B * c.T * c.N), rng);
+  const auto want = naive(x, w, b, c, start);
+  const auto got = run_linear(Precision::Int8, x, w, b, c, c.ep == Epilogue::AddToDst ? start : std::vector<float>(want.size(), -7.f));
+  float mag = 0;
+  for (float v : want) mag = std::max(mag, std::fabs(v));
+  EXPECT_LT(max_abs_diff(got, want), 2e-5f * std::max(1.f, mag));
+}
+
+// Random data: the error stays within what the two grids' rounding allows.
+TEST_P(Int8Linear, WithinRoundingOnRandomValues) {
+  const Case c = GetParam();
+  std::mt19937 rng(uint32_t(c.K * 17 + c.N));
+  const auto x = random_vector(size_t(c.B * c.T * c.K), rng, 2.f), w = random_vector(size_t(c.N * c.K), rng, 0.1f),
+             b = random_vector(size_t(c.N), rng), start = random_vector(size_t(c.B * c.T * c.N), rng);
+  const auto want = naive(x, w, b, c, start);
+  const auto got = run_linear(Precision::Int8, x, w, b, c, c.ep == Epilogue::AddToDst ? start : std::vector<float>(want.size(), 0.f));
+  // Each product is off by at most half a step of the input's grid times |w|, plus half a step of the
+  // weight's grid times |x|; random signs add like sqrt(K), 4 of those is far beyond chance.
+  float xmax = 0, wmax = 0;
+  for (float v : x) xmax = std::max(xmax, std::fabs(v));
+  for (float v : w) wmax = std::max(wmax, std::fabs(v));
+  const float per_term = 0.5f * (2 * xmax / 255.f) * wmax + 0.5f * (wmax / float(int8_weight_max())) * xmax;
+  EXPECT_LT(max_abs_diff(got, want), 4.f * std::sqrt(float(c.K)) * per_term);
+}
+
+INSTANTIATE_TEST_SUITE_P(VitShapes, Int8Linear,
+                         ::testing::Values(Case{1, 197, 192, 576, Epilogue::None}, Case{2, 197, 192, 768, Epilogue::Gelu},
+                                           Case{2, 197, 768, 192, Epilogue::AddToDst},
+                                           Case{1, 197, 192, 192, Epilogue::AddToDst}, Case{3, 50, 64, 96, Epilogue::Gelu},
+                                           Case{1, 197, 768, 2304, Epilogue::None}, Case{2, 13, 7, 5, Epilogue::AddToDst}),
+                         case_name);
+
+TEST(Bf16Linear, MatchesTheReferenceOrIsRefusedByName) {
+  const Case c{2, 197, 192, 768, Epilogue::Gelu};
+  std::mt19937 rng(3);
+  const auto x = random_vector(size_t(c.B * c.T * c.K), rng), w = random_vector(size_t(c.N * c.K), rng, 0.1f),
+             b = random_vector(size_t(c.N), rng);
+  if (!cpu_isa().bf16) {
+    Arena store;
+    expect_error([&] { make_linear(store, w.data(), b.data(), c.K, c.N, c.T, Precision::BF16); },
+                 "bf16 needs a CPU with avx512_bf16 or AMX; oneDNN runs this one as " + cpu_isa().name);
+    GTEST_SKIP() << "this CPU runs as " << cpu_isa().name << ", without bf16: only the refusal was checked";
+  }
+  const auto want = naive(x, w, b, c, {});
+  const auto got = run_linear(Precision::BF16, x, w, b, c, std::vector<float>(want.size(), 0.f));
+  // bf16 keeps 8 significant bits of inputs and weights: relative error about 2^-8 per product.
+  EXPECT_LT(max_abs_diff(got, want), 4.f * std::sqrt(float(c.K)) * 0.1f * 1.f / 128.f);
+}
+
+}  // namespace
+}  // namespace vit::test
