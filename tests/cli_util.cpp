@@ -10,9 +10,11 @@
 
 namespace vit::test {
 
-Result run_vit(const std::string& args) {
+Result run_vit(const std::string& args) { return run_vit_env("", args); }
+
+Result run_vit_env(const std::string& env, const std::string& args) {
   TempDir d;
-  const std::string cmd = std::string(VIT_BINARY) + " " + args + " >" + d.file("out") + " 2>" + d.file("err");
+  const std::string cmd = env + VIT_BINARY + " " + args + " >" + d.file("out") + " 2>" + d.file("err");
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(d.file("out")), read_file(d.file("err"))};
 }

@@ -18,6 +18,8 @@ struct Result {
 
 // `vit ARGS` through the shell (ARGS may hold redirections and pipes), stdout and stderr captured.
 Result run_vit(const std::string& args);
+// The same with environment assignments first ("ONEDNN_VERBOSE=1 ", with its trailing space).
+Result run_vit_env(const std::string& env, const std::string& args);
 std::vector<nlohmann::json> json_lines(const std::string& s);
 
 class Cli : public ::testing::Test {

@@ -200,5 +200,84 @@ TEST_F(Cli, InspectSaysWhatItUnderstoodAndWhereFrom) {
   EXPECT_NE(r.err.find(images_.file("a.jpg") + ": "), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, BadPrecisionIsAUsageError) {
+  Result r = run_vit("classify " + model() + " --precision int4 " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--precision: int4 not in {f32,bf16,int8}"), std::string::npos) << r.err;
+  r = run_vit("bench " + model() + " --precision f16 --iters 1");
+  EXPECT_EQ(r.code, 2);
+}
+
+// An ISA cap oneDNN honours (AVX2, which every CPU of this kind has) takes effect, and under it and
+// without it no forward pass of any precision runs one of oneDNN's reference kernels.
+TEST_F(Cli, NoReferenceKernelsUnderEachIsaCap) {
+  for (const std::string cap : {"", "ONEDNN_MAX_CPU_ISA=AVX2 "}) {
+    const Result isa = run_vit_env(cap, "inspect " + model_.path());
+    ASSERT_EQ(isa.code, 0) << isa.err;
+    if (!cap.empty()) EXPECT_NE(isa.out.find("oneDNN runs it as avx2"), std::string::npos) << isa.out;
+    const bool bf16 = isa.out.find(", bf16") != std::string::npos;
+    for (const std::string p : {"f32", "int8", "bf16"}) {
+      if (p == "bf16" && !bf16) continue;
+      const Result r = run_vit_env(cap + "ONEDNN_VERBOSE=1 ", "bench " + model() + " --batch 1,3 --iters 1 --warmup 0 --precision " + p);
+      ASSERT_EQ(r.code, 0) << cap << p << ": " << r.err;
+      size_t execs = 0;
+      bool running = false;  // the forward passes: after the table header (loading reorders weights once)
+      std::istringstream lines(r.out);
+      for (std::string line; std::getline(lines, line);) {
+        running = running || line.find("img/s") != std::string::npos;
+        if (!running || line.rfind("onednn_verbose,exec,", 0) != 0) continue;
+        ++execs;
+        const std::string impl = line.substr(line.find(',', line.find(',', 20) + 1) + 1);
+        EXPECT_NE(impl.rfind("ref", 0), 0u) << cap << p << ": " << line;
+      }
+      EXPECT_GT(execs, 10u) << cap << p;
+    }
+  }
+}
+
+TEST_F(Cli, Bf16IsRefusedByNameWhereTheCpuLacksIt) {
+  const Result r = run_vit_env("ONEDNN_MAX_CPU_ISA=AVX2 ", "classify " + model() + " --precision bf16 " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bf16 needs a CPU with avx512_bf16 or AMX; oneDNN runs this one as avx2"), std::string::npos) << r.err;
+}
+
+// A folder whose labels are the model's own f32 answers: f32 scores 1.0, int8 agrees with it closely,
+// and an unlabelled file is counted and listed, not fatal.
+TEST_F(Cli, EvalScoresALabelledFolder) {
+  const Result c = run_vit("classify " + model() + " --json " + images_.file("a.jpg") + " " + images_.file("b.PNG") +
+                           " " + images_.file("c.bmp"));
+  ASSERT_EQ(c.code, 0) << c.err;
+  std::string csv = "file,index\n";
+  for (const auto& j : json_lines(c.out))
+    csv += std::filesystem::path(j["file"].get<std::string>()).filename().string() + "," +
+           std::to_string(j["top"][0]["index"].get<int>()) + "\n";
+  write_file(model_.file("labels.csv"), csv);
+  Result r = run_vit("eval " + model() + " --json --labels-csv " + model_.file("labels.csv") + " " +
+                     images_.file("a.jpg") + " " + images_.file("b.PNG") + " " + images_.file("c.bmp"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["images"], 3);
+  EXPECT_EQ(j["top1"], 1.0);
+  EXPECT_EQ(j["top5"], 1.0);
+  EXPECT_TRUE(j["agreement"].is_null());
+  r = run_vit("eval " + model() + " --json --precision int8 --reference f32 --labels-csv " + model_.file("labels.csv") +
+              " " + images_.path());
+  EXPECT_EQ(r.code, 1) << r.err;  // d_broken.jpg cannot be decoded
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["images"], 3);
+  EXPECT_EQ(j["precision"], "int8");
+  EXPECT_GE(j["agreement"].get<double>(), 2.0 / 3);
+  EXPECT_LT(j["max_abs_logit_diff"].get<double>(), 0.5);
+  ASSERT_EQ(j["failures"].size(), 1u);
+  EXPECT_NE(j["failures"][0]["file"].get<std::string>().find("d_broken.jpg"), std::string::npos);
+  write_file(model_.file("bad.csv"), "a.jpg,eleven\n");
+  r = run_vit("eval " + model() + " --labels-csv " + model_.file("bad.csv") + " " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bad.csv: line 1: 'eleven' is not a class index (0 to 9)"), std::string::npos) << r.err;
+  r = run_vit("eval " + model() + " " + images_.file("a.jpg"));  // no synset in the name, no CSV
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("no ImageNet synset id"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace vit::test

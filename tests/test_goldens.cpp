@@ -11,6 +11,7 @@
 
 #include "engine/image.h"
 #include "engine/preprocess.h"
+#include "engine/ops.h"
 #include "models/vit.h"
 #include "test_util.h"
 
@@ -164,6 +165,43 @@ TEST(Golden, BatchOfEightEqualsOneAtATime) {
   for (size_t i = 0; i < batched.size(); ++i) worst = std::max(worst, std::fabs(batched[i] - single[i]));
   EXPECT_LE(worst, 1e-4f);
   std::printf("batch of 8 vs one at a time: max |logit diff| %.2e\n", double(worst));
+}
+
+// The lower precisions on the real model and the 250 photos, against f32: top-1 agreement, logit
+// differences and accuracy. (Speed is vit bench's business, not the suite's.) bf16 runs where the CPU has it.
+void expect_agreement(Precision p, double min_agreement, float max_mean_diff) {
+  ViT f = ViT::load(deit_dir()), q = ViT::load(deit_dir(), "", 0, p);
+  const auto files = sample_images();
+  const auto a = classify(f, files, 8), b = classify(q, files, 8);
+  const int64_t C = 1000;
+  int agree = 0, right_f = 0, right_q = 0;
+  double sum = 0;
+  for (int64_t i = 0; i < 250; ++i) {
+    const float* x = &a[size_t(i * C)];
+    const float* y = &b[size_t(i * C)];
+    const auto top_x = std::max_element(x, x + C) - x, top_y = std::max_element(y, y + C) - y;
+    agree += top_x == top_y;
+    right_f += top_x == 4 * i;
+    right_q += top_y == 4 * i;
+    for (int64_t c = 0; c < C; ++c) sum += std::fabs(x[c] - y[c]);
+  }
+  const double mean = sum / double(a.size());
+  std::printf("%s vs f32 on 250 photos: top-1 agreement %d/250, |logit diff| max %.3g mean %.3g; accuracy %.3f vs %.3f\n",
+              precision_name(p), agree, double(max_abs_diff(a, b)), mean, right_q / 250.0, right_f / 250.0);
+  EXPECT_GE(agree / 250.0, min_agreement);
+  EXPECT_LE(mean, max_mean_diff);
+  EXPECT_LE(std::abs(right_q - right_f), 3);  // within 1.2 points
+}
+
+TEST(Golden, Int8AgreesWithF32OnSamplePhotos) {
+  REQUIRE_SHARED_DATA();
+  expect_agreement(Precision::Int8, 0.96, 0.08f);
+}
+
+TEST(Golden, Bf16AgreesWithF32OnSamplePhotos) {
+  REQUIRE_SHARED_DATA();
+  if (!cpu_isa().bf16) GTEST_SKIP() << "this CPU runs as " << cpu_isa().name << ", without bf16";
+  expect_agreement(Precision::BF16, 0.96, 0.15f);  // loose: catches a broken path; the figures are printed
 }
 
 class Variant : public ::testing::TestWithParam<std::string> {};
