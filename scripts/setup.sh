@@ -9,7 +9,7 @@ $sudo apt-get update -q
 $sudo apt-get install -y -q --no-install-recommends \
   g++ cmake ninja-build make pkg-config curl ca-certificates \
   libdnnl-dev ocl-icd-opencl-dev libjpeg-dev libstb-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libgtest-dev \
-  clang libclang-rt-14-dev python3-torch python3-torchvision
+  clang libclang-rt-14-dev libomp-14-dev python3-torch python3-torchvision
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build
 weights/get_default_model.sh
