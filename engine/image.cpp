@@ -3,19 +3,16 @@
 
 #include <jpeglib.h>
 #include <jerror.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <memory>
 
+#include "io.h"
 #include "vit/error.h"
 
 #define STB_IMAGE_IMPLEMENTATION
@@ -148,8 +145,19 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
   }
   if (size > size_t(INT32_MAX)) throw Error(name, "file of " + std::to_string(size) + " bytes is too large for an image");
   if (size >= 2 && data[0] == 'P' && (data[1] == '5' || data[1] == '6')) check_pnm_header(data, size, name);
+  // PNG: the size from IHDR first, so that the limit message comes whatever stb_image thinks of the size.
+  static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  const bool png = size >= 24 && std::memcmp(data, kPng, 8) == 0 && std::memcmp(data + 12, "IHDR", 4) == 0;
+  const auto be32 = [&](size_t i) {
+    return int64_t(data[i]) << 24 | int64_t(data[i + 1]) << 16 | int64_t(data[i + 2]) << 8 | data[i + 3];
+  };
+  if (png) check_size(be32(16), be32(20), max_pixels, name);
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(data, int(size), &w, &h, &comp)) {
+    // stb_image refuses PNGs over 2^30 decoded bytes (and then reports the last format it tried).
+    if (png && be32(16) * be32(20) * 4 > (int64_t(1) << 30))
+      throw Error(name, "PNG of " + std::to_string(be32(16)) + "x" + std::to_string(be32(20)) +
+                            " pixels is too large for the PNG decoder (stb_image decodes at most 2^30 bytes)");
     const std::string why = stbi_failure_reason();  // stb's generic answer adds nothing to ours
     throw Error(name, "not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM)" +
                 (why.find("not of any known type") == std::string::npos ? ": " + why : std::string()));
@@ -179,30 +187,12 @@ Image pick_pixels(const Image& src, const std::vector<int>& cols, const std::vec
   return out;
 }
 
-// The file is mapped, not read: a huge file costs only the pages the decoder touches.
 Image decode_image_file(const std::string& path, int64_t max_pixels) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st{};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    throw Error(path, std::string("cannot read: ") + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(path, S_ISDIR(st.st_mode) ? "is a directory, not an image" : "not a regular file");
-  }
-  const size_t size = size_t(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    return decode_image(nullptr, 0, path, max_pixels);  // reports the empty file
-  }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) throw Error(path, std::string("cannot map: ") + std::strerror(errno));
-  std::unique_ptr<void, std::function<void(void*)>> unmap(map, [size](void* p) { ::munmap(p, size); });
-  return decode_image(static_cast<const uint8_t*>(map), size, path, max_pixels);
+  // No image within max_pixels takes more than 8 bytes a pixel (16-bit RGBA, uncompressed), plus room
+  // for metadata: a larger file is refused unread.
+  const uint64_t max_bytes = uint64_t(std::max<int64_t>(max_pixels, 0)) * 8 + (uint64_t(64) << 20);
+  const std::vector<uint8_t> bytes = read_file_bytes(path, max_bytes);
+  return decode_image(bytes.data(), bytes.size(), path, max_pixels);
 }
 
 }  // namespace vit

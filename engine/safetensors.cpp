@@ -1,10 +1,5 @@
-// safetensors reader (mmap) and writer; see safetensors.h for the format.
+// safetensors reader (pread) and writer; see safetensors.h for the format.
 #include "safetensors.h"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -126,74 +121,51 @@ TensorView parse_entry(const std::string& where, const nlohmann::json& entry, si
 
 }  // namespace
 
-SafeTensors::SafeTensors(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(path, "not a regular file");
-  }
-  map_size_ = size_t(st.st_size);
-  if (map_size_ < 8) {
-    ::close(fd);
-    throw Error(path, "not a safetensors file: " + std::to_string(map_size_) +
-                " bytes, too short for the 8-byte header length");
-  }
-  map_ = ::mmap(nullptr, map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    throw Error(path, std::string("cannot map: ") + std::strerror(errno));
-  }
+SafeTensors::SafeTensors(const std::string& path) : path_(path), file_(std::make_unique<InputFile>(path)) {
+  const uint64_t size = file_->size();
+  if (size < 8)
+    throw Error(path, "not a safetensors file: " + std::to_string(size) +
+                          " bytes, too short for the 8-byte header length");
+  uint8_t len[8];
+  file_->read_at(0, len, 8, "the header length");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  if (n > kMaxHeaderBytes)
+    throw Error(path, "header length " + std::to_string(n) + " bytes is over the limit of " +
+                          std::to_string(kMaxHeaderBytes) + " (100 MB); not a safetensors file, or a hostile one");
+  if (n == 0 || n > size - 8)
+    throw Error(path, "file is shorter than its header says: header length " + std::to_string(n) +
+                          ", but the file has " + std::to_string(size - 8) + " bytes after the length field");
+  std::string text(size_t(n), '\0');
+  file_->read_at(8, text.data(), text.size(), "the header");
+  nlohmann::json header;
   try {
-    const auto* bytes = static_cast<const uint8_t*>(map_);
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
-    if (n > kMaxHeaderBytes)
-      throw Error(path, "header length " + std::to_string(n) + " bytes is over the limit of " +
-                  std::to_string(kMaxHeaderBytes) + " (100 MB); not a safetensors file, or a hostile one");
-    if (n == 0 || n > map_size_ - 8)
-      throw Error(path, "file is shorter than its header says: header length " + std::to_string(n) +
-                  ", but the file has " + std::to_string(map_size_ - 8) + " bytes after the length field");
-    nlohmann::json header;
-    try {
-      header = nlohmann::json::parse(bytes + 8, bytes + 8 + n);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(path, std::string("header is not valid JSON: ") + e.what());
-    }
-    if (!header.is_object()) throw Error(path, "header is not a JSON object");
-    const uint8_t* data = bytes + 8 + n;
-    const size_t data_size = map_size_ - 8 - n;
-    std::vector<std::pair<size_t, std::string>> spans;
-    for (auto& [name, entry] : header.items()) {
-      if (name == "__metadata__") {
-        if (!entry.is_object()) throw Error(path, "__metadata__ is not an object");
-        for (auto& [k, v] : entry.items())
-          metadata_[k] = v.is_string() ? v.get<std::string>() : v.dump();
-        continue;
-      }
-      uint64_t b = 0;
-      TensorView t = parse_entry(path + ": tensor " + name, entry, data_size, &b);
-      t.data = data + b;
-      if (t.nbytes) spans.emplace_back(size_t(b), name);
-      tensors_.emplace(name, std::move(t));
-    }
-    std::sort(spans.begin(), spans.end());
-    for (size_t i = 1; i < spans.size(); ++i) {
-      const auto& prev = tensors_.at(spans[i - 1].second);
-      if (spans[i - 1].first + prev.nbytes > spans[i].first)
-        throw Error(path, "tensors " + spans[i - 1].second + " and " + spans[i].second + " overlap");
-    }
-  } catch (...) {
-    ::munmap(map_, map_size_);
-    map_ = nullptr;
-    throw;
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path, std::string("header is not valid JSON: ") + e.what());
   }
-}
-
-SafeTensors::~SafeTensors() {
-  if (map_) ::munmap(map_, map_size_);
+  if (!header.is_object()) throw Error(path, "header is not a JSON object");
+  const uint64_t data_start = 8 + n;
+  const size_t data_size = size_t(size - data_start);
+  std::vector<std::pair<size_t, std::string>> spans;
+  for (auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) throw Error(path, "__metadata__ is not an object");
+      for (auto& [k, v] : entry.items()) metadata_[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      continue;
+    }
+    uint64_t b = 0;
+    TensorView t = parse_entry(path + ": tensor " + name, entry, data_size, &b);
+    t.offset = data_start + b;
+    if (t.nbytes) spans.emplace_back(size_t(b), name);
+    tensors_.emplace(name, std::move(t));
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    const auto& prev = tensors_.at(spans[i - 1].second);
+    if (spans[i - 1].first + prev.nbytes > spans[i].first)
+      throw Error(path, "tensors " + spans[i - 1].second + " and " + spans[i].second + " overlap");
+  }
 }
 
 const TensorView& SafeTensors::get(const std::string& name) const {
@@ -202,57 +174,32 @@ const TensorView& SafeTensors::get(const std::string& name) const {
   return it->second;
 }
 
-std::vector<float> SafeTensors::to_f32(const std::string& name) const {
+std::vector<uint8_t> SafeTensors::bytes(const std::string& name) const {
   const TensorView& t = get(name);
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  switch (t.dtype) {
-    case DType::F32: std::memcpy(out.data(), t.data, t.nbytes); break;
-    case DType::F16:
-    case DType::BF16: {
-      float (*widen)(uint16_t) = t.dtype == DType::F16 ? f16_to_f32 : bf16_to_f32;
-      for (size_t i = 0; i < out.size(); ++i) {
-        uint16_t h;
-        std::memcpy(&h, t.data + 2 * i, 2);
-        out[i] = widen(h);
-      }
-      break;
-    }
-    case DType::U8:
-      for (size_t i = 0; i < out.size(); ++i) out[i] = float(t.data[i]);
-      break;
-  }
+  std::vector<uint8_t> out(t.nbytes);
+  file_->read_at(t.offset, out.data(), out.size(), "tensor " + name);
   return out;
 }
 
-const float* SafeTensors::f32_view(const std::string& name) const {
+std::vector<float> SafeTensors::to_f32(const std::string& name) const {
   const TensorView& t = get(name);
-  if (t.dtype != DType::F32 || reinterpret_cast<uintptr_t>(t.data) % alignof(float) != 0) return nullptr;
-  return reinterpret_cast<const float*>(t.data);
-}
-
-namespace {
-// The whole pages inside [p, p + n) of a mapping (release) or covering it (prefetch).
-void advise(const uint8_t* p, size_t n, int advice, bool inner) {
-  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  uintptr_t b = reinterpret_cast<uintptr_t>(p), e = b + n;
-  b = inner ? (b + page - 1) / page * page : b / page * page;
-  e = inner ? e / page * page : (e + page - 1) / page * page;
-  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, advice);  // advice only: errors are harmless
-}
-}  // namespace
-
-void SafeTensors::prefetch(const std::string& name) const {
-#ifdef MADV_POPULATE_READ
-  const TensorView& t = get(name);
-  advise(t.data, t.nbytes, MADV_POPULATE_READ, false);
-#else
-  (void)name;
-#endif
-}
-
-void SafeTensors::release(const std::string& name) const {
-  const TensorView& t = get(name);
-  advise(t.data, t.nbytes, MADV_DONTNEED, true);
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (t.dtype == DType::F32) {  // straight into the result
+    file_->read_at(t.offset, out.data(), t.nbytes, "tensor " + name);
+    return out;
+  }
+  const std::vector<uint8_t> raw = bytes(name);
+  if (t.dtype == DType::U8) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = float(raw[i]);
+    return out;
+  }
+  float (*widen)(uint16_t) = t.dtype == DType::F16 ? f16_to_f32 : bf16_to_f32;
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, raw.data() + 2 * i, 2);
+    out[i] = widen(h);
+  }
+  return out;
 }
 
 namespace {

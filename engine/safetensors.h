@@ -1,4 +1,5 @@
-// Reads .safetensors files (the format timm and Hugging Face publish) memory-mapped, and writes them.
+// Reads .safetensors files (the format timm and Hugging Face publish), tensor by tensor with pread (a
+// file that shrinks while it is read is an error, not a signal), and writes them.
 // Layout: u64 little-endian header length N, N bytes of JSON {name: {dtype, shape, data_offsets}},
 // then the raw little-endian data. Every header field is checked against the file before use.
 #pragma once
@@ -6,8 +7,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "io.h"
 
 namespace vit {
 
@@ -20,7 +24,7 @@ std::string shape_string(const std::vector<int64_t>& shape);
 struct TensorView {
   DType dtype;
   std::vector<int64_t> shape;
-  const uint8_t* data;  // points into the mapping; valid while the SafeTensors object lives
+  uint64_t offset;  // in the file
   size_t nbytes;
   int64_t numel() const;
 };
@@ -28,7 +32,6 @@ struct TensorView {
 class SafeTensors {
  public:
   explicit SafeTensors(const std::string& path);  // throws vit::Error naming path and problem
-  ~SafeTensors();
   SafeTensors(const SafeTensors&) = delete;
   SafeTensors& operator=(const SafeTensors&) = delete;
 
@@ -38,20 +41,13 @@ class SafeTensors {
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
-  // The tensor converted to f32 (F16 and BF16 widened), row-major.
+  // The tensor's bytes as stored, and the tensor converted to f32 (F16 and BF16 widened), row-major.
+  std::vector<uint8_t> bytes(const std::string& name) const;
   std::vector<float> to_f32(const std::string& name) const;
-  // The tensor's data as floats in place, when it is F32 and 4-byte aligned; else nullptr.
-  const float* f32_view(const std::string& name) const;
-  // Reads the tensor's pages in ahead of use, in one call rather than a fault per page.
-  void prefetch(const std::string& name) const;
-  // Drops the tensor's pages from this process (the file stays cached): a loaded tensor
-  // costs no memory twice.
-  void release(const std::string& name) const;
 
  private:
   std::string path_;
-  void* map_ = nullptr;
-  size_t map_size_ = 0;
+  std::unique_ptr<InputFile> file_;
   std::map<std::string, TensorView> tensors_;
   std::map<std::string, std::string> metadata_;
 };

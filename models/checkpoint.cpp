@@ -113,42 +113,14 @@ Checkpoint::Tensor Checkpoint::take(const std::string& timm_name, const std::vec
   if (got != expected)
     throw Error(path(), "" + (names.size() == 1 ? names[0] : timm_name) + " has shape " + shape_string(got) +
                 ", expected " + shape_string(expected));
-  Tensor t;
-  t.st_ = st_.get();
-  t.names_ = names;
+  std::vector<float> values;
   for (const auto& n : names) {
-    st_->prefetch(n);
     used_.insert(n);
+    std::vector<float> part = st_->to_f32(n);
+    if (values.empty()) values = std::move(part);
+    else values.insert(values.end(), part.begin(), part.end());
   }
-  t.view_ = names.size() == 1 ? st_->f32_view(names[0]) : nullptr;
-  if (!t.view_)
-    for (const auto& n : names) {
-      std::vector<float> part = st_->to_f32(n);
-      t.owned_.insert(t.owned_.end(), part.begin(), part.end());
-    }
-  t.size_ = 1;
-  for (int64_t d : expected) t.size_ *= size_t(d);
-  return t;
-}
-
-Checkpoint::Tensor& Checkpoint::Tensor::operator=(Tensor&& o) noexcept {
-  if (this != &o) {
-    st_ = o.st_;
-    names_ = std::move(o.names_);
-    view_ = o.view_;
-    owned_ = std::move(o.owned_);
-    size_ = o.size_;
-    o.st_ = nullptr;
-    o.names_.clear();
-    o.view_ = nullptr;
-    o.size_ = 0;
-  }
-  return *this;
-}
-
-Checkpoint::Tensor::~Tensor() {
-  if (st_)
-    for (const auto& n : names_) st_->release(n);
+  return Tensor(std::move(values));
 }
 
 void Checkpoint::check_all_used() const {

@@ -24,26 +24,18 @@ class Checkpoint {
   CheckpointLayout layout() const { return layout_; }
   bool has(const std::string& timm_name) const;
   std::vector<int64_t> shape(const std::string& timm_name) const;  // throws when missing
-  // A taken tensor: f32 values read in place from the mapped file where the file holds F32, else
-  // converted (F16, BF16) or assembled (Hugging Face's q, k, v). Its pages are dropped when it dies.
+  // A taken tensor, read from the file as f32 (F16 and BF16 widened; Hugging Face's q, k, v assembled).
   class Tensor {
    public:
     Tensor() = default;
-    Tensor(Tensor&& o) noexcept { *this = std::move(o); }
-    Tensor& operator=(Tensor&& o) noexcept;
-    ~Tensor();
-    const float* data() const { return view_ ? view_ : owned_.data(); }
-    size_t size() const { return size_; }
-    bool empty() const { return size_ == 0; }
-    std::vector<float> to_vector() const { return {data(), data() + size_}; }
+    explicit Tensor(std::vector<float> v) : values_(std::move(v)) {}
+    const float* data() const { return values_.data(); }
+    size_t size() const { return values_.size(); }
+    bool empty() const { return values_.empty(); }
+    std::vector<float> to_vector() && { return std::move(values_); }
 
    private:
-    friend class Checkpoint;
-    const SafeTensors* st_ = nullptr;
-    std::vector<std::string> names_;
-    const float* view_ = nullptr;
-    std::vector<float> owned_;
-    size_t size_ = 0;
+    std::vector<float> values_;
   };
   // The tensor, checked against the expected shape ("got [..], expected [..]").
   Tensor take(const std::string& timm_name, const std::vector<int64_t>& expected);

@@ -2,11 +2,14 @@
 // tests/data, formats that must become RGB (grayscale, alpha, PNG, BMP), and every bad-image error with
 // its message. (timm's goldens on real photos, from ../shared/data, are in test_goldens.cpp.)
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 
 #include "vit/error.h"
 #include "engine/image.h"
+#include "engine/io.h"
 #include "engine/preprocess.h"
 #include "test_util.h"
 
@@ -226,6 +229,33 @@ TEST(DecodeErrors, PnmHeaderNumberTooLong) {
 TEST(DecodeErrors, Directory) {
   TempDir d;
   expect_decode_error(d.path(), "is a directory");
+}
+
+// An image cut short between opening and reading (by another process, say): an error for that file.
+TEST(DecodeErrors, FileThatShrinksWhileReadIsAnError) {
+  TempDir d;
+  write_file(d.file("a.bin"), std::string(5000, 'x'));
+  expect_error([&] { read_file_bytes(d.file("a.bin"), 1 << 20, [&] { ASSERT_EQ(::truncate(d.file("a.bin").c_str(), 1000), 0); }); },
+               "a.bin: the file shrank while it was read: its 5000 bytes needs bytes up to 5000, the file now has 1000");
+}
+
+TEST(DecodeErrors, FifoIsRefusedWithoutWaiting) {
+  TempDir d;
+  ASSERT_EQ(::mkfifo(d.file("b.jpg").c_str(), 0600), 0);
+  expect_decode_error(d.file("b.jpg"), "is a FIFO (named pipe), not a regular file: not read");
+}
+
+TEST(DecodeErrors, HugePngGetsTheLimitMessageOrTheDecodersLimit) {
+  TempDir d;
+  write_png(d.file("small.png"), 4, 4, 3, std::vector<uint8_t>(48, 7));
+  std::string bytes = read_file(d.file("small.png"));
+  const size_t ihdr = bytes.find("IHDR");
+  for (int i = 0; i < 2; ++i)
+    for (int b = 0; b < 4; ++b) bytes[ihdr + 4 + size_t(4 * i + b)] = char((20000u >> (24 - 8 * b)) & 0xff);
+  write_file(d.file("huge.png"), bytes);
+  expect_decode_error(d.file("huge.png"), "20000x20000 = 400000000 pixels is over the limit of 100000000");
+  expect_error([&] { decode_image_file(d.file("huge.png"), 500'000'000); },
+               "huge.png: PNG of 20000x20000 pixels is too large for the PNG decoder");
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
 // The safetensors reader: round trip, F16/BF16 widening, and every malformed-file error with its message.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
 
 #include "vit/error.h"
 #include "engine/safetensors.h"
@@ -121,6 +125,25 @@ TEST(SafeTensors, MissingTensorNamesIt) {
   write_safetensors(d.file("t.safetensors"), {{"a", {1}, &v}});
   SafeTensors st(d.file("t.safetensors"));
   expect_error([&] { st.get("blocks.0.norm1.weight"); }, "t.safetensors: missing tensor blocks.0.norm1.weight");
+}
+
+// A model file cut short by another process after its header was read: an error for that tensor,
+// naming the file, never a SIGBUS (the file is read, not mapped).
+TEST(SafeTensors, FileThatShrinksWhileReadIsAnError) {
+  TempDir d;
+  const std::vector<float> a(1000, 1.f), b(1000, 2.f);
+  write_safetensors(d.file("m.safetensors"), {{"a", {1000}, a.data()}, {"b", {1000}, b.data()}});
+  SafeTensors st(d.file("m.safetensors"));
+  EXPECT_EQ(st.to_f32("a"), a);
+  ASSERT_EQ(::truncate(d.file("m.safetensors").c_str(), off_t(std::filesystem::file_size(d.file("m.safetensors")) - 100)), 0);
+  expect_error([&] { st.to_f32("b"); }, "m.safetensors: the file shrank while it was read: tensor b needs bytes up to");
+}
+
+TEST(SafeTensors, NotARegularFileIsRefusedUnread) {
+  TempDir d;
+  ASSERT_EQ(::mkfifo(d.file("pipe.safetensors").c_str(), 0600), 0);
+  expect_error([&] { SafeTensors st(d.file("pipe.safetensors")); }, "pipe.safetensors: is a FIFO (named pipe)");
+  expect_error([&] { SafeTensors st(d.path()); }, "is a directory");
 }
 
 }  // namespace

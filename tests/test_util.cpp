@@ -64,7 +64,7 @@ Golden read_golden(const SafeTensors& st, const std::string& name) {
   const TensorView& t = st.get(name);
   Golden g;
   g.shape = t.shape;
-  if (t.dtype == DType::U8) g.u8.assign(t.data, t.data + t.nbytes);
+  if (t.dtype == DType::U8) g.u8 = st.bytes(name);
   else g.f32 = st.to_f32(name);
   return g;
 }

@@ -1,0 +1,35 @@
+// Reading input files so that nothing a user's folder holds can hang or kill a run: anything that is
+// not a regular file (a FIFO, a device, a folder) is refused before it is read (opened without blocking,
+// then checked), and a file that shrinks while it is read is an error for that file, never a signal
+// (files are read, not mapped).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace vit {
+
+// An open regular file, closed when it dies. Throws vit::Error naming the path and the problem.
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  uint64_t size() const { return size_; }  // when opened
+  // Exactly n bytes at offset into dst; a file that no longer has them is an error ("... shrank ...").
+  void read_at(uint64_t offset, void* dst, size_t n, const std::string& what) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// The whole file, refusing one over max_bytes before reading it. after_open runs between opening and
+// reading (tests shrink the file there).
+std::vector<uint8_t> read_file_bytes(const std::string& path, uint64_t max_bytes,
+                                     const std::function<void()>& after_open = {});
+
+}  // namespace vit
