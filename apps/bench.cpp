@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
+#include "engine/io.h"
+#include "output.h"
 #include "vit/error.h"
 
 namespace vit::app {
@@ -91,67 +93,106 @@ Row bench_batch(ViT& model, int B, const BenchOptions& o) {
   return r;
 }
 
-void write_svg(const std::string& path, const std::string& title, const std::vector<Row>& rows) {
-  const double W = 640, H = 400, L = 70, R = 70, T = 40, Bm = 50;
-  double max_ips = 0, max_ms = 0;
-  for (const auto& r : rows) {
-    max_ips = std::max(max_ips, r.images_per_sec);
-    max_ms = std::max(max_ms, r.ms_p50);
+// Round tick values covering [0, top]: steps of 1, 2 or 5 times a power of ten, about five of them.
+std::vector<double> ticks(double top) {
+  const double raw = std::max(top, 1e-9) / 5, mag = std::pow(10, std::floor(std::log10(raw)));
+  const double step = (raw / mag < 1.5 ? 1 : raw / mag < 3.5 ? 2 : raw / mag < 7.5 ? 5 : 10) * mag;
+  std::vector<double> t;
+  for (double v = 0; v < top + step * 0.999; v += step) t.push_back(v);
+  return t;
+}
+
+std::string number(double v) { return v == std::floor(v) ? fmt::format("{:.0f}", v) : fmt::format("{:.2g}", v); }
+
+// images/s (left axis, blue) and p50 latency per batch (right axis, red) against batch size on a log2
+// axis, with round ticks and a grid.
+std::string plot_svg(const std::string& title, const std::vector<Row>& rows) {
+  const double W = 680, H = 420, L = 70, R = 80, T = 46, Bm = 56;
+  double top_ips = 0, top_ms = 0;
+  int lo = 30, hi = 0;
+  for (const Row& r : rows) {
+    top_ips = std::max(top_ips, r.images_per_sec);
+    top_ms = std::max(top_ms, r.ms_p50);
+    lo = std::min(lo, int(std::floor(std::log2(r.batch))));
+    hi = std::max(hi, int(std::ceil(std::log2(r.batch))));
   }
-  max_ips *= 1.15;
-  max_ms *= 1.15;
-  const size_t n = rows.size();
-  auto px = [&](size_t i) { return L + (n > 1 ? double(i) / double(n - 1) : 0.5) * (W - L - R); };
-  auto py = [&](double v, double mx) { return H - Bm - (mx > 0 ? v / mx : 0) * (H - T - Bm); };
-  std::ofstream out(path);
-  if (!out) throw Error(path + ": cannot open for writing");
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-      << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" << title << "</text>\n"
-      << "<line x1=\"" << L << "\" y1=\"" << H - Bm << "\" x2=\"" << W - R << "\" y2=\"" << H - Bm << "\" stroke=\"black\"/>\n"
-      << "<line x1=\"" << L << "\" y1=\"" << T << "\" x2=\"" << L << "\" y2=\"" << H - Bm << "\" stroke=\"#1f77b4\"/>\n"
-      << "<line x1=\"" << W - R << "\" y1=\"" << T << "\" x2=\"" << W - R << "\" y2=\"" << H - Bm << "\" stroke=\"#d62728\"/>\n";
-  for (int t = 0; t <= 4; ++t) {
-    const double f = t / 4.0, y = H - Bm - f * (H - T - Bm);
-    out << "<text x=\"" << L - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\" fill=\"#1f77b4\">"
-        << fmt::format("{:.1f}", f * max_ips) << "</text>\n"
-        << "<text x=\"" << W - R + 6 << "\" y=\"" << y + 4 << "\" fill=\"#d62728\">" << fmt::format("{:.1f}", f * max_ms)
-        << "</text>\n";
+  if (hi <= lo) hi = lo + 1;
+  const std::vector<double> t_ips = ticks(top_ips), t_ms = ticks(top_ms);
+  const double max_ips = t_ips.back(), max_ms = t_ms.back();
+  auto px = [&](double batch) { return L + (std::log2(batch) - lo) / (hi - lo) * (W - L - R); };
+  auto py = [&](double v, double top) { return H - Bm - v / top * (H - T - Bm); };
+  std::string s = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{}\" y=\"26\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n",
+      W, H, W / 2, title);
+  for (double v : t_ips) {  // horizontal grid at the left axis's ticks
+    const double y = py(v, max_ips);
+    s += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#e4e4e4\"/>\n", L, y, W - R, y);
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#1f77b4\">{}</text>\n", L - 6, y + 4,
+                     number(v));
   }
-  for (size_t i = 0; i < n; ++i)
-    out << "<text x=\"" << px(i) << "\" y=\"" << H - Bm + 18 << "\" text-anchor=\"middle\">" << rows[i].batch << "</text>\n";
-  out << "<text x=\"" << W / 2 << "\" y=\"" << H - 12 << "\" text-anchor=\"middle\">batch size</text>\n"
-      << "<text x=\"16\" y=\"" << H / 2 << "\" transform=\"rotate(-90 16 " << H / 2
-      << ")\" text-anchor=\"middle\" fill=\"#1f77b4\">images/s</text>\n"
-      << "<text x=\"" << W - 14 << "\" y=\"" << H / 2 << "\" transform=\"rotate(90 " << W - 14 << " " << H / 2
-      << ")\" text-anchor=\"middle\" fill=\"#d62728\">latency per batch, p50 (ms)</text>\n";
-  auto series = [&](auto value, double mx, const char* color) {
-    out << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"";
-    for (size_t i = 0; i < n; ++i) out << px(i) << "," << py(value(rows[i]), mx) << " ";
-    out << "\"/>\n";
-    for (size_t i = 0; i < n; ++i)
-      out << "<circle cx=\"" << px(i) << "\" cy=\"" << py(value(rows[i]), mx) << "\" r=\"3\" fill=\"" << color << "\"/>\n";
+  for (double v : t_ms)
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"#d62728\">{}</text>\n", W - R + 6, py(v, max_ms) + 4, number(v));
+  for (int e = lo; e <= hi; ++e) {  // vertical grid at powers of two
+    const double x = px(std::pow(2, e));
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#e4e4e4\"/>\n", x, T, x, H - Bm);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x, H - Bm + 18, 1 << e);
+  }
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n", L, T,
+                   W - L - R, H - T - Bm);
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">batch size</text>\n", (L + W - R) / 2, H - 16);
+  s += fmt::format("<text x=\"18\" y=\"{0}\" transform=\"rotate(-90 18 {0})\" text-anchor=\"middle\" "
+                   "fill=\"#1f77b4\">images/s</text>\n",
+                   (T + H - Bm) / 2);
+  s += fmt::format("<text x=\"{0}\" y=\"{1}\" transform=\"rotate(90 {0} {1})\" text-anchor=\"middle\" "
+                   "fill=\"#d62728\">latency per batch, p50 (ms)</text>\n",
+                   W - 20, (T + H - Bm) / 2);
+  auto series = [&](auto value, double top, const char* color) {
+    s += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"", color);
+    for (const Row& r : rows) s += fmt::format("{:.1f},{:.1f} ", px(r.batch), py(value(r), top));
+    s += "\"/>\n";
+    for (const Row& r : rows)
+      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n", px(r.batch), py(value(r), top),
+                       color);
   };
   series([](const Row& r) { return r.images_per_sec; }, max_ips, "#1f77b4");
   series([](const Row& r) { return r.ms_p50; }, max_ms, "#d62728");
-  out << "</svg>\n";
+  return s + "</svg>\n";
 }
 
-int run_bench(const BenchOptions& o, const std::vector<int>& batches, ViT& model) {
+// The model as a person names it: the architecture, else the folder (or file) name, not a path.
+std::string model_name(const BenchOptions& o, const ViT& model) {
+  if (!o.arch.empty()) return o.arch;
+  if (!model.config().arch.empty()) return model.config().arch;
+  std::string p = model.source();
+  const std::string file = "/model.safetensors";
+  if (p.size() > file.size() && p.compare(p.size() - file.size(), file.size(), file) == 0)
+    p.resize(p.size() - file.size());
+  return p.substr(p.find_last_of('/') + 1);
+}
+
+// The outputs, opened before the first timing so that a bad --csv or --plot costs nothing.
+struct BenchOutputs {
+  std::unique_ptr<OutputFile> csv, plot;
+  bool csv_stdout = false;
+};
+
+int run_bench(const BenchOptions& o, const std::vector<int>& batches, ViT& model, BenchOutputs& out) {
   const std::string name = o.arch.empty() ? model.source() : o.arch;
   const int threads = set_threads(0);
   const char* precision = precision_name(model.precision());
   const double weights_mb = double(model.weight_bytes()) / 1e6;
   if (o.peak) std::fprintf(stderr, "f32 matmul peak (3152x768x3072): %.1f GFLOP/s\n", matmul_peak_gflops());
-  std::ofstream csv;
-  if (!o.csv.empty()) {
-    csv.open(o.csv);
-    if (!csv) throw Error(o.csv + ": cannot open for writing");
-    csv << "engine,model,precision,batch,threads,images_per_sec,ms_p50,ms_p90,ms_p99,gflops,peak_rss_mb,weights_mb\n";
-  }
-  if (!o.json)
-    std::printf("%s, %s (weights %.1f MB), %d threads\n%6s %10s %9s %9s %9s %9s %9s\n", model.config().summary().c_str(), precision, weights_mb, threads, "batch",
-                "img/s", "p50 ms", "p90 ms", "p99 ms", "GFLOP/s", "RSS MB");
+  const auto csv_line = [&](const std::string& line) {
+    if (out.csv_stdout) std::printf("%s", line.c_str());
+    else if (out.csv) out.csv->write(line.data(), line.size());
+  };
+  csv_line("engine,model,precision,batch,threads,images_per_sec,ms_p50,ms_p90,ms_p99,gflops,peak_rss_mb,weights_mb\n");
+  const bool table = !o.json && !out.csv_stdout;
+  if (table)
+    std::printf("%s, %s (weights %.1f MB), %d threads\n%6s %10s %9s %9s %9s %9s %9s\n", model.config().summary().c_str(),
+                precision, weights_mb, threads, "batch", "img/s", "p50 ms", "p90 ms", "p99 ms", "GFLOP/s", "RSS MB");
   std::vector<Row> rows;
   for (int B : batches) {
     const Row r = bench_batch(model, B, o);
@@ -162,44 +203,52 @@ int run_bench(const BenchOptions& o, const std::vector<int>& batches, ViT& model
                        {"threads", threads},      {"images_per_sec", r.images_per_sec},
                        {"ms_p50", r.ms_p50},      {"ms_p90", r.ms_p90},    {"ms_p99", r.ms_p99},
                        {"gflops", r.gflops},      {"peak_rss_mb", r.peak_rss_mb}, {"runs", r.runs}};
-      std::printf("%s\n", j.dump().c_str());
-    } else {
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else if (table) {
       std::printf("%6d %10.2f %9.2f %9.2f %9.2f %9.1f %9.0f\n", r.batch, r.images_per_sec, r.ms_p50, r.ms_p90, r.ms_p99,
                   r.gflops, r.peak_rss_mb);
     }
-    std::fflush(stdout);
-    if (csv.is_open())
-      csv << "vit," << name << "," << precision << "," << r.batch << "," << threads << "," << r.images_per_sec << "," << r.ms_p50 << ","
-          << r.ms_p90 << "," << r.ms_p99 << "," << r.gflops << "," << r.peak_rss_mb << "," << weights_mb << "\n";
+    csv_line(fmt::format("vit,{},{},{},{},{},{},{},{},{},{},{}\n", name, precision, r.batch, threads, r.images_per_sec,
+                         r.ms_p50, r.ms_p90, r.ms_p99, r.gflops, r.peak_rss_mb, weights_mb));
+    check_stdout();
   }
-  if (!o.plot.empty()) write_svg(o.plot, name + " (" + std::to_string(threads) + " threads)", rows);
+  if (out.csv) out.csv->commit();
+  if (out.plot) {
+    const std::string svg = plot_svg(fmt::format("{} ({}, {} threads)", model_name(o, model), precision, threads), rows);
+    out.plot->write(svg.data(), svg.size());
+    out.plot->commit();
+  }
   return kExitOk;
 }
-
-}  // namespace
 
 std::function<int()> prepare_bench(const BenchOptions& o) {
   auto batches = std::make_shared<std::vector<int>>(parse_batch_list(o.batches, "--batch"));
   if (!o.arch.empty() && !o.model.model.empty()) throw Error("--arch and --model exclude each other: pick one");
-  set_threads(o.model.threads);
-  auto model = std::make_shared<ViT>(o.arch.empty() ? load_model(o.model) : ViT::random(config_for_arch(o.arch), 0, o.model.precision));
-  return [o, batches, model] { return run_bench(o, *batches, *model); };
+  set_threads(usable_threads(o.model.threads));
+  auto out = std::make_shared<BenchOutputs>();
+  if (o.csv == "-" && o.json) throw Error("--csv - and --json both write to stdout: pick one");
+  out->csv_stdout = o.csv == "-";
+  if (!o.csv.empty() && o.csv != "-") out->csv = std::make_unique<OutputFile>(o.csv);
+  if (!o.plot.empty()) out->plot = std::make_unique<OutputFile>(o.plot);
+  auto model = std::make_shared<ViT>(o.arch.empty() ? load_model(o.model)
+                                                    : ViT::random(config_for_arch(o.arch), 0, o.model.precision));
+  return [o, batches, model, out] { return run_bench(o, *batches, *model, *out); };
 }
+
+}  // namespace
 
 void add_bench_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "measure forward-pass throughput and latency per batch size");
   add_model_options(cmd, &o->model);
   cmd->add_option("--arch", o->arch, "a standard shape with random weights, e.g. vit_base_patch16_224");
-  cmd->add_option("--batch", o->batches, "batch sizes, comma separated")->capture_default_str();
-  auto* secs = cmd->add_option("--seconds", o->seconds, "timed seconds per batch size")->check(CLI::PositiveNumber)
-                   ->capture_default_str();
-  auto* iters = cmd->add_option("--iters", o->iters, "timed runs per batch size (instead of --seconds)")
-                    ->check(CLI::PositiveNumber);
+  cmd->add_option("-b,--batch", o->batches, "batch sizes, comma separated")->capture_default_str();
+  auto* secs = add_number_option(cmd, "--seconds", &o->seconds, 0.001, 1e6, "timed seconds per batch size");
+  auto* iters = add_number_option(cmd, "--iters", &o->iters, 1, 1 << 30, "timed runs per batch size (instead of --seconds)");
   secs->excludes(iters);
-  cmd->add_option("--warmup", o->warmup, "untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  add_number_option(cmd, "--warmup", &o->warmup, 0, 1 << 30, "untimed runs first");
   cmd->add_flag("--json", o->json, "one JSON line per batch size");
-  cmd->add_option("--csv", o->csv, "also write the rows to a CSV file");
+  cmd->add_option("--csv", o->csv, "also write the rows to a CSV file ('-': to stdout, instead of the table)");
   cmd->add_option("--plot", o->plot, "draw images/s and latency against batch size into an SVG file");
   cmd->add_flag("--peak", o->peak, "also measure the machine's f32 matmul peak");
   cmd->add_flag("--profile", o->profile, "print where each batch size's time goes, per step");

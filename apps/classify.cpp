@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
+#include "engine/text.h"
 #include "inputs.h"
+#include "output.h"
 #include "engine/image.h"
 #include "engine/safetensors.h"
 #include "vit/vit.h"
@@ -26,7 +28,7 @@ struct ClassifyOptions {
   std::string labels, save_logits;
   int topk = 5, batch = 8;
   int64_t max_pixels = kDefaultMaxPixels;
-  bool json = false, stats = false;
+  bool json = false, stats = false, force = false, stdin_paths = false, null_separated = false;
   std::vector<std::string> paths;
 };
 
@@ -38,8 +40,8 @@ class Output {
   }
   void error(const std::string& file, const std::string& why) {
     ++failed_;
-    if (json_) std::printf("%s\n", nlohmann::json{{"file", file}, {"error", why}}.dump().c_str());
-    else std::fprintf(stderr, "error: %s: %s\n", file.c_str(), why.c_str());
+    if (json_) std::printf("%s\n", json_line(file, {{"error", why}}).c_str());
+    else std::fprintf(stderr, "error: %s: %s\n", printable(file).c_str(), printable(why).c_str());
   }
   void result(const Result& r) {
     if (!r.error.empty()) return error(r.file, r.error);
@@ -47,11 +49,11 @@ class Output {
     if (json_) {
       nlohmann::json t = nlohmann::json::array();
       for (const auto& p : r.top) t.push_back({{"index", p.index}, {"label", p.label}, {"prob", p.prob}});
-      std::printf("%s\n", nlohmann::json{{"file", r.file}, {"top", t}}.dump().c_str());
+      std::printf("%s\n", json_line(r.file, {{"top", t}}).c_str());
     } else {
       size_t w = 0;
       for (const auto& p : r.top) w = std::max(w, p.label.size());
-      std::printf("%s\n", r.file.c_str());
+      std::printf("%s\n", printable(r.file).c_str());
       for (const auto& p : r.top) std::printf("  %-*s  %.4f\n", int(w), p.label.c_str(), double(p.prob));
     }
     if (saved_) {
@@ -74,35 +76,59 @@ class Output {
 
 // The inputs a batch at a time: the library decodes, preprocesses and classifies them; inputs known to
 // be unusable (from the folder walk) get their error line in their place.
-int classify_all(const ClassifyOptions& o, const std::vector<Input>& inputs, bool missing, const Classifier& c,
-                 Output& out) {
-  const size_t batch = size_t(o.batch);
-  Progress progress(inputs.size(), isatty(STDERR_FILENO) && inputs.size() > batch && !o.stats);
+// The batches of inputs a run classifies: the PATH arguments' (known up front), or the paths --stdin
+// streams in.
+class Batches {
+ public:
+  Batches(std::vector<Input> inputs, size_t batch) : inputs_(std::move(inputs)), batch_(batch) {}
+  Batches(char separator, size_t batch) : stream_(std::make_unique<PathStream>(STDIN_FILENO, separator)), batch_(batch) {}
+  bool next(std::vector<Input>* out) {
+    if (stream_) return stream_->next(batch_, out);
+    out->assign(inputs_.begin() + long(std::min(first_, inputs_.size())),
+                inputs_.begin() + long(std::min(first_ + batch_, inputs_.size())));
+    first_ += batch_;
+    return !out->empty();
+  }
+  size_t known_total() const { return stream_ ? 0 : inputs_.size(); }  // 0: unknown
+
+ private:
+  std::vector<Input> inputs_;
+  std::unique_ptr<PathStream> stream_;
+  size_t batch_, first_ = 0;
+};
+
+// Each batch: the library decodes, preprocesses and classifies it; inputs known to be unusable (from
+// the folder walk) get their error line in their place; results are flushed batch by batch.
+int classify_all(const ClassifyOptions& o, Batches& batches, bool missing, const Classifier& c, Output& out) {
+  const size_t total = batches.known_total();
+  Progress progress(total, isatty(STDERR_FILENO) && total > size_t(o.batch) && !o.stats);
   const auto t0 = std::chrono::steady_clock::now();
-  for (size_t first = 0; first < inputs.size(); first += batch) {
-    const size_t n = std::min(inputs.size() - first, batch);
+  size_t seen = 0;
+  for (std::vector<Input> inputs; batches.next(&inputs);) {
     std::vector<std::string> paths;
-    for (size_t j = first; j < first + n; ++j)
-      if (inputs[j].error.empty()) paths.push_back(inputs[j].file);
+    for (const Input& in : inputs)
+      if (in.error.empty()) paths.push_back(in.file);
     const std::vector<Result> results = c.classify(paths, o.topk);
     progress.clear();
-    for (size_t j = first, next = 0; j < first + n; ++j) {
-      if (!inputs[j].error.empty()) out.error(inputs[j].file, inputs[j].error);
+    size_t next = 0;
+    for (const Input& in : inputs) {
+      if (!in.error.empty()) out.error(in.file, in.error);
       else out.result(results[next++]);
     }
-    std::fflush(stdout);
-    progress.update(first + n);
+    check_stdout();
+    seen += inputs.size();
+    progress.update(seen);
   }
   progress.clear();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string stats = fmt::format(
       "classified {} of {} images in {:.3f} s: {:.1f} img/s end to end (decode, preprocessing and inference; "
       "batch {}, {} threads)",
-      out.classified(), inputs.size(), secs, secs > 0 ? out.classified() / secs : 0.0, batch, set_threads(0));
+      out.classified(), seen, secs, secs > 0 ? out.classified() / secs : 0.0, o.batch, set_threads(0));
   if (o.stats) std::fprintf(stderr, "%s\n", stats.c_str());
   else spdlog::info("{}", stats);
-  if (out.failed() && inputs.size() > 1)
-    std::fprintf(stderr, "%zu of %zu images classified, %zu failed\n", out.classified(), inputs.size(), out.failed());
+  if (out.failed() && seen > 1)
+    std::fprintf(stderr, "%zu of %zu images classified, %zu failed\n", out.classified(), seen, out.failed());
   out.finish();
   if (missing) return kExitUsage;
   return out.failed() ? kExitSomeFailed : kExitOk;
@@ -110,9 +136,17 @@ int classify_all(const ClassifyOptions& o, const std::vector<Input>& inputs, boo
 
 // Everything checked before the first image: the paths, the model, the labels, the logits file.
 std::function<int()> prepare_classify(ClassifyOptions o) {
+  if (o.stdin_paths && !o.paths.empty()) throw Error("--stdin reads the paths from standard input: give no PATH");
+  if (!o.stdin_paths && o.paths.empty()) throw Error("no PATH: give image files or folders, or --stdin");
+  if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
   auto missing = std::make_shared<bool>(false);
-  auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths, missing.get()));
-  o.batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs->size(), 1))));
+  std::vector<Input> inputs = collect_inputs(o.paths, missing.get());
+  if (!o.save_logits.empty()) {
+    std::vector<std::string> files;
+    for (const Input& in : inputs) files.push_back(in.file);
+    check_output_target("--save-logits", o.save_logits, files, o.force);
+  }
+  if (!o.stdin_paths) o.batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs.size(), 1))));
   ClassifierOptions co = classifier_options(o.model);
   co.labels = o.labels;
   co.batch = o.batch;
@@ -120,7 +154,9 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   co.keep_logits = !o.save_logits.empty();
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
   auto out = std::make_shared<Output>(o, classifier->classes());
-  return [o, inputs, missing, classifier, out] { return classify_all(o, *inputs, *missing, *classifier, *out); };
+  auto batches = o.stdin_paths ? std::make_shared<Batches>(o.null_separated ? '\0' : '\n', size_t(o.batch))
+                               : std::make_shared<Batches>(std::move(inputs), size_t(o.batch));
+  return [o, batches, missing, classifier, out] { return classify_all(o, *batches, *missing, *classifier, *out); };
 }
 
 }  // namespace
@@ -130,17 +166,18 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   CLI::App* cmd = app.add_subcommand("classify", "classify images with a ViT and print the top-k classes");
   add_model_options(cmd, &o->model);
   cmd->add_option("--labels", o->labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
-  cmd->add_option("--topk", o->topk, "classes to print per image")->check(CLI::Range(1, 100000));
-  cmd->add_option("--batch", o->batch, "images per forward pass")->check(CLI::Range(int64_t(1), kMaxBatch));
+  add_number_option(cmd, "-k,--topk", &o->topk, 1, 100000, "classes to print per image");
+  add_number_option(cmd, "-b,--batch", &o->batch, 1, int(kMaxBatch), "images per forward pass");
   cmd->add_flag("--json", o->json, "one JSON object per line");
   cmd->add_option("--save-logits", o->save_logits, "write the logits of the classified images to a .safetensors file");
   cmd->add_flag("--stats", o->stats, "print end-to-end images/s on stderr");
-  cmd->add_option("--max-pixels", o->max_pixels,
-                  "refuse images larger than this many pixels, from their header, before decoding")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for .jpg .jpeg .png .bmp)")
-      ->required();
+  add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,
+                    "refuse images larger than this many pixels, from their header, before decoding");
+  cmd->add_flag("--force", o->force, "let --save-logits replace a file that is not a safetensors file");
+  cmd->add_flag("--stdin", o->stdin_paths,
+                "read the paths from standard input, one per line, and write each batch's results as it is done");
+  cmd->add_flag("-0,--null", o->null_separated, "with --stdin: paths end with NUL, as find -print0 writes them");
+  cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for .jpg .jpeg .png .bmp)");
   cmd->callback([o, prepare] { *prepare = [o] { return prepare_classify(*o); }; });
 }
 

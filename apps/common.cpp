@@ -2,14 +2,16 @@
 #include "common.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <sstream>
 
 #include "engine/linear.h"
+#include "engine/safetensors.h"
 #include "vit/error.h"
 
 namespace vit::app {
@@ -31,12 +33,42 @@ std::string default_model_path() {
   return kDefaultModel;
 }
 
+template <typename T>
+CLI::Option* add_number_option(CLI::App* cmd, const std::string& names, T* value, T lo, T hi, const std::string& help) {
+  const std::string flag = names.substr(names.find_last_of(',') + 1);
+  std::ostringstream dflt;
+  dflt << *value;
+  return cmd
+      ->add_option_function<std::string>(
+          names,
+          [=](const std::string& text) {
+            std::istringstream in(text);
+            T v{};
+            if (!(in >> v) || !(in >> std::ws).eof()) throw CLI::ValidationError(flag, "'" + text + "' is not a number");
+            if (v < lo || v > hi) {
+              std::ostringstream range;
+              range << text << " is out of range (" << lo << " to " << hi << ")";
+              throw CLI::ValidationError(flag, range.str());
+            }
+            *value = v;
+          },
+          help)
+      ->default_str(dflt.str())
+      ->type_name(std::is_integral<T>::value ? "INT" : "NUMBER");
+}
+template CLI::Option* add_number_option<int>(CLI::App*, const std::string&, int*, int, int, const std::string&);
+template CLI::Option* add_number_option<int64_t>(CLI::App*, const std::string&, int64_t*, int64_t, int64_t,
+                                                 const std::string&);
+template CLI::Option* add_number_option<double>(CLI::App*, const std::string&, double*, double, double,
+                                                const std::string&);
+
 void add_threads_option(CLI::App* cmd, int* threads) {
-  cmd->add_option("--threads", *threads, "threads for inference (default: all cores)")->check(CLI::NonNegativeNumber);
+  add_number_option(cmd, "-t,--threads", threads, 0, 4096,
+                    "threads for decoding and inference; 0: all cores (more than the cores: the cores, with a warning)");
 }
 
 void add_model_options(CLI::App* cmd, ModelOptions* o) {
-  cmd->add_option("--model", o->model,
+  cmd->add_option("-m,--model", o->model,
                   "a .safetensors file or the folder holding model.safetensors and config.json "
                   "(default: weights/deit_tiny_patch16_224.fb_in1k)");
   cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
@@ -48,14 +80,16 @@ void add_model_options(CLI::App* cmd, ModelOptions* o) {
 void add_precision_option(CLI::App* cmd, Precision* precision) {
   cmd->add_option_function<std::string>(
          "--precision", [precision](const std::string& s) { *precision = precision_from_name(s); },
-         "arithmetic of the linear layers: f32 (as timm), bf16 (CPUs with avx512_bf16) or int8 (default: f32)")
-      ->check(CLI::IsMember({"f32", "bf16", "int8"}));
+         "arithmetic of the linear layers: f32 (as timm), bf16 (CPUs with avx512_bf16) or int8")
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}))
+      ->type_name("NAME")
+      ->default_str("f32");
 }
 
 void add_img_size_option(CLI::App* cmd, int* img_size) {
-  cmd->add_option("--img-size", *img_size,
-                  "run at SxS pixels instead of the model's size (position table resampled as timm does)")
-      ->check(CLI::Range(int64_t(1), kMaxInputSize));
+  add_number_option(cmd, "--img-size", img_size, 0, int(kMaxInputSize),
+                    "run at SxS pixels instead of the model's size (position table resampled as timm does); "
+                    "0: the model's size");
 }
 
 namespace {
@@ -70,7 +104,7 @@ std::string model_path(const ModelOptions& o) {
 }  // namespace
 
 ViT load_model(const ModelOptions& o) {
-  set_threads(o.threads);
+  set_threads(usable_threads(o.threads));
   return ViT::load(model_path(o), o.config, o.img_size, o.precision);
 }
 
@@ -109,6 +143,24 @@ std::vector<int> parse_batch_list(const std::string& s, const std::string& flag)
   return out;
 }
 
+void check_output_target(const std::string& flag, const std::string& path, const std::vector<std::string>& inputs,
+                         bool force) {
+  struct stat out{};
+  if (::stat(path.c_str(), &out) != 0) return;  // a new file
+  if (!S_ISREG(out.st_mode)) throw Error(flag + " " + path, "exists and is not a regular file; not overwritten");
+  if (force) return;
+  for (const std::string& in : inputs) {
+    struct stat st{};
+    if (::stat(in.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino)
+      throw Error(flag + " " + path, "is one of the inputs; not overwritten (--force to overwrite it anyway)");
+  }
+  try {
+    SafeTensors existing(path);
+  } catch (const Error&) {
+    throw Error(flag + " " + path, "exists and is not a safetensors file; not overwritten (--force to overwrite it)");
+  }
+}
+
 std::string precision_support() {
   const CpuIsa isa = cpu_isa();
   std::string s = "oneDNN runs it as " + isa.name + ": f32, int8 (" +
@@ -117,8 +169,11 @@ std::string precision_support() {
 }
 
 void setup_logging(bool verbose) {
-  auto logger = spdlog::stderr_color_mt("vit");
-  logger->set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  // "warning: ..." as our own "error: ..." lines read; colour only on a terminal, and never with NO_COLOR.
+  const bool color = ::isatty(STDERR_FILENO) && !std::getenv("NO_COLOR");
+  std::shared_ptr<spdlog::logger> logger =
+      color ? spdlog::stderr_color_mt("vit") : std::static_pointer_cast<spdlog::logger>(spdlog::stderr_logger_mt("vit"));
+  logger->set_pattern(color ? "%^%l%$: %v" : "%l: %v");
   spdlog::set_default_logger(logger);
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
 }

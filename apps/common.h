@@ -30,6 +30,11 @@ struct ModelOptions {
   Precision precision = Precision::F32;
 };
 
+// A number option parsed here rather than by CLI11, so that mistakes read "--topk: 'three' is not a
+// number" and "--topk: 0 is out of range (1 to 100000)"; --help shows its default. names: "-k,--topk".
+template <typename T>
+CLI::Option* add_number_option(CLI::App* cmd, const std::string& names, T* value, T lo, T hi, const std::string& help);
+
 void add_model_options(CLI::App* cmd, ModelOptions* o);
 void add_threads_option(CLI::App* cmd, int* threads);
 void add_img_size_option(CLI::App* cmd, int* img_size);
@@ -42,6 +47,11 @@ Classifier load_classifier(const ModelOptions& o, const ClassifierOptions& co);
 
 // Parses "1,2,4" into positive integers; throws vit::Error naming the flag.
 std::vector<int> parse_batch_list(const std::string& s, const std::string& flag);
+
+// The output a command is about to write must not be one of its inputs, nor (unless force) an existing
+// file that is not a safetensors file: throws vit::Error saying which.
+void check_output_target(const std::string& flag, const std::string& path, const std::vector<std::string>& inputs,
+                         bool force);
 
 // What this CPU runs natively, as oneDNN sees it: "oneDNN runs it as avx2: f32, int8 (...); bf16 ...".
 std::string precision_support();

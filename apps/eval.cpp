@@ -13,7 +13,9 @@
 #include <regex>
 
 #include "common.h"
+#include "engine/text.h"
 #include "inputs.h"
+#include "output.h"
 #include "models/imagenet_classes.h"
 
 namespace vit::app {
@@ -122,8 +124,11 @@ void report(const EvalOptions& o, const Classifier& c, const Tally& t, size_t to
       j["max_abs_logit_diff"] = t.max_diff;
       j["mean_abs_logit_diff"] = t.diffs ? t.sum_diff / double(t.diffs) : 0.0;
     }
-    for (const auto& [file, why] : t.failures) j["failures"].push_back({{"file", file}, {"error", why}});
-    std::printf("%s\n", j.dump().c_str());
+    std::string failures;
+    for (const auto& [file, why] : t.failures) failures += (failures.empty() ? "" : ",") + json_line(file, {{"error", why}});
+    j.erase("failures");
+    const std::string body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::printf("%s,\"failures\":[%s]}\n", body.substr(0, body.size() - 1).c_str(), failures.c_str());
     return;
   }
   std::printf("%s, %s: %zu of %zu images evaluated\n", c.info().file.c_str(), precision.c_str(), t.images, total);
@@ -132,7 +137,8 @@ void report(const EvalOptions& o, const Classifier& c, const Tally& t, size_t to
     std::printf("  against %s: top-1 agreement %.4f (%zu of %zu), |logit difference| max %.4g, mean %.4g\n",
                 o.reference.c_str(), t.agree / n, t.agree, t.images, t.max_diff,
                 t.diffs ? t.sum_diff / double(t.diffs) : 0.0);
-  for (const auto& [file, why] : t.failures) std::fprintf(stderr, "error: %s: %s\n", file.c_str(), why.c_str());
+  for (const auto& [file, why] : t.failures)
+    std::fprintf(stderr, "error: %s: %s\n", printable(file).c_str(), printable(why).c_str());
   if (!t.failures.empty()) std::fprintf(stderr, "%zu of %zu images failed\n", t.failures.size(), total);
 }
 
@@ -195,8 +201,7 @@ void add_eval_command(CLI::App& app, Prepare* prepare) {
   cmd->add_option("--labels-csv", o->labels_csv,
                   "file,index per line (default: the ImageNet synset id at the start of each file name or in its folders)");
   cmd->add_option("--reference", o->reference, "also run this precision (f32) and report the agreement with it");
-  cmd->add_option("--batch", o->batch, "images per forward pass")->check(CLI::Range(int64_t(1), kMaxBatch))
-      ->capture_default_str();
+  add_number_option(cmd, "-b,--batch", &o->batch, 1, int(kMaxBatch), "images per forward pass");
   cmd->add_flag("--json", o->json, "one JSON object: images, top1, top5, agreement, max/mean |logit difference|");
   cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for .jpg .jpeg .png .bmp)")
       ->required();

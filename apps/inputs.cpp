@@ -2,7 +2,11 @@
 #include "inputs.h"
 
 #include <spdlog/spdlog.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <filesystem>
@@ -69,6 +73,35 @@ std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* m
     }
   }
   return out;
+}
+
+bool PathStream::take_record(std::vector<Input>* out) {
+  const size_t end = buffer_.find(sep_);
+  if (end == std::string::npos && !(eof_ && !buffer_.empty())) return false;
+  std::string path = buffer_.substr(0, end);
+  buffer_.erase(0, end == std::string::npos ? buffer_.size() : end + 1);
+  if (sep_ == '\n' && !path.empty() && path.back() == '\r') path.pop_back();
+  if (!path.empty()) out->push_back({path, ""});
+  return true;
+}
+
+bool PathStream::next(size_t max, std::vector<Input>* out) {
+  out->clear();
+  for (;;) {
+    while (out->size() < max && take_record(out)) {
+    }
+    if (out->size() == max || (eof_ && buffer_.empty())) return !out->empty();
+    // Wait for more only while there is nothing to hand out; else hand out what there is.
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = ::poll(&p, 1, out->empty() ? -1 : 0);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) return true;
+    char chunk[65536];
+    const ssize_t n = ::read(fd_, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) eof_ = true;  // the end, or an unreadable stream: what arrived is still classified
+    else buffer_.append(chunk, size_t(n));
+  }
 }
 
 }  // namespace vit::app

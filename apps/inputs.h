@@ -17,6 +17,23 @@ struct Input {
 // recursively, sorted by name. A PATH that does not exist sets *missing and is an input with its error.
 std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* missing);
 
+// Paths from a stream (one per line, or NUL-separated as find -print0 writes), handed out as soon as
+// they arrive: next() returns up to `max` of them, fewer when no more input is ready yet, so a pipeline
+// (find | vit classify --stdin, xargs, Spark's RDD.pipe) sees each batch's results without waiting for
+// the stream's end; false at the end of the stream.
+class PathStream {
+ public:
+  PathStream(int fd, char separator) : fd_(fd), sep_(separator) {}
+  bool next(size_t max, std::vector<Input>* out);
+
+ private:
+  bool take_record(std::vector<Input>* out);
+  int fd_;
+  char sep_;
+  std::string buffer_;
+  bool eof_ = false;
+};
+
 // A one-line progress bar on stderr, drawn only on a terminal.
 class Progress {
  public:

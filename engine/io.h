@@ -32,4 +32,27 @@ class InputFile {
 std::vector<uint8_t> read_file_bytes(const std::string& path, uint64_t max_bytes,
                                      const std::function<void()>& after_open = {});
 
+// An output file written in full beside its target (".NAME.XXXXXX" in the same folder) and renamed
+// over it by commit(): concurrent writers each leave a complete file, and an interrupted run leaves the
+// old file or none, never a torn one. Created at construction, so a folder that cannot take it is an
+// error before any work. Until commit() or destruction the temporary is registered for
+// remove_unfinished_outputs(), which signal handlers call.
+class OutputFile {
+ public:
+  explicit OutputFile(const std::string& target);
+  ~OutputFile();  // removes the temporary unless committed
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  void write(const void* data, size_t n);  // throws WriteError
+  void commit();                           // throws WriteError
+  const std::string& target() const { return target_; }
+
+ private:
+  std::string target_, temp_;
+  int fd_ = -1;
+};
+
+// Unlinks every registered temporary; async-signal-safe (for SIGINT, SIGTERM, SIGPIPE handlers).
+void remove_unfinished_outputs();
+
 }  // namespace vit

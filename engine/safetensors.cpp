@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "vit/error.h"
@@ -228,23 +227,19 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   for (const auto& t : tensors) shapes.emplace_back(t.name, t.shape);
   const std::string head = header_bytes(shapes, metadata);
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error(path, std::string("cannot open for writing: ") + std::strerror(errno));
-  out.write(head.data(), std::streamsize(head.size()));
+  OutputFile out(path);
+  out.write(head.data(), head.size());
   for (const auto& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
-    out.write(reinterpret_cast<const char*>(t.data), std::streamsize(n * 4));
+    out.write(t.data, size_t(n) * sizeof(float));
   }
-  if (!out.flush()) throw Error(path, std::string("write failed: ") + std::strerror(errno));
+  out.commit();
 }
 
-RowWriter::RowWriter(std::string path, int64_t cols) : path_(std::move(path)), cols_(cols) {
-  // Checked now rather than after a long run; the rows wait in an unnamed temporary file.
-  std::ofstream probe(path_, std::ios::binary | std::ios::app);
-  if (!probe) throw Error(path_, std::string("cannot open for writing: ") + std::strerror(errno));
+RowWriter::RowWriter(std::string path, int64_t cols) : out_(path), cols_(cols) {
   rows_file_ = std::tmpfile();
-  if (!rows_file_) throw Error(path_, std::string("cannot create a temporary file for the rows: ") + std::strerror(errno));
+  if (!rows_file_) throw Error(path, std::string("cannot create a temporary file for the rows: ") + std::strerror(errno));
 }
 
 RowWriter::~RowWriter() {
@@ -253,20 +248,19 @@ RowWriter::~RowWriter() {
 
 void RowWriter::add(const float* row) {
   if (std::fwrite(row, sizeof(float), size_t(cols_), rows_file_) != size_t(cols_))
-    throw WriteError(path_, std::string("cannot write the rows' temporary file: ") + std::strerror(errno));
+    throw WriteError(out_.target(), std::string("cannot write the rows' temporary file: ") + std::strerror(errno));
   ++rows_;
 }
 
 void RowWriter::finish(const std::string& name, const std::map<std::string, std::string>& metadata) {
   const std::string head = header_bytes({{name, {rows_, cols_}}}, metadata);
-  std::ofstream out(path_, std::ios::binary | std::ios::trunc);
-  if (!out) throw WriteError(path_, std::string("cannot open for writing: ") + std::strerror(errno));
-  out.write(head.data(), std::streamsize(head.size()));
+  out_.write(head.data(), head.size());
+  if (std::fflush(rows_file_) != 0) throw WriteError(out_.target(), std::string("write failed: ") + std::strerror(errno));
   std::rewind(rows_file_);
   std::vector<char> chunk(size_t(1) << 20);
-  for (size_t n; (n = std::fread(chunk.data(), 1, chunk.size(), rows_file_)) > 0;)
-    out.write(chunk.data(), std::streamsize(n));
-  if (std::ferror(rows_file_) || !out.flush()) throw WriteError(path_, std::string("write failed: ") + std::strerror(errno));
+  for (size_t n; (n = std::fread(chunk.data(), 1, chunk.size(), rows_file_)) > 0;) out_.write(chunk.data(), n);
+  if (std::ferror(rows_file_)) throw WriteError(out_.target(), "cannot read back the rows' temporary file");
+  out_.commit();
 }
 
 }  // namespace vit

@@ -63,8 +63,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
                        const std::map<std::string, std::string>& metadata = {});
 
 // Writes an F32 [rows, cols] tensor given one row at a time, keeping no rows in memory: they go to a
-// temporary file and are copied behind the header by finish(). The output path is opened (and so
-// checked) by the constructor.
+// temporary file and are copied behind the header by finish(), into an OutputFile (io.h) renamed into
+// place only when complete. The output's folder is checked by the constructor.
 class RowWriter {
  public:
   RowWriter(std::string path, int64_t cols);
@@ -76,7 +76,7 @@ class RowWriter {
   void finish(const std::string& name, const std::map<std::string, std::string>& metadata);
 
  private:
-  std::string path_;
+  OutputFile out_;
   int64_t cols_, rows_ = 0;
   std::FILE* rows_file_ = nullptr;
 };

@@ -163,12 +163,7 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
     throw Error("batch size " + std::to_string(options.batch) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
   if (options.max_pixels < 1) throw Error("max_pixels must be positive, got " + std::to_string(options.max_pixels));
   if (options.threads < 0) throw Error("threads must be 0 (all cores) or more, got " + std::to_string(options.threads));
-  const int cores = omp_get_num_procs();
-  int threads = options.threads > 0 ? options.threads : max_threads();
-  if (threads > cores) {
-    spdlog::warn("{} threads asked for, but {} cores are available: using {}", threads, cores, cores);
-    threads = cores;
-  }
+  const int threads = options.threads > 0 ? usable_threads(options.threads) : max_threads();
   set_threads(threads);
   impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
   impl_->threads = threads;

@@ -1,6 +1,7 @@
 // ViT loading and the forward pass; each step names the timm line it mirrors.
 #include "vit.h"
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -46,6 +47,13 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 }  // namespace
+
+int usable_threads(int requested) {
+  const int cores = omp_get_num_procs();
+  if (requested <= cores) return requested;
+  spdlog::warn("{} threads asked for, but this machine has {} cores: using {}", requested, cores, cores);
+  return cores;
+}
 
 ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision) {
   std::string file = model, dir;

@@ -18,6 +18,10 @@ namespace vit {
 
 class Checkpoint;
 
+// A thread count to run with: `requested`, or the cores when it asks for more (a warning says so); 0
+// stays 0 (all cores).
+int usable_threads(int requested);
+
 // The largest batch a Plan is made for.
 constexpr int64_t kMaxBatch = 4096;
 
