@@ -58,11 +58,11 @@ class Output {
     }
     if (saved_) {
       saved_->add(r.logits.data());
-      saved_files_.push_back(r.file);
+      saved_files_ += (saved_files_.size() > 1 ? "," : "") + json_string(r.file);
     }
   }
   void finish() {
-    if (saved_) saved_->finish("logits", {{"files", saved_files_.dump()}});
+    if (saved_) saved_->finish("logits", {{"files", saved_files_ + "]"}});
   }
   size_t classified() const { return classified_; }
   size_t failed() const { return failed_; }
@@ -70,7 +70,7 @@ class Output {
  private:
   bool json_;
   std::unique_ptr<RowWriter> saved_;  // --save-logits: one row per classified image, streamed to disk
-  nlohmann::json saved_files_ = nlohmann::json::array();
+  std::string saved_files_ = "[";  // a JSON list, names written as json_string writes them
   size_t classified_ = 0, failed_ = 0;
 };
 
