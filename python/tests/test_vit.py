@@ -1,0 +1,331 @@
+"""The `vit` Python module: the same logits and top-5 as the `vit` command on the 250 sample photos, one
+Classifier shared by two threads with the GIL released, and a clear exception for each bad argument.
+CTest (label python) runs it with PYTHONPATH at the module just built and VIT_BINARY naming `vit`."""
+import json
+import os
+import pathlib
+import struct
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import vit
+
+REPO = pathlib.Path(os.environ.get("VIT_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
+SHARED = pathlib.Path(os.environ.get("VIT_SHARED_DATA", REPO.parent / "shared" / "data"))
+VIT_BINARY = os.environ.get("VIT_BINARY", str(REPO / "build" / "vit"))
+DEIT = SHARED / "models" / "deit_tiny_patch16_224.fb_in1k"
+PHOTOS = SHARED / "images" / "imagenet-samples"
+
+
+def require_shared_data():
+    """Skips without ../shared/data, except under CI=true, where missing data is a failure."""
+    if DEIT.is_dir() and PHOTOS.is_dir():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but the test data is missing: {SHARED}")
+    pytest.skip(f"test data not found at {SHARED} (set VIT_SHARED_DATA); skipping")
+
+
+# ---- a tiny random model and images written at test time, so most tests need nothing from ../shared
+
+
+def write_safetensors(path, tensors):
+    """safetensors: u64 little-endian header length, the JSON header, then the raw little-endian data."""
+    header, offset = {}, 0
+    for name, a in tensors.items():
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for a in tensors.values():
+            f.write(np.ascontiguousarray(a, dtype="<f4").tobytes())
+
+
+def read_safetensors(path):
+    """The tensors (F32 only, as `vit classify --save-logits` writes) and the __metadata__ of a file."""
+    data = pathlib.Path(path).read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + n])
+    metadata = header.pop("__metadata__", {})
+    tensors = {}
+    for name, t in header.items():
+        assert t["dtype"] == "F32", (name, t["dtype"])
+        begin, end = t["data_offsets"]
+        tensors[name] = np.frombuffer(data[8 + n + begin : 8 + n + end], dtype="<f4").reshape(t["shape"])
+    return tensors, metadata
+
+
+def tiny_vit(D=32, depth=2, heads=2, mlp=64, patch=8, img=32, classes=10, seed=1):
+    """A ViT in timm's names (as tests/model_files.cpp writes them) and its timm config.json."""
+    rng = np.random.default_rng(seed)
+    t = {}
+
+    def add(name, shape, scale, offset=0.0):
+        t[name] = (offset + scale * rng.standard_normal(shape)).astype(np.float32)
+
+    add("patch_embed.proj.weight", (D, 3, patch, patch), 0.05)
+    add("patch_embed.proj.bias", (D,), 0.1)
+    add("cls_token", (1, 1, D), 0.5)
+    add("pos_embed", (1, (img // patch) ** 2 + 1, D), 0.5)
+    for i in range(depth):
+        p = f"blocks.{i}."
+        add(p + "norm1.weight", (D,), 0.2, 1.0)
+        add(p + "norm1.bias", (D,), 0.2)
+        add(p + "attn.qkv.weight", (3 * D, D), 0.3)
+        add(p + "attn.qkv.bias", (3 * D,), 0.1)
+        add(p + "attn.proj.weight", (D, D), 0.15)
+        add(p + "attn.proj.bias", (D,), 0.1)
+        add(p + "norm2.weight", (D,), 0.2, 1.0)
+        add(p + "norm2.bias", (D,), 0.2)
+        add(p + "mlp.fc1.weight", (mlp, D), 0.15)
+        add(p + "mlp.fc1.bias", (mlp,), 0.1)
+        add(p + "mlp.fc2.weight", (D, mlp), 0.1)
+        add(p + "mlp.fc2.bias", (D,), 0.1)
+    add("norm.weight", (D,), 0.2, 1.0)
+    add("norm.bias", (D,), 0.2)
+    add("head.weight", (classes, D), 0.2)
+    add("head.bias", (classes,), 0.1)
+    config = {
+        "architecture": "vit_test",
+        "num_classes": classes,
+        "global_pool": "token",
+        "model_args": {"num_heads": heads},
+        "pretrained_cfg": {
+            "input_size": [3, img, img],
+            "interpolation": "bicubic",
+            "crop_pct": 0.9,
+            "crop_mode": "center",
+            "mean": [0.485, 0.456, 0.406],
+            "std": [0.229, 0.224, 0.225],
+        },
+    }
+    return t, config
+
+
+def ppm(width, height, seed):
+    """A binary PPM (P6) of random pixels: an image format the engine reads, written without a library."""
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    return b"P6\n%d %d\n255\n" % (width, height) + pixels.tobytes()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(model folder, [three good images], a broken image) in a temporary folder."""
+    root = tmp_path_factory.mktemp("tiny")
+    tensors, config = tiny_vit()
+    write_safetensors(root / "model.safetensors", tensors)
+    (root / "config.json").write_text(json.dumps(config))
+    good = []
+    for i, (w, h) in enumerate([(40, 30), (33, 50), (64, 64)]):
+        good.append(root / f"good{i}.ppm")
+        good[-1].write_bytes(ppm(w, h, seed=i))
+    broken = root / "broken.jpg"
+    broken.write_bytes(b"named like a JPEG, but text")
+    return root, good, broken
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tiny):
+    return vit.Classifier(str(tiny[0]), threads=1, batch=4)
+
+
+# ---- the module itself
+
+
+def test_the_module_under_test_is_the_one_just_built():
+    module_dir = os.environ.get("VIT_MODULE_DIR")
+    if module_dir is None:
+        pytest.skip("VIT_MODULE_DIR not set (run through CTest to check which module is imported)")
+    assert pathlib.Path(vit.__file__).parent == pathlib.Path(module_dir), vit.__file__
+    assert issubclass(vit.Error, RuntimeError)
+
+
+def test_missing_model_raises_with_the_path():
+    with pytest.raises(vit.Error, match="missing"):
+        vit.Classifier("missing")
+    with pytest.raises(vit.Error, match="/no/such/folder"):
+        vit.Classifier(pathlib.Path("/no/such/folder"))
+
+
+def test_config_labels_and_classes(tiny, tiny_classifier):
+    c = tiny_classifier
+    assert c.classes == 10
+    assert c.labels == [f"class_{i}" for i in range(10)]
+    cfg = c.config
+    assert cfg["file"] == str(tiny[0] / "model.safetensors")
+    assert (cfg["patch"], cfg["width"], cfg["depth"], cfg["heads"], cfg["mlp"]) == (8, 32, 2, 2, 64)
+    assert cfg["input_size"] == (3, 32, 32)
+    assert cfg["tokens"] == 17 and cfg["pool"] == "token" and cfg["precision"] == "f32"
+    assert (cfg["interpolation"], cfg["crop_pct"], cfg["resize"]) == ("bicubic", pytest.approx(0.9), 35)
+
+
+def test_a_broken_image_gets_its_error_and_the_rest_are_classified(tiny, tiny_classifier):
+    _, good, broken = tiny
+    files = [str(good[0]), str(broken), str(good[1]), str(tiny[0] / "absent.png"), str(good[2])]
+    results = tiny_classifier.classify(files, topk=3)
+    assert [r["file"] for r in results] == files
+    assert results[1] == {"file": str(broken), "error": "not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM)"}
+    assert set(results[3]) == {"file", "error"} and "No such file" in results[3]["error"]
+    for r, path in zip([results[0], results[2], results[4]], good):
+        assert set(r) == {"file", "top"} and len(r["top"]) == 3
+        # The same answer as the image alone (a batch of one; the last bits may differ with the batch).
+        alone = tiny_classifier.classify([str(path)], topk=3)[0]["top"]
+        assert [t["index"] for t in r["top"]] == [t["index"] for t in alone]
+        assert [t["prob"] for t in r["top"]] == pytest.approx([t["prob"] for t in alone], abs=1e-6)
+
+
+def test_encoded_bytes_classify_as_the_files_do(tiny, tiny_classifier):
+    _, good, broken = tiny
+    from_files = tiny_classifier.classify([str(p) for p in good], topk=5)
+    images = [("a", good[0].read_bytes()), ("b", bytearray(good[1].read_bytes())), ("c", good[2].read_bytes()),
+              ("junk", broken.read_bytes()), ("empty", b"")]
+    results = tiny_classifier.classify_encoded(images, topk=5)
+    assert [r["file"] for r in results] == ["a", "b", "c", "junk", "empty"]
+    for r, f in zip(results[:3], from_files):
+        assert r["top"] == f["top"]
+    assert "error" in results[3] and "error" in results[4]
+
+
+def test_logits_of_preprocess_give_classify_probabilities(tiny, tiny_classifier):
+    _, good, _ = tiny
+    x = np.stack([tiny_classifier.preprocess(p) for p in good])  # pathlib paths are accepted too
+    assert x.shape == (3, 3, 32, 32) and x.dtype == np.float32
+    logits = tiny_classifier.logits(x)
+    assert logits.shape == (3, 10) and logits.dtype == np.float32
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    for row, r in zip(probs, tiny_classifier.classify([str(p) for p in good], topk=10)):
+        assert [t["index"] for t in r["top"]] == list(np.argsort(-row, kind="stable"))
+        assert [t["prob"] for t in r["top"]] == pytest.approx(sorted(row, reverse=True), abs=1e-6)
+    assert tiny_classifier.logits(np.zeros((0, 3, 32, 32), np.float32)).shape == (0, 10)
+
+
+def test_bad_arguments_raise_clearly(tiny, tiny_classifier):
+    c = tiny_classifier
+    x = np.zeros((2, 3, 32, 32), np.float32)
+    with pytest.raises(ValueError, match=r"float32 \[B, 3, 32, 32\], got dtype float64"):
+        c.logits(x.astype(np.float64))
+    with pytest.raises(ValueError, match=r"got shape \[3, 32, 32\]"):
+        c.logits(x[0])
+    with pytest.raises(ValueError, match=r"got shape \[2, 3, 16, 16\]"):
+        c.logits(np.zeros((2, 3, 16, 16), np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        c.logits(x.transpose(0, 1, 3, 2))
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        c.logits(x.tolist())
+    with pytest.raises(TypeError, match=r"must be a list, got str \(for one file, pass \[path\]\)"):
+        c.classify(str(tiny[1][0]))
+    with pytest.raises(TypeError, match="must be a list, got int"):
+        c.classify(3)
+    with pytest.raises(TypeError, match=r"paths\[1\] must be a str or os.PathLike, got int"):
+        c.classify([str(tiny[1][0]), 7])
+    for topk in (0, -1):
+        with pytest.raises(ValueError, match=f"topk must be at least 1, got {topk}"):
+            c.classify([str(tiny[1][0])], topk=topk)
+        with pytest.raises(ValueError, match="topk must be at least 1"):
+            c.classify_encoded([("a", b"")], topk=topk)
+    with pytest.raises(TypeError, match=r"images\[0\] must be a \(name, bytes\) pair, got bytes"):
+        c.classify_encoded([b"just bytes"])
+    with pytest.raises(TypeError, match=r"images\[0\]: the image must be bytes or bytearray, got str"):
+        c.classify_encoded([("a", "not bytes")])
+    with pytest.raises(ValueError, match="precision 'f16' is not one of f32, bf16, int8"):
+        vit.Classifier(str(tiny[0]), precision="f16")
+    with pytest.raises(vit.Error, match="batch size 0 is out of range"):
+        vit.Classifier(str(tiny[0]), batch=0)
+    with pytest.raises(vit.Error, match="threads must be 0"):
+        vit.Classifier(str(tiny[0]), threads=-1)
+    with pytest.raises(vit.Error, match="labels.txt"):
+        vit.Classifier(str(tiny[0]), labels=str(tiny[0] / "labels.txt"))
+    with pytest.raises(TypeError):
+        vit.Classifier(str(tiny[0]), "f32")  # options are keywords only
+
+
+# ---- DeiT-Tiny on the 250 sample photos, against `vit classify`
+
+
+@pytest.fixture(scope="module")
+def photos():
+    require_shared_data()
+    files = sorted(str(p) for p in PHOTOS.glob("*.JPEG"))
+    assert len(files) == 250, f"expected 250 photos in {PHOTOS}, found {len(files)}"
+    return files
+
+
+@pytest.fixture(scope="module")
+def cli(photos, tmp_path_factory):
+    """`vit classify --json --save-logits` on the photos, batch 8 and 2 threads: (JSON lines, logits)."""
+    out = tmp_path_factory.mktemp("cli") / "logits.safetensors"
+    cmd = [VIT_BINARY, "classify", "--model", str(DEIT), "--batch", "8", "--threads", "2", "--topk", "5", "--json",
+           "--save-logits", str(out)] + photos
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    tensors, metadata = read_safetensors(out)
+    assert json.loads(metadata["files"]) == photos
+    return [json.loads(line) for line in run.stdout.splitlines()], tensors["logits"]
+
+
+@pytest.fixture(scope="module")
+def deit(photos):
+    return vit.Classifier(str(DEIT), threads=2, batch=8)
+
+
+def test_logits_equal_the_cli_on_250_photos(photos, cli, deit):
+    x = np.stack([deit.preprocess(f) for f in photos])
+    logits = deit.logits(x)
+    assert logits.shape == cli[1].shape == (250, 1000)
+    diff = float(np.abs(logits - cli[1]).max())
+    print(f"\n250 photos, batch 8: largest |logit(Python) - logit(vit classify)| = {diff:.3g}")
+    assert diff <= 1e-5
+
+
+def test_top5_equal_the_cli_json(photos, cli, deit):
+    results = deit.classify(photos, topk=5)
+    assert results == cli[0]  # file, index, label and probability (the same float) of every entry
+    print(f"\n250 photos: classify() top-5 identical to `vit classify --json`; top-1 of the tench: "
+          f"{results[0]['top'][0]['label']} {results[0]['top'][0]['prob']:.4f}")
+    assert results[0]["top"][0]["label"] == "tench"
+
+
+def test_two_threads_share_one_classifier_with_the_gil_released(photos, deit):
+    files = photos[:32]
+    t0 = time.perf_counter()
+    alone = deit.classify(files, topk=5)
+    one_call = time.perf_counter() - t0
+    answers, calls, ticks = {0: [], 1: []}, [], []
+    done = threading.Event()
+
+    def worker(k):
+        for _ in range(2):
+            start = time.perf_counter()
+            answers[k].append(deit.classify(files, topk=5))
+            calls.append((start, time.perf_counter()))
+
+    def ticker():  # pure Python: it can only run while no thread holds the GIL in the engine
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in (0, 1)]
+    tick = threading.Thread(target=ticker)
+    tick.start()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    done.set()
+    tick.join()
+    assert all(a == alone for k in (0, 1) for a in answers[k])
+    # A thread switch can land between taking `start` and entering the engine, so only ticks well inside
+    # a call count; with the GIL held through the call there would be none at all.
+    inside = [sum(s + 0.05 < t < e - 0.05 for t in ticks) for s, e in calls]
+    print(f"\n2 threads x 2 calls x 32 photos in {elapsed:.2f} s (one call alone: {one_call:.2f} s), all answers "
+          f"identical to one thread's; ticks of a third Python thread well inside each call: {inside}")
+    assert min(inside) >= 5, inside

@@ -1,0 +1,257 @@
+// The Python module `vit`: vit::Classifier (include/vit/vit.h) with numpy arrays for tensors and dicts
+// shaped like `vit classify --json` lines. Arguments are checked and copied while the GIL is held; the
+// engine then decodes and runs with it released, so Python threads can share one Classifier.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "vit/vit.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// Paths cross as the file system's bytes (os.fsencode / os.fsdecode), so a name that is not valid
+// UTF-8 goes in and comes back unchanged. Engine messages and labels carry such names too.
+std::string fs_bytes(const py::handle& s) {
+  py::object b = py::reinterpret_steal<py::object>(PyUnicode_EncodeFSDefault(s.ptr()));
+  if (!b) throw py::error_already_set();
+  return std::string(PyBytes_AS_STRING(b.ptr()), size_t(PyBytes_GET_SIZE(b.ptr())));
+}
+
+py::str fs_str(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeFSDefaultAndSize(s.data(), Py_ssize_t(s.size()));
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+std::string type_name(const py::handle& h) { return py::str(py::type::handle_of(h).attr("__name__")); }
+
+// A str or os.PathLike (pathlib.Path) as a path; `what` names the argument in the error.
+std::string path_arg(const py::handle& h, const std::string& what) {
+  if (!py::isinstance<py::str>(h) && !py::hasattr(h, "__fspath__"))
+    throw py::type_error(what + " must be a str or os.PathLike, got " + type_name(h));
+  py::object s = py::module_::import("os").attr("fspath")(h);
+  if (!py::isinstance<py::str>(s)) throw py::type_error(what + " must give a str path, got " + type_name(s));
+  return fs_bytes(s);
+}
+
+// The items of a list-like argument; a lone str or bytes (a common slip for [path]) is refused.
+std::vector<py::object> items(const py::handle& seq, const std::string& what) {
+  if (py::isinstance<py::str>(seq) || py::isinstance<py::bytes>(seq) || !py::isinstance<py::iterable>(seq))
+    throw py::type_error(what + " must be a list, got " + type_name(seq) +
+                         (py::isinstance<py::str>(seq) ? " (for one file, pass [path])" : ""));
+  std::vector<py::object> out;  // owned: a generator's items live only as long as we hold them
+  for (py::handle h : seq) out.push_back(py::reinterpret_borrow<py::object>(h));
+  return out;
+}
+
+void check_topk(int topk) {
+  if (topk < 1) throw py::value_error("topk must be at least 1, got " + std::to_string(topk));
+}
+
+// One Result as a `vit classify --json` line: {"file", "top": [{"index", "label", "prob"}]} or {"file", "error"}.
+py::list to_dicts(const std::vector<vit::Result>& results) {
+  py::list out;
+  for (const vit::Result& r : results) {
+    py::dict d;
+    d["file"] = fs_str(r.file);
+    if (!r.error.empty()) {
+      d["error"] = fs_str(r.error);
+    } else {
+      py::list top;
+      for (const vit::Prediction& p : r.top) {
+        py::dict t;
+        t["index"] = p.index;
+        t["label"] = fs_str(p.label);
+        t["prob"] = double(p.prob);
+        top.append(std::move(t));
+      }
+      d["top"] = std::move(top);
+    }
+    out.append(std::move(d));
+  }
+  return out;
+}
+
+py::array_t<float> to_array(const std::vector<float>& v, std::vector<py::ssize_t> shape) {
+  py::array_t<float> a(std::move(shape));
+  if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(float));
+  return a;
+}
+
+vit::Classifier make_classifier(const py::handle& model, const std::string& precision, int threads,
+                                const py::object& labels, int img_size, int batch, const py::object& config,
+                                int64_t max_pixels) {
+  vit::ClassifierOptions o;
+  try {
+    o.precision = vit::precision_from_name(precision);
+  } catch (const vit::Error& e) {
+    throw py::value_error(e.what());
+  }
+  o.threads = threads;
+  if (!labels.is_none()) o.labels = path_arg(labels, "labels");
+  if (!config.is_none()) o.config = path_arg(config, "config");
+  o.img_size = img_size;
+  o.batch = batch;
+  o.max_pixels = max_pixels;
+  const std::string path = path_arg(model, "model");
+  py::gil_scoped_release unlocked;  // loading reads and reorders all the weights
+  return vit::Classifier(path, o);
+}
+
+py::list classify(const vit::Classifier& c, const py::handle& paths, int topk) {
+  check_topk(topk);
+  std::vector<std::string> p;
+  for (const py::object& h : items(paths, "classify: paths"))
+    p.push_back(path_arg(h, "classify: paths[" + std::to_string(p.size()) + "]"));
+  std::vector<vit::Result> r;
+  {
+    py::gil_scoped_release unlocked;
+    r = c.classify(p, topk);
+  }
+  return to_dicts(r);
+}
+
+py::list classify_encoded(const vit::Classifier& c, const py::handle& images, int topk) {
+  check_topk(topk);
+  std::vector<std::pair<std::string, std::string>> in;
+  for (const py::object& h : items(images, "classify_encoded: images")) {
+    const std::string what = "classify_encoded: images[" + std::to_string(in.size()) + "]";
+    if (!(py::isinstance<py::tuple>(h) || py::isinstance<py::list>(h)) || py::len(h) != 2)
+      throw py::type_error(what + " must be a (name, bytes) pair, got " + type_name(h));
+    const py::object name = h[py::int_(0)], data = h[py::int_(1)];
+    std::string bytes;
+    if (py::isinstance<py::bytes>(data)) {
+      bytes.assign(PyBytes_AS_STRING(data.ptr()), size_t(PyBytes_GET_SIZE(data.ptr())));
+    } else if (PyByteArray_Check(data.ptr())) {
+      bytes.assign(PyByteArray_AS_STRING(data.ptr()), size_t(PyByteArray_GET_SIZE(data.ptr())));
+    } else {
+      throw py::type_error(what + ": the image must be bytes or bytearray, got " + type_name(data));
+    }
+    in.emplace_back(path_arg(name, what + ": the name"), std::move(bytes));
+  }
+  std::vector<vit::Result> r;
+  {
+    py::gil_scoped_release unlocked;
+    r = c.classify_encoded(in, topk);
+  }
+  return to_dicts(r);
+}
+
+py::array_t<float> logits(const vit::Classifier& c, const py::handle& images) {
+  const vit::ModelInfo m = c.info();
+  const std::string want = "float32 [B, 3, " + std::to_string(m.input_height) + ", " + std::to_string(m.input_width) + "]";
+  if (!py::isinstance<py::array>(images))
+    throw py::type_error("logits: images must be a numpy.ndarray " + want + ", got " + type_name(images));
+  const py::array a = py::reinterpret_borrow<py::array>(images);
+  if (!py::isinstance<py::array_t<float>>(a))
+    throw py::value_error("logits: images must be " + want + ", got dtype " + std::string(py::str(a.dtype())) +
+                          " (images.astype(numpy.float32) converts)");
+  std::string got;
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) got += (i ? ", " : "") + std::to_string(a.shape(i));
+  if (a.ndim() != 4 || a.shape(1) != 3 || a.shape(2) != m.input_height || a.shape(3) != m.input_width)
+    throw py::value_error("logits: images must be " + want + ", got shape [" + got + "]");
+  if (!(a.flags() & py::array::c_style))
+    throw py::value_error("logits: images must be C-contiguous (numpy.ascontiguousarray(images) makes a copy that is)");
+  const float* data = static_cast<const float*>(a.data());
+  const int64_t n = a.shape(0);
+  std::vector<float> out;
+  {
+    py::gil_scoped_release unlocked;  // `a` keeps the pixels alive meanwhile
+    out = c.logits(data, n);
+  }
+  return to_array(out, {py::ssize_t(n), py::ssize_t(m.classes)});
+}
+
+py::array_t<float> preprocess(const vit::Classifier& c, const py::handle& path) {
+  const std::string p = path_arg(path, "preprocess: path");
+  const vit::ModelInfo m = c.info();
+  std::vector<float> out;
+  {
+    py::gil_scoped_release unlocked;
+    out = c.preprocess(p);
+  }
+  return to_array(out, {3, py::ssize_t(m.input_height), py::ssize_t(m.input_width)});
+}
+
+// What `vit inspect` prints, as a dict.
+py::dict config(const vit::Classifier& c) {
+  const vit::ModelInfo m = c.info();
+  py::dict d;
+  d["file"] = fs_str(m.file);
+  d["arch"] = m.arch;
+  d["stored_as"] = m.stored_as;
+  d["precision"] = m.precision;
+  d["patch"] = m.patch;
+  d["width"] = m.width;
+  d["depth"] = m.depth;
+  d["heads"] = m.heads;
+  d["mlp"] = m.mlp;
+  d["classes"] = m.classes;
+  d["input_size"] = py::make_tuple(3, m.input_height, m.input_width);
+  d["tokens"] = m.tokens;
+  d["parameters"] = m.parameters;
+  d["pool"] = m.pool;
+  d["interpolation"] = m.interpolation;
+  d["crop_mode"] = m.crop_mode;
+  d["crop_pct"] = m.crop_pct;
+  d["resize"] = m.resize;
+  d["mean"] = py::make_tuple(m.mean[0], m.mean[1], m.mean[2]);
+  d["std"] = py::make_tuple(m.std[0], m.std[1], m.std[2]);
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(vit, m) {
+  m.doc() = "ViT image classification on the CPU (oneDNN), preprocessing and logits as timm's.";
+  m.attr("__version__") = VIT_VERSION;
+
+  // vit.Error carries the engine's message: a model, config or labels file that cannot be used, an
+  // option out of range. Its message may name a file that is not UTF-8, hence the file system decoding.
+  static py::exception<vit::Error> error(m, "Error", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const vit::Error& e) {
+      PyErr_SetObject(error.ptr(), fs_str(e.what()).ptr());
+    }
+  });
+
+  const vit::ClassifierOptions defaults;
+  py::class_<vit::Classifier>(m, "Classifier",
+                              "A ViT image classifier, loaded once. Calls may come from several threads at once.")
+      .def(py::init(&make_classifier), py::arg("model"), py::kw_only(), py::arg("precision") = "f32",
+           py::arg("threads") = defaults.threads, py::arg("labels") = py::none(), py::arg("img_size") = defaults.img_size,
+           py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
+           "model: a .safetensors file or the folder holding model.safetensors (and config.json).\n"
+           "precision: 'f32', 'bf16' or 'int8'; threads: 0 for all cores; labels: a file, one per line;\n"
+           "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
+           "overriding the one beside the weights; max_pixels: larger images are refused from their header.")
+      .def("classify", &classify, py::arg("paths"), py::arg("topk") = 5,
+           "Image files -> one dict per file, in order: {'file', 'top': [{'index', 'label', 'prob'}, ...]},\n"
+           "or {'file', 'error'} for a file that could not be classified.")
+      .def("classify_encoded", &classify_encoded, py::arg("images"), py::arg("topk") = 5,
+           "Encoded image files in memory, a list of (name, bytes or bytearray) -> dicts as classify() gives.")
+      .def("logits", &logits, py::arg("images"),
+           "Preprocessed images, a C-contiguous float32 ndarray [B, 3, H, W] -> logits [B, classes].")
+      .def("preprocess", &preprocess, py::arg("path"),
+           "An image file as the model is fed it: float32 ndarray [3, H, W] (timm's eval transform).")
+      .def_property_readonly("config", &config, "What the engine understood of the model, as `vit inspect` prints it.")
+      .def_property_readonly("labels", [](const vit::Classifier& c) {
+        py::list out;
+        for (const std::string& l : c.labels()) out.append(fs_str(l));
+        return out;
+      })
+      .def_property_readonly("classes", &vit::Classifier::classes)
+      .def("__repr__", [](const vit::Classifier& c) {
+        const vit::ModelInfo m = c.info();
+        return py::str("<vit.Classifier {!r}: {}, {} classes, {}>")
+            .format(fs_str(m.file), m.arch.empty() ? "ViT" : m.arch, m.classes, m.precision);
+      });
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The CMake package as users take it in (CTest label cli):
+#   package_test.sh install BUILD  `cmake --install BUILD` into a temporary prefix, tests/consumer built
+#                                  against it with find_package, and run: it must label the tench "tench"
+#   package_test.sh subproject     tests/subproject configured with its own build type and flags, taking vit
+#                                  in with add_subdirectory: vit compiles with the parent's flags and none of
+#                                  its tests or its Python module are built (configured only: compiling the
+#                                  whole engine again would take minutes)
+# Without ../shared/data the consumer is built but not run, and the test skips (exit 77); CI=true fails.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source_dir="$(dirname "$here")"
+shared="${VIT_SHARED_DATA:-$source_dir/../shared/data}"
+cmake="${CMAKE_COMMAND:-cmake}"
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/vit-package-XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# Runs a command quietly, showing its output only when it fails.
+quiet() {
+  "$@" > "$tmp/log" 2>&1 || { cat "$tmp/log" >&2; fail "$*"; }
+}
+
+install_test() {
+  local build="$1" prefix="$tmp/prefix"
+  quiet "$cmake" --install "$build" --prefix "$prefix"
+  [ "$(cd "$prefix/include" && find . -type f | sort | tr '\n' ' ')" = "./vit/error.h ./vit/vit.h " ] ||
+    fail "installed headers are not exactly vit/vit.h and vit/error.h: $(cd "$prefix/include" && find . -type f)"
+  [ -z "$(find "$prefix" -name '*.so')" ] || fail "a plain install must not install the Python module"
+  # The public headers stand alone on standard headers, in C++14 (the standard vit::vit asks for).
+  echo '#include <vit/vit.h>' | ${CXX:-c++} -std=c++14 -fsyntax-only -I"$prefix/include" -x c++ - ||
+    fail "include/vit/vit.h does not compile alone"
+
+  quiet "$cmake" -S "$here/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix"
+  grep -q "^vit_DIR:PATH=$prefix/" "$tmp/consumer/CMakeCache.txt" ||
+    fail "find_package(vit) did not take the package in $prefix: $(grep '^vit_DIR' "$tmp/consumer/CMakeCache.txt")"
+  quiet "$cmake" --build "$tmp/consumer"
+  echo "consumer built against the package installed in $prefix"
+
+  local model="$shared/models/deit_tiny_patch16_224.fb_in1k" photo="$shared/images/imagenet-samples/n01440764_tench.JPEG"
+  if [ ! -d "$model" ] || [ ! -f "$photo" ]; then
+    [ "${CI:-}" = true ] && fail "CI=true but the test data is missing: $shared"
+    echo "test data not found at $shared (set VIT_SHARED_DATA); skipping the run"
+    exit 77
+  fi
+  local label
+  label="$("$tmp/consumer/consumer" "$model" "$photo")" || fail "the consumer failed"
+  [ "$label" = tench ] || fail "the consumer printed '$label' for $photo, expected 'tench'"
+  echo "the consumer printed '$label' for $photo"
+}
+
+# The optimisation, NDEBUG and marker flags in the compile command of the source file named $2.
+flags_of() {
+  grep -- "-c [^\"]*$2\"" "$1/compile_commands.json" | tr ' ' '\n' | grep -xE -- '-O[0-3gs]?|-DNDEBUG|-DVIT_PARENT_FLAGS' |
+    sort | tr '\n' ' '
+}
+
+subproject_test() {
+  local parent="$tmp/parent" mine theirs
+  # Each case: a build type and its flags; vit's sources must compile with exactly the parent's.
+  for args in "-DCMAKE_BUILD_TYPE=Release;-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DVIT_PARENT_FLAGS" \
+              "-DCMAKE_BUILD_TYPE=;-DCMAKE_CXX_FLAGS=-DVIT_PARENT_FLAGS"; do
+    rm -rf "$parent"
+    IFS=';' read -r build_type flags <<< "$args"
+    quiet "$cmake" -S "$here/subproject" -B "$parent" -G Ninja -DVIT_SOURCE_DIR="$source_dir" \
+      -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "$build_type" "$flags"
+    theirs="$(flags_of "$parent" tests/consumer/main.cpp)"
+    [[ "$theirs" == *-DVIT_PARENT_FLAGS* ]] || fail "the parent's own flags are missing from its command: '$theirs'"
+    for file in engine/topk.cpp models/classifier.cpp; do
+      mine="$(flags_of "$parent" "$file")"
+      [ "$mine" = "$theirs" ] || fail "with $build_type $flags, $file compiles with '$mine', the parent's code with '$theirs'"
+    done
+    echo "with $build_type $flags vit compiles with the parent's flags: $theirs"
+    ! grep -qE '^build vit/(tests|python)/' "$parent/build.ninja" || fail "vit's tests or Python module are built"
+  done
+  # Asked for, its tests are there: the check above can see them.
+  quiet "$cmake" "$parent" -DVIT_BUILD_TESTS=ON
+  grep -qE '^build vit/tests/' "$parent/build.ninja" || fail "VIT_BUILD_TESTS=ON did not add vit's tests"
+  echo "vit's tests and Python module are built only when asked for"
+}
+
+case "${1:-}" in
+  install) install_test "${2:?usage: package_test.sh install BUILD_DIR}" ;;
+  subproject) subproject_test ;;
+  *) fail "usage: package_test.sh install BUILD_DIR | subproject" ;;
+esac
