@@ -3,74 +3,26 @@
 
 #include <spdlog/spdlog.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 
-#include <algorithm>
 #include <filesystem>
-#include <set>
+#include <iterator>
 
 namespace vit::app {
-namespace {
 
-namespace fs = std::filesystem;
-
-bool is_image_name(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
-}
-
-// Appends dir's image files, sorted, recursing into sub-folders (each real folder once, so symlink
-// loops end). Entries named like images that cannot be images (a folder, a broken symlink, a
-// folder that cannot be read) become inputs carrying their error, so they get their output line.
-void walk_folder(const fs::path& dir, std::set<std::pair<dev_t, ino_t>>* seen, std::vector<Input>* out) {
-  struct stat st{};
-  if (::stat(dir.c_str(), &st) == 0 && !seen->insert({st.st_dev, st.st_ino}).second) return;
-  std::error_code ec;
-  std::vector<fs::path> entries;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
-  if (ec) {
-    out->push_back({dir.string(), "cannot read folder: " + ec.message()});
-    return;
-  }
-  std::sort(entries.begin(), entries.end());
-  for (const fs::path& e : entries) {
-    const auto status = fs::status(e, ec);
-    if (ec) {
-      if (is_image_name(e))
-        out->push_back({e.string(), fs::is_symlink(fs::symlink_status(e, ec)) ? "broken symbolic link" : ec.message()});
-    } else if (fs::is_directory(status)) {
-      if (is_image_name(e)) out->push_back({e.string(), "is a directory, not an image"});
-      else walk_folder(e, seen, out);
-    } else if (is_image_name(e)) {
-      out->push_back({e.string(), ""});
-    }
-  }
-}
-
-}  // namespace
-
-// PATH arguments in order; a folder contributes its image files, recursively, sorted by name.
-// Only names are gathered here: images are read batch by batch as they are classified.
+// PATH arguments in order (the library's find_images), with what the command line adds: a PATH that
+// does not exist sets *missing (exit 2), a folder without images is warned about.
 std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* missing) {
   std::vector<Input> out;
   for (const auto& p : paths) {
+    std::vector<Input> found = find_images({p});
+    if (found.size() == 1 && found[0].file == p && found[0].error == "no such file or directory") *missing = true;
     std::error_code ec;
-    const auto st = fs::status(p, ec);
-    if (ec || !fs::exists(st)) {
-      out.push_back({p, "no such file or directory"});
-      *missing = true;
-    } else if (fs::is_directory(st)) {
-      const size_t before = out.size();
-      std::set<std::pair<dev_t, ino_t>> seen;
-      walk_folder(p, &seen, &out);
-      if (out.size() == before) spdlog::warn("{}: no .jpg, .jpeg, .png or .bmp files in this folder", p);
-    } else {
-      out.push_back({p, ""});
-    }
+    if (found.empty() && std::filesystem::is_directory(p, ec))
+      spdlog::warn("{}: no .jpg, .jpeg, .png or .bmp files in this folder", p);
+    out.insert(out.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
   }
   return out;
 }

@@ -6,15 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "vit/vit.h"
+
 namespace vit::app {
 
-struct Input {
-  std::string file;
-  std::string error;  // set when the path is known to be unusable before decoding
-};
+using Input = ImagePath;  // a file, or the error known before it is read
 
-// PATH arguments in order; a folder contributes its image files (.jpg .jpeg .png .bmp, any case),
-// recursively, sorted by name. A PATH that does not exist sets *missing and is an input with its error.
+// PATH arguments in order; a folder contributes its image files (vit::find_images). A PATH that does
+// not exist sets *missing and is an input with its error.
 std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* missing);
 
 // Paths from a stream (one per line, or NUL-separated as find -print0 writes), handed out as soon as

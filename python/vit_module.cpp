@@ -179,6 +179,27 @@ py::array_t<float> preprocess(const vit::Classifier& c, const py::handle& path) 
   return to_array(out, {3, py::ssize_t(m.input_height), py::ssize_t(m.input_width)});
 }
 
+// vit::find_images: the files `vit classify` would classify for these paths, as dicts {"file"} or
+// {"file", "error"}.
+py::list find_images(const py::handle& paths) {
+  std::vector<std::string> p;
+  for (const py::object& h : items(paths, "find_images: paths"))
+    p.push_back(path_arg(h, "find_images: paths[" + std::to_string(p.size()) + "]"));
+  std::vector<vit::ImagePath> found;
+  {
+    py::gil_scoped_release unlocked;  // a large tree takes a while to walk
+    found = vit::find_images(p);
+  }
+  py::list out;
+  for (const vit::ImagePath& f : found) {
+    py::dict d;
+    d["file"] = fs_str(f.file);
+    if (!f.error.empty()) d["error"] = fs_str(f.error);
+    out.append(std::move(d));
+  }
+  return out;
+}
+
 // What `vit inspect` prints, as a dict.
 py::dict config(const vit::Classifier& c) {
   const vit::ModelInfo m = c.info();
@@ -222,6 +243,11 @@ PYBIND11_MODULE(vit, m) {
       PyErr_SetObject(error.ptr(), fs_str(e.what()).ptr());
     }
   });
+
+  m.def("find_images", &find_images, py::arg("paths"),
+        "Image files and folders -> the files `vit classify` would classify, in its order: a folder gives its\n"
+        ".jpg .jpeg .png .bmp files (any case), recursively, sorted by name. One dict per file: {'file'}, or\n"
+        "{'file', 'error'} for a path that does not exist or an entry that cannot be an image.");
 
   const vit::ClassifierOptions defaults;
   py::class_<vit::Classifier>(m, "Classifier",

@@ -22,6 +22,18 @@ enum class Precision { F32, BF16, Int8 };
 Precision precision_from_name(const std::string& name);  // "f32", "bf16", "int8"; throws vit::Error
 const char* precision_name(Precision p);
 
+// An image file to classify, or the reason a path cannot be one, known before it is read.
+struct ImagePath {
+  std::string file;
+  std::string error;  // empty for a file to read
+};
+
+// PATHs in order; a folder contributes its image files (.jpg .jpeg .png .bmp, any case), recursively,
+// sorted by name, each real folder once (so symbolic-link loops end); a PATH that does not exist, or an
+// entry named like an image that is a folder or a broken link, comes with its error. How `vit classify`,
+// the Python module and the Spark job turn folders into files.
+std::vector<ImagePath> find_images(const std::vector<std::string>& paths);
+
 struct ClassifierOptions {
   Precision precision = Precision::F32;
   int threads = 0;                   // threads for decoding and inference (0: all cores)

@@ -206,6 +206,22 @@ def test_logits_of_preprocess_give_classify_probabilities(tiny, tiny_classifier)
     assert tiny_classifier.logits(np.zeros((0, 3, 32, 32), np.float32)).shape == (0, 10)
 
 
+def test_find_images_walks_folders_as_the_cli_does(tmp_path):
+    for name in ("b.jpg", "A.PNG", "sub/c.bmp", "sub/d.JPEG", "notes.txt", "sub/e.webm"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "folder.jpg").mkdir()
+    found = vit.find_images([tmp_path, str(tmp_path / "notes.txt"), "absent.jpg"])
+    root = str(tmp_path)
+    assert found == [{"file": f"{root}/A.PNG"}, {"file": f"{root}/b.jpg"},
+                     {"file": f"{root}/folder.jpg", "error": "is a directory, not an image"},
+                     {"file": f"{root}/sub/c.bmp"}, {"file": f"{root}/sub/d.JPEG"},
+                     {"file": f"{root}/notes.txt"},  # named explicitly: taken whatever its name
+                     {"file": "absent.jpg", "error": "no such file or directory"}]
+    with pytest.raises(TypeError, match=r"must be a list, got str"):
+        vit.find_images(root)
+
+
 def test_bad_arguments_raise_clearly(tiny, tiny_classifier):
     c = tiny_classifier
     x = np.zeros((2, 3, 32, 32), np.float32)

@@ -1,0 +1,167 @@
+"""Labelling images with Spark: the image files of the inputs (local or shared paths, found as `vit classify`
+finds them, or URIs that Spark's binaryFile source reads) are partitioned and classified by one
+vit.Classifier per Python worker (vit_spark.py, with mapInPandas); the rows (file, top or error) are
+written as JSON lines or Parquet. Started by scripts/spark-classify.sh."""
+import argparse
+import os
+import sys
+
+# binaryFile folders contribute the files vit.find_images takes from a local folder, in any case.
+FOLDER_GLOB = "*.{[jJ][pP][gG],[jJ][pP][eE][gG],[pP][nN][gG],[bB][mM][pP]}"
+
+
+def usage_error(message):
+    print(f"spark-classify: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="spark-classify",
+        description="Classify image files on a Spark cluster (or local[2]); one output row per image.",
+        epilog="Exit status: 0 every image classified, 1 some images failed (their rows carry the error), "
+        "2 bad usage, a missing input or an unusable model (before any work).",
+    )
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="image files and folders (searched recursively)")
+    p.add_argument("--list", metavar="FILE", help="a file of image paths, one per line (added to INPUT)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder (Spark's part files)")
+    p.add_argument("--master", default="local[2]", help="Spark master URL (default: local[2])")
+    p.add_argument("--model", default="weights/deit_tiny_patch16_224.fb_in1k", help="model folder or .safetensors")
+    p.add_argument("--topk", type=int, default=5, help="classes per image (default: 5)")
+    p.add_argument("--precision", default="f32", choices=["f32", "bf16", "int8"], help="default: f32")
+    p.add_argument("--batch", type=int, default=8, help="images per forward pass (default: 8)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="cores per Spark task, and the engine's threads in it (default: 1)")
+    p.add_argument("--format", default="json", choices=["json", "parquet"], help="default: json (JSON lines)")
+    p.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    a = p.parse_args(argv)
+    for name in ("topk", "batch", "threads"):
+        if getattr(a, name) < 1:
+            usage_error(f"--{name} must be at least 1, got {getattr(a, name)}")
+    if a.list:
+        try:
+            with open(a.list, encoding="utf-8", errors="surrogateescape") as f:
+                a.inputs += [line.rstrip("\n") for line in f if line.strip()]
+        except OSError as e:
+            usage_error(f"{a.list}: {e.strerror}")
+    if not a.inputs:
+        usage_error("no INPUT given (image files, folders, or --list FILE)")
+    if os.path.lexists(a.out) and not a.force:
+        usage_error(f"{a.out}: already exists (--force replaces it)")
+    return a
+
+
+def has_scheme(path):
+    head = path.split("/", 1)[0]
+    return head.endswith(":") and len(head) > 2  # hdfs:, s3a:, file:; not a relative name
+
+
+def check_model(a):
+    """Loads the model once on the driver, so that a bad one is refused before Spark starts any work."""
+    import vit
+
+    try:
+        vit.Classifier(a.model, precision=a.precision, threads=1, batch=a.batch)
+    except (vit.Error, ValueError) as e:
+        usage_error(str(e))
+    # Executors open the model by this path: an absolute one, the same on every machine of the cluster.
+    return a.model if has_scheme(a.model) else os.path.abspath(a.model)
+
+
+def local_files(inputs):
+    """The image files of local (or shared file system) paths, found as `vit classify` finds them:
+    [(name as given, absolute path)], and error rows for entries that cannot be images."""
+    import vit
+
+    files, errors = [], []
+    for found in vit.find_images(inputs):
+        if "error" in found:
+            errors.append((found["file"], None, found["error"]))
+        else:
+            files.append((found["file"], os.path.abspath(found["file"])))
+    return files, errors
+
+
+def uri_paths(spark, inputs):
+    """URIs split into files and folders, each with Spark's qualified name (as binaryFile's `path`
+    column spells it) mapped to the name as given."""
+    jvm, conf = spark._jvm, spark._jsc.hadoopConfiguration()
+    files, folders = {}, {}
+    for given in inputs:
+        path = jvm.org.apache.hadoop.fs.Path(given)
+        fs = path.getFileSystem(conf)
+        try:
+            status = fs.getFileStatus(path)
+        except Exception:  # py4j's wrapper of java.io.FileNotFoundException and friends
+            usage_error(f"{given}: no such file or folder")
+        qualified = fs.makeQualified(path).toString()
+        if status.isDirectory():
+            folders[qualified.rstrip("/") + "/"] = given if given.endswith("/") else given + "/"
+        else:
+            files[qualified] = given
+    return files, folders
+
+
+def uri_images(spark, files, folders):
+    """binaryFile's (path, content) rows for the URIs; folders give the files find_images would take."""
+    reader = spark.read.format("binaryFile")
+    frames = []
+    if files:
+        frames.append(reader.load(list(files)))
+    if folders:
+        frames.append(reader.option("recursiveFileLookup", "true").option("pathGlobFilter", FOLDER_GLOB)
+                      .load(list(folders)))
+    images = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    return images.select("path", "content")
+
+
+def main(argv):
+    a = parse_args(argv)
+    model = check_model(a)
+    local = [p for p in a.inputs if not has_scheme(p)]
+    uris = [p for p in a.inputs if has_scheme(p)]
+    for p in local:
+        if not os.path.lexists(p):
+            usage_error(f"{p}: no such file or folder")
+    files, errors = local_files(local)
+
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(a.master).appName("vit classify")
+             .config("spark.task.cpus", str(a.threads))  # the engine's threads are the task's cores
+             .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(8 * a.batch))
+             .config("spark.ui.showConsoleProgress", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    # The workers' half lives in a module of its own, shipped to them, so that its Classifier cache
+    # outlives a task: a function of this script would be sent by value and start empty every time.
+    here = os.path.dirname(os.path.abspath(__file__))
+    spark.sparkContext.addPyFile(os.path.join(here, "vit_spark.py"))
+    sys.path.insert(0, here)
+    import vit_spark
+
+    parts = [spark.createDataFrame(errors, vit_spark.ROW_SCHEMA)]
+    if files:
+        slices = max(2 * spark.sparkContext.defaultParallelism, len(files) // 1024)
+        frame = spark.sparkContext.parallelize(files, slices).toDF("file string, path string")
+        parts.append(frame.mapInPandas(vit_spark.classify_files(model, a.precision, a.batch, a.topk),
+                                       vit_spark.ROW_SCHEMA))
+    if uris:
+        uri_files, uri_folders = uri_paths(spark, uris)
+        parts.append(uri_images(spark, uri_files, uri_folders).mapInPandas(
+            vit_spark.classify_bytes(model, a.precision, a.batch, a.topk, uri_files, uri_folders),
+            vit_spark.ROW_SCHEMA))
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    rows.write.mode("overwrite" if a.force else "errorifexists").format(a.format).save(a.out)
+
+    written = spark.read.schema(vit_spark.ROW_SCHEMA).format(a.format).load(a.out)
+    total, failed = written.count(), written.filter("error IS NOT NULL").count()
+    print(f"{total} images: {total - failed} classified, {failed} failed; rows in {a.out} ({a.format})")
+    spark.stop()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,70 @@
+"""The workers' half of the Spark job (spark/classify.py ships this file to them): Arrow batches of image
+files in, one row per image out, classified by a vit.Classifier that each Python worker loads once and
+keeps across tasks. Files on a local or shared file system are read by the engine itself; anything else
+arrives as the bytes Spark's binaryFile source read."""
+
+ROW_SCHEMA = "file string, top array<struct<index:int, label:string, prob:double>>, error string"
+
+_classifiers = {}  # (model, precision, batch, threads) -> vit.Classifier, per worker process
+
+
+def classifier(model, precision, batch, threads):
+    import vit
+
+    key = (model, precision, batch, threads)
+    if key not in _classifiers:
+        _classifiers[key] = vit.Classifier(model, precision=precision, threads=threads, batch=batch)
+    return _classifiers[key]
+
+
+def rows(results, names):
+    """classify()'s dicts as a pandas frame of ROW_SCHEMA, each under the name the user gave."""
+    import pandas as pd
+
+    return pd.DataFrame({"file": names, "top": [r.get("top") for r in results],
+                         "error": [r.get("error") for r in results]})
+
+
+def given_name(path, files, folders):
+    """The name of one of binaryFile's paths as the user gave it: the file itself, or its folder + the rest."""
+    if path in files:
+        return files[path]
+    for qualified, given in folders.items():
+        if path.startswith(qualified):
+            return given + path[len(qualified):]
+    return path
+
+
+# The mapInPandas functions. They travel to the workers by value; the module, imported there, is what
+# outlives a task (Spark reuses its Python workers), so the model loads once per worker. The engine runs
+# on the task's cores (spark.task.cpus), so tasks side by side never oversubscribe a machine.
+
+def classify_files(model, precision, batch, topk):
+    """Frames of (file: the name as given, path: absolute) -> rows; the engine reads each file."""
+
+    def run(frames):
+        from pyspark import TaskContext
+
+        import vit_spark
+
+        c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus())
+        for frame in frames:
+            yield vit_spark.rows(c.classify(list(frame["path"]), topk=topk), list(frame["file"]))
+
+    return run
+
+
+def classify_bytes(model, precision, batch, topk, files, folders):
+    """Frames of binaryFile's (path, content) -> rows, named as given (files, folders: see given_name)."""
+
+    def run(frames):
+        from pyspark import TaskContext
+
+        import vit_spark
+
+        c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus())
+        for frame in frames:
+            names = [vit_spark.given_name(p, files, folders) for p in frame["path"]]
+            yield vit_spark.rows(c.classify_encoded(list(zip(names, frame["content"])), topk=topk), names)
+
+    return run
