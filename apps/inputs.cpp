@@ -3,10 +3,14 @@
 
 #include <spdlog/spdlog.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 
+#include <algorithm>
 #include <filesystem>
 #include <iterator>
 
@@ -54,6 +58,31 @@ bool PathStream::next(size_t max, std::vector<Input>* out) {
     if (n <= 0) eof_ = true;  // the end, or an unreadable stream: what arrived is still classified
     else buffer_.append(chunk, size_t(n));
   }
+}
+
+// The counts always; the bar in what width the terminal leaves (at most 30, none below 5); the whole
+// line cut to the terminal's width minus one, so the cursor never wraps onto a new line.
+void Progress::update(size_t done) {
+  if (!on_) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  char counts[96];
+  std::snprintf(counts, sizeof(counts), " %zu/%zu  %.1f img/s", done, total_, s > 0 ? double(done) / s : 0.0);
+  winsize ws{};
+  const int columns = ::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+  const int width = std::min(30, columns - 1 - int(std::strlen(counts)) - 2);
+  std::string line;
+  if (width >= 5) {
+    const int filled = int(int64_t(width) * int64_t(done) / int64_t(std::max<size_t>(total_, 1)));
+    line = "[" + std::string(size_t(filled), '#') + std::string(size_t(width - filled), '.') + "]";
+  }
+  line += counts;
+  line.resize(std::min(line.size(), size_t(std::max(columns - 1, 1))));
+  std::fprintf(stderr, "\r%s\033[K", line.c_str());
+  std::fflush(stderr);
+}
+
+void Progress::clear() {
+  if (on_) std::fprintf(stderr, "\r\033[K");
 }
 
 }  // namespace vit::app

@@ -33,21 +33,12 @@ class PathStream {
   bool eof_ = false;
 };
 
-// A one-line progress bar on stderr, drawn only on a terminal.
+// A one-line progress bar on stderr, drawn only on a terminal, never wider than it (so it never wraps).
 class Progress {
  public:
   Progress(size_t total, bool enabled) : total_(total), on_(enabled), t0_(std::chrono::steady_clock::now()) {}
-  void update(size_t done) {
-    if (!on_) return;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    const int width = 30, filled = int(width * done / std::max<size_t>(total_, 1));
-    std::fprintf(stderr, "\r[%s%s] %zu/%zu  %.1f img/s ", std::string(size_t(filled), '#').c_str(),
-                 std::string(size_t(width - filled), '.').c_str(), done, total_, s > 0 ? double(done) / s : 0.0);
-    std::fflush(stderr);
-  }
-  void clear() {
-    if (on_) std::fprintf(stderr, "\r\033[K");
-  }
+  void update(size_t done);
+  void clear();
 
  private:
   size_t total_;

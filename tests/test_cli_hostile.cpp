@@ -204,5 +204,40 @@ TEST_F(Cli, StdinStreamsResultsAsPathsArrive) {
   EXPECT_TRUE(nl[1].contains("error"));
 }
 
+// The progress bar as a terminal shows it: each redraw (between carriage returns) fits in the
+// terminal's width, so it never wraps; narrow terminals lose the bar before the counts; the bar is
+// cleared, never left on the screen, and the results go to stdout whole.
+TEST_F(Cli, ProgressBarFitsTheTerminal) {
+  TempDir t;
+  for (const int columns : {100, 40, 12}) {
+    const std::string command = kPython + " " VIT_SOURCE_DIR "/tests/on_terminal.py " + std::to_string(columns) + " " +
+                                t.file("out") + " " VIT_BINARY " classify " + model() + " -b 1 " + images_.path() +
+                                " > " + t.file("tty");
+    EXPECT_EQ(WEXITSTATUS(std::system(command.c_str())), 1);  // d_broken.jpg
+    std::string tty = read_file(t.file("tty"));
+    for (size_t at; (at = tty.find("\033[K")) != std::string::npos;) tty.erase(at, 3);
+    size_t widest = 0, draws = 0;
+    for (size_t begin = 0; begin < tty.size();) {
+      const size_t end = std::min(tty.find_first_of("\r\n", begin), tty.size());
+      const std::string segment = tty.substr(begin, end - begin);
+      const bool other = segment.find("error") != std::string::npos || segment.find("classified") != std::string::npos;
+      if (!segment.empty() && !other) {  // a redraw of the bar
+        ++draws;
+        widest = std::max(widest, segment.size());
+      }
+      begin = end + 1;
+    }
+    EXPECT_GT(draws, 0u) << columns << " columns: no progress drawn: " << tty;
+    EXPECT_LT(widest, size_t(columns)) << columns << " columns: " << tty;
+    EXPECT_EQ(tty.find("[#") != std::string::npos, columns >= 40) << columns << " columns: " << tty;
+    // Cleared before the closing summary line, which starts on a clean line.
+    const size_t summary = tty.find("3 of 4 images classified");
+    ASSERT_NE(summary, std::string::npos) << tty;
+    EXPECT_EQ(tty[summary - 1], '\r') << "the bar is left on the screen: " << tty;
+    const std::string out = read_file(t.file("out"));
+    for (const char* name : {"a.jpg", "b.PNG", "c.bmp"}) EXPECT_NE(out.find(name), std::string::npos) << out;
+  }
+}
+
 }  // namespace
 }  // namespace vit::test
