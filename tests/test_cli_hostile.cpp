@@ -89,16 +89,18 @@ TEST_F(Cli, InterruptedRunKeepsTheOldLogitsFile) {
   const std::string target = out.file("l.safetensors");
   ASSERT_EQ(run_vit("classify " + model() + " --save-logits " + target + " " + images_.file("a.jpg")).code, 0);
   const std::string before = read_file(target);
-  std::string many;
-  for (int i = 0; i < 400; ++i) many += " " + images_.file("a.jpg");
-  // SIGINT once the run is under way (its first result line is out).
-  const std::string cmd = "( " + std::string(VIT_BINARY) + " classify " + model() + " --batch 1 --save-logits " +
-                          target + many + " > " + out.file("o") + " & pid=$!; for i in $(seq 300); do [ -s " +
+  // SIGINT once the run is under way (its first result line is out), while it waits for more paths on
+  // stdin: the run cannot finish first, however fast the machine.
+  TempDir fifo;
+  ASSERT_EQ(::mkfifo(fifo.file("in").c_str(), 0600), 0);
+  const std::string cmd = std::string(VIT_BINARY) + " classify " + model() + " --stdin --batch 1 --save-logits " +
+                          target + " < " + fifo.file("in") + " > " + out.file("o") + " & pid=$!; exec 3> " +
+                          fifo.file("in") + "; echo " + images_.file("a.jpg") + " >&3; for i in $(seq 300); do [ -s " +
                           out.file("o") + " ] && break; sleep 0.1; done; kill -INT $pid; wait $pid; echo $? > " +
-                          out.file("status") + " )";
+                          out.file("status") + "; exec 3>&-";
   ASSERT_EQ(std::system(("bash -c '" + cmd + "'").c_str()), 0);
   EXPECT_EQ(read_file(out.file("status")), "130\n");  // ended by the signal
-  EXPECT_EQ(read_file(target), before);                // the old file, whole
+  EXPECT_TRUE(read_file(target) == before) << "the old file was not kept whole";
   size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(out.path())) files += e.path().filename().string()[0] == '.';
   EXPECT_EQ(files, 0u);  // no temporary left behind
