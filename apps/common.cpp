@@ -67,14 +67,14 @@ void add_threads_option(CLI::App* cmd, int* threads) {
                     "threads for decoding and inference; 0: all cores (more than the cores: the cores, with a warning)");
 }
 
-void add_model_options(CLI::App* cmd, ModelOptions* o) {
+void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision) {
   cmd->add_option("-m,--model", o->model,
                   "a .safetensors file or the folder holding model.safetensors and config.json "
                   "(default: weights/deit_tiny_patch16_224.fb_in1k)");
   cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
   add_img_size_option(cmd, &o->img_size);
   add_threads_option(cmd, &o->threads);
-  add_precision_option(cmd, &o->precision);
+  if (with_precision) add_precision_option(cmd, &o->precision);
 }
 
 void add_precision_option(CLI::App* cmd, Precision* precision) {

@@ -35,7 +35,8 @@ struct ModelOptions {
 template <typename T>
 CLI::Option* add_number_option(CLI::App* cmd, const std::string& names, T* value, T lo, T hi, const std::string& help);
 
-void add_model_options(CLI::App* cmd, ModelOptions* o);
+// --model, --config, --img-size, --threads and, unless the command always runs f32, --precision.
+void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision = true);
 void add_threads_option(CLI::App* cmd, int* threads);
 void add_img_size_option(CLI::App* cmd, int* img_size);
 void add_precision_option(CLI::App* cmd, Precision* precision);

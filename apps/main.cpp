@@ -1,5 +1,5 @@
-// The `vit` command: `vit classify`, `vit eval`, `vit bench` and `vit inspect`. Each subcommand first
-// prepares (flags, model, outputs: anything wrong there is exit 2), then works; errors become one
+// The `vit` command: `vit classify`, `vit explain`, `vit eval`, `vit bench` and `vit inspect`. Each
+// subcommand first prepares (flags, model, outputs: anything wrong there is exit 2), then works; errors become one
 // "error: ..." line on stderr and the exit status of the table in common.h.
 #include <spdlog/spdlog.h>
 
@@ -12,6 +12,7 @@
 
 namespace vit::app {
 void add_classify_command(CLI::App& app, Prepare* prepare);
+void add_explain_command(CLI::App& app, Prepare* prepare);
 void add_eval_command(CLI::App& app, Prepare* prepare);
 void add_bench_command(CLI::App& app, Prepare* prepare);
 void add_inspect_command(CLI::App& app, Prepare* prepare);
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
              "an engine error).");
   Prepare prepare;
   add_classify_command(app, &prepare);
+  add_explain_command(app, &prepare);
   add_eval_command(app, &prepare);
   add_bench_command(app, &prepare);
   add_inspect_command(app, &prepare);

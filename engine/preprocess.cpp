@@ -38,25 +38,33 @@ const char* crop_mode_name(CropMode m) { return m == CropMode::Center ? "center"
 int PreprocessConfig::resize_height() const { return resize > 0 ? resize : int(std::floor(height / crop_pct)); }
 int PreprocessConfig::resize_width() const { return resize > 0 ? resize : int(std::floor(width / crop_pct)); }
 
-Image resize_and_crop(const Image& img, const PreprocessConfig& cfg) {
-  if (img.width <= 0 || img.height <= 0) throw Error("cannot preprocess an empty image");
+CropGeometry crop_geometry(int w, int h, const PreprocessConfig& cfg) {
   int new_w = cfg.resize_width(), new_h = cfg.resize_height();
   if (cfg.crop_mode == CropMode::Center) {
     // torchvision Resize(int): the shorter side becomes the size, the longer int(size * long / short).
     // timm uses ResizeKeepRatio for non-square targets; for square ones (all ViTs) this is exact.
     const int size = new_h;
-    if (img.width <= img.height) {
+    if (w <= h) {
       new_w = size;
-      new_h = int(double(size) * img.height / img.width);
+      new_h = int(double(size) * h / w);
     } else {
       new_h = size;
-      new_w = int(double(size) * img.width / img.height);
+      new_w = int(double(size) * w / h);
     }
   }
-  if (new_w < cfg.width || new_h < cfg.height)  // the crop pads: resize everything, then pad and crop
-    return center_crop(resize_like_pil(img, new_w, new_h, cfg.interpolation), cfg.height, cfg.width);
-  const int left = int(std::nearbyint((new_w - cfg.width) / 2.0)), top = int(std::nearbyint((new_h - cfg.height) / 2.0));
-  return resize_like_pil_window(img, new_w, new_h, cfg.interpolation, left, top, cfg.width, cfg.height);
+  // center_crop's arithmetic: a side shorter than the crop is padded by (crop - side) / 2 before it.
+  const auto origin = [](int side, int crop) {
+    return crop > side ? -((crop - side) / 2) : int(std::nearbyint((side - crop) / 2.0));
+  };
+  return {new_w, new_h, origin(new_w, cfg.width), origin(new_h, cfg.height)};
+}
+
+Image resize_and_crop(const Image& img, const PreprocessConfig& cfg) {
+  if (img.width <= 0 || img.height <= 0) throw Error("cannot preprocess an empty image");
+  const CropGeometry g = crop_geometry(img.width, img.height, cfg);
+  if (g.resized_w < cfg.width || g.resized_h < cfg.height)  // the crop pads: resize everything, then pad and crop
+    return center_crop(resize_like_pil(img, g.resized_w, g.resized_h, cfg.interpolation), cfg.height, cfg.width);
+  return resize_like_pil_window(img, g.resized_w, g.resized_h, cfg.interpolation, g.left, g.top, cfg.width, cfg.height);
 }
 
 void normalize_to_chw(const Image& crop, const PreprocessConfig& cfg, float* out) {

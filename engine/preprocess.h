@@ -30,6 +30,14 @@ struct PreprocessConfig {
   int resize_width() const;
 };
 
+// Where the model's input comes from in a w x h image: the image resized to resized_w x resized_h, then
+// the input window cut at (left, top) of that, reaching past its edges (negative, or beyond) where the
+// crop pads with black.
+struct CropGeometry {
+  int resized_w, resized_h, left, top;
+};
+CropGeometry crop_geometry(int w, int h, const PreprocessConfig& cfg);
+
 // Resize + center crop: the uint8 [height, width, 3] image timm feeds to ToTensor.
 Image resize_and_crop(const Image& img, const PreprocessConfig& cfg);
 

@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -14,7 +13,7 @@
 #include "engine/image.h"
 #include "engine/preprocess.h"
 #include "engine/topk.h"
-#include "imagenet_classes.h"
+#include "labels.h"
 #include "vit.h"
 #include "vit/vit.h"
 
@@ -37,30 +36,6 @@ const char* precision_name(Precision p) {
 }
 
 namespace {
-
-// Labels for C classes: a labels file (one per line, a UTF-8 byte-order mark allowed), else the
-// checkpoint's, else ImageNet-1k's when C is 1000, else "class_<i>".
-std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg) {
-  std::vector<std::string> labels;
-  if (!labels_file.empty()) {
-    std::ifstream in(labels_file);
-    if (!in) throw Error(labels_file, "cannot open labels file");
-    for (std::string line; std::getline(in, line);) {
-      if (labels.empty() && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      labels.push_back(line);
-    }
-    while (!labels.empty() && labels.back().empty()) labels.pop_back();
-    if (int64_t(labels.size()) != cfg.classes)
-      throw Error(labels_file, std::to_string(labels.size()) + " labels, but the model has " +
-                                   std::to_string(cfg.classes) + " classes");
-    return labels;
-  }
-  if (!cfg.labels.empty()) return cfg.labels;
-  if (cfg.classes == 1000) return {kImageNetClasses, kImageNetClasses + 1000};
-  for (int64_t i = 0; i < cfg.classes; ++i) labels.push_back("class_" + std::to_string(i));
-  return labels;
-}
 
 using Clock = std::chrono::steady_clock;
 

@@ -279,5 +279,50 @@ TEST_F(Cli, EvalScoresALabelledFolder) {
   EXPECT_NE(r.err.find("no ImageNet synset id"), std::string::npos) << r.err;
 }
 
+// vit explain on the tiny model: one picture per image explained (a stem met twice gets -2), the broken
+// file an error line and exit 1, --save-attention rows for the explained images only, in order, and the
+// shapes its help promises; a PNG as large as the photo allows and readable.
+TEST_F(Cli, ExplainDrawsOnePicturePerImage) {
+  TempDir out, twin;
+  std::filesystem::copy_file(images_.file("a.jpg"), twin.file("a.jpg"));
+  const Result r = run_vit("explain " + model() + " --out " + out.file("pics") + " --heads --json --save-attention " +
+                           out.file("att.safetensors") + " " + images_.path() + " " + twin.file("a.jpg"));
+  EXPECT_EQ(r.code, 1) << r.err;  // d_broken.jpg
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 5u) << r.out;
+  EXPECT_TRUE(lines[3].contains("error"));
+  for (const std::string& name : {"a.attention.png", "a.heads.png", "b.attention.png", "c.attention.png",
+                                  "a-2.attention.png", "a-2.heads.png"})
+    EXPECT_TRUE(std::filesystem::is_regular_file(out.file("pics/" + name))) << name;
+  EXPECT_FALSE(std::filesystem::exists(out.file("pics/d_broken.attention.png")));
+  EXPECT_EQ(lines[4]["attention"], out.file("pics/a-2.attention.png"));
+  const std::string png = read_file(out.file("pics/b.attention.png"));
+  ASSERT_EQ(png.substr(1, 3), "PNG");
+  const auto be32 = [&](size_t at) { return int(uint8_t(png[at])) << 24 | int(uint8_t(png[at + 1])) << 16 |
+                                            int(uint8_t(png[at + 2])) << 8 | int(uint8_t(png[at + 3])); };
+  const int w = be32(16), h = be32(20);  // IHDR
+  EXPECT_EQ(w * 40, h * 30) << w << "x" << h;  // the photo's own proportions (30x40), enlarged to be read
+  SafeTensors st(out.file("att.safetensors"));
+  EXPECT_EQ(st.get("rollout").shape, (std::vector<int64_t>{4, 4, 4}));  // 32 px, patch 8: a 4x4 grid
+  EXPECT_EQ(st.get("last_cls").shape[0], 4);
+  EXPECT_EQ(st.get("logits").shape[0], 4);
+  const auto files = nlohmann::json::parse(st.metadata().at("files"));
+  EXPECT_EQ(files.back(), twin.file("a.jpg"));
+  for (float v : st.to_f32("rollout")) EXPECT_TRUE(v >= 0 && v <= 1.0f) << v;
+}
+
+TEST_F(Cli, ExplainRefusesBadOptionsBeforeWork) {
+  TempDir out;
+  write_file(out.file("file"), "x");
+  const Result r = run_vit("explain " + model() + " --out " + out.file("file") + " " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("cannot create the output folder"), std::string::npos) << r.err;
+  const Result m = run_vit("explain " + model() + " --method mean " + images_.file("a.jpg"));
+  EXPECT_EQ(m.code, 2);
+  const Result s = run_vit("explain " + model() + " --save-attention " + images_.file("a.jpg") + " " + images_.file("a.jpg"));
+  EXPECT_EQ(s.code, 2) << s.err;
+  EXPECT_NE(s.err.find("--save-attention"), std::string::npos) << s.err;
+}
+
 }  // namespace
 }  // namespace vit::test

@@ -118,5 +118,37 @@ TEST(CliConcurrency, ThreadCountsAndTwoProcessesAgree) {
   }
 }
 
+// vit explain against timm: rollout and the last block's class-token attention computed from timm's own
+// attention probabilities for the first 8 sample photos (../shared/data/reference, its README says how),
+// and the logits, within 1e-3; one picture per photo.
+TEST(ExplainGolden, RolloutAndLastBlockMatchTimm) {
+  REQUIRE_SHARED_DATA();
+  const std::string photos = shared_data() + "/images/imagenet-samples/";
+  SafeTensors ref(shared_data() + "/reference/deit_tiny_attention.safetensors");
+  const auto names = nlohmann::json::parse(ref.metadata().at("files"));
+  ASSERT_EQ(names.size(), 8u);
+  std::string paths;
+  for (const auto& n : names) paths += " " + photos + n.get<std::string>();
+  TempDir out;
+  const Result r = run_vit("explain --model " + shared_data() + "/models/deit_tiny_patch16_224.fb_in1k --out " +
+                           out.path() + " --save-attention " + out.file("a.safetensors") + " --json" + paths);
+  ASSERT_EQ(r.code, 0) << r.err;
+  SafeTensors ours(out.file("a.safetensors"));
+  for (const char* t : {"rollout", "last_cls", "logits"}) {
+    EXPECT_EQ(ours.get(t).shape, ref.get(t).shape) << t;
+    const float d = max_abs_diff(ours.to_f32(t), ref.to_f32(t));
+    EXPECT_LE(d, 1e-3f) << t;
+    std::printf("%s: largest |ours - timm| %.3g\n", t, double(d));
+  }
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    const std::string stem = std::filesystem::path(names[i].get<std::string>()).stem().string();
+    EXPECT_EQ(lines[i]["attention"], out.file(stem + ".attention.png"));
+    EXPECT_TRUE(std::filesystem::is_regular_file(out.file(stem + ".attention.png"))) << stem;
+  }
+  EXPECT_EQ(lines[0]["top"][0]["label"], "tench");
+}
+
 }  // namespace
 }  // namespace vit::test

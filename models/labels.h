@@ -1,0 +1,15 @@
+// Class names for a model's outputs, from wherever they can be had.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "vit_config.h"
+
+namespace vit {
+
+// Labels for C classes: a labels file (one per line, a UTF-8 byte-order mark allowed), else the
+// checkpoint's, else ImageNet-1k's when C is 1000, else "class_<i>". Throws vit::Error for a labels file
+// that cannot be read or holds another number of labels.
+std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg);
+
+}  // namespace vit

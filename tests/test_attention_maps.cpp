@@ -1,0 +1,97 @@
+// Attention rollout and per-head query attention (engine/attention_maps) against the definition written
+// out naively: full T x T matrices, heads averaged, 0.5 A + 0.5 I renormalised, multiplied through.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/attention_maps.h"
+#include "test_util.h"
+
+namespace vit::test {
+namespace {
+
+using Matrix = std::vector<double>;  // T x T
+
+// Random softmax rows: [H, T, T], each row summing to 1.
+std::vector<float> random_attention(int64_t H, int64_t T, std::mt19937* rng) {
+  std::uniform_real_distribution<float> u(0.0f, 4.0f);
+  std::vector<float> a(size_t(H * T * T));
+  for (int64_t r = 0; r < H * T; ++r) {
+    float s = 0;
+    for (int64_t j = 0; j < T; ++j) s += (a[size_t(r * T + j)] = std::exp(u(*rng)));
+    for (int64_t j = 0; j < T; ++j) a[size_t(r * T + j)] /= s;
+  }
+  return a;
+}
+
+std::vector<float> naive_rollout(const std::vector<std::vector<float>>& blocks, int64_t H, int64_t T, int64_t prefix,
+                                 bool class_row) {
+  Matrix R(size_t(T * T), 0.0);
+  for (int64_t i = 0; i < T; ++i) R[size_t(i * T + i)] = 1;
+  for (const auto& a : blocks) {  // R = Â_l R, first block first: R = Â_L ... Â_1
+    Matrix m(size_t(T * T), 0.0);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t k = 0; k < T * T; ++k) m[size_t(k)] += a[size_t(h * T * T + k)] / double(H);
+    for (int64_t i = 0; i < T; ++i) {
+      double s = 0;
+      for (int64_t j = 0; j < T; ++j) s += (m[size_t(i * T + j)] = 0.5 * m[size_t(i * T + j)] + (i == j ? 0.5 : 0.0));
+      for (int64_t j = 0; j < T; ++j) m[size_t(i * T + j)] /= s;
+    }
+    Matrix next(size_t(T * T), 0.0);
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t k = 0; k < T; ++k)
+        for (int64_t j = 0; j < T; ++j) next[size_t(i * T + j)] += m[size_t(i * T + k)] * R[size_t(k * T + j)];
+    R = next;
+  }
+  std::vector<double> row(size_t(T), 0.0);
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j)
+      if (class_row ? i == 0 : true) row[size_t(j)] += R[size_t(i * T + j)] / (class_row ? 1.0 : double(T));
+  const double top = *std::max_element(row.begin() + prefix, row.end());
+  std::vector<float> out;
+  for (int64_t j = prefix; j < T; ++j) out.push_back(float(row[size_t(j)] / top));
+  return out;
+}
+
+TEST(AttentionMaps, RolloutMatchesTheDefinition) {
+  std::mt19937 rng(7);
+  struct Case {
+    int64_t H, T, prefix, depth;
+  };
+  for (const Case c : {Case{3, 17, 1, 4}, Case{2, 18, 2, 3}, Case{4, 9, 1, 1}, Case{1, 16, 0, 5}}) {
+    std::vector<std::vector<float>> blocks;
+    std::vector<const float*> ptrs;
+    for (int64_t l = 0; l < c.depth; ++l) blocks.push_back(random_attention(c.H, c.T, &rng));
+    for (const auto& b : blocks) ptrs.push_back(b.data());
+    for (const bool class_row : {true, false}) {
+      if (class_row && c.prefix == 0) continue;  // a model without a class token explains with the mean row
+      const auto got = attention_rollout(ptrs, c.H, c.T, c.prefix, class_row ? Query::ClassToken : Query::MeanOfRows);
+      const auto want = naive_rollout(blocks, c.H, c.T, c.prefix, class_row);
+      ASSERT_EQ(got.size(), size_t(c.T - c.prefix));
+      EXPECT_LE(max_abs_diff(got, want), 1e-5f) << "H " << c.H << " T " << c.T << " depth " << c.depth;
+      EXPECT_FLOAT_EQ(*std::max_element(got.begin(), got.end()), 1.0f);
+    }
+  }
+}
+
+TEST(AttentionMaps, QueryAttentionIsTheClassRowPerHead) {
+  std::mt19937 rng(3);
+  const int64_t H = 3, T = 10, prefix = 2;
+  const auto a = random_attention(H, T, &rng);
+  const auto got = query_attention(a.data(), H, T, prefix, Query::ClassToken);
+  ASSERT_EQ(got.size(), size_t(H * (T - prefix)));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t j = prefix; j < T; ++j)
+      EXPECT_EQ(got[size_t(h * (T - prefix) + j - prefix)], a[size_t(h * T * T + j)]) << h << " " << j;
+}
+
+TEST(AttentionMaps, NoPatchesIsAnError) {
+  const std::vector<float> a(4, 0.5f);
+  expect_error([&] { attention_rollout({a.data()}, 1, 2, 2, Query::ClassToken); }, "leave no patch");
+}
+
+}  // namespace
+}  // namespace vit::test
