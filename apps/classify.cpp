@@ -1,5 +1,6 @@
-// `vit classify`: images or folders in, top-k labels out (text or JSON lines), optional logits file.
-// A printer on vit::Classifier, which decodes each batch on all cores and runs it as one forward pass.
+// `vit classify`: images, videos or folders in, top-k labels out (text or JSON lines), optional logits
+// file. A printer on vit::Classifier, which decodes each batch on all cores and runs it as one forward
+// pass; a video's sampled frames are classified in batches the same way, each with its frame and time.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -7,8 +8,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -29,6 +32,8 @@ struct ClassifyOptions {
   int topk = 5, batch = 8;
   int64_t max_pixels = kDefaultMaxPixels;
   bool json = false, stats = false, force = false, stdin_paths = false, null_separated = false;
+  bool exif_transpose = false, videos = false;
+  VideoSampling sampling;
   std::vector<std::string> paths;
 };
 
@@ -43,35 +48,55 @@ class Output {
     if (json_) std::printf("%s\n", json_line(file, {{"error", why}}).c_str());
     else std::fprintf(stderr, "error: %s: %s\n", printable(file).c_str(), printable(why).c_str());
   }
+  // An image's result, or a video frame's (r.frame >= 0): "clip.mp4@120 (4.00 s)" in text, "frame" and
+  // "time_s" in JSON and in the logits file's metadata.
   void result(const Result& r) {
     if (!r.error.empty()) return error(r.file, r.error);
-    ++classified_;
+    const bool frame = r.frame >= 0;
+    ++(frame ? frames_ : classified_);
     if (json_) {
       nlohmann::json t = nlohmann::json::array();
       for (const auto& p : r.top) t.push_back({{"index", p.index}, {"label", p.label}, {"prob", p.prob}});
-      std::printf("%s\n", json_line(r.file, {{"top", t}}).c_str());
+      nlohmann::json rest = nlohmann::json::object();
+      if (frame) rest = {{"frame", r.frame}, {"time_s", std::round(r.time_s * 1e6) / 1e6}};
+      rest["top"] = t;
+      std::printf("%s\n", json_line(r.file, rest).c_str());
     } else {
       size_t w = 0;
       for (const auto& p : r.top) w = std::max(w, p.label.size());
-      std::printf("%s\n", printable(r.file).c_str());
+      if (frame) std::printf("%s@%lld (%.2f s)\n", printable(r.file).c_str(), (long long)r.frame, r.time_s);
+      else std::printf("%s\n", printable(r.file).c_str());
       for (const auto& p : r.top) std::printf("  %-*s  %.4f\n", int(w), p.label.c_str(), double(p.prob));
     }
     if (saved_) {
       saved_->add(r.logits.data());
-      saved_files_ += (saved_files_.size() > 1 ? "," : "") + json_string(r.file);
+      const char* sep = saved_files_.size() > 1 ? "," : "";
+      saved_files_ += sep + json_string(r.file);
+      saved_frames_ += sep + (frame ? std::to_string(r.frame) : "null");
+      saved_times_ += sep + (frame ? fmt::format("{:.6f}", r.time_s) : "null");
+      any_frames_ = any_frames_ || frame;
     }
   }
   void finish() {
-    if (saved_) saved_->finish("logits", {{"files", saved_files_ + "]"}});
+    if (!saved_) return;
+    std::map<std::string, std::string> meta{{"files", saved_files_ + "]"}};
+    if (any_frames_) {  // which rows are video frames: their index and time, null for images
+      meta["frames"] = saved_frames_ + "]";
+      meta["times_s"] = saved_times_ + "]";
+    }
+    saved_->finish("logits", meta);
   }
-  size_t classified() const { return classified_; }
+  size_t classified() const { return classified_; }  // images
+  size_t frames() const { return frames_; }          // video frames
   size_t failed() const { return failed_; }
 
  private:
   bool json_;
   std::unique_ptr<RowWriter> saved_;  // --save-logits: one row per classified image, streamed to disk
   std::string saved_files_ = "[";  // a JSON list, names written as json_string writes them
-  size_t classified_ = 0, failed_ = 0;
+  std::string saved_frames_ = "[", saved_times_ = "[";
+  bool any_frames_ = false;
+  size_t classified_ = 0, frames_ = 0, failed_ = 0;
 };
 
 // The inputs a batch at a time: the library decodes, preprocesses and classifies them; inputs known to
@@ -107,13 +132,22 @@ int classify_all(const ClassifyOptions& o, Batches& batches, bool missing, const
   for (std::vector<Input> inputs; batches.next(&inputs);) {
     std::vector<std::string> paths;
     for (const Input& in : inputs)
-      if (in.error.empty()) paths.push_back(in.file);
+      if (in.error.empty() && !is_video_name(in.file)) paths.push_back(in.file);
     const std::vector<Result> results = c.classify(paths, o.topk);
     progress.clear();
     size_t next = 0;
     for (const Input& in : inputs) {
-      if (!in.error.empty()) out.error(in.file, in.error);
-      else out.result(results[next++]);
+      if (!in.error.empty()) {
+        out.error(in.file, in.error);
+      } else if (is_video_name(in.file)) {
+        c.classify_video(in.file, o.sampling, [&](const std::vector<Result>& frames) {
+          progress.clear();
+          for (const Result& r : frames) out.result(r);
+          check_stdout();
+        }, o.topk);
+      } else {
+        out.result(results[next++]);
+      }
     }
     check_stdout();
     seen += inputs.size();
@@ -121,14 +155,22 @@ int classify_all(const ClassifyOptions& o, Batches& batches, bool missing, const
   }
   progress.clear();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const size_t done = out.classified() + out.frames();
+  const std::string what = out.frames() ? fmt::format("{} images and {} video frames (from {} inputs)", out.classified(),
+                                                      out.frames(), seen)
+                                        : fmt::format("{} of {} images", out.classified(), seen);
   const std::string stats = fmt::format(
-      "classified {} of {} images in {:.3f} s: {:.1f} img/s end to end (decode, preprocessing and inference; "
-      "batch {}, {} threads)",
-      out.classified(), seen, secs, secs > 0 ? out.classified() / secs : 0.0, o.batch, set_threads(0));
+      "classified {} in {:.3f} s: {:.1f} img/s end to end (decode, preprocessing and inference; batch {}, {} threads)",
+      what, secs, secs > 0 ? done / secs : 0.0, o.batch, set_threads(0));
   if (o.stats) std::fprintf(stderr, "%s\n", stats.c_str());
   else spdlog::info("{}", stats);
-  if (out.failed() && seen > 1)
-    std::fprintf(stderr, "%zu of %zu images classified, %zu failed\n", out.classified(), seen, out.failed());
+  if (out.failed() && seen > 1) {
+    if (out.frames())
+      std::fprintf(stderr, "%zu images and %zu video frames classified, %zu failed\n", out.classified(), out.frames(),
+                   out.failed());
+    else
+      std::fprintf(stderr, "%zu of %zu images classified, %zu failed\n", out.classified(), seen, out.failed());
+  }
   out.finish();
   if (missing) return kExitUsage;
   return out.failed() ? kExitSomeFailed : kExitOk;
@@ -140,7 +182,7 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   if (!o.stdin_paths && o.paths.empty()) throw Error("no PATH: give image files or folders, or --stdin");
   if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
   auto missing = std::make_shared<bool>(false);
-  std::vector<Input> inputs = collect_inputs(o.paths, missing.get());
+  std::vector<Input> inputs = collect_inputs(o.paths, missing.get(), o.videos);
   if (!o.save_logits.empty()) {
     std::vector<std::string> files;
     for (const Input& in : inputs) files.push_back(in.file);
@@ -151,6 +193,7 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   co.labels = o.labels;
   co.batch = o.batch;
   co.max_pixels = o.max_pixels;
+  co.exif_transpose = o.exif_transpose;
   co.keep_logits = !o.save_logits.empty();
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
   auto out = std::make_shared<Output>(o, classifier->classes());
@@ -177,7 +220,18 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--stdin", o->stdin_paths,
                 "read the paths from standard input, one per line, and write each batch's results as it is done");
   cmd->add_flag("-0,--null", o->null_separated, "with --stdin: paths end with NUL, as find -print0 writes them");
-  cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for .jpg .jpeg .png .bmp)");
+  cmd->add_flag("--exif-transpose", o->exif_transpose,
+                "turn images as their EXIF orientation says, as PIL's ImageOps.exif_transpose does (timm does not, so "
+                "models were trained without it)");
+  CLI::Option* every = add_number_option(cmd, "--every", &o->sampling.every, 1, 1 << 30,
+                                         "videos: classify every Nth frame (default: one frame per second of video)");
+  cmd->add_option("--fps", o->sampling.fps, "videos: classify this many frames per second of video (default 1)")
+      ->check(CLI::Range(1e-6, 1e6))
+      ->excludes(every);
+  cmd->add_flag("--videos", o->videos, "also take videos from folders (videos named as PATH always are)");
+  cmd->add_option("PATH", o->paths,
+                  "images (.jpg .jpeg .png .bmp .webp .tif .tiff .jp2 .j2k), videos (.mp4 .mkv .avi .mov .webm) "
+                  "or folders, searched recursively for images (and videos with --videos)");
   cmd->callback([o, prepare] { *prepare = [o] { return prepare_classify(*o); }; });
 }
 

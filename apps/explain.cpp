@@ -39,6 +39,7 @@ struct ExplainOptions {
   bool heads = false, json = false, force = false;
   int size = 1024;
   int64_t max_pixels = kDefaultMaxPixels;
+  bool exif_transpose = false;
   std::vector<std::string> paths;
 };
 
@@ -103,7 +104,8 @@ class Explainer {
         continue;
       }
       try {
-        photos[j] = decode_image_file(in.file, o_.max_pixels);
+        if (is_video_name(in.file)) throw Error(in.file, "vit explain draws images; videos are for vit classify");
+        photos[j] = decode_image_file(in.file, o_.max_pixels, o_.exif_transpose);
       } catch (const Error& e) {
         errors[j] = e.problem();
       } catch (const std::exception& e) {  // std::bad_alloc from a huge image, say
@@ -284,6 +286,8 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
   cmd->add_option("--max-pixels", o->max_pixels, "refuse images larger than this many pixels, before decoding")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_flag("--exif-transpose", o->exif_transpose,
+                "turn images as their EXIF orientation says, as PIL's ImageOps.exif_transpose does (timm does not)");
   cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for images)")->required();
   cmd->callback([o, prepare] { *prepare = [o] { return prepare_explain(*o); }; });
 }

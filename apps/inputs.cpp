@@ -18,14 +18,15 @@ namespace vit::app {
 
 // PATH arguments in order (the library's find_images), with what the command line adds: a PATH that
 // does not exist sets *missing (exit 2), a folder without images is warned about.
-std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* missing) {
+std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* missing, bool videos) {
   std::vector<Input> out;
   for (const auto& p : paths) {
-    std::vector<Input> found = find_images({p});
+    std::vector<Input> found = find_images({p}, videos);
     if (found.size() == 1 && found[0].file == p && found[0].error == "no such file or directory") *missing = true;
     std::error_code ec;
     if (found.empty() && std::filesystem::is_directory(p, ec))
-      spdlog::warn("{}: no .jpg, .jpeg, .png or .bmp files in this folder", p);
+      spdlog::warn("{}: no image files (.jpg .jpeg .png .bmp .webp .tif .tiff .jp2 .j2k){} in this folder", p,
+                   videos ? " or videos (.mp4 .mkv .avi .mov .webm)" : "");
     out.insert(out.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
   }
   return out;

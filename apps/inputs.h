@@ -12,9 +12,9 @@ namespace vit::app {
 
 using Input = ImagePath;  // a file, or the error known before it is read
 
-// PATH arguments in order; a folder contributes its image files (vit::find_images). A PATH that does
-// not exist sets *missing and is an input with its error.
-std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* missing);
+// PATH arguments in order; a folder contributes its image files, and with `videos` its videos
+// (vit::find_images). A PATH that does not exist sets *missing and is an input with its error.
+std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* missing, bool videos = false);
 
 // Paths from a stream (one per line, or NUL-separated as find -print0 writes), handed out as soon as
 // they arrive: next() returns up to `max` of them, fewer when no more input is ready yet, so a pipeline

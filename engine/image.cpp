@@ -1,4 +1,5 @@
-// Image decoding: libjpeg-turbo for JPEG (truncation is an error, as in PIL), stb_image for the rest.
+// Image decoding: libjpeg-turbo for JPEG (truncation is an error, as in PIL), OpenCV's plugin for WebP,
+// TIFF and JPEG 2000 (opencv_io.h), stb_image for the rest; EXIF orientation when asked (orientation.h).
 #include "image.h"
 
 #include <jpeglib.h>
@@ -13,6 +14,8 @@
 #include <memory>
 
 #include "io.h"
+#include "opencv_io.h"
+#include "orientation.h"
 #include "vit/error.h"
 
 #define STB_IMAGE_IMPLEMENTATION
@@ -127,7 +130,9 @@ void check_pnm_header(const uint8_t* d, size_t n, const std::string& name) {
 
 }  // namespace
 
-Image decode_image(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
+Image decode_image(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels,
+                   bool exif_transpose) {
+  if (exif_transpose) return apply_orientation(decode_image(data, size, name, max_pixels), exif_orientation(data, size));
   if (size == 0) throw Error(name, "empty file, not an image");
   Image img;
   if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
@@ -143,6 +148,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
     if (img.rgb.empty()) check_size(img.width, img.height, max_pixels, name);
     return img;
   }
+  if (opencv_image_format(data, size)) return decode_with_opencv(data, size, name, max_pixels);
   if (size > size_t(INT32_MAX)) throw Error(name, "file of " + std::to_string(size) + " bytes is too large for an image");
   if (size >= 2 && data[0] == 'P' && (data[1] == '5' || data[1] == '6')) check_pnm_header(data, size, name);
   // PNG: the size from IHDR first, so that the limit message comes whatever stb_image thinks of the size.
@@ -159,7 +165,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
       throw Error(name, "PNG of " + std::to_string(be32(16)) + "x" + std::to_string(be32(20)) +
                             " pixels is too large for the PNG decoder (stb_image decodes at most 2^30 bytes)");
     const std::string why = stbi_failure_reason();  // stb's generic answer adds nothing to ours
-    throw Error(name, "not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM)" +
+    throw Error(name, "not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM, WebP, TIFF, JPEG 2000)" +
                 (why.find("not of any known type") == std::string::npos ? ": " + why : std::string()));
   }
   check_size(w, h, max_pixels, name);
@@ -187,12 +193,12 @@ Image pick_pixels(const Image& src, const std::vector<int>& cols, const std::vec
   return out;
 }
 
-Image decode_image_file(const std::string& path, int64_t max_pixels) {
+Image decode_image_file(const std::string& path, int64_t max_pixels, bool exif_transpose) {
   // No image within max_pixels takes more than 8 bytes a pixel (16-bit RGBA, uncompressed), plus room
   // for metadata: a larger file is refused unread.
   const uint64_t max_bytes = uint64_t(std::max<int64_t>(max_pixels, 0)) * 8 + (uint64_t(64) << 20);
   const std::vector<uint8_t> bytes = read_file_bytes(path, max_bytes);
-  return decode_image(bytes.data(), bytes.size(), path, max_pixels);
+  return decode_image(bytes.data(), bytes.size(), path, max_pixels, exif_transpose);
 }
 
 }  // namespace vit

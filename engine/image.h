@@ -1,6 +1,7 @@
 // Decodes image files to 8-bit RGB, the way PIL's Image.open(...).convert('RGB') does for timm:
-// JPEG through libjpeg-turbo (PIL's decoder, same pixels), PNG/BMP/GIF/TGA/PNM through stb_image;
-// grayscale and alpha become RGB, no EXIF rotation. Any failure throws vit::Error naming the file.
+// JPEG through libjpeg-turbo (PIL's decoder, same pixels), PNG/BMP/GIF/TGA/PNM through stb_image,
+// WebP/TIFF/JPEG 2000 through OpenCV's plugin (opencv_io.h); grayscale and alpha become RGB; no EXIF
+// rotation unless asked for (orientation.h). Any failure throws vit::Error naming the file.
 // Dimensions are read from the header and checked against max_pixels before anything is decoded.
 #pragma once
 #include <cstdint>
@@ -19,8 +20,9 @@ constexpr int64_t kDefaultMaxPixels = 100'000'000;
 // out(x, y) = src(cols[x], rows[y]), black where an index is -1: crops, pads and nearest-neighbour resizes.
 Image pick_pixels(const Image& src, const std::vector<int>& cols, const std::vector<int>& rows);
 
-Image decode_image_file(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
+// exif_transpose: turn the image as its EXIF orientation says, as PIL's ImageOps.exif_transpose does.
+Image decode_image_file(const std::string& path, int64_t max_pixels = kDefaultMaxPixels, bool exif_transpose = false);
 Image decode_image(const uint8_t* data, size_t size, const std::string& name,
-                   int64_t max_pixels = kDefaultMaxPixels);
+                   int64_t max_pixels = kDefaultMaxPixels, bool exif_transpose = false);
 
 }  // namespace vit

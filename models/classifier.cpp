@@ -14,6 +14,7 @@
 #include "engine/preprocess.h"
 #include "engine/topk.h"
 #include "labels.h"
+#include "video.h"
 #include "vit.h"
 #include "vit/vit.h"
 
@@ -152,7 +153,7 @@ Classifier& Classifier::operator=(Classifier&&) noexcept = default;
 std::vector<Result> Classifier::classify(const std::vector<std::string>& paths, int topk) const {
   return impl_->run(
       paths.size(), [&](size_t i) { return paths[i]; },
-      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels); }, topk);
+      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels, impl_->opt.exif_transpose); }, topk);
 }
 
 std::vector<Result> Classifier::classify_encoded(const std::vector<std::pair<std::string, std::string>>& images,
@@ -162,7 +163,7 @@ std::vector<Result> Classifier::classify_encoded(const std::vector<std::pair<std
       [&](size_t i) {
         const std::string& bytes = images[i].second;
         return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
-                            impl_->opt.max_pixels);
+                            impl_->opt.max_pixels, impl_->opt.exif_transpose);
       },
       topk);
 }
@@ -186,6 +187,11 @@ std::vector<Result> Classifier::classify_pixels(const std::vector<Pixels>& image
       topk);
 }
 
+int64_t Classifier::classify_video(const std::string& path, const VideoSampling& sampling,
+                                   const std::function<void(const std::vector<Result>&)>& on_results, int topk) const {
+  return classify_video_frames(*this, path, sampling, impl_->opt.batch, impl_->opt.max_pixels, topk, on_results);
+}
+
 std::vector<float> Classifier::logits(const float* images, int64_t n) const {
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
   impl_->use_threads();
@@ -206,7 +212,7 @@ std::vector<float> Classifier::preprocess(const std::string& path) const {
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();
   std::vector<float> out(size_t(c.input_floats()));
-  vit::preprocess(decode_image_file(path, impl_->opt.max_pixels), c.pre, out.data());
+  vit::preprocess(decode_image_file(path, impl_->opt.max_pixels, impl_->opt.exif_transpose), c.pre, out.data());
   return out;
 }
 

@@ -16,16 +16,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is_image_name(const fs::path& p) {
+std::string lower_extension(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
+  return ext;
 }
 
-// Appends dir's image files, sorted, recursing into sub-folders (each real folder once, so symlink
-// loops end). Entries named like images that cannot be images (a folder, a broken symlink, a
-// folder that cannot be read) become inputs carrying their error, so they get their output line.
-void walk_folder(const fs::path& dir, std::set<std::pair<dev_t, ino_t>>* seen, std::vector<ImagePath>* out) {
+bool is_image_name(const fs::path& p) {
+  static const std::set<std::string> kImages{".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".jp2", ".j2k"};
+  return kImages.count(lower_extension(p)) != 0;
+}
+
+// Appends dir's image files (and videos, with `videos`), sorted, recursing into sub-folders (each real
+// folder once, so symlink loops end). Entries named like images that cannot be images (a folder, a
+// broken symlink, a folder that cannot be read) become inputs carrying their error, so they get their
+// output line.
+void walk_folder(const fs::path& dir, bool videos, std::set<std::pair<dev_t, ino_t>>* seen,
+                 std::vector<ImagePath>* out) {
+  const auto wanted = [videos](const fs::path& p) { return is_image_name(p) || (videos && is_video_name(p.string())); };
   struct stat st{};
   if (::stat(dir.c_str(), &st) == 0 && !seen->insert({st.st_dev, st.st_ino}).second) return;
   std::error_code ec;
@@ -39,12 +47,12 @@ void walk_folder(const fs::path& dir, std::set<std::pair<dev_t, ino_t>>* seen, s
   for (const fs::path& e : entries) {
     const auto status = fs::status(e, ec);
     if (ec) {
-      if (is_image_name(e))
+      if (wanted(e))
         out->push_back({e.string(), fs::is_symlink(fs::symlink_status(e, ec)) ? "broken symbolic link" : ec.message()});
     } else if (fs::is_directory(status)) {
-      if (is_image_name(e)) out->push_back({e.string(), "is a directory, not an image"});
-      else walk_folder(e, seen, out);
-    } else if (is_image_name(e)) {
+      if (wanted(e)) out->push_back({e.string(), "is a directory, not an image"});
+      else walk_folder(e, videos, seen, out);
+    } else if (wanted(e)) {
       out->push_back({e.string(), ""});
     }
   }
@@ -52,7 +60,12 @@ void walk_folder(const fs::path& dir, std::set<std::pair<dev_t, ino_t>>* seen, s
 
 }  // namespace
 
-std::vector<ImagePath> find_images(const std::vector<std::string>& paths) {
+bool is_video_name(const std::string& path) {
+  static const std::set<std::string> kVideos{".mp4", ".mkv", ".avi", ".mov", ".webm"};
+  return kVideos.count(lower_extension(path)) != 0;
+}
+
+std::vector<ImagePath> find_images(const std::vector<std::string>& paths, bool videos) {
   std::vector<ImagePath> out;
   for (const auto& p : paths) {
     std::error_code ec;
@@ -61,7 +74,7 @@ std::vector<ImagePath> find_images(const std::vector<std::string>& paths) {
       out.push_back({p, "no such file or directory"});
     } else if (fs::is_directory(st)) {
       std::set<std::pair<dev_t, ino_t>> seen;
-      walk_folder(p, &seen, &out);
+      walk_folder(p, videos, &seen, &out);
     } else {
       out.push_back({p, ""});
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CMake package as users take it in (CTest label cli):
 #   package_test.sh install BUILD  `cmake --install BUILD` into a temporary prefix, tests/consumer built
-#                                  against it with find_package, and run: it must label the tench "tench"
+#                                  against it with find_package, and run: it must label the tench "tench",
+#                                  as JPEG and as WebP (through the installed OpenCV plugin)
 #   package_test.sh subproject     tests/subproject configured with its own build type and flags, taking vit
 #                                  in with add_subdirectory: vit compiles with the parent's flags and none of
 #                                  its tests or its Python module are built (configured only: compiling the
@@ -30,7 +31,12 @@ install_test() {
   quiet "$cmake" --install "$build" --prefix "$prefix"
   [ "$(cd "$prefix/include" && find . -type f | sort | tr '\n' ' ')" = "./vit/error.h ./vit/vit.h " ] ||
     fail "installed headers are not exactly vit/vit.h and vit/error.h: $(cd "$prefix/include" && find . -type f)"
-  [ -z "$(find "$prefix" -name '*.so')" ] || fail "a plain install must not install the Python module"
+  # One shared object: OpenCV's plugin (WebP, TIFF, JPEG 2000, video), never the Python module.
+  local objects
+  objects="$(cd "$prefix" && find . -name '*.so*' | sort | tr '\n' ' ')"
+  [[ "$objects" =~ ^\./lib[^/]*/vit/libvit_opencv\.so\ $ ]] ||
+    fail "a plain install must install OpenCV's plugin and no other shared object (the Python module): $objects"
+  local plugin="$prefix/${objects:2:-1}"
   # The public headers stand alone on standard headers, in C++14 (the standard vit::vit asks for).
   echo '#include <vit/vit.h>' | ${CXX:-c++} -std=c++14 -fsyntax-only -I"$prefix/include" -x c++ - ||
     fail "include/vit/vit.h does not compile alone"
@@ -51,6 +57,14 @@ install_test() {
   label="$("$tmp/consumer/consumer" "$model" "$photo")" || fail "the consumer failed"
   [ "$label" = tench ] || fail "the consumer printed '$label' for $photo, expected 'tench'"
   echo "the consumer printed '$label' for $photo"
+  # The same photo as WebP, read through the installed plugin (VIT_OPENCV_PLUGIN: the prefix is not the
+  # one the package was configured for).
+  /usr/bin/python3 -c "import sys; from PIL import Image; Image.open(sys.argv[1]).save(sys.argv[2], lossless=True)" \
+    "$photo" "$tmp/tench.webp" || fail "Debian's python3 with PIL could not write a WebP"
+  label="$(VIT_OPENCV_PLUGIN="$plugin" "$tmp/consumer/consumer" "$model" "$tmp/tench.webp")" ||
+    fail "the consumer failed on a WebP with the installed plugin"
+  [ "$label" = tench ] || fail "the consumer printed '$label' for the WebP, expected 'tench'"
+  echo "the consumer printed '$label' for the WebP, through $plugin"
 }
 
 # The optimisation, NDEBUG and marker flags in the compile command of the source file named $2.

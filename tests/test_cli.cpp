@@ -45,7 +45,7 @@ TEST_F(Cli, BadImageInTextModeIsOneErrorLine) {
   const Result r = run_vit("classify " + model() + " " + images_.file("d_broken.jpg"));
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err, "error: " + images_.file("d_broken.jpg") +
-                       ": not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM)\n");
+                       ": not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM, WebP, TIFF, JPEG 2000)\n");
 }
 
 TEST_F(Cli, SaveLogitsKeepsOutputOrder) {
@@ -86,7 +86,7 @@ TEST_F(Cli, FolderWithoutImagesWarns) {
   const Result r = run_vit("classify " + model() + " " + empty.path());
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out, "");
-  EXPECT_NE(r.err.find(empty.path() + ": no .jpg, .jpeg, .png or .bmp files"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(empty.path() + ": no image files (.jpg .jpeg .png .bmp .webp .tif .tiff .jp2 .j2k) in this folder"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, UnwritableLogitsFileIsRefusedBeforeAnyWork) {

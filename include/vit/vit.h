@@ -7,6 +7,7 @@
 //     std::cout << r.file << ": " << (r.error.empty() ? r.top[0].label : r.error) << "\n";
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -28,11 +29,15 @@ struct ImagePath {
   std::string error;  // empty for a file to read
 };
 
-// PATHs in order; a folder contributes its image files (.jpg .jpeg .png .bmp, any case), recursively,
-// sorted by name, each real folder once (so symbolic-link loops end); a PATH that does not exist, or an
-// entry named like an image that is a folder or a broken link, comes with its error. How `vit classify`,
-// the Python module and the Spark job turn folders into files.
-std::vector<ImagePath> find_images(const std::vector<std::string>& paths);
+// PATHs in order; a folder contributes its image files (.jpg .jpeg .png .bmp .webp .tif .tiff .jp2 .j2k,
+// any case), and with `videos` its videos too, recursively, sorted by name, each real folder once (so
+// symbolic-link loops end); a PATH that does not exist, or an entry named like an image that is a folder
+// or a broken link, comes with its error. How `vit classify`, the Python module and the Spark job turn
+// folders into files.
+std::vector<ImagePath> find_images(const std::vector<std::string>& paths, bool videos = false);
+
+// Whether a path names a video, by its extension: .mp4 .mkv .avi .mov .webm, any case.
+bool is_video_name(const std::string& path);
 
 struct ClassifierOptions {
   Precision precision = Precision::F32;
@@ -43,6 +48,15 @@ struct ClassifierOptions {
   int batch = 8;                     // images per forward pass
   int64_t max_pixels = 100'000'000;  // larger images are refused from their header, before decoding
   bool keep_logits = false;          // fill Result::logits
+  bool exif_transpose = false;       // turn images as their EXIF orientation says (PIL's exif_transpose;
+                                     // timm does not, so off by default)
+};
+
+// Which frames of a video are classified: every Nth (every > 0), else the first frame at or after each
+// multiple of 1/fps seconds.
+struct VideoSampling {
+  int every = 0;
+  double fps = 1.0;
 };
 
 struct Prediction {
@@ -57,6 +71,8 @@ struct Result {
   std::string error;             // empty when it worked
   std::vector<Prediction> top;   // most probable first
   std::vector<float> logits;     // [classes], with ClassifierOptions::keep_logits
+  int64_t frame = -1;            // a video frame's index (0 for the first); -1 for an image
+  double time_s = 0;             // that frame's presentation time
 };
 
 // A decoded image: 8-bit RGB, rows of width * 3 bytes.
@@ -91,6 +107,12 @@ class Classifier {
   std::vector<Result> classify_encoded(const std::vector<std::pair<std::string, std::string>>& images,
                                        int topk = 5) const;
   std::vector<Result> classify_pixels(const std::vector<Pixels>& images, int topk = 5) const;
+  // A video's sampled frames, read through OpenCV's FFmpeg reader, a batch at a time: on_results gets
+  // each batch's Results (frame and time_s set) in frame order as soon as it is classified. A video that
+  // cannot be opened, or that stops early or is damaged, then gets one Result carrying that error (frame
+  // -1), after the frames that could be read. Returns the number of frames classified.
+  int64_t classify_video(const std::string& path, const VideoSampling& sampling,
+                         const std::function<void(const std::vector<Result>&)>& on_results, int topk = 5) const;
 
   // Preprocessed images [n, 3, H, W] (as preprocess() gives them) -> logits [n, classes].
   std::vector<float> logits(const float* images, int64_t n) const;

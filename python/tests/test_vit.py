@@ -170,7 +170,7 @@ def test_a_broken_image_gets_its_error_and_the_rest_are_classified(tiny, tiny_cl
     files = [str(good[0]), str(broken), str(good[1]), str(tiny[0] / "absent.png"), str(good[2])]
     results = tiny_classifier.classify(files, topk=3)
     assert [r["file"] for r in results] == files
-    assert results[1] == {"file": str(broken), "error": "not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM)"}
+    assert results[1] == {"file": str(broken), "error": "not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM, WebP, TIFF, JPEG 2000)"}
     assert set(results[3]) == {"file", "error"} and "No such file" in results[3]["error"]
     for r, path in zip([results[0], results[2], results[4]], good):
         assert set(r) == {"file", "top"} and len(r["top"]) == 3

@@ -1,0 +1,171 @@
+// Loading libvit_opencv.so on first use and the engine's side of its calls; see opencv_io.h.
+#include "opencv_io.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "io.h"
+#include "opencv_plugin.h"
+#include "vit/error.h"
+
+namespace vit {
+namespace {
+
+constexpr const char* kPluginName = "libvit_opencv.so";
+
+// Where the plugin may be: VIT_OPENCV_PLUGIN names it outright; else beside the binary holding this code
+// (the vit program, a program linking the library, the Python module), where `cmake --install` puts it,
+// and where this build put it.
+std::vector<std::string> plugin_candidates() {
+  if (const char* p = std::getenv("VIT_OPENCV_PLUGIN"); p && *p) return {p};
+  std::vector<std::string> out;
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&plugin_candidates), &info) && info.dli_fname) {
+    std::string self = info.dli_fname;
+    if (self.find('/') == std::string::npos) {  // the main program, named as it was started
+      char exe[4096];
+      const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+      self = n > 0 ? std::string(exe, size_t(n)) : "";
+    }
+    if (!self.empty()) out.push_back(self.substr(0, self.find_last_of('/') + 1) + kPluginName);
+  }
+  out.push_back(std::string(VIT_OPENCV_PLUGIN_INSTALL_DIR) + "/" + kPluginName);
+  out.push_back(std::string(VIT_OPENCV_PLUGIN_BUILD_DIR) + "/" + kPluginName);
+  return out;
+}
+
+// The plugin's table, loaded once per process. OpenCV reads OPENCV_IO_MAX_IMAGE_PIXELS once, when
+// imgcodecs is loaded: it is set here, from the first caller's limit, before dlopen.
+const VitCvApi& plugin(const std::string& name, const char* what, int64_t max_pixels) {
+  static std::once_flag once;
+  static const VitCvApi* api = nullptr;
+  static std::string failure;
+  std::call_once(once, [&] {
+    ::setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(max_pixels).c_str(), 1);
+    for (const std::string& path : plugin_candidates()) {
+      if (::access(path.c_str(), F_OK) != 0) continue;
+      void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h) {
+        failure = ::dlerror();
+        continue;
+      }
+      using Entry = const VitCvApi* (*)();
+      const auto entry = reinterpret_cast<Entry>(::dlsym(h, "vit_opencv_api"));
+      const VitCvApi* table = entry ? entry() : nullptr;
+      if (!table || table->abi != VIT_OPENCV_ABI) {
+        failure = path + " is not this build's plugin (rebuild it)";
+        continue;
+      }
+      api = table;
+      return;
+    }
+  });
+  if (!api)
+    throw Error(name, std::string("reading ") + what + " needs OpenCV's plugin " + kPluginName + ", which " +
+                          (failure.empty() ? "is not installed (looked beside the program, in " VIT_OPENCV_PLUGIN_INSTALL_DIR
+                                             " and " VIT_OPENCV_PLUGIN_BUILD_DIR "; VIT_OPENCV_PLUGIN names it)"
+                                           : "could not be loaded: " + failure));
+  return *api;
+}
+
+// The callback that hands the plugin an Image's storage, refusing sizes over the limit before allocating.
+struct Sink {
+  Image* image;
+  int64_t max_pixels;
+  bool over_limit = false;
+};
+
+uint8_t* allocate(void* ctx, int width, int height) {
+  auto* s = static_cast<Sink*>(ctx);
+  if (width <= 0 || height <= 0 || int64_t(width) * height > s->max_pixels) {
+    s->over_limit = true;
+    s->image->width = width;
+    s->image->height = height;
+    return nullptr;
+  }
+  try {
+    s->image->rgb.resize(size_t(width) * size_t(height) * 3);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  s->image->width = width;
+  s->image->height = height;
+  return s->image->rgb.data();
+}
+
+std::string over_limit(int64_t w, int64_t h, int64_t max_pixels) {
+  return std::to_string(w) + "x" + std::to_string(h) + " = " + std::to_string(w * h) + " pixels is over the limit of " + std::to_string(max_pixels) + " (--max-pixels)";
+}
+
+}  // namespace
+
+const char* opencv_image_format(const uint8_t* d, size_t n) {
+  static const uint8_t kJp2[12] = {0, 0, 0, 0x0C, 'j', 'P', ' ', ' ', '\r', '\n', 0x87, '\n'};
+  static const uint8_t kJ2k[4] = {0xFF, 0x4F, 0xFF, 0x51};
+  if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return "WebP";
+  if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) return "TIFF";
+  if ((n >= 12 && std::memcmp(d, kJp2, 12) == 0) || (n >= 4 && std::memcmp(d, kJ2k, 4) == 0)) return "JPEG 2000";
+  return nullptr;
+}
+
+Image decode_with_opencv(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
+  const char* format = opencv_image_format(data, size);
+  const VitCvApi& api = plugin(name, format ? format : "this image", max_pixels);
+  Image img;
+  Sink sink{&img, max_pixels};
+  char err[512] = "";
+  const int status = api.decode(data, size, allocate, &sink, err, sizeof(err));
+  if (status == -1)
+    throw Error(name, "image is over the limit of " + std::to_string(max_pixels) +
+                          " pixels (--max-pixels; OpenCV refused it from its header); not decoded");
+  if (sink.over_limit) throw Error(name, "image of " + over_limit(img.width, img.height, max_pixels));
+  if (status != 1) throw Error(name, std::string("cannot decode ") + format + ": " + err);
+  return img;
+}
+
+VideoReader::VideoReader(const std::string& path, int64_t max_pixels) : path_(path), max_pixels_(max_pixels) {
+  const InputFile regular(path);  // FFmpeg would block on a FIFO and read a device: regular files only
+  const VitCvApi& api = plugin(path, "videos", max_pixels);
+  char err[512] = "";
+  video_ = api.video_open(path.c_str(), err, sizeof(err));
+  if (!video_) throw Error(path, err);
+}
+
+VideoReader::~VideoReader() {
+  if (video_) plugin(path_, "videos", max_pixels_).video_close(video_);
+}
+
+bool VideoReader::grab(Frame* frame) {
+  VitCvFrame f{};
+  if (!plugin(path_, "videos", max_pixels_).video_grab(video_, &f)) return false;
+  frame->index = f.index;
+  frame->time_s = f.time_s;
+  return true;
+}
+
+Image VideoReader::retrieve() {
+  Image img;
+  Sink sink{&img, max_pixels_};
+  char err[512] = "";
+  const int ok = plugin(path_, "videos", max_pixels_).video_retrieve(video_, allocate, &sink, err, sizeof(err));
+  if (sink.over_limit) throw Error(path_, "frame of " + over_limit(img.width, img.height, max_pixels_));
+  if (!ok) throw Error(path_, err);
+  return img;
+}
+
+bool VideoReader::frame_damaged() const { return plugin(path_, "videos", max_pixels_).video_frame_damaged(video_) != 0; }
+
+std::string VideoReader::problem() const { return plugin(path_, "videos", max_pixels_).video_problem(video_); }
+
+int64_t VideoReader::announced_frames() const {
+  return plugin(path_, "videos", max_pixels_).video_announced_frames(video_);
+}
+
+}  // namespace vit

@@ -1,0 +1,38 @@
+# Writes small images in the formats OpenCV reads for us (WebP, TIFF, JPEG 2000) and JPEG/PNG/WebP/TIFF
+# files carrying an EXIF orientation, each with PIL's decoded pixels beside it (NAME.rgb: "W H\n" then RGB
+# bytes; NAME.exif.rgb: after ImageOps.exif_transpose). Run by tests/test_media.cpp with Debian's python3.
+#   /usr/bin/python3 tests/pil_images.py OUT_DIR
+import sys, os
+from PIL import Image, ImageOps
+out = sys.argv[1]
+w, h = 97, 61
+src = Image.merge("RGB", [Image.linear_gradient("L").resize((w, h)),
+                          Image.effect_noise((w, h), 60).convert("L"),
+                          Image.linear_gradient("L").rotate(90).resize((w, h))])
+def dump(name, img):
+    with open(os.path.join(out, name + ".rgb"), "wb") as f:
+        f.write(b"%d %d\n" % img.size + img.convert("RGB").tobytes())
+def save(name, img, **kw):
+    img.save(os.path.join(out, name), **kw)
+    with Image.open(os.path.join(out, name)) as back:
+        dump(name, back.convert("RGB"))
+        if kw.get("exif"):
+            dump(name + ".exif", ImageOps.exif_transpose(back).convert("RGB"))
+save("lossless.webp", src, lossless=True)
+save("lossy.webp", src, quality=80)
+save("rgba.webp", src.convert("RGBA"), lossless=True)
+save("raw.tif", src)
+save("lzw.tif", src, compression="tiff_lzw")
+save("deflate.tif", src, compression="tiff_adobe_deflate")
+save("gray.tif", src.convert("L"))
+save("rgba.tif", src.convert("RGBA"))
+save("lossless.jp2", src)
+for o in range(1, 9):
+    ex = Image.Exif(); ex[0x0112] = o
+    save("o%d.jpg" % o, src, exif=ex.tobytes(), quality=95)
+ex = Image.Exif(); ex[0x0112] = 6
+save("o6.png", src, exif=ex.tobytes())
+ex = Image.Exif(); ex[0x0112] = 8
+save("o8.webp", src, exif=ex.tobytes(), lossless=True)
+ex = Image.Exif(); ex[0x0112] = 3
+save("o3.tif", src, exif=ex.tobytes())

@@ -1,0 +1,310 @@
+// The formats OpenCV's plugin reads for us (WebP, TIFF, JPEG 2000) against PIL's pixels, EXIF orientation
+// against PIL's ImageOps.exif_transpose, and their errors: the files and PIL's answers are written at test
+// time by tests/pil_images.py with Debian's python3 (python3-pil). Videos: a lossless clip the test writes
+// with OpenCV from sample photos, classified by `vit classify` frame by frame.
+#include <gtest/gtest.h>
+
+#include <opencv2/imgproc.hpp>
+#include <opencv2/videoio.hpp>
+#include <stb/stb_image_write.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "engine/image.h"
+#include "engine/io.h"
+#include "engine/opencv_io.h"
+#include "engine/orientation.h"
+#include "cli_util.h"
+#include "test_util.h"
+
+namespace vit::test {
+namespace {
+
+const std::string kPython = "/usr/bin/python3";
+
+// PIL's decoded pixels from NAME.rgb.
+Image pil_pixels(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  Image img;
+  f >> img.width >> img.height;
+  f.get();
+  img.rgb.resize(size_t(img.width) * size_t(img.height) * 3);
+  f.read(reinterpret_cast<char*>(img.rgb.data()), std::streamsize(img.rgb.size()));
+  EXPECT_TRUE(f.good()) << "cannot read " << path;
+  return img;
+}
+
+class PilImages : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    const std::string cmd = kPython + " " + VIT_SOURCE_DIR "/tests/pil_images.py " + dir_->path() + " 2>&1";
+    ok_ = std::system(cmd.c_str()) == 0;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    if (ok_) return;
+    if (in_ci()) FAIL() << "CI=true but " << kPython << " with PIL (python3-pil) could not write the test images";
+    GTEST_SKIP() << kPython << " with PIL (python3-pil) is needed to write the test images; skipping";
+  }
+  static std::string file(const std::string& name) { return dir_->file(name); }
+  static TempDir* dir_;
+  static bool ok_;
+};
+TempDir* PilImages::dir_ = nullptr;
+bool PilImages::ok_ = false;
+
+TEST_F(PilImages, OpenCvFormatsDecodeToPilsPixels) {
+  for (const char* name : {"lossless.webp", "lossy.webp", "rgba.webp", "raw.tif", "lzw.tif", "deflate.tif",
+                           "gray.tif", "rgba.tif", "lossless.jp2"}) {
+    SCOPED_TRACE(name);
+    const Image ours = decode_image_file(file(name));
+    const Image pil = pil_pixels(file(name) + ".rgb");
+    ASSERT_EQ(ours.width, pil.width);
+    ASSERT_EQ(ours.height, pil.height);
+    EXPECT_TRUE(ours.rgb == pil.rgb) << "pixels differ from PIL's";
+  }
+}
+
+// Without --exif-transpose every format keeps its pixels as stored, as timm's PIL pipeline does; with it,
+// PIL's exif_transpose, for all 8 orientations.
+TEST_F(PilImages, ExifOrientationIsIgnoredUnlessAskedAndThenMatchesPil) {
+  std::vector<std::string> names{"o6.png", "o8.webp", "o3.tif"};
+  for (int o = 1; o <= 8; ++o) names.push_back("o" + std::to_string(o) + ".jpg");
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const Image stored = decode_image_file(file(name));
+    const Image pil = pil_pixels(file(name) + ".rgb");
+    EXPECT_EQ(stored.width, pil.width);
+    EXPECT_TRUE(stored.rgb == pil.rgb) << "as stored: pixels differ from PIL's";
+    const Image turned = decode_image_file(file(name), kDefaultMaxPixels, /*exif_transpose=*/true);
+    const Image pil_turned = pil_pixels(file(name) + ".exif.rgb");
+    ASSERT_EQ(turned.width, pil_turned.width);
+    ASSERT_EQ(turned.height, pil_turned.height);
+    EXPECT_TRUE(turned.rgb == pil_turned.rgb) << "exif_transpose: pixels differ from PIL's";
+  }
+}
+
+// The flag end to end: `vit classify --exif-transpose` on an EXIF-turned JPEG, WebP and TIFF gives the
+// logits of PIL's turned pixels (as PNG); without the flag, those of the pixels as stored.
+TEST_F(PilImages, ClassifyExifTransposeFlag) {
+  REQUIRE_SHARED_DATA();
+  const std::string model = "--model " + shared_data() + "/models/deit_tiny_patch16_224.fb_in1k";
+  std::string files, turned_pngs, stored_pngs;
+  for (const char* name : {"o6.jpg", "o8.webp", "o3.tif", "o5.jpg"}) {
+    files += " " + file(name);
+    for (const char* kind : {".exif", ""}) {
+      const Image px = pil_pixels(file(name) + kind + ".rgb");
+      const std::string png = file(name) + kind + ".png";
+      ASSERT_TRUE(stbi_write_png(png.c_str(), px.width, px.height, 3, px.rgb.data(), px.width * 3));
+      (*kind ? turned_pngs : stored_pngs) += " " + png;
+    }
+  }
+  const auto logits = [&](const std::string& args, const std::string& out) {
+    const Result r = run_vit("classify " + model + " --save-logits " + file(out) + " " + args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return SafeTensors(file(out)).to_f32("logits");
+  };
+  EXPECT_LE(max_abs_diff(logits("--exif-transpose" + files, "t.safetensors"), logits(turned_pngs, "tp.safetensors")), 1e-5f);
+  EXPECT_LE(max_abs_diff(logits(files, "s.safetensors"), logits(stored_pngs, "sp.safetensors")), 1e-5f);
+}
+
+TEST_F(PilImages, PixelLimitRefusesOpenCvFormats) {
+  // 97 x 61 = 5917 pixels. The limit reaches OpenCV once per process, when its plugin is loaded, so a
+  // smaller limit than the first caller's is still checked on the decoded size.
+  for (const char* name : {"lossless.webp", "raw.tif", "lossless.jp2"}) {
+    SCOPED_TRACE(name);
+    expect_error([&] { decode_image_file(file(name), 5000); }, "over the limit of 5000");
+  }
+}
+
+TEST_F(PilImages, DamagedOpenCvFormatsAreErrorsNamingTheFile) {
+  for (const char* name : {"lossless.webp", "lzw.tif", "lossless.jp2"}) {
+    SCOPED_TRACE(name);
+    const std::vector<uint8_t> bytes = read_file_bytes(file(name), 1 << 24);
+    for (size_t keep : {size_t(16), bytes.size() / 2}) {
+      const std::string msg = expect_error(
+          [&] { decode_image(bytes.data(), keep, "cut." + std::string(name)); }, "cut." + std::string(name));
+      EXPECT_NE(msg.find("cannot decode"), std::string::npos) << msg;
+    }
+  }
+}
+
+TEST(OpenCvFormats, RecognisedByContentOnly) {
+  const auto is = [](const std::string& bytes) {
+    const char* f = opencv_image_format(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    return std::string(f ? f : "");
+  };
+  EXPECT_EQ(is(std::string("RIFF\x10\0\0\0WEBPVP8L", 16)), "WebP");
+  EXPECT_EQ(is(std::string("II*\0\x08\0\0\0", 8)), "TIFF");
+  EXPECT_EQ(is(std::string("MM\0*\0\0\0\x08", 8)), "TIFF");
+  EXPECT_EQ(is(std::string("\0\0\0\x0CjP  \r\n\x87\n", 12)), "JPEG 2000");
+  EXPECT_EQ(is(std::string("\xFF\x4F\xFF\x51", 4)), "JPEG 2000");
+  EXPECT_EQ(is("RIFF\x10\0\0\0WAVE"), "");                       // a RIFF that is not WebP
+  EXPECT_EQ(is(std::string("\x76\x2f\x31\x01", 4)), "");          // OpenEXR: never handed to OpenCV
+  EXPECT_EQ(is(std::string(128, '\0') + "DICM"), "");             // DICOM (GDCM): neither
+  EXPECT_EQ(is("II*"), "");                                       // too short
+}
+
+// The orientation parser sees whatever a file holds: malformed EXIF blocks mean "as stored".
+TEST(ExifOrientation, MalformedBlocksAreAsStored) {
+  const std::string jpeg_app1 = std::string("\xFF\xD8\xFF\xE1\x00\x10" "Exif\0\0" "II*\0\xFF\xFF\xFF\x7F", 20);
+  EXPECT_EQ(exif_orientation(reinterpret_cast<const uint8_t*>(jpeg_app1.data()), jpeg_app1.size()), 1);
+  const std::string huge_len = std::string("\xFF\xD8\xFF\xE1\xFF\xFF" "Exif\0\0", 12);
+  EXPECT_EQ(exif_orientation(reinterpret_cast<const uint8_t*>(huge_len.data()), huge_len.size()), 1);
+  // IFD0 with one entry: orientation 6 (SHORT), then the same with a value out of range.
+  std::string tiff = std::string("II*\0\x08\0\0\0\x01\0\x12\x01\x03\0\x01\0\0\0\x06\0\0\0\0\0\0\0", 26);
+  std::string app1 = std::string("\xFF\xD8\xFF\xE1", 4) + char(0) + char(2 + 6 + tiff.size()) +
+                     std::string("Exif\0\0", 6) + tiff;
+  EXPECT_EQ(exif_orientation(reinterpret_cast<const uint8_t*>(app1.data()), app1.size()), 6);
+  app1[app1.size() - 8] = 9;
+  EXPECT_EQ(exif_orientation(reinterpret_cast<const uint8_t*>(app1.data()), app1.size()), 1);
+}
+
+TEST(ExifOrientation, TurnsAsPilNamesThem) {
+  Image img;  // 3 x 2: pixel value = 10 * y + x in the red channel
+  img.width = 3;
+  img.height = 2;
+  img.rgb.assign(18, 0);
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 3; ++x) img.rgb[size_t(y * 3 + x) * 3] = uint8_t(10 * y + x);
+  const auto red = [](const Image& i) {
+    std::vector<int> v;
+    for (size_t k = 0; k < i.rgb.size(); k += 3) v.push_back(i.rgb[k]);
+    return v;
+  };
+  EXPECT_EQ(red(apply_orientation(img, 1)), (std::vector<int>{0, 1, 2, 10, 11, 12}));
+  EXPECT_EQ(red(apply_orientation(img, 2)), (std::vector<int>{2, 1, 0, 12, 11, 10}));   // mirrored
+  EXPECT_EQ(red(apply_orientation(img, 3)), (std::vector<int>{12, 11, 10, 2, 1, 0}));   // half turn
+  EXPECT_EQ(red(apply_orientation(img, 4)), (std::vector<int>{10, 11, 12, 0, 1, 2}));   // flipped
+  const Image six = apply_orientation(img, 6);  // a quarter turn clockwise: 2 x 3
+  EXPECT_EQ(six.width, 2);
+  EXPECT_EQ(red(six), (std::vector<int>{10, 0, 11, 1, 12, 2}));
+  EXPECT_EQ(red(apply_orientation(img, 8)), (std::vector<int>{2, 12, 1, 11, 0, 10}));  // counter-clockwise
+}
+
+// A clip of six sample photos, one per frame at 2 frames/s, 320x240, FFV1 in Matroska (lossless), and
+// each frame's pixels as a PNG: what `vit classify` on the video must agree with.
+class Video : public ::testing::Test {
+ protected:
+  static constexpr int kFrames = 6, kWidth = 320, kHeight = 240;
+  void SetUp() override {
+    REQUIRE_SHARED_DATA();
+    std::vector<std::string> photos;
+    for (const auto& e : std::filesystem::directory_iterator(shared_data() + "/images/imagenet-samples"))
+      photos.push_back(e.path().string());
+    std::sort(photos.begin(), photos.end());
+    cv::VideoWriter writer(clip(), cv::CAP_FFMPEG, cv::VideoWriter::fourcc('F', 'F', 'V', '1'), 2.0,
+                           cv::Size(kWidth, kHeight));
+    ASSERT_TRUE(writer.isOpened()) << "OpenCV cannot write FFV1 in Matroska here";
+    for (int i = 0; i < kFrames; ++i) {
+      const Image photo = decode_image_file(photos[size_t(i) * 40]);
+      const cv::Mat rgb(photo.height, photo.width, CV_8UC3, const_cast<uint8_t*>(photo.rgb.data()));
+      cv::Mat small, bgr;
+      cv::resize(rgb, small, cv::Size(kWidth, kHeight), 0, 0, cv::INTER_AREA);
+      ASSERT_TRUE(stbi_write_png(frame_png(i).c_str(), kWidth, kHeight, 3, small.data, kWidth * 3));
+      cv::cvtColor(small, bgr, cv::COLOR_RGB2BGR);
+      writer.write(bgr);
+      frames_.push_back(small.clone());
+    }
+    writer.release();
+  }
+  std::string clip() const { return dir_.file("clip.mkv"); }
+  std::string frame_png(int i) const { return dir_.file("frame" + std::to_string(i) + ".png"); }
+  std::string model() const { return "--model " + shared_data() + "/models/deit_tiny_patch16_224.fb_in1k"; }
+  TempDir dir_;
+  std::vector<cv::Mat> frames_;  // RGB
+};
+
+TEST_F(Video, TheClipHoldsThePhotosExactly) {
+  cv::VideoCapture cap(clip(), cv::CAP_FFMPEG);
+  ASSERT_TRUE(cap.isOpened());
+  cv::Mat bgr, rgb;
+  for (int i = 0; i < kFrames; ++i) {
+    ASSERT_TRUE(cap.read(bgr)) << "frame " << i;
+    cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+    EXPECT_EQ(cv::norm(rgb, frames_[size_t(i)], cv::NORM_INF), 0) << "frame " << i << " is not lossless";
+  }
+  EXPECT_FALSE(cap.read(bgr));
+}
+
+TEST_F(Video, EachFrameClassifiedAsItsPhoto) {
+  const Result v = run_vit("classify " + model() + " --every 1 --json --save-logits " + dir_.file("v.safetensors") +
+                           " " + clip());
+  ASSERT_EQ(v.code, 0) << v.err;
+  std::string pngs;
+  for (int i = 0; i < kFrames; ++i) pngs += " " + frame_png(i);
+  const Result p = run_vit("classify " + model() + " --save-logits " + dir_.file("p.safetensors") + pngs);
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto lines = json_lines(v.out);
+  ASSERT_EQ(lines.size(), size_t(kFrames));
+  for (int i = 0; i < kFrames; ++i) {
+    EXPECT_EQ(lines[size_t(i)]["file"], clip());
+    EXPECT_EQ(lines[size_t(i)]["frame"], i);
+    EXPECT_NEAR(lines[size_t(i)]["time_s"].get<double>(), 0.5 * i, 1e-6);
+  }
+  SafeTensors vs(dir_.file("v.safetensors")), ps(dir_.file("p.safetensors"));
+  EXPECT_LE(max_abs_diff(vs.to_f32("logits"), ps.to_f32("logits")), 1e-5f);
+  EXPECT_EQ(vs.metadata().at("frames"), "[0,1,2,3,4,5]");
+  EXPECT_EQ(vs.metadata().at("times_s"), "[0.000000,0.500000,1.000000,1.500000,2.000000,2.500000]");
+  EXPECT_EQ(ps.metadata().count("frames"), 0u);
+}
+
+TEST_F(Video, SampledOncePerSecondByDefaultOrByFpsOrEvery) {
+  const auto frames = [&](const std::string& flags) {
+    const Result r = run_vit("classify " + model() + " --json -k 1 " + flags + " " + clip());
+    EXPECT_EQ(r.code, 0) << r.err;
+    std::vector<int> out;
+    for (const auto& j : json_lines(r.out)) out.push_back(j["frame"].get<int>());
+    return out;
+  };
+  EXPECT_EQ(frames(""), (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(frames("--fps 2"), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(frames("--fps 0.5"), (std::vector<int>{0, 4}));
+  EXPECT_EQ(frames("--every 3"), (std::vector<int>{0, 3}));
+  const Result text = run_vit("classify " + model() + " -k 1 --every 5 " + clip());
+  EXPECT_NE(text.out.find(clip() + "@5 (2.50 s)\n"), std::string::npos) << text.out;
+  EXPECT_NE(run_vit("classify " + model() + " --every 2 --fps 1 " + clip()).code, 0);
+}
+
+TEST_F(Video, ABrokenVideoAmongGoodFilesLosesNothing) {
+  // Cut to 60 %: the frames before the cut are classified, then one error line says how many were read.
+  const std::string cut = dir_.file("cut.mkv");
+  std::filesystem::copy_file(clip(), cut);
+  std::filesystem::resize_file(cut, std::filesystem::file_size(clip()) * 6 / 10);
+  const std::string fake = dir_.file("notes.mp4");
+  std::ofstream(fake) << "not a video";
+  const Result r = run_vit("classify " + model() + " --json -k 1 --every 1 " + fake + " " + cut + " " + frame_png(0));
+  EXPECT_EQ(r.code, 1) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_GE(lines.size(), 4u) << r.out;
+  EXPECT_EQ(lines[0]["file"], fake);
+  EXPECT_NE(lines[0]["error"].get<std::string>().find("cannot open as a video"), std::string::npos) << lines[0];
+  size_t frames = 0;
+  while (1 + frames < lines.size() && lines[1 + frames].contains("frame")) ++frames;
+  EXPECT_GE(frames, 1u);
+  EXPECT_LT(frames, size_t(kFrames));
+  const auto& err = lines[1 + frames];
+  EXPECT_EQ(err["file"], cut);
+  EXPECT_NE(err["error"].get<std::string>().find("stops early"), std::string::npos) << err;
+  EXPECT_NE(err["error"].get<std::string>().find(std::to_string(frames) + " sampled frames classified"), std::string::npos) << err;
+  EXPECT_EQ(lines.back()["file"], frame_png(0));
+  EXPECT_TRUE(lines.back().contains("top"));
+}
+
+TEST_F(Video, FoldersGiveVideosOnlyWhenAsked) {
+  const Result images_only = run_vit("classify " + model() + " --json -k 1 " + dir_.path());
+  EXPECT_EQ(json_lines(images_only.out).size(), size_t(kFrames)) << images_only.out;  // the PNGs
+  const Result with_videos = run_vit("classify " + model() + " --json -k 1 --videos " + dir_.path());
+  EXPECT_EQ(json_lines(with_videos.out).size(), size_t(kFrames) + 3) << with_videos.out;  // + frames 0, 2, 4
+}
+
+}  // namespace
+}  // namespace vit::test
