@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -60,6 +61,10 @@ py::list to_dicts(const std::vector<vit::Result>& results) {
   for (const vit::Result& r : results) {
     py::dict d;
     d["file"] = fs_str(r.file);
+    if (r.frame >= 0) {
+      d["frame"] = r.frame;
+      d["time_s"] = r.time_s;
+    }
     if (!r.error.empty()) {
       d["error"] = fs_str(r.error);
     } else {
@@ -86,7 +91,7 @@ py::array_t<float> to_array(const std::vector<float>& v, std::vector<py::ssize_t
 
 vit::Classifier make_classifier(const py::handle& model, const std::string& precision, int threads,
                                 const py::object& labels, int img_size, int batch, const py::object& config,
-                                int64_t max_pixels) {
+                                int64_t max_pixels, bool exif_transpose) {
   vit::ClassifierOptions o;
   try {
     o.precision = vit::precision_from_name(precision);
@@ -99,6 +104,7 @@ vit::Classifier make_classifier(const py::handle& model, const std::string& prec
   o.img_size = img_size;
   o.batch = batch;
   o.max_pixels = max_pixels;
+  o.exif_transpose = exif_transpose;
   const std::string path = path_arg(model, "model");
   py::gil_scoped_release unlocked;  // loading reads and reorders all the weights
   return vit::Classifier(path, o);
@@ -115,6 +121,24 @@ py::list classify(const vit::Classifier& c, const py::handle& paths, int topk) {
     r = c.classify(p, topk);
   }
   return to_dicts(r);
+}
+
+// A video's sampled frames -> one dict per frame (with 'frame' and 'time_s'), then one {'file', 'error'}
+// when the video could not be opened or stopped early.
+py::list classify_video(const vit::Classifier& c, const py::handle& path, int every, double fps, int topk) {
+  check_topk(topk);
+  if (every < 0) throw py::value_error("classify_video: every must be 1 or more (0: sample by fps), got " + std::to_string(every));
+  if (every == 0 && !(fps > 0 && std::isfinite(fps)))
+    throw py::value_error("classify_video: fps must be a positive number, got " + std::to_string(fps));
+  const std::string p = path_arg(path, "classify_video: path");
+  std::vector<vit::Result> all;
+  {
+    py::gil_scoped_release unlocked;
+    c.classify_video(p, {every, fps}, [&](const std::vector<vit::Result>& batch) {
+      all.insert(all.end(), batch.begin(), batch.end());
+    }, topk);
+  }
+  return to_dicts(all);
 }
 
 py::list classify_encoded(const vit::Classifier& c, const py::handle& images, int topk) {
@@ -181,14 +205,14 @@ py::array_t<float> preprocess(const vit::Classifier& c, const py::handle& path) 
 
 // vit::find_images: the files `vit classify` would classify for these paths, as dicts {"file"} or
 // {"file", "error"}.
-py::list find_images(const py::handle& paths) {
+py::list find_images(const py::handle& paths, bool videos) {
   std::vector<std::string> p;
   for (const py::object& h : items(paths, "find_images: paths"))
     p.push_back(path_arg(h, "find_images: paths[" + std::to_string(p.size()) + "]"));
   std::vector<vit::ImagePath> found;
   {
     py::gil_scoped_release unlocked;  // a large tree takes a while to walk
-    found = vit::find_images(p);
+    found = vit::find_images(p, videos);
   }
   py::list out;
   for (const vit::ImagePath& f : found) {
@@ -244,10 +268,11 @@ PYBIND11_MODULE(vit, m) {
     }
   });
 
-  m.def("find_images", &find_images, py::arg("paths"),
+  m.def("find_images", &find_images, py::arg("paths"), py::kw_only(), py::arg("videos") = false,
         "Image files and folders -> the files `vit classify` would classify, in its order: a folder gives its\n"
-        ".jpg .jpeg .png .bmp files (any case), recursively, sorted by name. One dict per file: {'file'}, or\n"
-        "{'file', 'error'} for a path that does not exist or an entry that cannot be an image.");
+        ".jpg .jpeg .png .bmp .webp .tif .tiff .jp2 .j2k files (any case), and with videos=True its .mp4 .mkv\n"
+        ".avi .mov .webm files, recursively, sorted by name. One dict per file: {'file'}, or {'file', 'error'}\n"
+        "for a path that does not exist or an entry that cannot be an image.");
 
   const vit::ClassifierOptions defaults;
   py::class_<vit::Classifier>(m, "Classifier",
@@ -255,13 +280,20 @@ PYBIND11_MODULE(vit, m) {
       .def(py::init(&make_classifier), py::arg("model"), py::kw_only(), py::arg("precision") = "f32",
            py::arg("threads") = defaults.threads, py::arg("labels") = py::none(), py::arg("img_size") = defaults.img_size,
            py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
+           py::arg("exif_transpose") = defaults.exif_transpose,
            "model: a .safetensors file or the folder holding model.safetensors (and config.json).\n"
            "precision: 'f32', 'bf16' or 'int8'; threads: 0 for all cores; labels: a file, one per line;\n"
            "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
-           "overriding the one beside the weights; max_pixels: larger images are refused from their header.")
+           "overriding the one beside the weights; max_pixels: larger images are refused from their header;\n"
+           "exif_transpose: turn images as their EXIF orientation says (PIL's exif_transpose; timm does not).")
       .def("classify", &classify, py::arg("paths"), py::arg("topk") = 5,
            "Image files -> one dict per file, in order: {'file', 'top': [{'index', 'label', 'prob'}, ...]},\n"
            "or {'file', 'error'} for a file that could not be classified.")
+      .def("classify_video", &classify_video, py::arg("path"), py::kw_only(), py::arg("every") = 0, py::arg("fps") = 1.0,
+           py::arg("topk") = 5,
+           "A video file -> one dict per sampled frame, in order: {'file', 'frame', 'time_s', 'top'}; every\n"
+           "Nth frame, or (every=0) one per 1/fps seconds of video. A video that cannot be opened, or stops\n"
+           "early, ends the list with {'file', 'error'} after the frames that were read.")
       .def("classify_encoded", &classify_encoded, py::arg("images"), py::arg("topk") = 5,
            "Encoded image files in memory, a list of (name, bytes or bytearray) -> dicts as classify() gives.")
       .def("logits", &logits, py::arg("images"),

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
-targets=(image checkpoint names)
+targets=(image checkpoint names opencv)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIT_FUZZ=ON \
   -DVIT_BUILD_TESTS=OFF
 cmake --build build-fuzz --target "${targets[@]/#/fuzz_}" make_corpus

@@ -6,8 +6,11 @@ import argparse
 import os
 import sys
 
-# binaryFile folders contribute the files vit.find_images takes from a local folder, in any case.
-FOLDER_GLOB = "*.{[jJ][pP][gG],[jJ][pP][eE][gG],[pP][nN][gG],[bB][mM][pP]}"
+# binaryFile folders contribute the files vit.find_images takes from a local folder, in any case
+# (test_spark.py checks the two lists agree).
+IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "bmp", "webp", "tif", "tiff", "jp2", "j2k")
+FOLDER_GLOB = "*.{" + ",".join("".join(f"[{c}{c.upper()}]" if c.isalpha() else c for c in ext)
+                               for ext in IMAGE_EXTENSIONS) + "}"
 
 
 def usage_error(message):

@@ -38,6 +38,9 @@ def inputs(tmp_path_factory):
     (bad / "empty.png").write_bytes(b"")
     (bad / "truncated.JPEG").write_bytes((PHOTOS / "n01440764_tench.JPEG").read_bytes()[:3000])
     (bad / "notes.txt").write_text("not an image name: folders give only image files")
+    from PIL import Image  # two good images in the formats OpenCV's plugin reads
+    Image.open(PHOTOS / "n01440764_tench.JPEG").save(bad / "tench.WebP", lossless=True)
+    Image.open(PHOTOS / "n01440764_tench.JPEG").resize((200, 150)).save(bad / "small tench.tif")
     return [str(PHOTOS), str(bad)], bad
 
 
@@ -83,12 +86,12 @@ def test_json_rows_equal_the_cli(inputs, tmp_path):
             assert row["file"] not in job, f"two rows for {row['file']}"
             job[row["file"]] = row
     cli = cli_rows(paths)
-    assert len(cli) == 253
+    assert len(cli) == 255
     worst = assert_same(job, cli)
     errors = sorted(name for name, row in job.items() if "error" in row)
     assert errors == sorted(str(bad / n) for n in ("broken file.jpg", "empty.png", "truncated.JPEG"))
-    assert "253 images: 250 classified, 3 failed" in run.stdout
-    print(f"\n253 rows equal `vit classify --json`: top-5 indices identical, largest |prob difference| {worst:.2g}")
+    assert "255 images: 252 classified, 3 failed" in run.stdout
+    print(f"\n255 rows equal `vit classify --json`: top-5 indices identical, largest |prob difference| {worst:.2g}")
 
 
 def test_parquet_rows_from_uris_equal_the_cli(inputs, tmp_path):
@@ -96,7 +99,7 @@ def test_parquet_rows_from_uris_equal_the_cli(inputs, tmp_path):
 
     paths, bad = inputs
     photos = sorted(PHOTOS.glob("*.JPEG"))[:12]
-    files = [str(p) for p in photos] + [str(bad / "truncated.JPEG")]
+    files = [str(p) for p in photos] + [str(bad / n) for n in ("truncated.JPEG", "tench.WebP", "small tench.tif")]
     out = tmp_path / "out"
     # file: URIs go through Spark's binaryFile source (as hdfs: or s3a: ones would), bytes to the engine.
     run_job("--format", "parquet", "--topk", "5", "--threads", "2", "--out", out,
@@ -104,8 +107,23 @@ def test_parquet_rows_from_uris_equal_the_cli(inputs, tmp_path):
     table = pq.read_table(out).to_pylist()
     job = {r["file"]: {k: v for k, v in r.items() if v is not None} for r in table}
     cli = {"file://" + name: row for name, row in cli_rows(files).items()}
-    assert len(cli) == 13
+    assert len(cli) == 15
     assert_same(job, cli)
+
+
+def test_folder_glob_takes_what_find_images_takes(tmp_path):
+    """The binaryFile filter for folder URIs and vit.find_images for local folders take the same names."""
+    import fnmatch
+    import classify
+    import vit
+    names = [f"x.{e}" for e in ("jpg", "JPEG", "Png", "bmp", "webp", "WEBP", "tif", "TIFF", "jp2", "J2K", "gif",
+                                "txt", "mp4", "jpe", "tga", "heic")]
+    for n in names:
+        (tmp_path / n).write_bytes(b"")
+    taken = {pathlib.Path(f["file"]).name for f in vit.find_images([tmp_path])}
+    patterns = classify.FOLDER_GLOB[3:-1].split(",")  # "*.{a,b}": Hadoop's braces, which fnmatch lacks
+    globbed = {n for n in names if any(fnmatch.fnmatchcase(n, "*." + p) for p in patterns)}
+    assert taken == globbed and "x.webp" in taken and "x.gif" not in taken
 
 
 def test_usage_errors_exit_2_before_any_work(inputs, tmp_path):

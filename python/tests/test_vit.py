@@ -192,6 +192,52 @@ def test_encoded_bytes_classify_as_the_files_do(tiny, tiny_classifier):
     assert "error" in results[3] and "error" in results[4]
 
 
+def test_video_frames_classify_as_their_images(tiny, tiny_classifier, tmp_path):
+    """A lossless clip of the three images (resized to one size) written by tests/write_clip at 2 frames/s."""
+    from PIL import Image
+    frames = []
+    for i, p in enumerate(tiny[1]):
+        frames.append(tmp_path / f"frame{i}.png")
+        Image.open(p).convert("RGB").resize((48, 40)).save(frames[-1])
+    clip = tmp_path / "clip.mkv"
+    subprocess.run([os.environ.get("VIT_WRITE_CLIP", str(REPO / "build" / "tests" / "write_clip")), str(clip), "2"]
+                   + [str(f) for f in frames], check=True)
+    results = tiny_classifier.classify_video(str(clip), every=1, topk=3)
+    images = tiny_classifier.classify([str(f) for f in frames], topk=3)
+    assert [(r["frame"], r["time_s"]) for r in results] == [(0, 0.0), (1, 0.5), (2, 1.0)]
+    for r, i in zip(results, images):
+        assert r["file"] == str(clip)
+        assert [t["index"] for t in r["top"]] == [t["index"] for t in i["top"]]
+        assert [t["prob"] for t in r["top"]] == pytest.approx([t["prob"] for t in i["top"]], abs=1e-6)
+    assert [r["frame"] for r in tiny_classifier.classify_video(clip)] == [0, 2]  # one frame a second
+    (tmp_path / "notes.mp4").write_text("not a video")
+    broken = tiny_classifier.classify_video(tmp_path / "notes.mp4")
+    assert broken == [{"file": str(tmp_path / "notes.mp4"), "error": broken[0]["error"]}]
+    assert broken[0]["error"].startswith("cannot open as a video")
+    with pytest.raises(ValueError, match="every must be 1 or more"):
+        tiny_classifier.classify_video(clip, every=-1)
+    with pytest.raises(ValueError, match="fps must be a positive number, got -1"):
+        tiny_classifier.classify_video(clip, fps=-1)
+    with pytest.raises(ValueError, match="topk must be at least 1"):
+        tiny_classifier.classify_video(clip, topk=0)
+    with pytest.raises(TypeError, match="must be a str or os.PathLike, got int"):
+        tiny_classifier.classify_video(3)
+
+
+def test_exif_transpose_turns_images(tiny, tmp_path):
+    from PIL import Image, ImageOps
+    exif = Image.Exif()
+    exif[0x0112] = 6  # a quarter turn clockwise
+    turned = tmp_path / "turned.png"
+    Image.open(tiny[1][0]).save(turned, exif=exif.tobytes())
+    upright = tmp_path / "upright.png"
+    ImageOps.exif_transpose(Image.open(turned)).save(upright)
+    on = vit.Classifier(str(tiny[0]), threads=1, exif_transpose=True)
+    off = vit.Classifier(str(tiny[0]), threads=1)
+    assert np.array_equal(on.preprocess(turned), off.preprocess(upright))
+    assert not np.array_equal(off.preprocess(turned), off.preprocess(upright))
+
+
 def test_logits_of_preprocess_give_classify_probabilities(tiny, tiny_classifier):
     _, good, _ = tiny
     x = np.stack([tiny_classifier.preprocess(p) for p in good])  # pathlib paths are accepted too
@@ -207,7 +253,7 @@ def test_logits_of_preprocess_give_classify_probabilities(tiny, tiny_classifier)
 
 
 def test_find_images_walks_folders_as_the_cli_does(tmp_path):
-    for name in ("b.jpg", "A.PNG", "sub/c.bmp", "sub/d.JPEG", "notes.txt", "sub/e.webm"):
+    for name in ("b.jpg", "A.PNG", "sub/c.bmp", "sub/d.JPEG", "notes.txt", "sub/e.webm", "sub/f.WebP", "sub/g.tif"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_bytes(b"x")
     (tmp_path / "folder.jpg").mkdir()
@@ -215,9 +261,12 @@ def test_find_images_walks_folders_as_the_cli_does(tmp_path):
     root = str(tmp_path)
     assert found == [{"file": f"{root}/A.PNG"}, {"file": f"{root}/b.jpg"},
                      {"file": f"{root}/folder.jpg", "error": "is a directory, not an image"},
-                     {"file": f"{root}/sub/c.bmp"}, {"file": f"{root}/sub/d.JPEG"},
+                     {"file": f"{root}/sub/c.bmp"}, {"file": f"{root}/sub/d.JPEG"}, {"file": f"{root}/sub/f.WebP"},
+                     {"file": f"{root}/sub/g.tif"},
                      {"file": f"{root}/notes.txt"},  # named explicitly: taken whatever its name
                      {"file": "absent.jpg", "error": "no such file or directory"}]
+    with_videos = [f["file"] for f in vit.find_images([tmp_path], videos=True)]
+    assert f"{root}/sub/e.webm" in with_videos and len(with_videos) == 8
     with pytest.raises(TypeError, match=r"must be a list, got str"):
         vit.find_images(root)
 

@@ -1,5 +1,5 @@
 // Writes the fuzzers' seed corpora: small valid files of every kind the loaders accept, and mutations
-// of them (truncated, header fields changed). Usage: make_corpus OUT_DIR -> OUT_DIR/{image,checkpoint}/
+// of them (truncated, header fields changed). Usage: make_corpus OUT_DIR -> OUT_DIR/{image,checkpoint,opencv}/
 #include <cstddef>
 #include <cstdio>
 
@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,31 @@ void write_images(const std::string& dir) {
   const size_t sof = big.find("\xFF\xC0");
   if (sof != std::string::npos) big[sof + 5] = big[sof + 7] = char(0x7f);
   write_file(dir + "/huge.jpg", big);
+  // EXIF orientation 6 in an APP1 segment, for --exif-transpose.
+  const std::string tiff("II*\0\x08\0\0\0\x01\0\x12\x01\x03\0\x01\0\0\0\x06\0\0\0\0\0\0\0", 26);
+  const std::string app1 = std::string("\xFF\xE1\x00", 3) + char(2 + 6 + tiff.size()) + std::string("Exif\0\0", 6) + tiff;
+  write_file(dir + "/oriented.jpg", jpg.substr(0, 2) + app1 + jpg.substr(2));
+}
+
+// WebP (lossy, lossless), TIFF (raw, LZW, gray, 16-bit) and JPEG 2000 files, each also cut in half.
+void write_opencv_images(const std::string& dir) {
+  std::vector<uint8_t> px = pattern(19, 13, 3);
+  const cv::Mat rgb(13, 19, CV_8UC3, px.data()), gray(19, 13, CV_8UC1, px.data());
+  cv::Mat wide;
+  rgb.convertTo(wide, CV_16UC3, 257);
+  const auto save = [&](const std::string& name, const cv::Mat& m, const std::vector<int>& params) {
+    std::vector<uint8_t> bytes;
+    if (!cv::imencode(name.substr(name.rfind('.')), m, bytes, params)) return;
+    write_file(dir + "/" + name, std::string(bytes.begin(), bytes.end()));
+    write_file(dir + "/cut_" + name, std::string(bytes.begin(), bytes.begin() + long(bytes.size() / 2)));
+  };
+  save("lossy.webp", rgb, {cv::IMWRITE_WEBP_QUALITY, 80});
+  save("lossless.webp", rgb, {cv::IMWRITE_WEBP_QUALITY, 101});
+  save("raw.tif", rgb, {cv::IMWRITE_TIFF_COMPRESSION, 1});
+  save("lzw.tif", rgb, {cv::IMWRITE_TIFF_COMPRESSION, 5});
+  save("gray.tif", gray, {});
+  save("wide.tif", wide, {});
+  save("rgb.jp2", rgb, {});
 }
 
 // One fuzz input: checkpoint bytes, config bytes, config length (2 bytes, little-endian).
@@ -123,7 +149,9 @@ int main(int argc, char** argv) {
   const std::string out = argv[1];
   fs::create_directories(out + "/image");
   fs::create_directories(out + "/checkpoint");
+  fs::create_directories(out + "/opencv");
   write_images(out + "/image");
+  write_opencv_images(out + "/opencv");
   write_checkpoints(out + "/checkpoint");
   return 0;
 }
