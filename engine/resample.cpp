@@ -57,23 +57,27 @@ FilterDef filter_def(Filter f) {
   throw Error("internal: nearest has no filter kernel");
 }
 
-// precompute_coeffs(): for each output pixel, the first input index, the tap count and the weights.
+// precompute_coeffs(): for each output pixel of [first, first + count), the first input index, the tap
+// count and the weights. Only the window a crop keeps: an image of extreme shape (4 x 888888, say) would
+// otherwise need gigabytes of weights for output pixels that are cropped away.
 struct Coeffs {
-  int ksize = 0;
-  std::vector<int> bounds;  // [out, 2]: xmin, xmax (count)
-  std::vector<double> k;    // [out, ksize]
+  int ksize = 0, first = 0;
+  std::vector<int> bounds;  // [count, 2]: xmin, xmax (count)
+  std::vector<double> k;    // [count, ksize]
 };
 
-Coeffs precompute_coeffs(int in_size, int out_size, Filter f) {
+Coeffs precompute_coeffs(int in_size, int out_size, Filter f, int first = 0, int count = -1) {
+  if (count < 0) count = out_size;
   const FilterDef def = filter_def(f);
   const double scale = double(float(in_size)) / out_size;  // box[] is float in Pillow
   const double filterscale = scale < 1.0 ? 1.0 : scale;
   const double support = def.support * filterscale;
   Coeffs c;
   c.ksize = int(std::ceil(support)) * 2 + 1;
-  c.bounds.resize(size_t(out_size) * 2);
-  c.k.assign(size_t(out_size) * c.ksize, 0.0);
-  for (int xx = 0; xx < out_size; ++xx) {
+  c.first = first;
+  c.bounds.resize(size_t(count) * 2);
+  c.k.assign(size_t(count) * c.ksize, 0.0);
+  for (int xx = first; xx < first + count; ++xx) {
     const double center = (xx + 0.5) * scale;
     const double ss = 1.0 / filterscale;
     int xmin = int(center - support + 0.5);
@@ -81,7 +85,7 @@ Coeffs precompute_coeffs(int in_size, int out_size, Filter f) {
     int xmax = int(center + support + 0.5);
     if (xmax > in_size) xmax = in_size;
     xmax -= xmin;
-    double* k = &c.k[size_t(xx) * c.ksize];
+    double* k = &c.k[size_t(xx - first) * c.ksize];
     double ww = 0.0;
     for (int x = 0; x < xmax; ++x) {
       const double w = def.fn((x + xmin - center + 0.5) * ss);
@@ -90,8 +94,8 @@ Coeffs precompute_coeffs(int in_size, int out_size, Filter f) {
     }
     for (int x = 0; x < xmax; ++x)
       if (ww != 0.0) k[x] /= ww;
-    c.bounds[size_t(xx) * 2] = xmin;
-    c.bounds[size_t(xx) * 2 + 1] = xmax;
+    c.bounds[size_t(xx - first) * 2] = xmin;
+    c.bounds[size_t(xx - first) * 2 + 1] = xmax;
   }
   return c;
 }
@@ -144,10 +148,11 @@ Image resample_horizontal(const Image& src, const Coeffs& c, int x0, int w, int 
   std::vector<int> start(static_cast<size_t>(w));
   std::vector<int32_t> kk(size_t(w) * K, 0);
   for (int xx = 0; xx < w; ++xx) {
-    const int xmin = c.bounds[size_t(xx + x0) * 2], n = c.bounds[size_t(xx + x0) * 2 + 1];
+    const size_t i = size_t(xx + x0 - c.first);
+    const int xmin = c.bounds[i * 2], n = c.bounds[i * 2 + 1];
     const int s = std::min(xmin, src.width - K);
     start[size_t(xx)] = s;
-    for (int x = 0; x < n; ++x) kk[size_t(xx) * K + (xmin - s) + x] = fixed[size_t(xx + x0) * c.ksize + x];
+    for (int x = 0; x < n; ++x) kk[size_t(xx) * K + (xmin - s) + x] = fixed[i * c.ksize + x];
   }
   Image out;
   out.width = w;
@@ -174,8 +179,9 @@ Image resample_vertical(const Image& src, const Coeffs& c, int y0, int h, int ro
   out.rgb.resize(stride * h);
   std::vector<int32_t> acc(stride);
   for (int yy = 0; yy < h; ++yy) {
-    const int ymin = c.bounds[size_t(yy + y0) * 2] - row0, ymax = c.bounds[size_t(yy + y0) * 2 + 1];
-    const int32_t* k = &kk[size_t(yy + y0) * c.ksize];
+    const size_t i = size_t(yy + y0 - c.first);
+    const int ymin = c.bounds[i * 2] - row0, ymax = c.bounds[i * 2 + 1];
+    const int32_t* k = &kk[i * c.ksize];
     std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
     for (int y = 0; y < ymax; ++y) {
       const uint8_t* row = &src.rgb[size_t(y + ymin) * stride];
@@ -241,11 +247,11 @@ Image resize_like_pil_window(const Image& src, int out_w, int out_h, Filter f, i
   if (f == Filter::Nearest) return resize_nearest(src, out_w, out_h, x0, y0, w, h);
   // ImagingResampleInner: horizontal pass over just the rows the vertical pass reads, then vertical.
   const bool need_h = out_w != src.width, need_v = out_h != src.height;
-  const Coeffs ch = precompute_coeffs(src.width, out_w, f);
-  const Coeffs cv = precompute_coeffs(src.height, out_h, f);
+  const Coeffs ch = precompute_coeffs(src.width, out_w, f, x0, w);
+  const Coeffs cv = precompute_coeffs(src.height, out_h, f, y0, h);
   if (!need_v) return resample_horizontal(src, ch, x0, w, y0, h);
-  const int first = cv.bounds[size_t(y0) * 2];
-  const int last = cv.bounds[size_t(y0 + h - 1) * 2] + cv.bounds[size_t(y0 + h - 1) * 2 + 1];
+  const int first = cv.bounds[0];
+  const int last = cv.bounds[size_t(h - 1) * 2] + cv.bounds[size_t(h - 1) * 2 + 1];
   if (!need_h) {
     Image cols;  // the window's columns of the source rows the vertical pass reads
     cols.width = w;

@@ -60,6 +60,23 @@ TEST(Decode, CmykJpegMatchesPillow) {
   EXPECT_EQ(img.rgb, want.u8);
 }
 
+// Found by fuzz_image (tests/fuzz/regressions/image/extreme-shape.ppm, 4 x 888888): resizing the shorter
+// side to 248 made the other 55 million pixels long, and the filter weights for all of them took 2.2 GB
+// though the crop keeps 224. Only the kept window's weights are computed now; at 1 x 4,000,000 the whole
+// row's weights would take 40 GB, so this test would fail with std::bad_alloc without that.
+TEST(Preprocess, ExtremeShapeCostsOnlyTheCroppedWindow) {
+  Image img;
+  img.width = 1;
+  img.height = 4'000'000;
+  img.rgb.assign(size_t(img.height) * 3, 128);
+  const PreprocessConfig cfg;
+  std::vector<float> out(size_t(3) * cfg.height * cfg.width);
+  preprocess(img, cfg, out.data());
+  for (int c = 0; c < 3; ++c)
+    for (size_t i = 0; i < size_t(cfg.height) * cfg.width; ++i)
+      ASSERT_EQ(out[size_t(c) * cfg.height * cfg.width + i], (128.f / 255.f - cfg.mean[c]) / cfg.std[c]);
+}
+
 TEST(Resample, SameSizeIsIdentity) {
   const Image img = gradient(31, 17);
   EXPECT_EQ(resize_like_pil(img, 31, 17, Filter::Bicubic).rgb, img.rgb);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -90,7 +91,7 @@ void write_opencv_images(const std::string& dir) {
   rgb.convertTo(wide, CV_16UC3, 257);
   const auto save = [&](const std::string& name, const cv::Mat& m, const std::vector<int>& params) {
     std::vector<uint8_t> bytes;
-    if (!cv::imencode(name.substr(name.rfind('.')), m, bytes, params)) return;
+    if (!cv::imencode(name.substr(name.rfind('.')), m, bytes, params)) throw std::runtime_error("cannot write " + name);
     write_file(dir + "/" + name, std::string(bytes.begin(), bytes.end()));
     write_file(dir + "/cut_" + name, std::string(bytes.begin(), bytes.begin() + long(bytes.size() / 2)));
   };
@@ -100,7 +101,8 @@ void write_opencv_images(const std::string& dir) {
   save("lzw.tif", rgb, {cv::IMWRITE_TIFF_COMPRESSION, 5});
   save("gray.tif", gray, {});
   save("wide.tif", wide, {});
-  save("rgb.jp2", rgb, {});
+  std::vector<uint8_t> big = pattern(64, 48, 3);  // OpenJPEG's default 6 resolutions need 32 pixels a side
+  save("rgb.jp2", cv::Mat(48, 64, CV_8UC3, big.data()), {});
 }
 
 // One fuzz input: checkpoint bytes, config bytes, config length (2 bytes, little-endian).
