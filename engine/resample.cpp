@@ -261,6 +261,15 @@ Image resize_like_pil_window(const Image& src, int out_w, int out_h, Filter f, i
       std::copy_n(&src.rgb[(size_t(y + first) * src.width + x0) * 3], size_t(w) * 3, &cols.rgb[size_t(y) * w * 3]);
     return resample_vertical(cols, cv, y0, h, first);
   }
+  // Pillow's horizontal pass runs first, over every source row the vertical pass reads: for a very
+  // narrow, very tall image that is enlarged sideways and shrunk downwards (4 x 888888 squashed to
+  // 224 x 224), that intermediate is 50 times the image. The order cannot change (each pass rounds to
+  // 8 bits, and Pillow's rounding is what is matched), so such shapes are refused.
+  const int64_t between = int64_t(w) * (last - first);
+  if (between > std::max<int64_t>(16 * int64_t(src.width) * src.height, int64_t(1) << 24))
+    throw Error("image of " + std::to_string(src.width) + "x" + std::to_string(src.height) +
+                " pixels has too extreme a shape to resize as Pillow does (an intermediate of " +
+                std::to_string(between) + " pixels, over 16 times the image's); not preprocessed");
   return resample_vertical(resample_horizontal(src, ch, x0, w, first, last - first), cv, y0, h, first);
 }
 

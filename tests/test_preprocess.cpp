@@ -77,6 +77,20 @@ TEST(Preprocess, ExtremeShapeCostsOnlyTheCroppedWindow) {
       ASSERT_EQ(out[size_t(c) * cfg.height * cfg.width + i], (128.f / 255.f - cfg.mean[c]) / cfg.std[c]);
 }
 
+// Also found by fuzz_image (extreme-shape-squashed.ppm, a 27-second run): the same shape squashed to
+// 224 x 224 needs Pillow's horizontal pass over all 888888 rows, 50 times the image: refused, clearly.
+TEST(Preprocess, ExtremeShapeThatPillowWouldBlowUpIsRefused) {
+  Image img;
+  img.width = 4;
+  img.height = 888'888;
+  img.rgb.assign(size_t(img.width) * img.height * 3, 7);
+  PreprocessConfig cfg;
+  cfg.crop_mode = CropMode::Squash;
+  cfg.crop_pct = 1.0;
+  std::vector<float> out(size_t(3) * cfg.height * cfg.width);
+  expect_error([&] { preprocess(img, cfg, out.data()); }, "image of 4x888888 pixels has too extreme a shape");
+}
+
 TEST(Resample, SameSizeIsIdentity) {
   const Image img = gradient(31, 17);
   EXPECT_EQ(resize_like_pil(img, 31, 17, Filter::Bicubic).rgb, img.rgb);
