@@ -52,9 +52,9 @@ void jpeg_emit_message(j_common_ptr cinfo, int level) {
 void check_size(int64_t w, int64_t h, int64_t max_pixels, const std::string& name) {
   if (w <= 0 || h <= 0) throw Error(name, "image has zero size (" + std::to_string(w) + "x" +
                                     std::to_string(h) + ")");
-  if (w * h > max_pixels)
+  if (w > max_pixels / h)  // w * h > max_pixels; a PNG's sides reach 2^32 each, and their product overflows
     throw Error(name, "image of " + std::to_string(w) + "x" + std::to_string(h) + " = " +
-                std::to_string(w * h) + " pixels is over the limit of " + std::to_string(max_pixels) +
+                std::to_string(uint64_t(w) * uint64_t(h)) + " pixels is over the limit of " + std::to_string(max_pixels) +
                 " (--max-pixels); not decoded");
 }
 

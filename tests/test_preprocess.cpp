@@ -257,6 +257,16 @@ TEST(DecodeErrors, PnmHeaderNumberTooLong) {
   EXPECT_EQ(decode_image_file(d.file("ok.ppm")).width, 4);
 }
 
+// Found by fuzz_image (regressions/image/png-sides-overflow.png): a PNG's IHDR holds 32-bit sides, whose
+// product overflowed the pixel-limit check (UBSan) before it could refuse them.
+TEST(DecodeErrors, PngSidesWhoseProductOverflows) {
+  TempDir d;
+  const std::string ihdr = std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16) + std::string("\xF4\xF3\x9F\x44\xF0\x7F\0\0", 8) +
+                           std::string("\x08\x06\0\0\0\0\0\0\0", 9);
+  write_file(d.file("x.png"), ihdr);
+  expect_decode_error(d.file("x.png"), "image of 4109606724x4034854912 = 16581666876719628288 pixels is over the limit");
+}
+
 TEST(DecodeErrors, Directory) {
   TempDir d;
   expect_decode_error(d.path(), "is a directory");
