@@ -128,6 +128,26 @@ void check_pnm_header(const uint8_t* d, size_t n, const std::string& name) {
   }
 }
 
+// A PNG's empty IDAT chunks (legal, and nothing to decode) make stb_image copy zero bytes into a buffer it
+// has not allocated yet, memcpy(NULL, ..., 0), undefined behaviour found by fuzz_image: such chunks are
+// dropped from a copy first. Returns false, copying nothing, when there are none.
+bool drop_empty_idat(const uint8_t* d, size_t n, std::vector<uint8_t>* out) {
+  const auto be32 = [&](size_t i) { return size_t(d[i]) << 24 | size_t(d[i + 1]) << 16 | size_t(d[i + 2]) << 8 | d[i + 3]; };
+  const auto empty_idat = [&](size_t i) { return be32(i) == 0 && std::memcmp(d + i + 4, "IDAT", 4) == 0; };
+  bool any = false;
+  for (size_t i = 8; i + 12 <= n && !any; i += 12 + be32(i)) {
+    if (be32(i) > n - i - 12) break;
+    any = empty_idat(i);
+  }
+  if (!any) return false;
+  out->assign(d, d + 8);
+  size_t i = 8;
+  for (; i + 12 <= n && be32(i) <= n - i - 12; i += 12 + be32(i))
+    if (!empty_idat(i)) out->insert(out->end(), d + i, d + i + 12 + be32(i));
+  out->insert(out->end(), d + i, d + n);  // whatever does not parse as chunks stays, for stb to judge
+  return true;
+}
+
 }  // namespace
 
 Image decode_image(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels,
@@ -158,6 +178,11 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
     return int64_t(data[i]) << 24 | int64_t(data[i + 1]) << 16 | int64_t(data[i + 2]) << 8 | data[i + 3];
   };
   if (png) check_size(be32(16), be32(20), max_pixels, name);
+  std::vector<uint8_t> without_empty;
+  if (png && drop_empty_idat(data, size, &without_empty)) {
+    data = without_empty.data();
+    size = without_empty.size();
+  }
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(data, int(size), &w, &h, &comp)) {
     // stb_image refuses PNGs over 2^30 decoded bytes (and then reports the last format it tried).

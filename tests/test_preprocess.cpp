@@ -267,6 +267,22 @@ TEST(DecodeErrors, PngSidesWhoseProductOverflows) {
   expect_decode_error(d.file("x.png"), "image of 4109606724x4034854912 = 16581666876719628288 pixels is over the limit");
 }
 
+// Found by fuzz_image (regressions/image/png-empty-idat.png): an empty IDAT chunk, which PNG allows, made
+// stb_image memcpy into a null buffer (UBSan). Such chunks are dropped first; the pixels are the same.
+TEST(Decode, PngWithEmptyIdatChunks) {
+  TempDir d;
+  const Image img = gradient(13, 7);
+  ASSERT_TRUE(stbi_write_png(d.file("a.png").c_str(), 13, 7, 3, img.rgb.data(), 13 * 3));
+  std::string png = read_file(d.file("a.png"));
+  const size_t idat = png.find("IDAT") - 4;
+  const std::string empty("\0\0\0\0IDAT\x35\xAF\x06\x1E", 12);  // length 0, type, CRC-32 of "IDAT"
+  write_file(d.file("b.png"), png.substr(0, idat) + empty + png.substr(idat));
+  png.insert(png.size() - 12, empty);  // and one after the data, before IEND
+  write_file(d.file("c.png"), png);
+  EXPECT_EQ(decode_image_file(d.file("b.png")).rgb, img.rgb);
+  EXPECT_EQ(decode_image_file(d.file("c.png")).rgb, img.rgb);
+}
+
 TEST(DecodeErrors, Directory) {
   TempDir d;
   expect_decode_error(d.path(), "is a directory");
