@@ -188,7 +188,9 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
     for (const Input& in : inputs) files.push_back(in.file);
     check_output_target("--save-logits", o.save_logits, files, o.force);
   }
-  if (!o.stdin_paths) o.batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs.size(), 1))));
+  // Fewer images than a batch: plans for just those. A video's frames fill whole batches.
+  const bool videos = std::any_of(inputs.begin(), inputs.end(), [](const Input& in) { return is_video_name(in.file); });
+  if (!o.stdin_paths && !videos) o.batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs.size(), 1))));
   ClassifierOptions co = classifier_options(o.model);
   co.labels = o.labels;
   co.batch = o.batch;
