@@ -227,8 +227,8 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
                 "models were trained without it)");
   CLI::Option* every = add_number_option(cmd, "--every", &o->sampling.every, 1, 1 << 30,
                                          "videos: classify every Nth frame (default: one frame per second of video)");
-  cmd->add_option("--fps", o->sampling.fps, "videos: classify this many frames per second of video (default 1)")
-      ->check(CLI::Range(1e-6, 1e6))
+  add_number_option(cmd, "--fps", &o->sampling.fps, 0.001, 1000.0,
+                    "videos: classify this many frames per second of video (default 1)")
       ->excludes(every);
   cmd->add_flag("--videos", o->videos, "also take videos from folders (videos named as PATH always are)");
   cmd->add_option("PATH", o->paths,
