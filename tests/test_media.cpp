@@ -125,6 +125,19 @@ TEST_F(PilImages, PixelLimitRefusesOpenCvFormats) {
   }
 }
 
+// In a fresh process the limit reaches OpenCV before its first decode: it refuses from the header.
+TEST_F(PilImages, PixelLimitReachesOpenCvInAFreshProcess) {
+  REQUIRE_SHARED_DATA();
+  const Result r = run_vit("classify --model " + shared_data() + "/models/deit_tiny_patch16_224.fb_in1k --json " +
+                           "--max-pixels 5000 " + file("lossless.webp") + " " + file("raw.tif"));
+  EXPECT_EQ(r.code, 1) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  for (const auto& line : lines)
+    EXPECT_EQ(line["error"], "image is over the limit of 5000 pixels (--max-pixels; OpenCV refused it from its "
+                             "header); not decoded") << line;
+}
+
 TEST_F(PilImages, DamagedOpenCvFormatsAreErrorsNamingTheFile) {
   for (const char* name : {"lossless.webp", "lzw.tif", "lossless.jp2"}) {
     SCOPED_TRACE(name);
