@@ -1,4 +1,4 @@
-// Loading libvit_opencv.so on first use and the engine's side of its calls; see opencv_io.h.
+// Loading OpenCV's plugins on first use and the engine's side of their calls; see opencv_io.h.
 #include "opencv_io.h"
 
 #include <dlfcn.h>
@@ -18,47 +18,53 @@
 namespace vit {
 namespace {
 
-constexpr const char* kPluginName = "libvit_opencv.so";
-
-// Where the plugin may be: VIT_OPENCV_PLUGIN names it outright; else beside the binary holding this code
-// (the vit program, a program linking the library, the Python module), where `cmake --install` puts it,
-// and where this build put it.
-std::vector<std::string> plugin_candidates() {
-  if (const char* p = std::getenv("VIT_OPENCV_PLUGIN"); p && *p) return {p};
+// Where a plugin may be: VIT_OPENCV_PLUGIN_DIR names the folder outright; else beside the binary holding
+// this code (the vit program, a program linking the library, the Python module), where `cmake --install`
+// puts them, and where this build put them.
+std::vector<std::string> plugin_dirs() {
+  if (const char* p = std::getenv("VIT_OPENCV_PLUGIN_DIR"); p && *p) return {p};
   std::vector<std::string> out;
   Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&plugin_candidates), &info) && info.dli_fname) {
+  if (::dladdr(reinterpret_cast<void*>(&plugin_dirs), &info) && info.dli_fname) {
     std::string self = info.dli_fname;
     if (self.find('/') == std::string::npos) {  // the main program, named as it was started
       char exe[4096];
       const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
       self = n > 0 ? std::string(exe, size_t(n)) : "";
     }
-    if (!self.empty()) out.push_back(self.substr(0, self.find_last_of('/') + 1) + kPluginName);
+    if (!self.empty()) out.push_back(self.substr(0, self.find_last_of('/')));
   }
-  out.push_back(std::string(VIT_OPENCV_PLUGIN_INSTALL_DIR) + "/" + kPluginName);
-  out.push_back(std::string(VIT_OPENCV_PLUGIN_BUILD_DIR) + "/" + kPluginName);
+  out.push_back(VIT_OPENCV_PLUGIN_INSTALL_DIR);
+  out.push_back(VIT_OPENCV_PLUGIN_BUILD_DIR);
   return out;
 }
 
-// The plugin's table, loaded once per process. OpenCV reads OPENCV_IO_MAX_IMAGE_PIXELS once, when
-// imgcodecs is loaded: it is set here, from the first caller's limit, before dlopen.
-const VitCvApi& plugin(const std::string& name, const char* what, int64_t max_pixels) {
+// OpenCV reads OPENCV_IO_MAX_IMAGE_PIXELS once, when imgcodecs is loaded (by either plugin: videoio
+// links it): set from the first caller's limit, before the first dlopen.
+void set_pixel_limit_once(int64_t max_pixels) {
   static std::once_flag once;
-  static const VitCvApi* api = nullptr;
+  std::call_once(once, [&] { ::setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(max_pixels).c_str(), 1); });
+}
+
+// One plugin's table, loaded once per process; T is VitCvImageApi or VitCvVideoApi.
+template <typename T>
+const T& plugin(const char* file, const char* symbol, const std::string& name, const char* what, int64_t max_pixels) {
+  static std::once_flag once;
+  static const T* api = nullptr;
   static std::string failure;
   std::call_once(once, [&] {
-    ::setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(max_pixels).c_str(), 1);
-    for (const std::string& path : plugin_candidates()) {
+    set_pixel_limit_once(max_pixels);
+    for (const std::string& dir : plugin_dirs()) {
+      const std::string path = dir + "/" + file;
       if (::access(path.c_str(), F_OK) != 0) continue;
       void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!h) {
         failure = ::dlerror();
         continue;
       }
-      using Entry = const VitCvApi* (*)();
-      const auto entry = reinterpret_cast<Entry>(::dlsym(h, "vit_opencv_api"));
-      const VitCvApi* table = entry ? entry() : nullptr;
+      using Entry = const T* (*)();
+      const auto entry = reinterpret_cast<Entry>(::dlsym(h, symbol));
+      const T* table = entry ? entry() : nullptr;
       if (!table || table->abi != VIT_OPENCV_ABI) {
         failure = path + " is not this build's plugin (rebuild it)";
         continue;
@@ -68,11 +74,19 @@ const VitCvApi& plugin(const std::string& name, const char* what, int64_t max_pi
     }
   });
   if (!api)
-    throw Error(name, std::string("reading ") + what + " needs OpenCV's plugin " + kPluginName + ", which " +
+    throw Error(name, std::string("reading ") + what + " needs OpenCV's plugin " + file + ", which " +
                           (failure.empty() ? "is not installed (looked beside the program, in " VIT_OPENCV_PLUGIN_INSTALL_DIR
-                                             " and " VIT_OPENCV_PLUGIN_BUILD_DIR "; VIT_OPENCV_PLUGIN names it)"
+                                             " and " VIT_OPENCV_PLUGIN_BUILD_DIR "; VIT_OPENCV_PLUGIN_DIR names the folder)"
                                            : "could not be loaded: " + failure));
   return *api;
+}
+
+const VitCvImageApi& image_plugin(const std::string& name, const char* what, int64_t max_pixels) {
+  return plugin<VitCvImageApi>("libvit_opencv_image.so", "vit_opencv_image_api", name, what, max_pixels);
+}
+
+const VitCvVideoApi& video_plugin(const std::string& name, int64_t max_pixels) {
+  return plugin<VitCvVideoApi>("libvit_opencv_video.so", "vit_opencv_video_api", name, "videos", max_pixels);
 }
 
 // The callback that hands the plugin an Image's storage, refusing sizes over the limit before allocating.
@@ -117,7 +131,7 @@ const char* opencv_image_format(const uint8_t* d, size_t n) {
 
 Image decode_with_opencv(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
   const char* format = opencv_image_format(data, size);
-  const VitCvApi& api = plugin(name, format ? format : "this image", max_pixels);
+  const VitCvImageApi& api = image_plugin(name, format ? format : "this image", max_pixels);
   Image img;
   Sink sink{&img, max_pixels};
   char err[512] = "";
@@ -132,19 +146,18 @@ Image decode_with_opencv(const uint8_t* data, size_t size, const std::string& na
 
 VideoReader::VideoReader(const std::string& path, int64_t max_pixels) : path_(path), max_pixels_(max_pixels) {
   const InputFile regular(path);  // FFmpeg would block on a FIFO and read a device: regular files only
-  const VitCvApi& api = plugin(path, "videos", max_pixels);
   char err[512] = "";
-  video_ = api.video_open(path.c_str(), err, sizeof(err));
+  video_ = video_plugin(path, max_pixels).open(path.c_str(), err, sizeof(err));
   if (!video_) throw Error(path, err);
 }
 
 VideoReader::~VideoReader() {
-  if (video_) plugin(path_, "videos", max_pixels_).video_close(video_);
+  if (video_) video_plugin(path_, max_pixels_).close(video_);
 }
 
 bool VideoReader::grab(Frame* frame) {
   VitCvFrame f{};
-  if (!plugin(path_, "videos", max_pixels_).video_grab(video_, &f)) return false;
+  if (!video_plugin(path_, max_pixels_).grab(video_, &f)) return false;
   frame->index = f.index;
   frame->time_s = f.time_s;
   return true;
@@ -154,18 +167,18 @@ Image VideoReader::retrieve() {
   Image img;
   Sink sink{&img, max_pixels_};
   char err[512] = "";
-  const int ok = plugin(path_, "videos", max_pixels_).video_retrieve(video_, allocate, &sink, err, sizeof(err));
+  const int ok = video_plugin(path_, max_pixels_).retrieve(video_, allocate, &sink, err, sizeof(err));
   if (sink.over_limit) throw Error(path_, "frame of " + over_limit(img.width, img.height, max_pixels_));
   if (!ok) throw Error(path_, err);
   return img;
 }
 
-bool VideoReader::frame_damaged() const { return plugin(path_, "videos", max_pixels_).video_frame_damaged(video_) != 0; }
+bool VideoReader::frame_damaged() const { return video_plugin(path_, max_pixels_).frame_damaged(video_) != 0; }
 
-std::string VideoReader::problem() const { return plugin(path_, "videos", max_pixels_).video_problem(video_); }
+std::string VideoReader::problem() const { return video_plugin(path_, max_pixels_).problem(video_); }
 
 int64_t VideoReader::announced_frames() const {
-  return plugin(path_, "videos", max_pixels_).video_announced_frames(video_);
+  return video_plugin(path_, max_pixels_).announced_frames(video_);
 }
 
 }  // namespace vit

@@ -1,6 +1,7 @@
-// Reading what our exact decoders do not cover: WebP, TIFF and JPEG 2000 images, and videos, through
-// OpenCV in libvit_opencv.so (opencv_plugin.h), dlopen()ed the first time one is met so that nothing
-// else pays for it. Failures throw vit::Error naming the file and the problem.
+// Reading what our exact decoders do not cover: WebP, TIFF and JPEG 2000 images through OpenCV's imgcodecs
+// in libvit_opencv_image.so, videos through its videoio in libvit_opencv_video.so (opencv_plugin.h), each
+// dlopen()ed the first time it is needed so that nothing else pays for it. Failures throw vit::Error
+// naming the file and the problem.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,7 +16,7 @@ const char* opencv_image_format(const uint8_t* data, size_t size);
 
 // Decodes bytes that opencv_image_format() recognised to RGB, with no EXIF rotation (as PIL opens them,
 // TIFF included). max_pixels is handed
-// to OpenCV (OPENCV_IO_MAX_IMAGE_PIXELS, read once per process) when the plugin is loaded, so larger
+// to OpenCV (OPENCV_IO_MAX_IMAGE_PIXELS, read once per process) when a plugin is first loaded, so larger
 // images are refused from their header; the decoded size is checked against it too.
 Image decode_with_opencv(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels);
 

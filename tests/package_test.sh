@@ -31,12 +31,12 @@ install_test() {
   quiet "$cmake" --install "$build" --prefix "$prefix"
   [ "$(cd "$prefix/include" && find . -type f | sort | tr '\n' ' ')" = "./vit/error.h ./vit/vit.h " ] ||
     fail "installed headers are not exactly vit/vit.h and vit/error.h: $(cd "$prefix/include" && find . -type f)"
-  # One shared object: OpenCV's plugin (WebP, TIFF, JPEG 2000, video), never the Python module.
+  # Two shared objects: OpenCV's plugins (WebP, TIFF, JPEG 2000; video), never the Python module.
   local objects
   objects="$(cd "$prefix" && find . -name '*.so*' | sort | tr '\n' ' ')"
-  [[ "$objects" =~ ^\./lib[^/]*/vit/libvit_opencv\.so\ $ ]] ||
-    fail "a plain install must install OpenCV's plugin and no other shared object (the Python module): $objects"
-  local plugin="$prefix/${objects:2:-1}"
+  [[ "$objects" =~ ^\./(lib[^/]*)/vit/libvit_opencv_image\.so\ \./lib[^/]*/vit/libvit_opencv_video\.so\ $ ]] ||
+    fail "a plain install must install OpenCV's two plugins and no other shared object (the Python module): $objects"
+  local plugins="$prefix/${BASH_REMATCH[1]}/vit"
   # The public headers stand alone on standard headers, in C++14 (the standard vit::vit asks for).
   echo '#include <vit/vit.h>' | ${CXX:-c++} -std=c++14 -fsyntax-only -I"$prefix/include" -x c++ - ||
     fail "include/vit/vit.h does not compile alone"
@@ -57,14 +57,14 @@ install_test() {
   label="$("$tmp/consumer/consumer" "$model" "$photo")" || fail "the consumer failed"
   [ "$label" = tench ] || fail "the consumer printed '$label' for $photo, expected 'tench'"
   echo "the consumer printed '$label' for $photo"
-  # The same photo as WebP, read through the installed plugin (VIT_OPENCV_PLUGIN: the prefix is not the
-  # one the package was configured for).
+  # The same photo as WebP, read through the installed plugin (VIT_OPENCV_PLUGIN_DIR: the prefix is not
+  # the one the package was configured for).
   /usr/bin/python3 -c "import sys; from PIL import Image; Image.open(sys.argv[1]).save(sys.argv[2], lossless=True)" \
     "$photo" "$tmp/tench.webp" || fail "Debian's python3 with PIL could not write a WebP"
-  label="$(VIT_OPENCV_PLUGIN="$plugin" "$tmp/consumer/consumer" "$model" "$tmp/tench.webp")" ||
+  label="$(VIT_OPENCV_PLUGIN_DIR="$plugins" "$tmp/consumer/consumer" "$model" "$tmp/tench.webp")" ||
     fail "the consumer failed on a WebP with the installed plugin"
   [ "$label" = tench ] || fail "the consumer printed '$label' for the WebP, expected 'tench'"
-  echo "the consumer printed '$label' for the WebP, through $plugin"
+  echo "the consumer printed '$label' for the WebP, through the plugin in $plugins"
 }
 
 # The optimisation, NDEBUG and marker flags in the compile command of the source file named $2.
