@@ -128,34 +128,49 @@ void check_pnm_header(const uint8_t* d, size_t n, const std::string& name) {
   }
 }
 
+uint32_t be32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+
 // A PNG's empty IDAT chunks (legal, and nothing to decode) make stb_image copy zero bytes into a buffer it
 // has not allocated yet, memcpy(NULL, ..., 0), undefined behaviour found by fuzz_image: such chunks are
 // dropped from a copy first. Returns false, copying nothing, when there are none.
 bool drop_empty_idat(const uint8_t* d, size_t n, std::vector<uint8_t>* out) {
-  const auto be32 = [&](size_t i) { return size_t(d[i]) << 24 | size_t(d[i + 1]) << 16 | size_t(d[i + 2]) << 8 | d[i + 3]; };
-  const auto empty_idat = [&](size_t i) { return be32(i) == 0 && std::memcmp(d + i + 4, "IDAT", 4) == 0; };
+  const auto length = [&](size_t i) { return size_t(be32(d + i)); };
+  const auto empty_idat = [&](size_t i) { return length(i) == 0 && std::memcmp(d + i + 4, "IDAT", 4) == 0; };
   bool any = false;
-  for (size_t i = 8; i + 12 <= n && !any; i += 12 + be32(i)) {
-    if (be32(i) > n - i - 12) break;
+  for (size_t i = 8; i + 12 <= n && !any; i += 12 + length(i)) {
+    if (length(i) > n - i - 12) break;
     any = empty_idat(i);
   }
   if (!any) return false;
   out->assign(d, d + 8);
   size_t i = 8;
-  for (; i + 12 <= n && be32(i) <= n - i - 12; i += 12 + be32(i))
-    if (!empty_idat(i)) out->insert(out->end(), d + i, d + i + 12 + be32(i));
+  for (; i + 12 <= n && length(i) <= n - i - 12; i += 12 + length(i))
+    if (!empty_idat(i)) out->insert(out->end(), d + i, d + i + 12 + length(i));
   out->insert(out->end(), d + i, d + n);  // whatever does not parse as chunks stays, for stb to judge
   return true;
 }
 
 }  // namespace
 
+ImageFormat image_format(const uint8_t* d, size_t n) {
+  static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  static const uint8_t kJp2[12] = {0, 0, 0, 0x0C, 'j', 'P', ' ', ' ', '\r', '\n', 0x87, '\n'};
+  static const uint8_t kJ2k[4] = {0xFF, 0x4F, 0xFF, 0x51};
+  if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) return ImageFormat::Jpeg;
+  if (n >= 8 && std::memcmp(d, kPng, 8) == 0) return ImageFormat::Png;
+  if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return ImageFormat::WebP;
+  if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) return ImageFormat::Tiff;
+  if ((n >= 12 && std::memcmp(d, kJp2, 12) == 0) || (n >= 4 && std::memcmp(d, kJ2k, 4) == 0)) return ImageFormat::Jpeg2000;
+  return ImageFormat::Other;
+}
+
 Image decode_image(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels,
                    bool exif_transpose) {
   if (exif_transpose) return apply_orientation(decode_image(data, size, name, max_pixels), exif_orientation(data, size));
   if (size == 0) throw Error(name, "empty file, not an image");
   Image img;
-  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
+  const ImageFormat format = image_format(data, size);
+  if (format == ImageFormat::Jpeg) {
     JpegErr err{};
     jpeg_decompress_struct cinfo{};
     const bool ok = jpeg_decode(data, size, max_pixels, &err, &cinfo, &img);
@@ -172,12 +187,9 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
   if (size > size_t(INT32_MAX)) throw Error(name, "file of " + std::to_string(size) + " bytes is too large for an image");
   if (size >= 2 && data[0] == 'P' && (data[1] == '5' || data[1] == '6')) check_pnm_header(data, size, name);
   // PNG: the size from IHDR first, so that the limit message comes whatever stb_image thinks of the size.
-  static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  const bool png = size >= 24 && std::memcmp(data, kPng, 8) == 0 && std::memcmp(data + 12, "IHDR", 4) == 0;
-  const auto be32 = [&](size_t i) {
-    return int64_t(data[i]) << 24 | int64_t(data[i + 1]) << 16 | int64_t(data[i + 2]) << 8 | data[i + 3];
-  };
-  if (png) check_size(be32(16), be32(20), max_pixels, name);
+  const bool png = format == ImageFormat::Png && size >= 24 && std::memcmp(data + 12, "IHDR", 4) == 0;
+  const int64_t png_w = png ? be32(data + 16) : 0, png_h = png ? be32(data + 20) : 0;
+  if (png) check_size(png_w, png_h, max_pixels, name);
   std::vector<uint8_t> without_empty;
   if (png && drop_empty_idat(data, size, &without_empty)) {
     data = without_empty.data();
@@ -186,8 +198,8 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(data, int(size), &w, &h, &comp)) {
     // stb_image refuses PNGs over 2^30 decoded bytes (and then reports the last format it tried).
-    if (png && be32(16) * be32(20) * 4 > (int64_t(1) << 30))
-      throw Error(name, "PNG of " + std::to_string(be32(16)) + "x" + std::to_string(be32(20)) +
+    if (png && png_w * png_h * 4 > (int64_t(1) << 30))
+      throw Error(name, "PNG of " + std::to_string(png_w) + "x" + std::to_string(png_h) +
                             " pixels is too large for the PNG decoder (stb_image decodes at most 2^30 bytes)");
     const std::string why = stbi_failure_reason();  // stb's generic answer adds nothing to ours
     throw Error(name, "not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM, WebP, TIFF, JPEG 2000)" +

@@ -17,6 +17,10 @@ struct Image {
 
 constexpr int64_t kDefaultMaxPixels = 100'000'000;
 
+// What encoded bytes are, from their first bytes (never a file's name): the formats a decoder is chosen by.
+enum class ImageFormat { Jpeg, Png, WebP, Tiff, Jpeg2000, Other };
+ImageFormat image_format(const uint8_t* data, size_t size);
+
 // out(x, y) = src(cols[x], rows[y]), black where an index is -1: crops, pads and nearest-neighbour resizes.
 Image pick_pixels(const Image& src, const std::vector<int>& cols, const std::vector<int>& rows);
 

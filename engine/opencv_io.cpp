@@ -121,12 +121,12 @@ std::string over_limit(int64_t w, int64_t h, int64_t max_pixels) {
 }  // namespace
 
 const char* opencv_image_format(const uint8_t* d, size_t n) {
-  static const uint8_t kJp2[12] = {0, 0, 0, 0x0C, 'j', 'P', ' ', ' ', '\r', '\n', 0x87, '\n'};
-  static const uint8_t kJ2k[4] = {0xFF, 0x4F, 0xFF, 0x51};
-  if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return "WebP";
-  if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) return "TIFF";
-  if ((n >= 12 && std::memcmp(d, kJp2, 12) == 0) || (n >= 4 && std::memcmp(d, kJ2k, 4) == 0)) return "JPEG 2000";
-  return nullptr;
+  switch (image_format(d, n)) {
+    case ImageFormat::WebP: return "WebP";
+    case ImageFormat::Tiff: return "TIFF";
+    case ImageFormat::Jpeg2000: return "JPEG 2000";
+    default: return nullptr;
+  }
 }
 
 Image decode_with_opencv(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
@@ -144,20 +144,21 @@ Image decode_with_opencv(const uint8_t* data, size_t size, const std::string& na
   return img;
 }
 
-VideoReader::VideoReader(const std::string& path, int64_t max_pixels) : path_(path), max_pixels_(max_pixels) {
+VideoReader::VideoReader(const std::string& path, int64_t max_pixels)
+    : path_(path), max_pixels_(max_pixels), api_(&video_plugin(path, max_pixels)) {
   const InputFile regular(path);  // FFmpeg would block on a FIFO and read a device: regular files only
   char err[512] = "";
-  video_ = video_plugin(path, max_pixels).open(path.c_str(), err, sizeof(err));
+  video_ = api_->open(path.c_str(), err, sizeof(err));
   if (!video_) throw Error(path, err);
 }
 
 VideoReader::~VideoReader() {
-  if (video_) video_plugin(path_, max_pixels_).close(video_);
+  if (video_) api_->close(video_);
 }
 
 bool VideoReader::grab(Frame* frame) {
   VitCvFrame f{};
-  if (!video_plugin(path_, max_pixels_).grab(video_, &f)) return false;
+  if (!api_->grab(video_, &f)) return false;
   frame->index = f.index;
   frame->time_s = f.time_s;
   return true;
@@ -167,18 +168,16 @@ Image VideoReader::retrieve() {
   Image img;
   Sink sink{&img, max_pixels_};
   char err[512] = "";
-  const int ok = video_plugin(path_, max_pixels_).retrieve(video_, allocate, &sink, err, sizeof(err));
+  const int ok = api_->retrieve(video_, allocate, &sink, err, sizeof(err));
   if (sink.over_limit) throw Error(path_, "frame of " + over_limit(img.width, img.height, max_pixels_));
   if (!ok) throw Error(path_, err);
   return img;
 }
 
-bool VideoReader::frame_damaged() const { return video_plugin(path_, max_pixels_).frame_damaged(video_) != 0; }
+bool VideoReader::frame_damaged() const { return api_->frame_damaged(video_) != 0; }
 
-std::string VideoReader::problem() const { return video_plugin(path_, max_pixels_).problem(video_); }
+std::string VideoReader::problem() const { return api_->problem(video_); }
 
-int64_t VideoReader::announced_frames() const {
-  return video_plugin(path_, max_pixels_).announced_frames(video_);
-}
+int64_t VideoReader::announced_frames() const { return api_->announced_frames(video_); }
 
 }  // namespace vit

@@ -8,6 +8,8 @@
 
 #include "image.h"
 
+struct VitCvVideoApi;
+
 namespace vit {
 
 // "WebP", "TIFF" or "JPEG 2000" when the bytes start like one (by content, never by the name), else
@@ -15,9 +17,9 @@ namespace vit {
 const char* opencv_image_format(const uint8_t* data, size_t size);
 
 // Decodes bytes that opencv_image_format() recognised to RGB, with no EXIF rotation (as PIL opens them,
-// TIFF included). max_pixels is handed
-// to OpenCV (OPENCV_IO_MAX_IMAGE_PIXELS, read once per process) when a plugin is first loaded, so larger
-// images are refused from their header; the decoded size is checked against it too.
+// TIFF included). max_pixels is handed to OpenCV (OPENCV_IO_MAX_IMAGE_PIXELS, read once per process)
+// when a plugin is first loaded, so larger images are refused from their header; the decoded size is
+// checked against it too.
 Image decode_with_opencv(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels);
 
 // A video's frames in order, through FFmpeg (OpenCV's cv::VideoCapture), as RGB.
@@ -47,6 +49,7 @@ class VideoReader {
  private:
   std::string path_;
   int64_t max_pixels_;
+  const VitCvVideoApi* api_;  // the video plugin's table
   void* video_ = nullptr;
 };
 

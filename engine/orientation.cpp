@@ -87,12 +87,13 @@ int webp_orientation(const uint8_t* d, size_t n) {
 }  // namespace
 
 int exif_orientation(const uint8_t* d, size_t n) {
-  static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) return jpeg_orientation(d, n);
-  if (n >= 8 && std::memcmp(d, kPng, 8) == 0) return png_orientation(d, n);
-  if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return webp_orientation(d, n);
-  if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) return orientation_from_exif(d, n);
-  return 1;
+  switch (image_format(d, n)) {
+    case ImageFormat::Jpeg: return jpeg_orientation(d, n);
+    case ImageFormat::Png: return png_orientation(d, n);
+    case ImageFormat::WebP: return webp_orientation(d, n);
+    case ImageFormat::Tiff: return orientation_from_exif(d, n);  // a TIFF is an EXIF block itself
+    default: return 1;
+  }
 }
 
 Image apply_orientation(const Image& img, int orientation) {
