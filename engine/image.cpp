@@ -53,9 +53,7 @@ void check_size(int64_t w, int64_t h, int64_t max_pixels, const std::string& nam
   if (w <= 0 || h <= 0) throw Error(name, "image has zero size (" + std::to_string(w) + "x" +
                                     std::to_string(h) + ")");
   if (w > max_pixels / h)  // w * h > max_pixels; a PNG's sides reach 2^32 each, and their product overflows
-    throw Error(name, "image of " + std::to_string(w) + "x" + std::to_string(h) + " = " +
-                std::to_string(uint64_t(w) * uint64_t(h)) + " pixels is over the limit of " + std::to_string(max_pixels) +
-                " (--max-pixels); not decoded");
+    throw Error(name, "image of " + over_pixel_limit(w, h, max_pixels) + "; not decoded");
 }
 
 // Returns false with err->message set when libjpeg failed; no C++ objects live across setjmp.
@@ -151,6 +149,11 @@ bool drop_empty_idat(const uint8_t* d, size_t n, std::vector<uint8_t>* out) {
 }
 
 }  // namespace
+
+std::string over_pixel_limit(int64_t w, int64_t h, int64_t max_pixels) {
+  return std::to_string(w) + "x" + std::to_string(h) + " = " + std::to_string(uint64_t(w) * uint64_t(h)) +
+         " pixels is over the limit of " + std::to_string(max_pixels) + " (--max-pixels)";
+}
 
 ImageFormat image_format(const uint8_t* d, size_t n) {
   static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};

@@ -17,6 +17,9 @@ struct Image {
 
 constexpr int64_t kDefaultMaxPixels = 100'000'000;
 
+// "WxH = N pixels is over the limit of MAX (--max-pixels)": how every decoder words a refused size.
+std::string over_pixel_limit(int64_t w, int64_t h, int64_t max_pixels);
+
 // What encoded bytes are, from their first bytes (never a file's name): the formats a decoder is chosen by.
 enum class ImageFormat { Jpeg, Png, WebP, Tiff, Jpeg2000, Other };
 ImageFormat image_format(const uint8_t* data, size_t size);

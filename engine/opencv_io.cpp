@@ -114,10 +114,6 @@ uint8_t* allocate(void* ctx, int width, int height) {
   return s->image->rgb.data();
 }
 
-std::string over_limit(int64_t w, int64_t h, int64_t max_pixels) {
-  return std::to_string(w) + "x" + std::to_string(h) + " = " + std::to_string(w * h) + " pixels is over the limit of " + std::to_string(max_pixels) + " (--max-pixels)";
-}
-
 }  // namespace
 
 const char* opencv_image_format(const uint8_t* d, size_t n) {
@@ -139,7 +135,7 @@ Image decode_with_opencv(const uint8_t* data, size_t size, const std::string& na
   if (status == -1)
     throw Error(name, "image is over the limit of " + std::to_string(max_pixels) +
                           " pixels (--max-pixels; OpenCV refused it from its header); not decoded");
-  if (sink.over_limit) throw Error(name, "image of " + over_limit(img.width, img.height, max_pixels));
+  if (sink.over_limit) throw Error(name, "image of " + over_pixel_limit(img.width, img.height, max_pixels));
   if (status != 1) throw Error(name, std::string("cannot decode ") + format + ": " + err);
   return img;
 }
@@ -169,7 +165,7 @@ Image VideoReader::retrieve() {
   Sink sink{&img, max_pixels_};
   char err[512] = "";
   const int ok = api_->retrieve(video_, allocate, &sink, err, sizeof(err));
-  if (sink.over_limit) throw Error(path_, "frame of " + over_limit(img.width, img.height, max_pixels_));
+  if (sink.over_limit) throw Error(path_, "frame of " + over_pixel_limit(img.width, img.height, max_pixels_));
   if (!ok) throw Error(path_, err);
   return img;
 }
