@@ -1,5 +1,6 @@
 // Image decoding: libjpeg-turbo for JPEG (truncation is an error, as in PIL), OpenCV's plugin for WebP,
-// TIFF and JPEG 2000 (opencv_io.h), stb_image for the rest; EXIF orientation when asked (orientation.h).
+// TIFF and JPEG 2000 (opencv_io.h), our PGM/PPM reader (pnm.h), stb_image for PNG, BMP, GIF and TGA;
+// EXIF orientation when asked (orientation.h).
 #include "image.h"
 
 #include <jpeglib.h>
@@ -16,6 +17,7 @@
 #include "io.h"
 #include "opencv_io.h"
 #include "orientation.h"
+#include "pnm.h"
 #include "vit/error.h"
 
 #define STB_IMAGE_IMPLEMENTATION
@@ -23,7 +25,6 @@
 #define STBI_ONLY_BMP
 #define STBI_ONLY_GIF
 #define STBI_ONLY_TGA
-#define STBI_ONLY_PNM
 #define STBI_NO_STDIO
 #define STBI_FAILURE_USERMSG
 #include <stb/stb_image.h>
@@ -47,13 +48,6 @@ void jpeg_error_exit(j_common_ptr cinfo) {
 // Warnings are ignored like PIL does, except running out of data: PIL reports a truncated file.
 void jpeg_emit_message(j_common_ptr cinfo, int level) {
   if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) jpeg_error_exit(cinfo);
-}
-
-void check_size(int64_t w, int64_t h, int64_t max_pixels, const std::string& name) {
-  if (w <= 0 || h <= 0) throw Error(name, "image has zero size (" + std::to_string(w) + "x" +
-                                    std::to_string(h) + ")");
-  if (w > max_pixels / h)  // w * h > max_pixels; a PNG's sides reach 2^32 each, and their product overflows
-    throw Error(name, "image of " + over_pixel_limit(w, h, max_pixels) + "; not decoded");
 }
 
 // Returns false with err->message set when libjpeg failed; no C++ objects live across setjmp.
@@ -109,23 +103,6 @@ bool jpeg_decode(const uint8_t* data, size_t size, int64_t max_pixels, JpegErr* 
   return true;
 }
 
-// stb_image reads PNM header numbers into an int without overflow checks (found by fuzz_image):
-// read width, height and maxval first, refusing any longer than 8 digits.
-void check_pnm_header(const uint8_t* d, size_t n, const std::string& name) {
-  size_t i = 2;
-  for (int field = 0; field < 3; ++field) {
-    while (i < n && (std::isspace(d[i]) || d[i] == '#')) {
-      if (d[i] == '#')
-        while (i < n && d[i] != '\n' && d[i] != '\r') ++i;
-      else
-        ++i;
-    }
-    size_t digits = 0;
-    for (; i < n && d[i] >= '0' && d[i] <= '9'; ++i)
-      if (++digits > 8) throw Error(name, "PNM header holds a number over 8 digits; not an image to decode");
-  }
-}
-
 uint32_t be32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
 
 // A PNG's empty IDAT chunks (legal, and nothing to decode) make stb_image copy zero bytes into a buffer it
@@ -150,6 +127,13 @@ bool drop_empty_idat(const uint8_t* d, size_t n, std::vector<uint8_t>* out) {
 
 }  // namespace
 
+void check_image_size(int64_t w, int64_t h, int64_t max_pixels, const std::string& name) {
+  if (w <= 0 || h <= 0) throw Error(name, "image has zero size (" + std::to_string(w) + "x" +
+                                    std::to_string(h) + ")");
+  if (w > max_pixels / h)  // w * h > max_pixels; a PNG's sides reach 2^32 each, and their product overflows
+    throw Error(name, "image of " + over_pixel_limit(w, h, max_pixels) + "; not decoded");
+}
+
 std::string over_pixel_limit(int64_t w, int64_t h, int64_t max_pixels) {
   return std::to_string(w) + "x" + std::to_string(h) + " = " + std::to_string(uint64_t(w) * uint64_t(h)) +
          " pixels is over the limit of " + std::to_string(max_pixels) + " (--max-pixels)";
@@ -164,6 +148,8 @@ ImageFormat image_format(const uint8_t* d, size_t n) {
   if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return ImageFormat::WebP;
   if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) return ImageFormat::Tiff;
   if ((n >= 12 && std::memcmp(d, kJp2, 12) == 0) || (n >= 4 && std::memcmp(d, kJ2k, 4) == 0)) return ImageFormat::Jpeg2000;
+  const auto space = [](uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); };  // PIL's whitespace
+  if (n >= 3 && d[0] == 'P' && d[1] >= '1' && d[1] <= '6' && space(d[2])) return ImageFormat::Pnm;
   return ImageFormat::Other;
 }
 
@@ -183,16 +169,20 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
       if (err.mgr.msg_code == JWRN_JPEG_EOF) msg = "truncated JPEG (" + msg + ")";
       throw Error(name, "cannot decode JPEG: " + msg);
     }
-    if (img.rgb.empty()) check_size(img.width, img.height, max_pixels, name);
+    if (img.rgb.empty()) check_image_size(img.width, img.height, max_pixels, name);
     return img;
   }
   if (opencv_image_format(data, size)) return decode_with_opencv(data, size, name, max_pixels);
   if (size > size_t(INT32_MAX)) throw Error(name, "file of " + std::to_string(size) + " bytes is too large for an image");
-  if (size >= 2 && data[0] == 'P' && (data[1] == '5' || data[1] == '6')) check_pnm_header(data, size, name);
+  if (format == ImageFormat::Pnm) {
+    if (data[1] != '5' && data[1] != '6')
+      throw Error(name, std::string("PNM P") + char(data[1]) + " (plain text or 1-bit) is not read; binary P5 and P6 are");
+    return decode_pnm(data, size, name, max_pixels);
+  }
   // PNG: the size from IHDR first, so that the limit message comes whatever stb_image thinks of the size.
   const bool png = format == ImageFormat::Png && size >= 24 && std::memcmp(data + 12, "IHDR", 4) == 0;
   const int64_t png_w = png ? be32(data + 16) : 0, png_h = png ? be32(data + 20) : 0;
-  if (png) check_size(png_w, png_h, max_pixels, name);
+  if (png) check_image_size(png_w, png_h, max_pixels, name);
   std::vector<uint8_t> without_empty;
   if (png && drop_empty_idat(data, size, &without_empty)) {
     data = without_empty.data();
@@ -208,7 +198,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
     throw Error(name, "not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM, WebP, TIFF, JPEG 2000)" +
                 (why.find("not of any known type") == std::string::npos ? ": " + why : std::string()));
   }
-  check_size(w, h, max_pixels, name);
+  check_image_size(w, h, max_pixels, name);
   std::unique_ptr<uint8_t, void (*)(void*)> px(stbi_load_from_memory(data, int(size), &w, &h, &comp, 3),
                                                stbi_image_free);
   if (!px) throw Error(name, std::string("cannot decode image: ") + stbi_failure_reason());

@@ -1,6 +1,6 @@
 // Decodes image files to 8-bit RGB, the way PIL's Image.open(...).convert('RGB') does for timm:
-// JPEG through libjpeg-turbo (PIL's decoder, same pixels), PNG/BMP/GIF/TGA/PNM through stb_image,
-// WebP/TIFF/JPEG 2000 through OpenCV's plugin (opencv_io.h); grayscale and alpha become RGB; no EXIF
+// JPEG through libjpeg-turbo (PIL's decoder, same pixels), PNG/BMP/GIF/TGA through stb_image, binary
+// PGM/PPM as PIL reads them (pnm.h), WebP/TIFF/JPEG 2000 through OpenCV's plugin (opencv_io.h); grayscale and alpha become RGB; no EXIF
 // rotation unless asked for (orientation.h). Any failure throws vit::Error naming the file.
 // Dimensions are read from the header and checked against max_pixels before anything is decoded.
 #pragma once
@@ -17,11 +17,14 @@ struct Image {
 
 constexpr int64_t kDefaultMaxPixels = 100'000'000;
 
+// Throws vit::Error naming the file for a zero side or more than max_pixels pixels (no overflow).
+void check_image_size(int64_t w, int64_t h, int64_t max_pixels, const std::string& name);
+
 // "WxH = N pixels is over the limit of MAX (--max-pixels)": how every decoder words a refused size.
 std::string over_pixel_limit(int64_t w, int64_t h, int64_t max_pixels);
 
 // What encoded bytes are, from their first bytes (never a file's name): the formats a decoder is chosen by.
-enum class ImageFormat { Jpeg, Png, WebP, Tiff, Jpeg2000, Other };
+enum class ImageFormat { Jpeg, Png, WebP, Tiff, Jpeg2000, Pnm, Other };  // Pnm: P1 to P6
 ImageFormat image_format(const uint8_t* data, size_t size);
 
 // out(x, y) = src(cols[x], rows[y]), black where an index is -1: crops, pads and nearest-neighbour resizes.

@@ -1,4 +1,4 @@
-# Writes small images in the formats OpenCV reads for us (WebP, TIFF, JPEG 2000) and JPEG/PNG/WebP/TIFF
+# Writes small images in the formats OpenCV reads for us (WebP, TIFF, JPEG 2000), PGM/PPM, and JPEG/PNG/WebP/TIFF
 # files carrying an EXIF orientation, each with PIL's decoded pixels beside it (NAME.rgb: "W H\n" then RGB
 # bytes; NAME.exif.rgb: after ImageOps.exif_transpose). Run by tests/test_media.cpp with Debian's python3.
 #   /usr/bin/python3 tests/pil_images.py OUT_DIR
@@ -36,3 +36,26 @@ ex = Image.Exif(); ex[0x0112] = 8
 save("o8.webp", src, exif=ex.tobytes(), lossless=True)
 ex = Image.Exif(); ex[0x0112] = 3
 save("o3.tif", src, exif=ex.tobytes())
+# Binary PGM/PPM: PIL's own, and hand-written ones with other maxvals (samples above maxval included),
+# 16-bit samples and comments inside the header, even inside a number.
+save("p6.ppm", src)
+save("p5.pgm", src.convert("L"))
+save("p5_16.pgm", src.convert("L").point(lambda v: v * 2).convert("I"))
+import random
+rng = random.Random(7)
+def pnm(name, magic, maxval, header=None):
+    bands = 3 if magic == "P6" else 1
+    top = min(65535, maxval + maxval // 8 + 1) if maxval < 256 else maxval + 20
+    width = 1 if top < 256 and maxval < 256 else 2
+    top = min(top, 255 if width == 1 else 65535)
+    data = b"".join(rng.randint(0, top).to_bytes(width, "big") for _ in range(w * h * bands))
+    head = header or ("%s\n%d %d\n%d\n" % (magic, w, h, maxval))
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(head.encode() + data)
+    with Image.open(os.path.join(out, name)) as back:
+        dump(name, back.convert("RGB"))
+pnm("p6_1000.ppm", "P6", 1000)
+pnm("p5_1000.pgm", "P5", 1000)
+pnm("p5_15.pgm", "P5", 15)
+pnm("p6_100.ppm", "P6", 100)
+pnm("p6_comments.ppm", "P6", 255, "P6\n# made by hand\n97 #width\n61\t2#inside maxval\n55\n")

@@ -1,4 +1,4 @@
-// The formats OpenCV's plugin reads for us (WebP, TIFF, JPEG 2000) against PIL's pixels, EXIF orientation
+// The formats OpenCV's plugin reads for us (WebP, TIFF, JPEG 2000) and PGM/PPM against PIL's pixels, EXIF orientation
 // against PIL's ImageOps.exif_transpose, and their errors: the files and PIL's answers are written at test
 // time by tests/pil_images.py with Debian's python3 (python3-pil). Videos: a lossless clip the test writes
 // with OpenCV from sample photos, classified by `vit classify` frame by frame.
@@ -64,6 +64,20 @@ bool PilImages::ok_ = false;
 TEST_F(PilImages, OpenCvFormatsDecodeToPilsPixels) {
   for (const char* name : {"lossless.webp", "lossy.webp", "rgba.webp", "raw.tif", "lzw.tif", "deflate.tif",
                            "gray.tif", "rgba.tif", "lossless.jp2"}) {
+    SCOPED_TRACE(name);
+    const Image ours = decode_image_file(file(name));
+    const Image pil = pil_pixels(file(name) + ".rgb");
+    ASSERT_EQ(ours.width, pil.width);
+    ASSERT_EQ(ours.height, pil.height);
+    EXPECT_TRUE(ours.rgb == pil.rgb) << "pixels differ from PIL's";
+  }
+}
+
+// Binary PGM/PPM (our reader, pnm.h): PIL's own files, other maxvals with samples above them, 16-bit
+// samples (16-bit gray clipped at 255 as PIL's mode I is), comments inside the header.
+TEST_F(PilImages, PnmDecodesToPilsPixels) {
+  for (const char* name : {"p6.ppm", "p5.pgm", "p5_16.pgm", "p6_1000.ppm", "p5_1000.pgm", "p5_15.pgm", "p6_100.ppm",
+                           "p6_comments.ppm"}) {
     SCOPED_TRACE(name);
     const Image ours = decode_image_file(file(name));
     const Image pil = pil_pixels(file(name) + ".rgb");

@@ -247,14 +247,45 @@ TEST(Decode, PixelLimitIsConfigurable) {
   expect_error([&] { decode_image_file(d.file("big.jpg"), 255); }, "256 pixels is over the limit of 255");
 }
 
-// Found by fuzz_image (tests/fuzz/regressions/image/pnm_huge_width): stb_image overflowed an int
-// reading this header's width.
+// Found by fuzz_image (tests/fuzz/regressions/image/pnm_huge_width): stb_image, our PNM reader then,
+// overflowed an int reading this header's width. PIL's rule: a header number has at most 10 characters.
 TEST(DecodeErrors, PnmHeaderNumberTooLong) {
   TempDir d;
   write_file(d.file("x.ppm"), "P6\n4888888888888888888888 3\n255\n" + std::string(36, 'x'));
-  expect_decode_error(d.file("x.ppm"), "PNM header holds a number over 8 digits");
+  expect_decode_error(d.file("x.ppm"), "PNM header's width is over 10 characters");
   write_file(d.file("ok.ppm"), "P6\n# a comment\n4 3\n255\n" + std::string(36, 'x'));
   EXPECT_EQ(decode_image_file(d.file("ok.ppm")).width, 4);
+}
+
+// Found by fuzz_image (regressions/image/pgm-16bit-gray.pgm): stb_image converted a 16-bit PGM to RGB as
+// if its samples were 8-bit, then read past its buffer. Our reader gives PIL's pixels (16-bit gray is
+// clipped at 255, as PIL's mode I is; PilImages.PnmDecodesToPilsPixels covers the rest).
+TEST(Decode, SixteenBitPgm) {
+  TempDir d;
+  write_file(d.file("g.pgm"), std::string("P5\n3 1\n65535\n\x00\x05\x01\x00\xff\xff", 19));
+  const Image img = decode_image_file(d.file("g.pgm"));
+  ASSERT_EQ(img.width, 3);
+  EXPECT_EQ(img.rgb, (std::vector<uint8_t>{5, 5, 5, 255, 255, 255, 255, 255, 255}));
+  const std::string crash = VIT_SOURCE_DIR "/tests/fuzz/regressions/image/pgm-16bit-gray.pgm";
+  EXPECT_EQ(decode_image_file(crash).width, 4);
+}
+
+TEST(DecodeErrors, DamagedPnm) {
+  TempDir d;
+  const auto expect = [&](const std::string& bytes, const std::string& fragment) {
+    write_file(d.file("x.pgm"), bytes);
+    expect_decode_error(d.file("x.pgm"), fragment);
+  };
+  expect(std::string("P5\n4 3\n255\n") + std::string(11, 'x'), "truncated PNM: 11 bytes of pixels where 4x3 needs 12");
+  expect(std::string("P5\n4 3\n256\n") + std::string(12, 'x'), "truncated PNM: 12 bytes of pixels where 4x3 needs 24");
+  expect("P5\n4 3\n0\n", "PNM maxval 0 is not between 1 and 65535");
+  expect("P6\n4 3\n65536\n", "PNM maxval 65536 is not between 1 and 65535");
+  expect("P5\n4 -3\n255\n", "PNM header's height \"-3\" is not a number");
+  expect("P5\n4 3", "PNM header ends before its maxval");
+  expect("P5\n0 3\n255\n", "image has zero size (0x3)");
+  expect("P3\n1 1\n255\n1 2 3\n", "PNM P3 (plain text or 1-bit) is not read; binary P5 and P6 are");
+  expect("P5\n10001 10001\n255\n", "10001x10001 = 100020001 pixels is over the limit");
+  expect("P5\n99999 99999\n255\n", "99999x99999 = 9999800001 pixels is over the limit");
 }
 
 // Found by fuzz_image (regressions/image/png-sides-overflow.png): a PNG's IHDR holds 32-bit sides, whose

@@ -65,6 +65,8 @@ void write_images(const std::string& dir) {
   stbi_write_bmp((dir + "/rgb.bmp").c_str(), 7, 3, 3, px.data());
   stbi_write_tga((dir + "/rgb.tga").c_str(), 7, 3, 3, px.data());
   write_file(dir + "/rgb.ppm", "P6\n4 3\n255\n" + std::string(px.begin(), px.begin() + 36));
+  write_file(dir + "/gray16.pgm", "P5\n# 16-bit\n4 3\n1000\n" + std::string(px.begin(), px.begin() + 24));
+  write_file(dir + "/rgb15.ppm", "P6\n4 3\n15\n" + std::string(px.begin(), px.begin() + 36));
   // A 1x1 GIF.
   write_file(dir + "/dot.gif", std::string("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04"
                                            "\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;",
