@@ -176,8 +176,7 @@ std::vector<Result> Classifier::classify_pixels(const std::vector<Pixels>& image
         if (p.width <= 0 || p.height <= 0 || !p.rgb)
           throw Error(p.name, "no pixels (" + std::to_string(p.width) + "x" + std::to_string(p.height) + ")");
         if (int64_t(p.width) * p.height > impl_->opt.max_pixels)
-          throw Error(p.name, std::to_string(int64_t(p.width) * p.height) + " pixels is over the limit of " +
-                                  std::to_string(impl_->opt.max_pixels));
+          throw Error(p.name, "image of " + over_pixel_limit(p.width, p.height, impl_->opt.max_pixels));
         Image img;
         img.width = p.width;
         img.height = p.height;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "vit/error.h"
+#include "vit/vit.h"
 #include "models/vit.h"
 #include "reference.h"
 
@@ -220,6 +221,26 @@ TEST(TinyModel, NoConfigUsesDefaults) {
   EXPECT_EQ(m.config().heads, 1);  // width 32 / 64, at least one
   EXPECT_EQ(m.config().img_h(), 32);
   EXPECT_EQ(m.config().classes, 10);
+}
+
+// The library's in-memory pixels (what classify_video feeds it): a missing buffer, a zero side or more
+// than max_pixels is that image's error, naming it; the others are classified.
+TEST(Library, ClassifyPixelsAnswersBadPixelsByName) {
+  TempDir d;
+  write_tiny_model(d.path(), TinySpec{}, 3);
+  ClassifierOptions o;
+  o.max_pixels = 1000;
+  const Classifier c(d.path(), o);
+  const std::vector<uint8_t> rgb(40 * 30 * 3, 128);
+  const std::vector<Result> r = c.classify_pixels(
+      {{"good", 30, 30, rgb.data()}, {"null", 30, 30, nullptr}, {"flat", 30, 0, rgb.data()}, {"big", 40, 30, rgb.data()}}, 1);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].error, "");
+  EXPECT_EQ(r[0].top.size(), 1u);
+  EXPECT_EQ(r[1].error, "no pixels (30x30)");
+  EXPECT_EQ(r[2].error, "no pixels (30x0)");
+  EXPECT_EQ(r[3].error, "image of 40x30 = 1200 pixels is over the limit of 1000 (--max-pixels)");
+  EXPECT_EQ(r[3].file, "big");
 }
 
 void expect_load_error(const std::string& model, const std::string& fragment, const std::string& config = "",
