@@ -55,6 +55,17 @@ class PilImages : public ::testing::Test {
     GTEST_SKIP() << kPython << " with PIL (python3-pil) is needed to write the test images; skipping";
   }
   static std::string file(const std::string& name) { return dir_->file(name); }
+  // Our decode of each file equals PIL's, byte for byte.
+  static void expect_pils_pixels(const std::vector<std::string>& names) {
+    for (const std::string& name : names) {
+      SCOPED_TRACE(name);
+      const Image ours = decode_image_file(file(name));
+      const Image pil = pil_pixels(file(name) + ".rgb");
+      ASSERT_EQ(ours.width, pil.width);
+      ASSERT_EQ(ours.height, pil.height);
+      EXPECT_TRUE(ours.rgb == pil.rgb) << "pixels differ from PIL's";
+    }
+  }
   static TempDir* dir_;
   static bool ok_;
 };
@@ -62,29 +73,15 @@ TempDir* PilImages::dir_ = nullptr;
 bool PilImages::ok_ = false;
 
 TEST_F(PilImages, OpenCvFormatsDecodeToPilsPixels) {
-  for (const char* name : {"lossless.webp", "lossy.webp", "rgba.webp", "raw.tif", "lzw.tif", "deflate.tif",
-                           "gray.tif", "rgba.tif", "lossless.jp2"}) {
-    SCOPED_TRACE(name);
-    const Image ours = decode_image_file(file(name));
-    const Image pil = pil_pixels(file(name) + ".rgb");
-    ASSERT_EQ(ours.width, pil.width);
-    ASSERT_EQ(ours.height, pil.height);
-    EXPECT_TRUE(ours.rgb == pil.rgb) << "pixels differ from PIL's";
-  }
+  expect_pils_pixels({"lossless.webp", "lossy.webp", "rgba.webp", "raw.tif", "lzw.tif", "deflate.tif", "gray.tif",
+                      "rgba.tif", "lossless.jp2"});
 }
 
 // Binary PGM/PPM (our reader, pnm.h): PIL's own files, other maxvals with samples above them, 16-bit
 // samples (16-bit gray clipped at 255 as PIL's mode I is), comments inside the header.
 TEST_F(PilImages, PnmDecodesToPilsPixels) {
-  for (const char* name : {"p6.ppm", "p5.pgm", "p5_16.pgm", "p6_1000.ppm", "p5_1000.pgm", "p5_15.pgm", "p6_100.ppm",
-                           "p6_comments.ppm"}) {
-    SCOPED_TRACE(name);
-    const Image ours = decode_image_file(file(name));
-    const Image pil = pil_pixels(file(name) + ".rgb");
-    ASSERT_EQ(ours.width, pil.width);
-    ASSERT_EQ(ours.height, pil.height);
-    EXPECT_TRUE(ours.rgb == pil.rgb) << "pixels differ from PIL's";
-  }
+  expect_pils_pixels({"p6.ppm", "p5.pgm", "p5_16.pgm", "p6_1000.ppm", "p5_1000.pgm", "p5_15.pgm", "p6_100.ppm",
+                      "p6_comments.ppm"});
 }
 
 // Without --exif-transpose every format keeps its pixels as stored, as timm's PIL pipeline does; with it,
