@@ -125,6 +125,20 @@ bool drop_empty_idat(const uint8_t* d, size_t n, std::vector<uint8_t>* out) {
   return true;
 }
 
+// stb_image copies an uncompressed TGA's rows without checking that the file holds them, leaving the
+// rest of its buffer uninitialised (upstream's CVE-2023-45663): such a file is refused as truncated, as
+// PIL refuses it. TGA has no magic; stb tries it last, so anything not PNG, BMP or GIF that stb read is one.
+void check_tga_length(const uint8_t* d, size_t n, int w, int h, const std::string& name) {
+  if (n < 18 || image_format(d, n) == ImageFormat::Png || std::memcmp(d, "BM", 2) == 0 || std::memcmp(d, "GIF8", 4) == 0)
+    return;
+  const bool uncompressed_truecolor = d[1] == 0 && (d[2] == 2 || d[2] == 3);
+  if (!uncompressed_truecolor) return;  // RLE and colour-mapped data are read byte by byte: zeros past the end
+  const size_t need = 18 + size_t(d[0]) + size_t(w) * size_t(h) * ((size_t(d[16]) + 7) / 8);
+  if (n < need)
+    throw Error(name, "truncated TGA: " + std::to_string(n) + " bytes where " + std::to_string(w) + "x" +
+                          std::to_string(h) + " needs " + std::to_string(need));
+}
+
 }  // namespace
 
 void check_image_size(int64_t w, int64_t h, int64_t max_pixels, const std::string& name) {
@@ -199,6 +213,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
                 (why.find("not of any known type") == std::string::npos ? ": " + why : std::string()));
   }
   check_image_size(w, h, max_pixels, name);
+  check_tga_length(data, size, w, h, name);
   std::unique_ptr<uint8_t, void (*)(void*)> px(stbi_load_from_memory(data, int(size), &w, &h, &comp, 3),
                                                stbi_image_free);
   if (!px) throw Error(name, std::string("cannot decode image: ") + stbi_failure_reason());

@@ -270,6 +270,23 @@ TEST(Decode, SixteenBitPgm) {
   EXPECT_EQ(decode_image_file(crash).width, 4);
 }
 
+// stb_image left the pixels a short uncompressed TGA does not hold uninitialised (upstream's
+// CVE-2023-45663): refused as truncated, as PIL refuses it; the whole file still decodes.
+TEST(DecodeErrors, TruncatedTga) {
+  TempDir d;
+  std::string tga(18, '\0');
+  tga[2] = 2;                      // uncompressed true colour
+  tga[12] = 4, tga[14] = 3;        // 4 x 3
+  tga[16] = 24, tga[17] = 0x20;    // BGR, top-left origin
+  for (int i = 0; i < 12; ++i) tga += std::string("\x10\x20\x30", 3);
+  write_file(d.file("whole.tga"), tga);
+  const Image img = decode_image_file(d.file("whole.tga"));
+  ASSERT_EQ(img.width, 4);
+  EXPECT_EQ(std::vector<uint8_t>(img.rgb.begin(), img.rgb.begin() + 3), (std::vector<uint8_t>{0x30, 0x20, 0x10}));
+  write_file(d.file("cut.tga"), tga.substr(0, tga.size() - 1));
+  expect_decode_error(d.file("cut.tga"), "truncated TGA: 53 bytes where 4x3 needs 54");
+}
+
 TEST(DecodeErrors, DamagedPnm) {
   TempDir d;
   const auto expect = [&](const std::string& bytes, const std::string& fragment) {

@@ -64,6 +64,9 @@ void write_images(const std::string& dir) {
   stbi_write_png((dir + "/rgba.png").c_str(), 5, 9, 4, px.data(), 5 * 4);
   stbi_write_bmp((dir + "/rgb.bmp").c_str(), 7, 3, 3, px.data());
   stbi_write_tga((dir + "/rgb.tga").c_str(), 7, 3, 3, px.data());
+  stbi_write_tga_with_rle = 0;
+  stbi_write_tga((dir + "/raw.tga").c_str(), 7, 3, 3, px.data());
+  stbi_write_tga_with_rle = 1;
   write_file(dir + "/rgb.ppm", "P6\n4 3\n255\n" + std::string(px.begin(), px.begin() + 36));
   write_file(dir + "/gray16.pgm", "P5\n# 16-bit\n4 3\n1000\n" + std::string(px.begin(), px.begin() + 24));
   write_file(dir + "/rgb15.ppm", "P6\n4 3\n15\n" + std::string(px.begin(), px.begin() + 36));
