@@ -125,6 +125,35 @@ bool drop_empty_idat(const uint8_t* d, size_t n, std::vector<uint8_t>* out) {
   return true;
 }
 
+// A paletted BMP's pixels may index past its palette, where stb_image reads its own uninitialised stack
+// (upstream issue 1929) and PIL reads its default palette, a gray ramp (i, i, i). The palette is padded
+// to 2^bpp entries of that ramp in a copy, so stb gives PIL's pixels. stb sizes the palette from the
+// pixel data's offset, as here. Returns false, copying nothing, when there is nothing to pad.
+bool pad_bmp_palette(const uint8_t* d, size_t n, std::vector<uint8_t>* out) {
+  if (n < 30 || d[0] != 'B' || d[1] != 'M') return false;
+  const auto le = [&](size_t i, int bytes) {
+    uint32_t v = 0;
+    for (int b = bytes - 1; b >= 0; --b) v = v << 8 | d[i + size_t(b)];
+    return v;
+  };
+  const uint32_t offset = le(10, 4), header = le(14, 4);
+  const bool os2 = header == 12;  // OS/2 headers: 3-byte palette entries
+  const uint32_t bpp = os2 ? le(24, 2) : le(28, 2), entry = os2 ? 3 : 4;
+  if ((bpp != 1 && bpp != 4 && bpp != 8) || header > n || offset < 14 + header) return false;
+  const uint32_t have = (offset - 14 - header) / entry, full = 1u << bpp;
+  const size_t end = 14 + size_t(header) + size_t(have) * entry;  // where the palette read by stb ends
+  if (have == 0 || have >= full || end > n) return false;         // nothing to pad, or stb refuses it
+  out->assign(d, d + end);
+  for (uint32_t i = have; i < full; ++i) {
+    const uint8_t gray[4] = {uint8_t(i), uint8_t(i), uint8_t(i), 0};
+    out->insert(out->end(), gray, gray + entry);
+  }
+  out->insert(out->end(), d + end, d + n);
+  const uint32_t moved = offset + (full - have) * entry;
+  for (int b = 0; b < 4; ++b) (*out)[10 + size_t(b)] = uint8_t(moved >> (8 * b));
+  return true;
+}
+
 // stb_image copies an uncompressed TGA's rows without checking that the file holds them, leaving the
 // rest of its buffer uninitialised (upstream's CVE-2023-45663): such a file is refused as truncated, as
 // PIL refuses it. TGA has no magic; stb tries it last, so anything not PNG, BMP or GIF that stb read is one.
@@ -197,10 +226,10 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
   const bool png = format == ImageFormat::Png && size >= 24 && std::memcmp(data + 12, "IHDR", 4) == 0;
   const int64_t png_w = png ? be32(data + 16) : 0, png_h = png ? be32(data + 20) : 0;
   if (png) check_image_size(png_w, png_h, max_pixels, name);
-  std::vector<uint8_t> without_empty;
-  if (png && drop_empty_idat(data, size, &without_empty)) {
-    data = without_empty.data();
-    size = without_empty.size();
+  std::vector<uint8_t> rewritten;
+  if ((png && drop_empty_idat(data, size, &rewritten)) || pad_bmp_palette(data, size, &rewritten)) {
+    data = rewritten.data();
+    size = rewritten.size();
   }
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(data, int(size), &w, &h, &comp)) {

@@ -59,3 +59,23 @@ pnm("p5_1000.pgm", "P5", 1000)
 pnm("p5_15.pgm", "P5", 15)
 pnm("p6_100.ppm", "P6", 100)
 pnm("p6_comments.ppm", "P6", 255, "P6\n# made by hand\n97 #width\n61\t2#inside maxval\n55\n")
+# Paletted BMPs whose pixels index past their palette: PIL gives its default gray ramp (i, i, i) there.
+import struct
+def bmp(name, bits, palette, indices):
+    per_row = (w * bits + 31) // 32 * 4
+    rows = b""
+    for y in range(h):
+        bitsrow = "".join(format(indices[(y * w + x) % len(indices)], "0%db" % bits) for x in range(w))
+        bitsrow += "0" * (per_row * 8 - len(bitsrow))
+        rows += int(bitsrow, 2).to_bytes(per_row, "big")
+    pal = b"".join(bytes((b, g, r, 0)) for r, g, b in palette)
+    offset = 14 + 40 + len(pal)
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(b"BM" + struct.pack("<IHHI", offset + len(rows), 0, 0, offset) +
+                struct.pack("<IiiHHIIiiII", 40, w, h, 1, bits, 0, len(rows), 2835, 2835, len(palette), 0) + pal + rows)
+    with Image.open(os.path.join(out, name)) as back:
+        dump(name, back.convert("RGB"))
+bmp("p8_short.bmp", 8, [(255, 0, 0), (0, 255, 0)], list(range(256)))
+bmp("p4_short.bmp", 4, [(255, 0, 0), (0, 255, 0), (10, 20, 200)], list(range(16)))
+bmp("p1_short.bmp", 1, [(200, 30, 40)], [0, 1, 1])
+bmp("p8_full.bmp", 8, [(i, 255 - i, i // 2) for i in range(256)], list(range(256)))

@@ -1,7 +1,7 @@
-// The formats OpenCV's plugin reads for us (WebP, TIFF, JPEG 2000) and PGM/PPM against PIL's pixels, EXIF orientation
-// against PIL's ImageOps.exif_transpose, and their errors: the files and PIL's answers are written at test
-// time by tests/pil_images.py with Debian's python3 (python3-pil). Videos: a lossless clip the test writes
-// with OpenCV from sample photos, classified by `vit classify` frame by frame.
+// The formats OpenCV's plugin reads for us (WebP, TIFF, JPEG 2000), PGM/PPM and paletted BMP against PIL's
+// pixels, EXIF orientation against PIL's ImageOps.exif_transpose, and their errors: the files and PIL's
+// answers are written at test time by tests/pil_images.py with Debian's python3 (python3-pil). Videos: a
+// lossless clip the test writes with OpenCV from sample photos, classified by `vit classify` frame by frame.
 #include <gtest/gtest.h>
 
 #include <opencv2/imgproc.hpp>
@@ -82,6 +82,11 @@ TEST_F(PilImages, OpenCvFormatsDecodeToPilsPixels) {
 TEST_F(PilImages, PnmDecodesToPilsPixels) {
   expect_pils_pixels({"p6.ppm", "p5.pgm", "p5_16.pgm", "p6_1000.ppm", "p5_1000.pgm", "p5_15.pgm", "p6_100.ppm",
                       "p6_comments.ppm"});
+}
+
+// Paletted BMPs (stb_image) whose pixels index past the palette: PIL's gray ramp there, not stb's stack.
+TEST_F(PilImages, PalettedBmpDecodesToPilsPixels) {
+  expect_pils_pixels({"p8_short.bmp", "p4_short.bmp", "p1_short.bmp", "p8_full.bmp"});
 }
 
 // Without --exif-transpose every format keeps its pixels as stored, as timm's PIL pipeline does; with it,

@@ -64,6 +64,11 @@ void write_images(const std::string& dir) {
   stbi_write_png((dir + "/rgba.png").c_str(), 5, 9, 4, px.data(), 5 * 4);
   stbi_write_bmp((dir + "/rgb.bmp").c_str(), 7, 3, 3, px.data());
   stbi_write_tga((dir + "/rgb.tga").c_str(), 7, 3, 3, px.data());
+  // An 8-bit BMP, 4 x 2, with a palette of 2 entries and pixels indexing past it.
+  write_file(dir + "/paletted.bmp", std::string("BM\x46\0\0\0\0\0\0\0\x3e\0\0\0(\0\0\0\x04\0\0\0\x02\0\0\0\x01\0\x08\0"
+                                                "\0\0\0\0\x08\0\0\0\0\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0"
+                                                "\0\0\xff\0\0\xff\0\0\0\x01\x05\xc8\x01\0\x07\x09",
+                                                70));
   stbi_write_tga_with_rle = 0;
   stbi_write_tga((dir + "/raw.tga").c_str(), 7, 3, 3, px.data());
   stbi_write_tga_with_rle = 1;
