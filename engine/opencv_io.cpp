@@ -40,7 +40,9 @@ std::vector<std::string> plugin_dirs() {
 }
 
 // OpenCV reads OPENCV_IO_MAX_IMAGE_PIXELS once, when imgcodecs is loaded (by either plugin: videoio
-// links it): set from the first caller's limit, before the first dlopen.
+// links it): set from the first caller's limit, before the first dlopen. setenv() races with getenv() on
+// other threads (glibc), so a program embedding the library should meet its first WebP, TIFF, JPEG 2000 or
+// video before starting threads that read the environment.
 void set_pixel_limit_once(int64_t max_pixels) {
   static std::once_flag once;
   std::call_once(once, [&] { ::setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(max_pixels).c_str(), 1); });
