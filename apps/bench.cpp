@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "engine/io.h"
+#include "engine/io/files.h"
 #include "output.h"
 #include "vit/error.h"
 

@@ -16,11 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "engine/text.h"
+#include "engine/io/text.h"
 #include "inputs.h"
 #include "output.h"
-#include "engine/image.h"
-#include "engine/safetensors.h"
+#include "engine/image/image.h"
+#include "engine/io/safetensors.h"
 #include "vit/vit.h"
 
 namespace vit::app {

@@ -10,8 +10,8 @@
 
 #include <sstream>
 
-#include "engine/linear.h"
-#include "engine/safetensors.h"
+#include "engine/nn/linear.h"
+#include "engine/io/safetensors.h"
 #include "vit/error.h"
 
 namespace vit::app {

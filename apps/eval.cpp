@@ -13,7 +13,7 @@
 #include <regex>
 
 #include "common.h"
-#include "engine/text.h"
+#include "engine/io/text.h"
 #include "inputs.h"
 #include "output.h"
 #include "models/imagenet_classes.h"

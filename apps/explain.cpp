@@ -13,12 +13,12 @@
 #include <set>
 
 #include "common.h"
-#include "engine/attention_maps.h"
-#include "engine/image.h"
-#include "engine/picture.h"
-#include "engine/safetensors.h"
-#include "engine/text.h"
-#include "engine/topk.h"
+#include "engine/explain/attention_maps.h"
+#include "engine/image/image.h"
+#include "engine/explain/picture.h"
+#include "engine/io/safetensors.h"
+#include "engine/io/text.h"
+#include "engine/nn/topk.h"
 #include "inputs.h"
 #include "output.h"
 #include "models/labels.h"

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "common.h"
-#include "engine/linear.h"
+#include "engine/nn/linear.h"
 
 namespace vit::app {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/io.h"
-#include "engine/text.h"
+#include "engine/io/files.h"
+#include "engine/io/text.h"
 #include "vit/error.h"
 
 namespace vit::app {

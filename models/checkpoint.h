@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 
 namespace vit {
 

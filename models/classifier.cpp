@@ -10,37 +10,15 @@
 #include <map>
 #include <mutex>
 
-#include "engine/image.h"
-#include "engine/preprocess.h"
-#include "engine/topk.h"
+#include "engine/image/image.h"
+#include "engine/preprocess/preprocess.h"
+#include "engine/nn/topk.h"
 #include "labels.h"
 #include "video.h"
 #include "vit.h"
 #include "vit/vit.h"
 
 namespace vit {
-
-Precision precision_from_name(const std::string& name) {
-  if (name == "f32") return Precision::F32;
-  if (name == "bf16") return Precision::BF16;
-  if (name == "int8") return Precision::Int8;
-  throw Error("precision '" + name + "' is not one of f32, bf16, int8");
-}
-
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::F32: return "f32";
-    case Precision::BF16: return "bf16";
-    case Precision::Int8: return "int8";
-  }
-  return "?";
-}
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-}  // namespace
 
 struct Classifier::Impl {
   Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o) {}

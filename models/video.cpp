@@ -6,7 +6,7 @@
 #include <cmath>
 #include <memory>
 
-#include "engine/opencv_io.h"
+#include "engine/image/opencv_io.h"
 
 namespace vit {
 namespace {

@@ -1,4 +1,4 @@
-// Classifying a video: its frames read through OpenCV's plugin (engine/opencv_io.h), sampled by count or
+// Classifying a video: its frames read through OpenCV's plugin (engine/image/opencv_io.h), sampled by count or
 // by time, and classified a batch at a time; what vit::Classifier::classify_video runs (vit/vit.h).
 #pragma once
 #include <cstdint>

@@ -12,7 +12,7 @@
 
 #include "checkpoint.h"
 #include "vit/error.h"
-#include "engine/resample.h"
+#include "engine/preprocess/resample.h"
 
 namespace vit {
 namespace {

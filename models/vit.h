@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/linear.h"
-#include "engine/ops.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/ops.h"
 #include "vit/vit.h"
 #include "vit_config.h"
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "engine/preprocess.h"
+#include "engine/preprocess/preprocess.h"
 
 namespace vit {
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 
 namespace vit::test {
 

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/attention_maps.h"
+#include "engine/explain/attention_maps.h"
 #include "test_util.h"
 
 namespace vit::test {

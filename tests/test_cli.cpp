@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "cli_util.h"
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 
 namespace vit::test {
 namespace {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "cli_util.h"
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 
 namespace vit::test {
 namespace {

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 
 namespace vit::test {
 namespace {

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/image.h"
-#include "engine/preprocess.h"
-#include "engine/ops.h"
+#include "engine/image/image.h"
+#include "engine/preprocess/preprocess.h"
+#include "engine/nn/ops.h"
 #include "models/vit.h"
 #include "test_util.h"
 

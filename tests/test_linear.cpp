@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "engine/linear.h"
-#include "engine/quantize.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/quantize.h"
 #include "reference.h"
 
 namespace vit::test {

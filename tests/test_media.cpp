@@ -14,10 +14,10 @@
 #include <sstream>
 #include <string>
 
-#include "engine/image.h"
-#include "engine/io.h"
-#include "engine/opencv_io.h"
-#include "engine/orientation.h"
+#include "engine/image/image.h"
+#include "engine/io/files.h"
+#include "engine/image/opencv_io.h"
+#include "engine/image/orientation.h"
 #include "cli_util.h"
 #include "test_util.h"
 

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "engine/linear.h"
-#include "engine/ops.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/ops.h"
 #include "reference.h"
 
 namespace vit::test {

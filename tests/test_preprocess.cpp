@@ -8,9 +8,9 @@
 #include <cmath>
 
 #include "vit/error.h"
-#include "engine/image.h"
-#include "engine/io.h"
-#include "engine/preprocess.h"
+#include "engine/image/image.h"
+#include "engine/io/files.h"
+#include "engine/preprocess/preprocess.h"
 #include "test_util.h"
 
 #include <stb/stb_image_write.h>  // implementation: stb_image_write.cpp

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "vit/error.h"
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 #include "test_util.h"
 
 namespace vit::test {

@@ -2,7 +2,7 @@
 // escape), escaped control characters; terminal text with \xNN.
 #include <gtest/gtest.h>
 
-#include "engine/text.h"
+#include "engine/io/text.h"
 
 namespace vit {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "engine/topk.h"
+#include "engine/nn/topk.h"
 
 namespace vit {
 namespace {

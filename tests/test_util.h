@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 #include "model_files.h"
 
 namespace vit::test {

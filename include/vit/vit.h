@@ -14,14 +14,9 @@
 #include <vector>
 
 #include "vit/error.h"
+#include "vit/precision.h"
 
 namespace vit {
-
-// The arithmetic of the linear layers. F32 matches timm; BF16 (CPUs with avx512_bf16 or AMX) and Int8
-// (weights quantized at load, activations per image at run time) trade a little agreement for speed.
-enum class Precision { F32, BF16, Int8 };
-Precision precision_from_name(const std::string& name);  // "f32", "bf16", "int8"; throws vit::Error
-const char* precision_name(Precision p);
 
 // An image file to classify, or the reason a path cannot be one, known before it is read.
 struct ImagePath {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "vit/error.h"
-#include "engine/ops.h"
+#include "engine/nn/ops.h"
 #include "models/vit.h"
 
 namespace {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "vit/error.h"
-#include "engine/image.h"
-#include "engine/preprocess.h"
+#include "engine/image/image.h"
+#include "engine/preprocess/preprocess.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static std::vector<float> out(size_t(3) * 224 * 224);

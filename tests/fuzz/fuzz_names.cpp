@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/text.h"
+#include "engine/io/text.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: bytes through our side of OpenCV's plugin (engine/opencv_io.h): recognition by content,
+// libFuzzer target: bytes through our side of OpenCV's plugin (engine/image/opencv_io.h): recognition by content,
 // the plugin's loading, the pixel limit (OPENCV_IO_MAX_IMAGE_PIXELS, set small before the first decode),
 // the decoded-size check, EXIF orientation and preprocessing. Debian's OpenCV, libwebp, libtiff and
 // OpenJPEG run uninstrumented underneath: a crash inside them is reported like one of ours, not hidden.
@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/image.h"
-#include "engine/preprocess.h"
+#include "engine/image/image.h"
+#include "engine/preprocess/preprocess.h"
 #include "vit/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,0 +1,64 @@
+// Linear layers y = x W^T + b, then GELU or added into y, in three precisions. Weights are prepared once,
+// at load: F32 as timm computes; BF16 (bf16 inputs and weights, f32 accumulation; CPUs with avx512_bf16
+// or AMX); Int8 (weights s8 per output channel; inputs u8, quantized as the layer runs, each image on
+// its own grid, so that an image's answer never depends on the images sharing its batch).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/nn/ops.h"
+#include "vit/precision.h"
+
+namespace vit {
+
+// How f32 weights are laid out for the matmul. NK is PyTorch's [N, K] as stored (oneDNN "ba"); Blocked
+// is the layout oneDNN's matmul asks for ("any"), reordered once at load. Auto picks Blocked when that
+// matmul is brgemm (AVX-512 and newer, where it is faster) and NK otherwise (AVX2's gemm:jit, where "any"
+// means a plain layout that runs slower at ViT shapes): docs/PERFORMANCE.md. BF16 and Int8 weights
+// always take the layout their matmul asks for.
+enum class WeightLayout { Auto, NK, Blocked };
+enum class Epilogue { None, Gelu, AddToDst };  // AddToDst: dst += result (residual connection)
+
+struct LinearWeights {
+  Precision precision = Precision::F32;
+  int64_t K = 0, N = 0;
+  dnnl::memory w;              // [K, N]: f32, bf16 or s8, in the layout the matmul runs from
+  dnnl::memory b;              // f32 [1, N]; empty when the layer has no bias
+  std::vector<float> w_scale;     // Int8: [N], W[n, k] = w_scale[n] * w[k, n]
+  std::vector<int32_t> w_colsum;  // Int8: [N], sum over k of w[k, n], to take an input's zero point out
+  size_t bytes() const;        // resident size of the weights and bias
+};
+
+// The largest |q| of int8 weights on this CPU: 127 with VNNI (u8 x s8 products summed in 32 bits);
+// 64 without, where oneDNN's int8 kernels add pairs of products in saturating 16 bits (2 x 255 x 64 fits).
+int int8_weight_max();
+
+// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; the copies oneDNN runs from are
+// placed in `store`, which must outlive them. typical_rows: the M the layer will mostly run at (a
+// model's tokens per image), for which the layout is asked. Throws when this CPU has no fast kernel
+// for the precision (bf16 without avx512_bf16 or AMX).
+LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
+                          int64_t typical_rows, Precision precision = Precision::F32,
+                          WeightLayout layout = WeightLayout::Auto);
+
+// What the bf16 and int8 layers use beside their input and output, one set per Plan, sized for its
+// largest layer by add_linear_scratch (nothing for F32).
+struct LinearScratch {
+  uint8_t* input = nullptr;  // [B*T, K]: the input as u8 or bf16
+  float* ranges = nullptr;   // [B*T, 2]: each row's minimum and maximum
+  float* scale = nullptr;    // [B*T]: per image or per row, x = scale * (q - zero)
+  int32_t* zero = nullptr;   // [B*T]
+  float* out = nullptr;      // [B*T, max_add_N]: results a second pass adds into dst
+};
+void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64_t B, int64_t T, int64_t max_K,
+                        int64_t max_add_N);
+
+// dst [B*T, N] = epilogue(src [B*T, K] x W^T + b), rows in images of T rows. F32: one matmul, bias and
+// epilogue fused. BF16: src converted to bf16, then the matmul. Int8: src quantized per image, then one
+// fused matmul per image where that is brgemm (VNNI); else quantized per row, one matmul over the batch
+// and a pass applying each row's scales. Never a reference kernel: throws if there is none else.
+std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
+                               const float* src, float* dst, Epilogue ep, const LinearScratch& scratch = {});
+
+}  // namespace vit

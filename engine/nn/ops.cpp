@@ -1,0 +1,268 @@
+// oneDNN primitives for the ops declared in ops.h. Every primitive is created here, when a Program is
+// built, never while one runs.
+#include "engine/nn/ops.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "vit/error.h"
+
+namespace vit {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::stream& cpu_stream() {
+  static thread_local dnnl::stream s(cpu_engine());  // one per thread: Plans may run on several
+  return s;
+}
+
+int max_threads() { return omp_get_max_threads(); }
+
+int set_threads(int n) {
+  if (n > 0) omp_set_num_threads(n);
+  return omp_get_max_threads();
+}
+
+Step host_step(const std::string& name, std::function<void()> loop) {
+  Step s;
+  s.name = name;
+  s.host = std::move(loop);
+  return s;
+}
+
+void Program::add(Step s) {
+  std::vector<dnnl_exec_arg_t> args;
+  for (const auto& [k, m] : s.args) args.push_back({k, m.get()});
+  c_args_.push_back(std::move(args));
+  steps_.push_back(std::move(s));
+}
+
+void Program::execute(size_t i) const {
+  const Step& st = steps_[i];
+  if (st.host) {
+    st.host();
+    return;
+  }
+  const auto& a = c_args_[i];
+  const dnnl_status_t status = dnnl_primitive_execute(st.prim.get(), cpu_stream().get(), int(a.size()), a.data());
+  if (status != dnnl_success) throw Error("oneDNN failed to execute " + st.name + " (status " + std::to_string(status) + ")");
+}
+
+void Program::run() const {
+  for (size_t i = 0; i < steps_.size(); ++i) execute(i);
+  cpu_stream().wait();
+}
+
+std::vector<std::pair<std::string, double>> Program::profile() const {
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    execute(i);
+    cpu_stream().wait();
+    out.emplace_back(steps_[i].name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return out;
+}
+
+double Program::flops() const {
+  double f = 0;
+  for (const Step& st : steps_) f += st.flops;
+  return f;
+}
+
+namespace {
+
+memory view(const memory::desc& md, const float* p) {
+  return memory(md, cpu_engine(), const_cast<float*>(p));
+}
+
+memory stored_copy(Arena& store, const memory::desc& md, const float* src) {
+  memory m(md, cpu_engine(), store.alloc(md.get_size()));
+  std::memcpy(m.get_data_handle(), src, md.get_size());
+  return m;
+}
+
+}  // namespace
+
+LayerNormWeights make_layer_norm(Arena& store, const float* gamma, const float* beta, int64_t D, float eps) {
+  LayerNormWeights ln;
+  ln.D = D;
+  ln.eps = eps;
+  const memory::desc md({D}, dt::f32, tag::a);
+  ln.gamma = stored_copy(store, md, gamma);
+  ln.beta = stored_copy(store, md, beta);
+  return ln;
+}
+
+Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_t M, const float* src, float* dst) {
+  const memory::desc md({M, ln.D}, dt::f32, tag::ab);
+  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  dnnl::layer_normalization_forward::primitive_desc pd(
+      dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, md, ln.eps, flags), cpu_engine());
+  Step s;
+  s.name = name;
+  s.prim = dnnl::layer_normalization_forward(pd);
+  s.args = {{DNNL_ARG_SRC, view(md, src)},
+            {DNNL_ARG_DST, view(md, dst)},
+            {DNNL_ARG_SCALE, ln.gamma},
+            {DNNL_ARG_SHIFT, ln.beta}};
+  return s;
+}
+
+std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                                  const float* qkv, float* heads, float* scores, float* out) {
+  const int64_t D = H * Dh, BHTD = B * H * T * Dh;
+  // oneDNN 2.6 runs batched matmuls in brgemm only on dense operands, so the heads are first copied
+  // out of the qkv rows into [3, B, H, T, Dh]; strided views run in gemm:jit, slower here and with a
+  // one-time warm-up of tens of milliseconds (docs/PERFORMANCE.md).
+  const memory::desc q_md({B, H, T, Dh}, dt::f32, tag::abcd);
+  const memory::desc kt_md({B, H, Dh, T}, dt::f32, tag::abdc);
+  const memory::desc s_md({B, H, T, T}, dt::f32, tag::abcd);
+  const memory::desc o_md({B, H, T, Dh}, dt::f32, memory::dims{T * D, Dh, D, 1});
+
+  std::vector<Step> steps(4);
+  steps[0] = host_step(name + ".split_heads", [=] {
+    parallel_for(B * T, [&](int64_t bt) {
+      const int64_t b = bt / T, t = bt % T;
+      const float* row = qkv + bt * 3 * D;
+      for (int64_t s3 = 0; s3 < 3; ++s3)
+        for (int64_t h = 0; h < H; ++h)
+          std::memcpy(heads + s3 * BHTD + ((b * H + h) * T + t) * Dh, row + s3 * D + h * Dh, size_t(Dh) * sizeof(float));
+    });
+  });
+
+  dnnl::primitive_attr scale_attr;
+  scale_attr.set_output_scales(0, {1.f / std::sqrt(float(Dh))});
+  dnnl::matmul::primitive_desc qk_pd(dnnl::matmul::desc(q_md, kt_md, s_md), scale_attr, cpu_engine());
+  steps[1].name = name + ".qk";
+  steps[1].prim = dnnl::matmul(qk_pd);
+  steps[1].args = {{DNNL_ARG_SRC, view(q_md, heads)}, {DNNL_ARG_WEIGHTS, view(kt_md, heads + BHTD)},
+                   {DNNL_ARG_DST, view(s_md, scores)}};
+  steps[1].flops = 2.0 * B * H * T * T * Dh;
+
+  dnnl::softmax_forward::primitive_desc sm_pd(
+      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, s_md, 3), cpu_engine());
+  steps[2].name = name + ".softmax";
+  steps[2].prim = dnnl::softmax_forward(sm_pd);
+  steps[2].args = {{DNNL_ARG_SRC, view(s_md, scores)}, {DNNL_ARG_DST, view(s_md, scores)}};
+
+  dnnl::matmul::primitive_desc pv_pd(dnnl::matmul::desc(s_md, q_md, o_md), cpu_engine());
+  steps[3].name = name + ".pv";
+  steps[3].prim = dnnl::matmul(pv_pd);
+  steps[3].args = {{DNNL_ARG_SRC, view(s_md, scores)}, {DNNL_ARG_WEIGHTS, view(q_md, heads + 2 * BHTD)},
+                   {DNNL_ARG_DST, view(o_md, out)}};
+  steps[3].flops = 2.0 * B * H * T * T * Dh;
+  return steps;
+}
+
+Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, int64_t Sw, int64_t P,
+                   const float* src, float* dst) {
+  return host_step(name, [=] {
+    const int64_t Nh = Sh / P, Nw = Sw / P, row = C * P * P;
+    parallel_for(B * Nh, [&](int64_t bg) {
+      const int64_t b = bg / Nh, gy = bg % Nh;
+      for (int64_t gx = 0; gx < Nw; ++gx) {
+        float* o = dst + (bg * Nw + gx) * row;
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t ky = 0; ky < P; ++ky) {
+            const float* in = src + ((b * C + c) * Sh + gy * P + ky) * Sw + gx * P;
+            std::memcpy(o + (c * P + ky) * P, in, size_t(P) * sizeof(float));
+          }
+      }
+    });
+  });
+}
+
+Step embed_tokens_step(const std::string& name, int64_t B, int64_t N, int64_t D,
+                       const std::vector<const float*>& prefix, const float* pos, bool pos_covers_prefix,
+                       const float* patches, float* x) {
+  return host_step(name, [=] {
+    const int64_t P = int64_t(prefix.size()), T = P + N;
+    parallel_for(B, [&](int64_t b) {
+      float* xb = x + b * T * D;
+      for (int64_t t = 0; t < P; ++t) std::memcpy(xb + t * D, prefix[size_t(t)], size_t(D) * sizeof(float));
+      if (pos_covers_prefix)
+        for (int64_t i = 0; i < P * D; ++i) xb[i] += pos[i];
+      const float* pp = pos_covers_prefix ? pos + P * D : pos;
+      const float* src = patches + b * N * D;
+      for (int64_t i = 0; i < N * D; ++i) xb[P * D + i] = src[i] + pp[i];
+    });
+  });
+}
+
+Step select_token_step(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t t, const float* src,
+                       float* dst) {
+  return host_step(name, [=] {
+    for (int64_t b = 0; b < B; ++b) std::memcpy(dst + b * D, src + (b * T + t) * D, size_t(D) * sizeof(float));
+  });
+}
+
+Step mean_tokens_step(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t first, const float* src,
+                      float* dst) {
+  return host_step(name, [=] {
+    for (int64_t b = 0; b < B; ++b) {
+      float* o = dst + b * D;
+      const float* f = src + b * T * D;
+      for (int64_t d = 0; d < D; ++d) o[d] = 0.f;
+      for (int64_t t = first; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d) o[d] += f[t * D + d];
+      for (int64_t d = 0; d < D; ++d) o[d] /= float(T - first);
+    }
+  });
+}
+
+Step average_step(const std::string& name, int64_t n, const float* y, float* x) {
+  return host_step(name, [=] {
+    for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * (x[i] + y[i]);
+  });
+}
+
+CpuIsa cpu_isa() {
+  using isa = dnnl::cpu_isa;
+  const isa have = dnnl::get_effective_cpu_isa();
+  // Each ISA's value holds the bits of those it extends.
+  const auto has = [&](isa i) { return (unsigned(have) & unsigned(i)) == unsigned(i); };
+  static const std::pair<isa, const char*> kNames[] = {
+      {isa::avx512_core_amx, "avx512_core_amx"}, {isa::avx512_core_bf16, "avx512_core_bf16"},
+      {isa::avx512_core_vnni, "avx512_core_vnni"}, {isa::avx512_core, "avx512_core"}, {isa::avx2_vnni, "avx2_vnni"},
+      {isa::avx2, "avx2"}, {isa::avx, "avx"}, {isa::sse41, "sse41"}};
+  CpuIsa c{"below sse41", false, false};
+  for (const auto& [i, name] : kNames)
+    if (has(i)) {
+      c.name = name;
+      break;
+    }
+  c.bf16 = has(isa::avx512_core_bf16);
+  c.vnni = has(isa::avx512_core_vnni) || has(isa::avx2_vnni);
+  return c;
+}
+
+double matmul_peak_gflops() {
+  const int64_t M = 3152, K = 768, N = 3072;
+  const memory::desc a({M, K}, dt::f32, tag::ab), w({K, N}, dt::f32, tag::any), c({M, N}, dt::f32, tag::ab);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, w, c), cpu_engine());
+  memory am(a, cpu_engine()), wm(pd.weights_desc(), cpu_engine()), cm(c, cpu_engine());
+  std::fill_n(static_cast<float*>(am.get_data_handle()), M * K, 0.5f);
+  std::fill_n(static_cast<float*>(wm.get_data_handle()), wm.get_desc().get_size() / sizeof(float), 0.25f);
+  Program p;
+  p.add({"peak", dnnl::matmul(pd), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}}, {}, 0});
+  for (int i = 0; i < 3; ++i) p.run();
+  const int reps = 10;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) p.run();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 2.0 * double(M * K * N) * reps / s / 1e9;
+}
+
+}  // namespace vit

@@ -1,0 +1,113 @@
+// oneDNN building blocks, model-agnostic. Weights are reordered once into the layout chosen at load;
+// for each batch size a model builds a Program: a flat list of Steps (a primitive with its bound
+// arguments, or a small host loop), so a forward pass only calls execute() and allocates nothing.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "engine/nn/arena.h"
+
+namespace vit {
+
+dnnl::engine& cpu_engine();
+dnnl::stream& cpu_stream();
+// Sets the OpenMP thread count oneDNN runs with (0: all cores); returns the count in force.
+int set_threads(int n);
+int max_threads();
+
+// Runs body(i) for i in [0, n) on the OpenMP threads, or inline when there is one thread (libgomp
+// allocates a team for every single-thread parallel region; a forward pass allocates nothing).
+template <typename F>
+void parallel_for(int64_t n, const F& body) {
+  if (max_threads() == 1) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+struct Step {
+  std::string name;                              // for profiles: "blocks.3.mlp.fc1"
+  dnnl::primitive prim;                          // either a primitive with its args ...
+  std::unordered_map<int, dnnl::memory> args;
+  std::function<void()> host;                    // ... or a host loop
+  double flops = 0;                              // 2 x multiply-adds, for reports
+};
+
+// A step that runs a host loop.
+Step host_step(const std::string& name, std::function<void()> loop);
+
+class Program {
+ public:
+  void add(Step s);
+  void run() const;
+  void execute(size_t i) const;  // step i alone, without waiting for the stream
+  // Runs once, timing each step; returns {name, seconds} in order.
+  std::vector<std::pair<std::string, double>> profile() const;
+  double flops() const;
+  const std::vector<Step>& steps() const { return steps_; }
+
+ private:
+  std::vector<Step> steps_;
+  // Each primitive step's arguments as oneDNN's C API takes them, built once: the C++ execute()
+  // rebuilds that array (a heap allocation) on every call.
+  std::vector<std::vector<dnnl_exec_arg_t>> c_args_;
+};
+
+struct LayerNormWeights {
+  int64_t D = 0;
+  float eps = 1e-6f;
+  dnnl::memory gamma, beta;
+};
+LayerNormWeights make_layer_norm(Arena& store, const float* gamma, const float* beta, int64_t D, float eps);
+// dst[M, D] = LayerNorm(src[M, D]) over the last dimension.
+Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_t M, const float* src, float* dst);
+
+// Multi-head self-attention core on qkv [B, T, 3, H, Dh] (a linear layer's output, [B*T, 3*H*Dh]):
+// heads [3, B, H, T, Dh] (scratch) = the heads split out, scores [B, H, T, T] = softmax(Q K^T / sqrt(Dh)),
+// out [B, T, H*Dh] = scores V, written straight into the heads-concatenated layout. All heads and
+// images in one matmul each.
+std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                                  const float* qkv, float* heads, float* scores, float* out);
+
+// Rearranges images [B, C, S_h, S_w] into patch rows [B * Nh * Nw, C * P * P] in (c, ky, kx) order,
+// the order of a PyTorch conv weight [D, C, P, P], so the patch embedding is one linear layer.
+Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, int64_t Sw, int64_t P,
+                   const float* src, float* dst);
+
+// x [B, T, D] = prefix token rows, then the patch rows [B, N, D], plus the position table: timm's
+// _pos_embed. prefix: vectors [D] (class, distillation token) put before each image's patches, so
+// T = prefix.size() + N. pos is [T, D], or [N, D] added to the patch rows only (pos_covers_prefix false:
+// timm's no_embed_class).
+Step embed_tokens_step(const std::string& name, int64_t B, int64_t N, int64_t D,
+                       const std::vector<const float*>& prefix, const float* pos, bool pos_covers_prefix,
+                       const float* patches, float* x);
+
+// dst [B, D] = src [B, T, D] at token t of each image (timm's x[:, t]).
+Step select_token_step(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t t, const float* src,
+                       float* dst);
+// dst [B, D] = the mean of src [B, T, D] over tokens first..T-1 (timm's x[:, num_prefix_tokens:].mean(1)).
+Step mean_tokens_step(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t first, const float* src,
+                      float* dst);
+// x [n] = (x + y) / 2, element by element.
+Step average_step(const std::string& name, int64_t n, const float* y, float* x);
+
+// The instruction set oneDNN runs with (its ONEDNN_MAX_CPU_ISA cap honoured, unlike cpuid) and what it
+// offers the lower precisions.
+struct CpuIsa {
+  std::string name;  // "avx2", "avx512_core_vnni", ...
+  bool bf16;         // bf16 dot products: avx512_bf16 or AMX
+  bool vnni;         // u8 x s8 dot products summed in 32 bits: avx512_vnni, avx2_vnni or AMX
+};
+CpuIsa cpu_isa();
+
+// GFLOP/s of one large f32 matmul (3152 x 768 x 3072, ViT-B/16's fc1 at batch 16): the machine's peak.
+double matmul_peak_gflops();
+
+}  // namespace vit

@@ -1,0 +1,304 @@
+// Pillow-exact resampling; the comments quote the Pillow 9.4 Resample.c lines each step mirrors.
+#include "engine/preprocess/resample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "vit/error.h"
+
+namespace vit {
+namespace {
+
+constexpr int kPrecisionBits = 32 - 8 - 2;  // Resample.c PRECISION_BITS
+
+double box_filter(double x) { return (x > -0.5 && x <= 0.5) ? 1.0 : 0.0; }
+double bilinear_filter(double x) {
+  x = std::fabs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+double hamming_filter(double x) {
+  x = std::fabs(x);
+  if (x == 0.0) return 1.0;
+  if (x >= 1.0) return 0.0;
+  x *= M_PI;
+  return std::sin(x) / x * (0.54 + 0.46 * std::cos(x));
+}
+double bicubic_filter(double x) {  // a = -0.5, as Pillow (and torch's antialiased bicubic)
+  constexpr double a = -0.5;
+  x = std::fabs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0.0;
+}
+double sinc_filter(double x) {
+  if (x == 0.0) return 1.0;
+  x *= M_PI;
+  return std::sin(x) / x;
+}
+double lanczos_filter(double x) {
+  return (-3.0 <= x && x < 3.0) ? sinc_filter(x) * sinc_filter(x / 3) : 0.0;
+}
+
+struct FilterDef {
+  double (*fn)(double);
+  double support;
+};
+
+FilterDef filter_def(Filter f) {
+  switch (f) {
+    case Filter::Box: return {box_filter, 0.5};
+    case Filter::Bilinear: return {bilinear_filter, 1.0};
+    case Filter::Hamming: return {hamming_filter, 1.0};
+    case Filter::Bicubic: return {bicubic_filter, 2.0};
+    case Filter::Lanczos: return {lanczos_filter, 3.0};
+    case Filter::Nearest: break;
+  }
+  throw Error("internal: nearest has no filter kernel");
+}
+
+// precompute_coeffs(): for each output pixel of [first, first + count), the first input index, the tap
+// count and the weights. Only the window a crop keeps: an image of extreme shape (4 x 888888, say) would
+// otherwise need gigabytes of weights for output pixels that are cropped away.
+struct Coeffs {
+  int ksize = 0, first = 0;
+  std::vector<int> bounds;  // [count, 2]: xmin, xmax (count)
+  std::vector<double> k;    // [count, ksize]
+};
+
+Coeffs precompute_coeffs(int in_size, int out_size, Filter f, int first = 0, int count = -1) {
+  if (count < 0) count = out_size;
+  const FilterDef def = filter_def(f);
+  const double scale = double(float(in_size)) / out_size;  // box[] is float in Pillow
+  const double filterscale = scale < 1.0 ? 1.0 : scale;
+  const double support = def.support * filterscale;
+  Coeffs c;
+  c.ksize = int(std::ceil(support)) * 2 + 1;
+  c.first = first;
+  c.bounds.resize(size_t(count) * 2);
+  c.k.assign(size_t(count) * c.ksize, 0.0);
+  for (int xx = first; xx < first + count; ++xx) {
+    const double center = (xx + 0.5) * scale;
+    const double ss = 1.0 / filterscale;
+    int xmin = int(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    int xmax = int(center + support + 0.5);
+    if (xmax > in_size) xmax = in_size;
+    xmax -= xmin;
+    double* k = &c.k[size_t(xx - first) * c.ksize];
+    double ww = 0.0;
+    for (int x = 0; x < xmax; ++x) {
+      const double w = def.fn((x + xmin - center + 0.5) * ss);
+      k[x] = w;
+      ww += w;
+    }
+    for (int x = 0; x < xmax; ++x)
+      if (ww != 0.0) k[x] /= ww;
+    c.bounds[size_t(xx - first) * 2] = xmin;
+    c.bounds[size_t(xx - first) * 2 + 1] = xmax;
+  }
+  return c;
+}
+
+// normalize_coeffs_8bpc()
+std::vector<int32_t> fixed_point(const std::vector<double>& k) {
+  std::vector<int32_t> out(k.size());
+  for (size_t i = 0; i < k.size(); ++i)
+    out[i] = k[i] < 0 ? int32_t(-0.5 + k[i] * (1 << kPrecisionBits))
+                      : int32_t(0.5 + k[i] * (1 << kPrecisionBits));
+  return out;
+}
+
+inline uint8_t clip8(int32_t in) {
+  if (in >= (1 << kPrecisionBits << 8)) return 255;
+  if (in <= 0) return 0;
+  return uint8_t(in >> kPrecisionBits);
+}
+
+// The horizontal pass with every output pixel using exactly K taps: a pixel with fewer has its window
+// moved inside the row and zero weights added. The sums are integers, so they are Pillow's exactly.
+// KC > 0 fixes K at compile time (the common tap counts, unrolled); KC = 0 takes it from k.
+template <int KC>
+void horizontal_rows(const Image& src, const std::vector<int>& start, const std::vector<int32_t>& kk, int k, int w,
+                     int row0, int rows, uint8_t* out) {
+  const int K = KC > 0 ? KC : k;
+  for (int yy = 0; yy < rows; ++yy) {
+    const uint8_t* in = &src.rgb[size_t(yy + row0) * src.width * 3];
+    uint8_t* o = out + size_t(yy) * w * 3;
+    for (int xx = 0; xx < w; ++xx) {
+      const uint8_t* p = in + size_t(start[size_t(xx)]) * 3;
+      const int32_t* kx = &kk[size_t(xx) * K];
+      int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
+      for (int x = 0; x < K; ++x) {
+        s0 += p[3 * x] * kx[x];
+        s1 += p[3 * x + 1] * kx[x];
+        s2 += p[3 * x + 2] * kx[x];
+      }
+      o[xx * 3] = clip8(s0);
+      o[xx * 3 + 1] = clip8(s1);
+      o[xx * 3 + 2] = clip8(s2);
+    }
+  }
+}
+
+// ImagingResampleHorizontal_8bpc for output columns [x0, x0 + w) over source rows [row0, row0 + rows).
+Image resample_horizontal(const Image& src, const Coeffs& c, int x0, int w, int row0, int rows) {
+  const std::vector<int32_t> fixed = fixed_point(c.k);
+  const int K = std::min(c.ksize, src.width);
+  std::vector<int> start(static_cast<size_t>(w));
+  std::vector<int32_t> kk(size_t(w) * K, 0);
+  for (int xx = 0; xx < w; ++xx) {
+    const size_t i = size_t(xx + x0 - c.first);
+    const int xmin = c.bounds[i * 2], n = c.bounds[i * 2 + 1];
+    const int s = std::min(xmin, src.width - K);
+    start[size_t(xx)] = s;
+    for (int x = 0; x < n; ++x) kk[size_t(xx) * K + (xmin - s) + x] = fixed[i * c.ksize + x];
+  }
+  Image out;
+  out.width = w;
+  out.height = rows;
+  out.rgb.resize(size_t(w) * rows * 3);
+  uint8_t* o = out.rgb.data();
+  switch (K) {
+    case 5: horizontal_rows<5>(src, start, kk, K, w, row0, rows, o); break;
+    case 7: horizontal_rows<7>(src, start, kk, K, w, row0, rows, o); break;
+    case 9: horizontal_rows<9>(src, start, kk, K, w, row0, rows, o); break;
+    default: horizontal_rows<0>(src, start, kk, K, w, row0, rows, o);
+  }
+  return out;
+}
+
+// ImagingResampleVertical_8bpc for output rows [y0, y0 + h); src row 0 is source row row0. Whole rows
+// are accumulated tap by tap (the same sums in the same order as Pillow, laid out to vectorize).
+Image resample_vertical(const Image& src, const Coeffs& c, int y0, int h, int row0) {
+  const std::vector<int32_t> kk = fixed_point(c.k);
+  Image out;
+  out.width = src.width;
+  out.height = h;
+  const size_t stride = size_t(src.width) * 3;
+  out.rgb.resize(stride * h);
+  std::vector<int32_t> acc(stride);
+  for (int yy = 0; yy < h; ++yy) {
+    const size_t i = size_t(yy + y0 - c.first);
+    const int ymin = c.bounds[i * 2] - row0, ymax = c.bounds[i * 2 + 1];
+    const int32_t* k = &kk[i * c.ksize];
+    std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
+    for (int y = 0; y < ymax; ++y) {
+      const uint8_t* row = &src.rgb[size_t(y + ymin) * stride];
+      const int32_t ky = k[y];
+      for (size_t xx = 0; xx < stride; ++xx) acc[xx] += row[xx] * ky;
+    }
+    uint8_t* o = &out.rgb[size_t(yy) * stride];
+    for (size_t xx = 0; xx < stride; ++xx) o[xx] = clip8(acc[xx]);
+  }
+  return out;
+}
+
+Image resize_nearest(const Image& src, int out_w, int out_h, int x0, int y0, int w, int h) {
+  // Pillow resizes with NEAREST through an affine transform sampling at pixel centres.
+  const auto centres = [](int n, int offset, int in_size, int out_size) {
+    const double scale = double(in_size) / out_size;
+    std::vector<int> idx(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) idx[size_t(i)] = std::min(int((i + offset + 0.5) * scale), in_size - 1);
+    return idx;
+  };
+  return pick_pixels(src, centres(w, x0, src.width, out_w), centres(h, y0, src.height, out_h));
+}
+
+}  // namespace
+
+Filter filter_from_name(const std::string& name) {
+  if (name == "bicubic") return Filter::Bicubic;
+  if (name == "bilinear") return Filter::Bilinear;
+  if (name == "nearest") return Filter::Nearest;
+  if (name == "lanczos") return Filter::Lanczos;
+  if (name == "box") return Filter::Box;
+  if (name == "hamming") return Filter::Hamming;
+  throw Error("unknown interpolation '" + name +
+              "' (expected bicubic, bilinear, nearest, lanczos, box or hamming)");
+}
+
+const char* filter_name(Filter f) {
+  switch (f) {
+    case Filter::Nearest: return "nearest";
+    case Filter::Box: return "box";
+    case Filter::Bilinear: return "bilinear";
+    case Filter::Hamming: return "hamming";
+    case Filter::Bicubic: return "bicubic";
+    case Filter::Lanczos: return "lanczos";
+  }
+  return "?";
+}
+
+Image resize_like_pil(const Image& src, int out_w, int out_h, Filter f) {
+  return resize_like_pil_window(src, out_w, out_h, f, 0, 0, out_w, out_h);
+}
+
+Image resize_like_pil_window(const Image& src, int out_w, int out_h, Filter f, int x0, int y0, int w, int h) {
+  if (out_w == src.width && out_h == src.height) {  // Image.resize returns a copy
+    Image out;
+    out.width = w;
+    out.height = h;
+    out.rgb.resize(size_t(w) * h * 3);
+    for (int y = 0; y < h; ++y)
+      std::copy_n(&src.rgb[(size_t(y + y0) * src.width + x0) * 3], size_t(w) * 3, &out.rgb[size_t(y) * w * 3]);
+    return out;
+  }
+  if (f == Filter::Nearest) return resize_nearest(src, out_w, out_h, x0, y0, w, h);
+  // ImagingResampleInner: horizontal pass over just the rows the vertical pass reads, then vertical.
+  const bool need_h = out_w != src.width, need_v = out_h != src.height;
+  const Coeffs ch = precompute_coeffs(src.width, out_w, f, x0, w);
+  const Coeffs cv = precompute_coeffs(src.height, out_h, f, y0, h);
+  if (!need_v) return resample_horizontal(src, ch, x0, w, y0, h);
+  const int first = cv.bounds[0];
+  const int last = cv.bounds[size_t(h - 1) * 2] + cv.bounds[size_t(h - 1) * 2 + 1];
+  if (!need_h) {
+    Image cols;  // the window's columns of the source rows the vertical pass reads
+    cols.width = w;
+    cols.height = last - first;
+    cols.rgb.resize(size_t(w) * cols.height * 3);
+    for (int y = 0; y < cols.height; ++y)
+      std::copy_n(&src.rgb[(size_t(y + first) * src.width + x0) * 3], size_t(w) * 3, &cols.rgb[size_t(y) * w * 3]);
+    return resample_vertical(cols, cv, y0, h, first);
+  }
+  // Pillow's horizontal pass runs first, over every source row the vertical pass reads: for a very
+  // narrow, very tall image that is enlarged sideways and shrunk downwards (4 x 888888 squashed to
+  // 224 x 224), that intermediate is 50 times the image. The order cannot change (each pass rounds to
+  // 8 bits, and Pillow's rounding is what is matched), so such shapes are refused.
+  const int64_t between = int64_t(w) * (last - first);
+  if (between > std::max<int64_t>(16 * int64_t(src.width) * src.height, int64_t(1) << 24))
+    throw Error("image of " + std::to_string(src.width) + "x" + std::to_string(src.height) +
+                " pixels has too extreme a shape to resize as Pillow does (an intermediate of " +
+                std::to_string(between) + " pixels, over 16 times the image's); not preprocessed");
+  return resample_vertical(resample_horizontal(src, ch, x0, w, first, last - first), cv, y0, h, first);
+}
+
+std::vector<float> resample_grid(const float* src, int in_h, int in_w, int C, int out_h, int out_w,
+                                 Filter f) {
+  const Coeffs ch = precompute_coeffs(in_w, out_w, f), cv = precompute_coeffs(in_h, out_h, f);
+  std::vector<float> tmp(size_t(in_h) * out_w * C, 0.f), out(size_t(out_h) * out_w * C, 0.f);
+  for (int y = 0; y < in_h; ++y)
+    for (int xx = 0; xx < out_w; ++xx) {
+      const int xmin = ch.bounds[size_t(xx) * 2], n = ch.bounds[size_t(xx) * 2 + 1];
+      float* o = &tmp[(size_t(y) * out_w + xx) * C];
+      for (int x = 0; x < n; ++x) {
+        const float w = float(ch.k[size_t(xx) * ch.ksize + x]);
+        const float* s = &src[(size_t(y) * in_w + xmin + x) * C];
+        for (int c = 0; c < C; ++c) o[c] += w * s[c];
+      }
+    }
+  for (int yy = 0; yy < out_h; ++yy) {
+    const int ymin = cv.bounds[size_t(yy) * 2], n = cv.bounds[size_t(yy) * 2 + 1];
+    for (int y = 0; y < n; ++y) {
+      const float w = float(cv.k[size_t(yy) * cv.ksize + y]);
+      for (int xx = 0; xx < out_w; ++xx) {
+        float* o = &out[(size_t(yy) * out_w + xx) * C];
+        const float* s = &tmp[(size_t(ymin + y) * out_w + xx) * C];
+        for (int c = 0; c < C; ++c) o[c] += w * s[c];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace vit
