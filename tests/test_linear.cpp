@@ -75,13 +75,13 @@ std::vector<float> naive(const std::vector<float>& x, const std::vector<float>& 
 std::vector<float> run_linear(Precision p, const std::vector<float>& x, const std::vector<float>& w,
                               const std::vector<float>& b, const Case& c, std::vector<float> y) {
   Arena store;
-  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.T, p);
+  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.T, c.ep, p);
   LinearScratch s;
   BufferTable t;
   add_linear_scratch(t, &s, p, c.B, c.T, c.K, c.N);
   const Arena scratch_memory = t.carve();
   Program prog;
-  for (Step& st : linear_steps("t", lw, c.B, c.T, x.data(), y.data(), c.ep, s)) prog.add(std::move(st));
+  for (Step& st : linear_steps("t", lw, c.B, c.T, x.data(), y.data(), s)) prog.add(std::move(st));
   prog.run();
   return y;
 }
@@ -142,7 +142,7 @@ TEST(Bf16Linear, MatchesTheReferenceOrIsRefusedByName) {
              b = random_vector(size_t(c.N), rng);
   if (!cpu_isa().bf16) {
     Arena store;
-    expect_error([&] { make_linear(store, w.data(), b.data(), c.K, c.N, c.T, Precision::BF16); },
+    expect_error([&] { make_linear(store, w.data(), b.data(), c.K, c.N, c.T, c.ep, Precision::BF16); },
                  "bf16 needs a CPU with avx512_bf16 or AMX; oneDNN runs this one as " + cpu_isa().name);
     GTEST_SKIP() << "this CPU runs as " << cpu_isa().name << ", without bf16: only the refusal was checked";
   }

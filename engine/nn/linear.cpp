@@ -24,8 +24,6 @@ memory stored_copy(Arena& store, const memory::desc& md, const void* src) {
   return m;
 }
 
-bool is_ref(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
-
 // Copies `from` into a new memory of `to_md` in the store, converting type and layout.
 memory stored_reorder(Arena& store, const memory& from, const memory::desc& to_md) {
   memory to(to_md, cpu_engine(), store.alloc(to_md.get_size()));
@@ -61,8 +59,6 @@ dnnl::matmul::primitive_desc plain_int8_pd(const LinearWeights& lw, const memory
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w_md, dst), cpu_engine());
 }
 
-bool is_brgemm(const char* impl) { return std::string(impl).rfind("brg", 0) == 0; }
-
 float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * float(M_SQRT1_2))); }
 
 LinearWeights f32_weights(Arena& store, const float* weight, int64_t typical_rows, WeightLayout layout,
@@ -73,8 +69,7 @@ LinearWeights f32_weights(Arena& store, const float* weight, int64_t typical_row
     const memory::desc src({typical_rows, lw.K}, dt::f32, tag::ab), dst({typical_rows, lw.N}, dt::f32, tag::ab);
     const memory::desc any({lw.K, lw.N}, dt::f32, tag::any);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any, bias_desc(lw), dst), cpu_engine());
-    const bool brgemm = std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
-    if (layout == WeightLayout::Blocked || brgemm) {
+    if (layout == WeightLayout::Blocked || kernel_kind(impl_name(pd)) == KernelKind::Brgemm) {
       lw.w = stored_reorder(store, view(plain, weight), pd.weights_desc());
       return lw;
     }
@@ -91,7 +86,7 @@ LinearWeights bf16_weights(Arena& store, const float* weight, int64_t typical_ro
     pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, any, bias_desc(lw), dst), cpu_engine());
   } catch (const dnnl::error&) {
   }
-  if (!pd || is_ref(pd.impl_info_str()))
+  if (!pd || kernel_kind(impl_name(pd)) == KernelKind::Reference)
     throw Error("precision bf16 needs a CPU with avx512_bf16 or AMX; oneDNN runs this one as " + cpu_isa().name +
                 ", without a bf16 matmul kernel: use --precision int8 or f32");
   lw.w = stored_reorder(store, view(memory::desc({lw.K, lw.N}, dt::f32, tag::ba), weight), pd.weights_desc());
@@ -108,7 +103,7 @@ LinearWeights int8_weights(Arena& store, const float* weight, int64_t typical_ro
   const memory::desc plain({lw.K, lw.N}, dt::s8, tag::ba);
   const memory::desc any({lw.K, lw.N}, dt::s8, tag::any);
   const auto pd = fused_int8_pd(lw, any, typical_rows, Epilogue::None, Fusion::Full);
-  lw.w = is_brgemm(pd.impl_info_str()) ? stored_reorder(store, view(plain, q.data()), pd.weights_desc())
+  lw.w = kernel_kind(impl_name(pd)) == KernelKind::Brgemm ? stored_reorder(store, view(plain, q.data()), pd.weights_desc())
                                        : stored_copy(store, plain, q.data());
   return lw;
 }
@@ -179,49 +174,43 @@ Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t r
   });
 }
 
-// Where the fused per-image matmul is brgemm (VNNI): inputs quantized per image, one matmul per image,
-// scales in the kernel. Else (AVX2's gemm:jit, whose int8 speed falls by half at one image's rows):
-// inputs quantized per row (finer, and free here), one matmul over the whole batch giving exact s32
-// sums, then dequantize_step. Either way an image's logits do not depend on its batch: integer sums
-// are exact, and every grid is the image's own.
-std::vector<Step> int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                             const float* src, float* dst, Epilogue ep, const LinearScratch& s) {
+// The per-image matmuls of the Fused paths: inputs quantized per image, scales in the kernel.
+std::vector<Step> fused_int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
+                                   const float* src, float* dst, const LinearScratch& s) {
+  const bool then_add = lw.int8_path == Int8Path::FusedThenAdd;
+  const auto pd = fused_int8_pd(lw, lw.w.get_desc(), T, lw.epilogue, then_add ? Fusion::NoSum : Fusion::Full);
+  float* out = then_add ? s.out : dst;
+  const dnnl::matmul prim(pd);
   std::vector<Step> steps;
   steps.push_back(quantize_step(name + ".quantize", B * T, T, lw.K, src, s));
-  for (Fusion f : {Fusion::Full, Fusion::NoSum}) {
-    if (f == Fusion::NoSum && ep != Epilogue::AddToDst) break;
-    dnnl::matmul::primitive_desc pd;
-    try {
-      pd = fused_int8_pd(lw, lw.w.get_desc(), T, ep, f);
-    } catch (const dnnl::error&) {  // not implemented with this fusion here
-      continue;
-    }
-    if (!is_brgemm(pd.impl_info_str())) continue;
-    float* out = f == Fusion::Full ? dst : s.out;
-    const dnnl::matmul prim(pd);
-    for (int64_t b = 0; b < B; ++b) {
-      Step st;
-      st.name = name;
-      st.prim = prim;
-      st.args = {{DNNL_ARG_SRC, view(pd.src_desc(), s.input + b * T * lw.K)},
-                 {DNNL_ARG_WEIGHTS, lw.w},
-                 {DNNL_ARG_DST, view(pd.dst_desc(), out + b * T * lw.N)},
-                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, view(memory::desc({1}, dt::s32, tag::a), s.zero + b)},
-                 {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                  view(memory::desc({1, 1}, dt::f32, tag::ab), s.scale + b)}};
-      if (lw.b) st.args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] = lw.b;
-      st.flops = 2.0 * double(T) * double(lw.K) * double(lw.N);
-      steps.push_back(std::move(st));
-    }
-    if (f == Fusion::NoSum) steps.push_back(add_step(name + ".residual", B * T, lw.N, s.out, dst));
-    return steps;
+  for (int64_t b = 0; b < B; ++b) {
+    Step st;
+    st.name = name;
+    st.prim = prim;
+    st.args = {{DNNL_ARG_SRC, view(pd.src_desc(), s.input + b * T * lw.K)},
+               {DNNL_ARG_WEIGHTS, lw.w},
+               {DNNL_ARG_DST, view(pd.dst_desc(), out + b * T * lw.N)},
+               {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, view(memory::desc({1}, dt::s32, tag::a), s.zero + b)},
+               {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                view(memory::desc({1, 1}, dt::f32, tag::ab), s.scale + b)}};
+    if (lw.b) st.args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] = lw.b;
+    st.flops = 2.0 * double(T) * double(lw.K) * double(lw.N);
+    steps.push_back(std::move(st));
   }
-  steps[0] = quantize_step(name + ".quantize", B * T, 1, lw.K, src, s);
+  if (then_add) steps.push_back(add_step(name + ".residual", B * T, lw.N, s.out, dst));
+  return steps;
+}
+
+// The Batched path: inputs quantized per row (finer, and free here), one matmul over the whole batch
+// giving exact s32 sums, then dequantize_step. An image's logits do not depend on its batch: integer
+// sums are exact, and every grid is the row's own.
+std::vector<Step> batched_int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
+                                     const float* src, float* dst, const LinearScratch& s) {
   const auto pd = plain_int8_pd(lw, lw.w.get_desc(), B * T);
-  if (is_ref(pd.impl_info_str()))
-    throw Error(name, "this CPU's oneDNN has no int8 matmul kernel but its reference one; use --precision f32");
   // The products go to dst when the epilogue overwrites it, else to the scratch rows.
-  void* products = ep == Epilogue::AddToDst ? static_cast<void*>(s.out) : static_cast<void*>(dst);
+  void* products = lw.epilogue == Epilogue::AddToDst ? static_cast<void*>(s.out) : static_cast<void*>(dst);
+  std::vector<Step> steps;
+  steps.push_back(quantize_step(name + ".quantize", B * T, 1, lw.K, src, s));
   Step st;
   st.name = name;
   st.prim = dnnl::matmul(pd);
@@ -229,8 +218,27 @@ std::vector<Step> int8_steps(const std::string& name, const LinearWeights& lw, i
              {DNNL_ARG_DST, view(pd.dst_desc(), products)}};
   st.flops = 2.0 * double(B * T) * double(lw.K) * double(lw.N);
   steps.push_back(std::move(st));
-  steps.push_back(dequantize_step(name + ".dequantize", lw, B * T, ep, products, dst, s));
+  steps.push_back(dequantize_step(name + ".dequantize", lw, B * T, lw.epilogue, products, dst, s));
   return steps;
+}
+
+// Whether oneDNN can make the fused per-image matmul with this fusion, and makes it in brgemm.
+bool fused_is_brgemm(const LinearWeights& lw, int64_t T, Fusion f) {
+  try {
+    return kernel_kind(impl_name(fused_int8_pd(lw, lw.w.get_desc(), T, lw.epilogue, f))) == KernelKind::Brgemm;
+  } catch (const dnnl::error&) {  // not implemented with this fusion here
+    return false;
+  }
+}
+
+// The one place an int8 layer's path is chosen: fused per image where oneDNN runs that in brgemm (VNNI),
+// else the batched s32 matmul (AVX2's gemm:jit, whose int8 speed falls by half at one image's rows).
+Int8Path int8_path(const LinearWeights& lw, int64_t T) {
+  if (fused_is_brgemm(lw, T, Fusion::Full)) return Int8Path::Fused;
+  if (lw.epilogue == Epilogue::AddToDst && fused_is_brgemm(lw, T, Fusion::NoSum)) return Int8Path::FusedThenAdd;
+  if (kernel_kind(impl_name(plain_int8_pd(lw, lw.w.get_desc(), T))) == KernelKind::Reference)
+    throw Error("this CPU's oneDNN has no int8 matmul kernel but its reference one; use --precision f32");
+  return Int8Path::Batched;
 }
 
 dnnl::post_ops epilogue_post_ops(Epilogue ep) {
@@ -240,14 +248,13 @@ dnnl::post_ops epilogue_post_ops(Epilogue ep) {
   return po;
 }
 
-Step matmul_step(const std::string& name, const LinearWeights& lw, int64_t M, const memory& src, float* dst,
-                 Epilogue ep) {
+Step matmul_step(const std::string& name, const LinearWeights& lw, int64_t M, const memory& src, float* dst) {
   const memory::desc dst_md({M, lw.N}, dt::f32, tag::ab);
   dnnl::primitive_attr attr;
-  attr.set_post_ops(epilogue_post_ops(ep));
+  attr.set_post_ops(epilogue_post_ops(lw.epilogue));
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src.get_desc(), lw.w.get_desc(), bias_desc(lw), dst_md), attr,
                                   cpu_engine());
-  if (lw.precision == Precision::BF16 && is_ref(pd.impl_info_str()))
+  if (lw.precision == Precision::BF16 && kernel_kind(impl_name(pd)) == KernelKind::Reference)
     throw Error(name, "no bf16 matmul kernel but oneDNN's reference one on this CPU (" + cpu_isa().name + ")");
   Step s;
   s.name = name;
@@ -267,16 +274,21 @@ size_t LinearWeights::bytes() const {
 int int8_weight_max() { return cpu_isa().vnni ? 127 : 64; }
 
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
-                          int64_t typical_rows, Precision precision, WeightLayout layout) {
+                          int64_t typical_rows, Epilogue ep, Precision precision, WeightLayout layout) {
   LinearWeights lw;
   lw.precision = precision;
+  lw.epilogue = ep;
   lw.K = K;
   lw.N = N;
   if (bias) lw.b = stored_copy(store, memory::desc({1, N}, dt::f32, tag::ab), bias);
   switch (precision) {
     case Precision::F32: return f32_weights(store, weight, typical_rows, layout, std::move(lw));
     case Precision::BF16: return bf16_weights(store, weight, typical_rows, std::move(lw));
-    case Precision::Int8: return int8_weights(store, weight, typical_rows, std::move(lw));
+    case Precision::Int8: {
+      lw = int8_weights(store, weight, typical_rows, std::move(lw));
+      lw.int8_path = int8_path(lw, typical_rows);
+      return lw;
+    }
   }
   throw Error("internal: unknown precision");
 }
@@ -293,11 +305,11 @@ void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64
 }
 
 std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                               const float* src, float* dst, Epilogue ep, const LinearScratch& scratch) {
+                               const float* src, float* dst, const LinearScratch& scratch) {
   const int64_t M = B * T;
   switch (lw.precision) {
     case Precision::F32:
-      return {matmul_step(name, lw, M, view(memory::desc({M, lw.K}, dt::f32, tag::ab), src), dst, ep)};
+      return {matmul_step(name, lw, M, view(memory::desc({M, lw.K}, dt::f32, tag::ab), src), dst)};
     case Precision::BF16: {
       const memory from = view(memory::desc({M, lw.K}, dt::f32, tag::ab), src);
       const memory to = view(memory::desc({M, lw.K}, dt::bf16, tag::ab), scratch.input);
@@ -305,9 +317,11 @@ std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw,
       convert.name = name + ".to_bf16";
       convert.prim = dnnl::reorder(from, to);
       convert.args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-      return {std::move(convert), matmul_step(name, lw, M, to, dst, ep)};
+      return {std::move(convert), matmul_step(name, lw, M, to, dst)};
     }
-    case Precision::Int8: return int8_steps(name, lw, B, T, src, dst, ep, scratch);
+    case Precision::Int8:
+      if (lw.int8_path == Int8Path::Batched) return batched_int8_steps(name, lw, B, T, src, dst, scratch);
+      return fused_int8_steps(name, lw, B, T, src, dst, scratch);
   }
   throw Error("internal: unknown precision");
 }

@@ -20,8 +20,25 @@ namespace vit {
 enum class WeightLayout { Auto, NK, Blocked };
 enum class Epilogue { None, Gelu, AddToDst };  // AddToDst: dst += result (residual connection)
 
+// Which oneDNN primitive a layer runs on. Every layer runs as a matmul today; the field is where a
+// per-layer choice of form is kept.
+enum class LinearForm { Matmul };
+
+// How an int8 layer runs on this CPU, chosen once at load by what oneDNN offers for the layer and its
+// epilogue (int8_path in linear.cpp):
+//   Fused:        inputs quantized per image, one brgemm matmul per image with the weight and image
+//                 scales, zero point, bias and epilogue inside it (VNNI);
+//   FusedThenAdd: the same without the residual sum, which a pass adds afterwards (where brgemm takes
+//                 the scales and bias but not the sum beside them);
+//   Batched:      inputs quantized per row, one s32 matmul over the whole batch, then a pass applying
+//                 each row's scales, bias and epilogue (AVX2's gemm:jit, slow at one image's rows).
+enum class Int8Path { None, Fused, FusedThenAdd, Batched };
+
 struct LinearWeights {
   Precision precision = Precision::F32;
+  Epilogue epilogue = Epilogue::None;
+  LinearForm form = LinearForm::Matmul;
+  Int8Path int8_path = Int8Path::None;  // Int8 only
   int64_t K = 0, N = 0;
   dnnl::memory w;              // [K, N]: f32, bf16 or s8, in the layout the matmul runs from
   dnnl::memory b;              // f32 [1, N]; empty when the layer has no bias
@@ -34,12 +51,13 @@ struct LinearWeights {
 // 64 without, where oneDNN's int8 kernels add pairs of products in saturating 16 bits (2 x 255 x 64 fits).
 int int8_weight_max();
 
-// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; the copies oneDNN runs from are
-// placed in `store`, which must outlive them. typical_rows: the M the layer will mostly run at (a
-// model's tokens per image), for which the layout is asked. Throws when this CPU has no fast kernel
-// for the precision (bf16 without avx512_bf16 or AMX).
+// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; ep: what follows the product
+// (the int8 path depends on it); the copies oneDNN runs from are placed in `store`, which must outlive
+// them. typical_rows: the M the layer will mostly run at (a model's tokens per image), for which the
+// layout and the int8 path are chosen. Throws when this CPU has no fast kernel for the precision (bf16
+// without avx512_bf16 or AMX, int8 with only oneDNN's reference matmul).
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
-                          int64_t typical_rows, Precision precision = Precision::F32,
+                          int64_t typical_rows, Epilogue ep, Precision precision = Precision::F32,
                           WeightLayout layout = WeightLayout::Auto);
 
 // What the bf16 and int8 layers use beside their input and output, one set per Plan, sized for its
@@ -54,11 +72,10 @@ struct LinearScratch {
 void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64_t B, int64_t T, int64_t max_K,
                         int64_t max_add_N);
 
-// dst [B*T, N] = epilogue(src [B*T, K] x W^T + b), rows in images of T rows. F32: one matmul, bias and
-// epilogue fused. BF16: src converted to bf16, then the matmul. Int8: src quantized per image, then one
-// fused matmul per image where that is brgemm (VNNI); else quantized per row, one matmul over the batch
-// and a pass applying each row's scales. Never a reference kernel: throws if there is none else.
+// dst [B*T, N] = epilogue(src [B*T, K] x W^T + b), rows in images of T rows, the epilogue the layer
+// was made with. F32: one matmul, bias and epilogue fused. BF16: src converted to bf16, then the matmul.
+// Int8: the steps of its path (Int8Path above). Never a reference kernel: throws if there is none else.
 std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                               const float* src, float* dst, Epilogue ep, const LinearScratch& scratch = {});
+                               const float* src, float* dst, const LinearScratch& scratch = {});
 
 }  // namespace vit
