@@ -283,6 +283,21 @@ struct ViT::PlanBuilder {
       add(linear_steps(name, lw, 1, rows, src + b * rows * lw.K, dst + b * rows * lw.N, a().linear));
   }
 
+  // A block's LayerNorm of x into h, then a linear layer on h: for an int8 layer one step normalizes
+  // and quantizes (h is still written, for taps).
+  void norm_linear(const std::string& norm_name, const LayerNormWeights& ln, const std::string& name,
+                   const LinearWeights& lw, float* dst) {
+    const int64_t B = layout.B, T = m.cfg_.tokens();
+    if (lw.precision == Precision::Int8) {
+      add(norm_quantize_step(norm_name, ln, lw, B, T, a().x, a().h, a().linear));
+      tap(norm_name, a().h, B * T * ln.D);
+      return add(linear_steps(name, lw, B, T, a().h, dst, a().linear, LinearInput::Quantized));
+    }
+    add(layer_norm_step(norm_name, ln, B * T, a().x, a().h));
+    tap(norm_name, a().h, B * T * ln.D);
+    linear(name, lw, T, a().h, dst);
+  }
+
   // x = self.patch_embed(x); x = self._pos_embed(x)
   void embedding() {
     const ViTConfig& c = m.cfg_;
@@ -307,17 +322,13 @@ struct ViT::PlanBuilder {
     const BlockWeights& w = m.blocks_[size_t(i)];
     const int64_t B = layout.B, D = c.width, T = c.tokens(), H = c.heads, BT = B * T;
     const std::string p = "blocks." + std::to_string(i);
-    add(layer_norm_step(p + ".norm1", w.norm1, BT, a().x, a().h));
-    tap(p + ".norm1", a().h, BT * D);
-    linear(p + ".attn.qkv", w.qkv, T, a().h, a().qkv);
+    norm_linear(p + ".norm1", w.norm1, p + ".attn.qkv", w.qkv, a().qkv);
     float* scores = a().scores + (layout.keep_attention ? i * B * H * T * T : 0);
     for (const auto& [first, n] : layout.attention_passes)
       add(attention_steps(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
                           scores + first * H * T * T * int64_t(layout.keep_attention), a().attn + first * T * D));
     linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
-    add(layer_norm_step(p + ".norm2", w.norm2, BT, a().x, a().h));
-    tap(p + ".norm2", a().h, BT * D);
-    linear(p + ".mlp.fc1", w.fc1, T, a().h, a().mlp);
+    norm_linear(p + ".norm2", w.norm2, p + ".mlp.fc1", w.fc1, a().mlp);
     tap(p + ".mlp.fc1_gelu", a().mlp, BT * c.mlp);
     linear(p + ".mlp.fc2", w.fc2, T, a().mlp, a().x);
     tap(p, a().x, BT * D);

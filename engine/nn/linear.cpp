@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/nn/quantize.h"
+#include "engine/nn/rows.h"
 #include "vit/error.h"
 
 namespace vit {
@@ -59,8 +60,6 @@ dnnl::matmul::primitive_desc plain_int8_pd(const LinearWeights& lw, const memory
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w_md, dst), cpu_engine());
 }
 
-float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * float(M_SQRT1_2))); }
-
 LinearWeights f32_weights(Arena& store, const float* weight, int64_t typical_rows, WeightLayout layout,
                           LinearWeights lw) {
   const memory::desc plain({lw.K, lw.N}, dt::f32, tag::ba);
@@ -108,81 +107,84 @@ LinearWeights int8_weights(Arena& store, const float* weight, int64_t typical_ro
   return lw;
 }
 
-// src's rows in groups of G (an image's T rows, or each row alone): each group's range, then its rows
-// quantized to u8 on that group's grid, scale[r / G] and zero[r / G].
+// The host passes, named for profiles by the vectors they run in.
+Step host_pass(const std::string& name, std::function<void()> loop) {
+  return host_step(name, std::move(loop), std::string("host:") + row_kernels().isa);
+}
+
+// Each group of G rows (an image's T rows, or each row alone) gets the u8 grid of its rows' ranges
+// (s.ranges [rows, 2]); scale[r / G] and zero[r / G].
+void group_grids(int64_t rows, int64_t G, const LinearScratch& s) {
+  for (int64_t g = 0; g < rows / G; ++g) {
+    float lo = s.ranges[2 * g * G], hi = s.ranges[2 * g * G + 1];
+    for (int64_t t = 1; t < G; ++t) {
+      lo = std::min(lo, s.ranges[2 * (g * G + t)]);
+      hi = std::max(hi, s.ranges[2 * (g * G + t) + 1]);
+    }
+    const Affine a = activation_affine(lo, hi);
+    s.scale[g] = a.scale;
+    s.zero[g] = a.zero;
+  }
+}
+
+void quantize_rows(int64_t rows, int64_t G, int64_t K, const float* src, const LinearScratch& s) {
+  const RowKernels& k = row_kernels();
+  parallel_for(rows, [&](int64_t r) {
+    k.quantize(src + r * K, K, 1.f / s.scale[r / G], float(s.zero[r / G]), s.input + r * K);
+  });
+}
+
+// src's rows in groups of G: each group's range, then its rows quantized to u8 on that group's grid.
 Step quantize_step(const std::string& name, int64_t rows, int64_t G, int64_t K, const float* src,
                    const LinearScratch& s) {
-  return host_step(name, [=] {
-    parallel_for(rows, [&](int64_t r) {
-      const float* x = src + r * K;
-      float lo = x[0], hi = x[0];
-      for (int64_t k = 1; k < K; ++k) {
-        lo = std::min(lo, x[k]);
-        hi = std::max(hi, x[k]);
-      }
-      s.ranges[2 * r] = lo;
-      s.ranges[2 * r + 1] = hi;
-    });
-    for (int64_t g = 0; g < rows / G; ++g) {
-      float lo = s.ranges[2 * g * G], hi = s.ranges[2 * g * G + 1];
-      for (int64_t t = 1; t < G; ++t) {
-        lo = std::min(lo, s.ranges[2 * (g * G + t)]);
-        hi = std::max(hi, s.ranges[2 * (g * G + t) + 1]);
-      }
-      const Affine a = activation_affine(lo, hi);
-      s.scale[g] = a.scale;
-      s.zero[g] = a.zero;
-    }
-    parallel_for(rows, [&](int64_t r) {
-      quantize_u8(src + r * K, K, {s.scale[r / G], s.zero[r / G]}, s.input + r * K);
-    });
+  return host_pass(name, [=] {
+    const RowKernels& k = row_kernels();
+    parallel_for(rows, [&](int64_t r) { k.range(src + r * K, K, &s.ranges[2 * r], &s.ranges[2 * r + 1]); });
+    group_grids(rows, G, s);
+    quantize_rows(rows, G, K, src, s);
   });
 }
 
-// NoSum: dst += the fused result the matmul wrote to `out`.
+// The group of rows each int8 path quantizes on one grid: an image's T rows, or each row alone.
+int64_t grid_rows(const LinearWeights& lw, int64_t T) { return lw.int8_path == Int8Path::Batched ? 1 : T; }
+
+// FusedThenAdd: dst += the fused result the matmul wrote to `out`.
 Step add_step(const std::string& name, int64_t rows, int64_t N, const float* out, float* dst) {
-  return host_step(name, [=] {
-    parallel_for(rows, [&](int64_t r) {
-      for (int64_t n = 0; n < N; ++n) dst[r * N + n] += out[r * N + n];
-    });
+  return host_pass(name, [=] {
+    const RowKernels& k = row_kernels();
+    parallel_for(rows, [&](int64_t r) { k.add(out + r * N, N, dst + r * N); });
   });
 }
 
-// The batched path's second half: each row's s32 products sum(q w) made real with its own grid,
+// The Batched path's second half: each row's s32 products sum(q w) made real with its own grid,
 // (acc - zero * colsum[n]) * w_scale[n] * scale + bias[n], then GELU, then written or added into dst.
-// The products may sit in dst itself (an s32 is the size of an f32): they are read as bytes.
-Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t rows, Epilogue ep,
-                     const void* products, float* dst, const LinearScratch& s) {
+// The products may sit in dst itself (an s32 is the size of an f32): each vector is read before it
+// is written.
+Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t rows, const void* products,
+                     float* dst, const LinearScratch& s) {
   const int64_t N = lw.N;
+  const Epilogue ep = lw.epilogue;
   const float* w_scale = lw.w_scale.data();
   const int32_t* colsum = lw.w_colsum.data();
   const float* bias = lw.b ? static_cast<const float*>(lw.b.get_data_handle()) : nullptr;
-  return host_step(name, [=] {
+  return host_pass(name, [=] {
+    const RowKernels& k = row_kernels();
     parallel_for(rows, [&](int64_t r) {
-      const uint8_t* acc = static_cast<const uint8_t*>(products) + size_t(r * N) * sizeof(int32_t);
-      const float sa = s.scale[r];
-      const int32_t zero = s.zero[r];
-      float* y = dst + r * N;
-      for (int64_t n = 0; n < N; ++n) {
-        int32_t a;
-        std::memcpy(&a, acc + size_t(n) * sizeof(int32_t), sizeof(a));
-        float v = float(a - zero * colsum[n]) * w_scale[n] * sa + (bias ? bias[n] : 0.f);
-        if (ep == Epilogue::Gelu) v = gelu(v);
-        y[n] = ep == Epilogue::AddToDst ? y[n] + v : v;
-      }
+      k.dequantize(static_cast<const int32_t*>(products) + r * N, N, s.zero[r], colsum, w_scale, s.scale[r], bias,
+                   ep == Epilogue::Gelu, ep == Epilogue::AddToDst, dst + r * N);
     });
   });
 }
 
 // The per-image matmuls of the Fused paths: inputs quantized per image, scales in the kernel.
 std::vector<Step> fused_int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                                   const float* src, float* dst, const LinearScratch& s) {
+                                   const float* src, float* dst, const LinearScratch& s, LinearInput in) {
   const bool then_add = lw.int8_path == Int8Path::FusedThenAdd;
   const auto pd = fused_int8_pd(lw, lw.w.get_desc(), T, lw.epilogue, then_add ? Fusion::NoSum : Fusion::Full);
   float* out = then_add ? s.out : dst;
   const dnnl::matmul prim(pd);
   std::vector<Step> steps;
-  steps.push_back(quantize_step(name + ".quantize", B * T, T, lw.K, src, s));
+  if (in == LinearInput::F32) steps.push_back(quantize_step(name + ".quantize", B * T, T, lw.K, src, s));
   for (int64_t b = 0; b < B; ++b) {
     Step st;
     st.name = name;
@@ -205,12 +207,12 @@ std::vector<Step> fused_int8_steps(const std::string& name, const LinearWeights&
 // giving exact s32 sums, then dequantize_step. An image's logits do not depend on its batch: integer
 // sums are exact, and every grid is the row's own.
 std::vector<Step> batched_int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                                     const float* src, float* dst, const LinearScratch& s) {
+                                     const float* src, float* dst, const LinearScratch& s, LinearInput in) {
   const auto pd = plain_int8_pd(lw, lw.w.get_desc(), B * T);
   // The products go to dst when the epilogue overwrites it, else to the scratch rows.
   void* products = lw.epilogue == Epilogue::AddToDst ? static_cast<void*>(s.out) : static_cast<void*>(dst);
   std::vector<Step> steps;
-  steps.push_back(quantize_step(name + ".quantize", B * T, 1, lw.K, src, s));
+  if (in == LinearInput::F32) steps.push_back(quantize_step(name + ".quantize", B * T, 1, lw.K, src, s));
   Step st;
   st.name = name;
   st.prim = dnnl::matmul(pd);
@@ -218,7 +220,7 @@ std::vector<Step> batched_int8_steps(const std::string& name, const LinearWeight
              {DNNL_ARG_DST, view(pd.dst_desc(), products)}};
   st.flops = 2.0 * double(B * T) * double(lw.K) * double(lw.N);
   steps.push_back(std::move(st));
-  steps.push_back(dequantize_step(name + ".dequantize", lw, B * T, lw.epilogue, products, dst, s));
+  steps.push_back(dequantize_step(name + ".dequantize", lw, B * T, products, dst, s));
   return steps;
 }
 
@@ -293,6 +295,37 @@ LinearWeights make_linear(Arena& store, const float* weight, const float* bias, 
   throw Error("internal: unknown precision");
 }
 
+Step norm_quantize_step(const std::string& name, const LayerNormWeights& ln, const LinearWeights& lw, int64_t B,
+                        int64_t T, const float* src, float* h, const LinearScratch& s) {
+  if (lw.precision != Precision::Int8 || ln.D != lw.K)
+    throw Error(name, "internal: LayerNorm of width " + std::to_string(ln.D) + " quantized for a layer that is not int8 of that width");
+  const int64_t K = lw.K, G = grid_rows(lw, T), rows = B * T;
+  const float* gamma = static_cast<const float*>(ln.gamma.get_data_handle());
+  const float* beta = static_cast<const float*>(ln.beta.get_data_handle());
+  const float eps = ln.eps;
+  return host_pass(name, [=] {
+    const RowKernels& k = row_kernels();
+    if (G == 1) {  // each row on its own grid: normalized and quantized while it sits in L1
+      parallel_for(rows, [&](int64_t r) {
+        float lo, hi;
+        k.layer_norm(src + r * K, K, gamma, beta, eps, h + r * K, &lo, &hi);
+        const Affine a = activation_affine(lo, hi);
+        s.scale[r] = a.scale;
+        s.zero[r] = a.zero;
+        k.quantize(h + r * K, K, 1.f / a.scale, float(a.zero), s.input + r * K);
+      });
+      return;
+    }
+    // An image's grid needs all its rows' ranges first: one sweep normalizes and takes each row's
+    // range, a second quantizes.
+    parallel_for(rows, [&](int64_t r) {
+      k.layer_norm(src + r * K, K, gamma, beta, eps, h + r * K, &s.ranges[2 * r], &s.ranges[2 * r + 1]);
+    });
+    group_grids(rows, G, s);
+    quantize_rows(rows, G, K, h, s);
+  });
+}
+
 void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64_t B, int64_t T, int64_t max_K,
                         int64_t max_add_N) {
   if (p == Precision::F32) return;
@@ -305,8 +338,10 @@ void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64
 }
 
 std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                               const float* src, float* dst, const LinearScratch& scratch) {
+                               const float* src, float* dst, const LinearScratch& scratch, LinearInput in) {
   const int64_t M = B * T;
+  if (in == LinearInput::Quantized && lw.precision != Precision::Int8)
+    throw Error(name, "internal: a quantized input given to a layer that is not int8");
   switch (lw.precision) {
     case Precision::F32:
       return {matmul_step(name, lw, M, view(memory::desc({M, lw.K}, dt::f32, tag::ab), src), dst)};
@@ -320,8 +355,8 @@ std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw,
       return {std::move(convert), matmul_step(name, lw, M, to, dst)};
     }
     case Precision::Int8:
-      if (lw.int8_path == Int8Path::Batched) return batched_int8_steps(name, lw, B, T, src, dst, scratch);
-      return fused_int8_steps(name, lw, B, T, src, dst, scratch);
+      if (lw.int8_path == Int8Path::Batched) return batched_int8_steps(name, lw, B, T, src, dst, scratch, in);
+      return fused_int8_steps(name, lw, B, T, src, dst, scratch, in);
   }
   throw Error("internal: unknown precision");
 }

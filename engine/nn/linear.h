@@ -72,10 +72,21 @@ struct LinearScratch {
 void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64_t B, int64_t T, int64_t max_K,
                         int64_t max_add_N);
 
+// Where a layer's input is: f32 rows at src, or (int8 only) already quantized into the scratch by
+// norm_quantize_step.
+enum class LinearInput { F32, Quantized };
+
 // dst [B*T, N] = epilogue(src [B*T, K] x W^T + b), rows in images of T rows, the epilogue the layer
 // was made with. F32: one matmul, bias and epilogue fused. BF16: src converted to bf16, then the matmul.
 // Int8: the steps of its path (Int8Path above). Never a reference kernel: throws if there is none else.
 std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                               const float* src, float* dst, const LinearScratch& scratch = {});
+                               const float* src, float* dst, const LinearScratch& scratch = {},
+                               LinearInput in = LinearInput::F32);
+
+// For an int8 layer whose input is LayerNorm(src [B*T, K]): the LayerNorm into h (as oneDNN's, within
+// rounding) and its quantization for the layer's path in one step, each row's range taken as it is
+// normalized; the layer's steps then take LinearInput::Quantized.
+Step norm_quantize_step(const std::string& name, const LayerNormWeights& ln, const LinearWeights& lw, int64_t B,
+                        int64_t T, const float* src, float* h, const LinearScratch& scratch);
 
 }  // namespace vit
