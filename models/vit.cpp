@@ -254,6 +254,17 @@ size_t ViT::activation_bytes(int64_t B) const {
   return activation_table(plan_layout(B, PlanOptions{}), &a).bytes();
 }
 
+std::vector<std::pair<std::string, const LinearWeights*>> ViT::linear_layers() const {
+  std::vector<std::pair<std::string, const LinearWeights*>> out = {{"patch_embed.proj", &patch_embed_}};
+  if (!blocks_.empty())
+    for (const auto& [n, lw] : {std::pair{"attn.qkv", &blocks_[0].qkv}, std::pair{"attn.proj", &blocks_[0].proj},
+                                std::pair{"mlp.fc1", &blocks_[0].fc1}, std::pair{"mlp.fc2", &blocks_[0].fc2}})
+      out.push_back({std::string("blocks.*.") + n, lw});
+  out.push_back({"head", &head_});
+  if (cfg_.dist_token) out.push_back({"head_dist", &head_dist_});
+  return out;
+}
+
 size_t ViT::weight_bytes() const {
   size_t n = patch_embed_.bytes() + head_.bytes() + head_dist_.bytes() +
              (cls_token_.size() + dist_token_.size() + pos_embed_.size()) * sizeof(float);

@@ -119,6 +119,9 @@ class ViT {
   void forward_with_taps(const float* images, int64_t B, const TapFn& tap);
 
   size_t activation_bytes(int64_t B) const;
+  // The linear layers, named as the checkpoint names them (the blocks' from block 0: every block's
+  // layers share their shapes, and with them their form and path).
+  std::vector<std::pair<std::string, const LinearWeights*>> linear_layers() const;
   size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)
   // Images per attention pass at batch B: as many as keep their scores within about a core's L2.
   int64_t attention_chunk(int64_t B) const;

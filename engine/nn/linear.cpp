@@ -2,7 +2,9 @@
 // int8 layers run is decided per CPU by what oneDNN 2.6 runs fast there (docs/PERFORMANCE.md).
 #include "engine/nn/linear.h"
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "engine/nn/quantize.h"
@@ -54,14 +56,111 @@ dnnl::matmul::primitive_desc fused_int8_pd(const LinearWeights& lw, const memory
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w_md, dst), attr, cpu_engine());
 }
 
-// The plain integer product of M rows, s32 out: what the batched path runs.
-dnnl::matmul::primitive_desc plain_int8_pd(const LinearWeights& lw, const memory::desc& w_md, int64_t M) {
-  const memory::desc src({M, lw.K}, dt::u8, tag::ab), dst({M, lw.N}, dt::s32, tag::ab);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w_md, dst), cpu_engine());
+// A layer's weights as a checkpoint stores them ([N, K] row-major), described for its form, and the
+// layout left to the primitive.
+memory::desc plain_weights(LinearForm f, const LinearWeights& lw, dt t) {
+  return f == LinearForm::Conv1x1 ? memory::desc({lw.N, lw.K, 1, 1}, t, tag::oihw) : memory::desc({lw.K, lw.N}, t, tag::ba);
+}
+memory::desc any_weights(LinearForm f, const LinearWeights& lw, dt t) {
+  return f == LinearForm::Conv1x1 ? memory::desc({lw.N, lw.K, 1, 1}, t, tag::any) : memory::desc({lw.K, lw.N}, t, tag::any);
+}
+
+// The product of M rows in form f: src [M, K] of src_t, dst [M, N] of dst_t, bias and post-ops fused.
+// As a convolution, src is nhwc {1, K, 1, M} and dst nhwc {1, N, 1, M}: the same bytes.
+dnnl::primitive_desc rows_pd(LinearForm f, const LinearWeights& lw, const memory::desc& w_md, int64_t M, dt src_t,
+                             dt dst_t, bool with_bias, const dnnl::primitive_attr& attr = {}) {
+  if (f == LinearForm::Conv1x1) {
+    const memory::desc src({1, lw.K, 1, M}, src_t, tag::nhwc), dst({1, lw.N, 1, M}, dst_t, tag::nhwc);
+    const memory::desc bias = with_bias ? memory::desc({lw.N}, dt::f32, tag::a) : memory::desc();
+    return dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                        w_md, bias, dst, {1, 1}, {0, 0}, {0, 0}),
+        attr, cpu_engine());
+  }
+  const memory::desc src({M, lw.K}, src_t, tag::ab), dst({M, lw.N}, dst_t, tag::ab);
+  const memory::desc bias = with_bias ? memory::desc({1, lw.N}, dt::f32, tag::ab) : memory::desc();
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w_md, bias, dst), attr, cpu_engine());
+}
+
+dnnl::post_ops epilogue_post_ops(Epilogue ep) {
+  dnnl::post_ops po;
+  if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  if (ep == Epilogue::AddToDst) po.append_sum(1.f);
+  return po;
+}
+
+// What a layer of this precision and path runs in form f at M rows, its weights in layout w_md: f32 with
+// bias and epilogue fused, or the int8 Batched path's plain s32 product.
+dnnl::primitive_desc layer_pd(LinearForm f, const LinearWeights& lw, const memory::desc& w_md, int64_t M) {
+  if (lw.precision == Precision::Int8) return rows_pd(f, lw, w_md, M, dt::u8, dt::s32, false);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(epilogue_post_ops(lw.epilogue));
+  const dt in = lw.precision == Precision::BF16 ? dt::bf16 : dt::f32;
+  return rows_pd(f, lw, w_md, M, in, dt::f32, bool(lw.b), attr);
+}
+
+// Seconds one run of the layer takes in form f at M rows (on zeros: the kernels' speed does not depend
+// on the values), the best of a few.
+double seconds_per_run(LinearForm f, const LinearWeights& lw, int64_t M) {
+  const dt wt = lw.precision == Precision::Int8 ? dt::s8 : dt::f32;
+  const auto pd = layer_pd(f, lw, any_weights(f, lw, wt), M);
+  std::unordered_map<int, memory> args;
+  for (const auto& [arg, md] : {std::pair{DNNL_ARG_SRC, pd.src_desc()}, std::pair{DNNL_ARG_WEIGHTS, pd.weights_desc()},
+                                std::pair{DNNL_ARG_BIAS, pd.weights_desc(1)}, std::pair{DNNL_ARG_DST, pd.dst_desc()}}) {
+    if (md.get_size() == 0) continue;
+    memory m(md, cpu_engine());
+    std::memset(m.get_data_handle(), 0, md.get_size());
+    args[arg] = m;
+  }
+  const dnnl::primitive prim(pd);
+  double best = 1e30;
+  for (int i = 0; i < 8; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    prim.execute(cpu_stream(), args);
+    cpu_stream().wait();
+    if (i >= 2) best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// The one place a layer's form is chosen, at T rows (one image's), so every batch size runs the same form.
+// Rules measured per kernel family (docs/PERFORMANCE.md): where oneDNN's matmul is brgemm (AVX-512 and
+// newer) it stays a matmul; where it is gemm:jit (AVX2), the 1x1 convolution (jit_uni_int8_1x1,
+// jit_1x1) runs faster for int8 at every ViT shape measured, and for f32 where the layer is narrow
+// (min(K, N) <= 384: DeiT-Tiny's and ViT-S's layers), not at ViT-B's widths.
+LinearForm choose_form(const LinearWeights& lw, int64_t T, LinearForm asked) {
+  const bool may_convolve =
+      lw.precision == Precision::F32 || (lw.precision == Precision::Int8 && lw.int8_path == Int8Path::Batched);
+  if (!may_convolve) return LinearForm::Matmul;
+  const char* env = std::getenv("VIT_LINEAR_FORM");
+  const std::string how = env ? env : "";
+  if (asked == LinearForm::Auto && how == "matmul") asked = LinearForm::Matmul;
+  if (asked == LinearForm::Auto && how == "conv") asked = LinearForm::Conv1x1;
+  if (asked == LinearForm::Matmul) return asked;
+  const dt wt = lw.precision == Precision::Int8 ? dt::s8 : dt::f32;
+  try {
+    const auto conv = layer_pd(LinearForm::Conv1x1, lw, any_weights(LinearForm::Conv1x1, lw, wt), T);
+    if (kernel_kind(impl_name(conv)) == KernelKind::Reference) return LinearForm::Matmul;
+  } catch (const dnnl::error&) {  // no convolution of this kind here
+    return LinearForm::Matmul;
+  }
+  if (asked == LinearForm::Conv1x1) return asked;
+  if (how == "timed")
+    return seconds_per_run(LinearForm::Conv1x1, lw, T) < seconds_per_run(LinearForm::Matmul, lw, T) ? LinearForm::Conv1x1
+                                                                                                  : LinearForm::Matmul;
+  const auto matmul = layer_pd(LinearForm::Matmul, lw, any_weights(LinearForm::Matmul, lw, wt), T);
+  if (kernel_kind(impl_name(matmul)) == KernelKind::Brgemm) return LinearForm::Matmul;
+  if (lw.precision == Precision::Int8) return LinearForm::Conv1x1;
+  return std::min(lw.K, lw.N) <= 384 ? LinearForm::Conv1x1 : LinearForm::Matmul;
 }
 
 LinearWeights f32_weights(Arena& store, const float* weight, int64_t typical_rows, WeightLayout layout,
                           LinearWeights lw) {
+  if (lw.form == LinearForm::Conv1x1) {
+    const auto pd = layer_pd(lw.form, lw, any_weights(lw.form, lw, dt::f32), typical_rows);
+    lw.w = stored_reorder(store, view(plain_weights(lw.form, lw, dt::f32), weight), pd.weights_desc());
+    return lw;
+  }
   const memory::desc plain({lw.K, lw.N}, dt::f32, tag::ba);
   if (layout != WeightLayout::NK) {
     // Ask the matmul which weight layout it wants for the rows it will mostly see.
@@ -92,19 +191,15 @@ LinearWeights bf16_weights(Arena& store, const float* weight, int64_t typical_ro
   return lw;
 }
 
-LinearWeights int8_weights(Arena& store, const float* weight, int64_t typical_rows, LinearWeights lw) {
+// The int8 weights, quantized per output channel, with their scales and column sums into lw.
+std::vector<int8_t> int8_quantized(const float* weight, LinearWeights& lw) {
   std::vector<int8_t> q(size_t(lw.N * lw.K));
   lw.w_scale.resize(size_t(lw.N));
   quantize_weights(weight, lw.N, lw.K, int8_weight_max(), q.data(), lw.w_scale.data());
   lw.w_colsum.assign(size_t(lw.N), 0);
   for (int64_t n = 0; n < lw.N; ++n)
     for (int64_t k = 0; k < lw.K; ++k) lw.w_colsum[size_t(n)] += q[size_t(n * lw.K + k)];
-  const memory::desc plain({lw.K, lw.N}, dt::s8, tag::ba);
-  const memory::desc any({lw.K, lw.N}, dt::s8, tag::any);
-  const auto pd = fused_int8_pd(lw, any, typical_rows, Epilogue::None, Fusion::Full);
-  lw.w = kernel_kind(impl_name(pd)) == KernelKind::Brgemm ? stored_reorder(store, view(plain, q.data()), pd.weights_desc())
-                                       : stored_copy(store, plain, q.data());
-  return lw;
+  return q;
 }
 
 // The host passes, named for profiles by the vectors they run in.
@@ -208,14 +303,14 @@ std::vector<Step> fused_int8_steps(const std::string& name, const LinearWeights&
 // sums are exact, and every grid is the row's own.
 std::vector<Step> batched_int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
                                      const float* src, float* dst, const LinearScratch& s, LinearInput in) {
-  const auto pd = plain_int8_pd(lw, lw.w.get_desc(), B * T);
+  const auto pd = layer_pd(lw.form, lw, lw.w.get_desc(), B * T);
   // The products go to dst when the epilogue overwrites it, else to the scratch rows.
   void* products = lw.epilogue == Epilogue::AddToDst ? static_cast<void*>(s.out) : static_cast<void*>(dst);
   std::vector<Step> steps;
   if (in == LinearInput::F32) steps.push_back(quantize_step(name + ".quantize", B * T, 1, lw.K, src, s));
   Step st;
   st.name = name;
-  st.prim = dnnl::matmul(pd);
+  st.prim = dnnl::primitive(pd);
   st.args = {{DNNL_ARG_SRC, view(pd.src_desc(), s.input)}, {DNNL_ARG_WEIGHTS, lw.w},
              {DNNL_ARG_DST, view(pd.dst_desc(), products)}};
   st.flops = 2.0 * double(B * T) * double(lw.K) * double(lw.N);
@@ -227,47 +322,78 @@ std::vector<Step> batched_int8_steps(const std::string& name, const LinearWeight
 // Whether oneDNN can make the fused per-image matmul with this fusion, and makes it in brgemm.
 bool fused_is_brgemm(const LinearWeights& lw, int64_t T, Fusion f) {
   try {
-    return kernel_kind(impl_name(fused_int8_pd(lw, lw.w.get_desc(), T, lw.epilogue, f))) == KernelKind::Brgemm;
+    return kernel_kind(impl_name(fused_int8_pd(lw, any_weights(LinearForm::Matmul, lw, dt::s8), T, lw.epilogue, f))) ==
+           KernelKind::Brgemm;
   } catch (const dnnl::error&) {  // not implemented with this fusion here
     return false;
   }
 }
 
 // The one place an int8 layer's path is chosen: fused per image where oneDNN runs that in brgemm (VNNI),
-// else the batched s32 matmul (AVX2's gemm:jit, whose int8 speed falls by half at one image's rows).
+// else the batched s32 product (AVX2's gemm:jit, whose int8 speed falls by half at one image's rows).
 Int8Path int8_path(const LinearWeights& lw, int64_t T) {
   if (fused_is_brgemm(lw, T, Fusion::Full)) return Int8Path::Fused;
   if (lw.epilogue == Epilogue::AddToDst && fused_is_brgemm(lw, T, Fusion::NoSum)) return Int8Path::FusedThenAdd;
-  if (kernel_kind(impl_name(plain_int8_pd(lw, lw.w.get_desc(), T))) == KernelKind::Reference)
+  const auto pd = layer_pd(LinearForm::Matmul, lw, plain_weights(LinearForm::Matmul, lw, dt::s8), T);
+  if (kernel_kind(impl_name(pd)) == KernelKind::Reference)
     throw Error("this CPU's oneDNN has no int8 matmul kernel but its reference one; use --precision f32");
   return Int8Path::Batched;
 }
 
-dnnl::post_ops epilogue_post_ops(Epilogue ep) {
-  dnnl::post_ops po;
-  if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
-  if (ep == Epilogue::AddToDst) po.append_sum(1.f);
-  return po;
+// The quantized weights kept in the layout the layer's path and form run from: the fused brgemm
+// matmul's, the convolution's, or as stored (AVX2's gemm:jit matmul takes them plain).
+memory store_int8(Arena& store, const std::vector<int8_t>& q, const LinearWeights& lw, int64_t T) {
+  const memory::desc plain = plain_weights(lw.form, lw, dt::s8), any = any_weights(lw.form, lw, dt::s8);
+  switch (lw.int8_path) {
+    case Int8Path::Fused:
+    case Int8Path::FusedThenAdd: {
+      const Fusion f = lw.int8_path == Int8Path::Fused ? Fusion::Full : Fusion::NoSum;
+      return stored_reorder(store, view(plain, q.data()), fused_int8_pd(lw, any, T, lw.epilogue, f).weights_desc());
+    }
+    case Int8Path::Batched:
+      if (lw.form == LinearForm::Conv1x1)
+        return stored_reorder(store, view(plain, q.data()), layer_pd(lw.form, lw, any, T).weights_desc());
+      return stored_copy(store, plain, q.data());
+    case Int8Path::None: break;
+  }
+  throw Error("internal: int8 weights without a path");
 }
 
-Step matmul_step(const std::string& name, const LinearWeights& lw, int64_t M, const memory& src, float* dst) {
-  const memory::desc dst_md({M, lw.N}, dt::f32, tag::ab);
-  dnnl::primitive_attr attr;
-  attr.set_post_ops(epilogue_post_ops(lw.epilogue));
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src.get_desc(), lw.w.get_desc(), bias_desc(lw), dst_md), attr,
-                                  cpu_engine());
+// f32 or bf16 src [M, K] (bf16 in the scratch) -> dst [M, N] in the layer's form, bias and epilogue fused.
+Step float_step(const std::string& name, const LinearWeights& lw, int64_t M, const void* src, float* dst) {
+  const auto pd = layer_pd(lw.form, lw, lw.w.get_desc(), M);
   if (lw.precision == Precision::BF16 && kernel_kind(impl_name(pd)) == KernelKind::Reference)
     throw Error(name, "no bf16 matmul kernel but oneDNN's reference one on this CPU (" + cpu_isa().name + ")");
   Step s;
   s.name = name;
-  s.prim = dnnl::matmul(pd);
-  s.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, lw.w}, {DNNL_ARG_DST, view(dst_md, dst)}};
-  if (lw.b) s.args[DNNL_ARG_BIAS] = lw.b;
+  s.prim = dnnl::primitive(pd);
+  s.args = {{DNNL_ARG_SRC, view(pd.src_desc(), src)}, {DNNL_ARG_WEIGHTS, lw.w}, {DNNL_ARG_DST, view(pd.dst_desc(), dst)}};
+  if (lw.b) s.args[DNNL_ARG_BIAS] = view(pd.weights_desc(1), lw.b.get_data_handle());
   s.flops = 2.0 * double(M) * double(lw.K) * double(lw.N);
   return s;
 }
 
 }  // namespace
+
+const char* form_name(LinearForm f) {
+  switch (f) {
+    case LinearForm::Auto: return "auto";
+    case LinearForm::Matmul: return "matmul";
+    case LinearForm::Conv1x1: return "1x1 convolution";
+  }
+  return "?";
+}
+
+std::string linear_summary(const LinearWeights& lw) {
+  std::string s = form_name(lw.form);
+  switch (lw.int8_path) {
+    case Int8Path::None: break;
+    case Int8Path::Fused: s += ", int8 fused per image"; break;
+    case Int8Path::FusedThenAdd: s += ", int8 fused per image, residual added after"; break;
+    case Int8Path::Batched: s += ", int8 batched (s32) then dequantized"; break;
+  }
+  return s;
+}
 
 size_t LinearWeights::bytes() const {
   return (w ? w.get_desc().get_size() : 0) + (b ? b.get_desc().get_size() : 0) + w_scale.size() * sizeof(float);
@@ -276,7 +402,8 @@ size_t LinearWeights::bytes() const {
 int int8_weight_max() { return cpu_isa().vnni ? 127 : 64; }
 
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
-                          int64_t typical_rows, Epilogue ep, Precision precision, WeightLayout layout) {
+                          int64_t typical_rows, Epilogue ep, Precision precision, WeightLayout layout,
+                          LinearForm form) {
   LinearWeights lw;
   lw.precision = precision;
   lw.epilogue = ep;
@@ -284,11 +411,17 @@ LinearWeights make_linear(Arena& store, const float* weight, const float* bias, 
   lw.N = N;
   if (bias) lw.b = stored_copy(store, memory::desc({1, N}, dt::f32, tag::ab), bias);
   switch (precision) {
-    case Precision::F32: return f32_weights(store, weight, typical_rows, layout, std::move(lw));
-    case Precision::BF16: return bf16_weights(store, weight, typical_rows, std::move(lw));
+    case Precision::F32:
+      lw.form = choose_form(lw, typical_rows, form);
+      return f32_weights(store, weight, typical_rows, layout, std::move(lw));
+    case Precision::BF16:
+      lw.form = LinearForm::Matmul;
+      return bf16_weights(store, weight, typical_rows, std::move(lw));
     case Precision::Int8: {
-      lw = int8_weights(store, weight, typical_rows, std::move(lw));
+      const std::vector<int8_t> q = int8_quantized(weight, lw);
       lw.int8_path = int8_path(lw, typical_rows);
+      lw.form = choose_form(lw, typical_rows, form);
+      lw.w = store_int8(store, q, lw, typical_rows);
       return lw;
     }
   }
@@ -344,7 +477,7 @@ std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw,
     throw Error(name, "internal: a quantized input given to a layer that is not int8");
   switch (lw.precision) {
     case Precision::F32:
-      return {matmul_step(name, lw, M, view(memory::desc({M, lw.K}, dt::f32, tag::ab), src), dst)};
+      return {float_step(name, lw, M, src, dst)};
     case Precision::BF16: {
       const memory from = view(memory::desc({M, lw.K}, dt::f32, tag::ab), src);
       const memory to = view(memory::desc({M, lw.K}, dt::bf16, tag::ab), scratch.input);
@@ -352,7 +485,7 @@ std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw,
       convert.name = name + ".to_bf16";
       convert.prim = dnnl::reorder(from, to);
       convert.args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-      return {std::move(convert), matmul_step(name, lw, M, to, dst)};
+      return {std::move(convert), float_step(name, lw, M, scratch.input, dst)};
     }
     case Precision::Int8:
       if (lw.int8_path == Int8Path::Batched) return batched_int8_steps(name, lw, B, T, src, dst, scratch, in);

@@ -20,9 +20,15 @@ namespace vit {
 enum class WeightLayout { Auto, NK, Blocked };
 enum class Epilogue { None, Gelu, AddToDst };  // AddToDst: dst += result (residual connection)
 
-// Which oneDNN primitive a layer runs on. Every layer runs as a matmul today; the field is where a
-// per-layer choice of form is kept.
-enum class LinearForm { Matmul };
+// Which oneDNN primitive a layer runs on: a matmul, or the same product as a 1x1 convolution over the
+// rows (src nhwc with N = 1, H = 1, W = rows is exactly [rows, K] row-major, dst likewise [rows, N]).
+// Chosen per layer at load, for its shape at one image's rows (so the same at every batch size), by
+// rules measured per kernel family (choose_form in linear.cpp, docs/PERFORMANCE.md); f32 and the int8
+// Batched path may take either, bf16 and the fused int8 paths run as matmuls. Auto: by those rules, or
+// with VIT_LINEAR_FORM=timed in the environment by timing both at load (opt-in: timing noise can change
+// the choice, and with it the last bits of f32 results, from run to run); =matmul or =conv forces one.
+enum class LinearForm { Auto, Matmul, Conv1x1 };
+const char* form_name(LinearForm f);
 
 // How an int8 layer runs on this CPU, chosen once at load by what oneDNN offers for the layer and its
 // epilogue (int8_path in linear.cpp):
@@ -40,12 +46,15 @@ struct LinearWeights {
   LinearForm form = LinearForm::Matmul;
   Int8Path int8_path = Int8Path::None;  // Int8 only
   int64_t K = 0, N = 0;
-  dnnl::memory w;              // [K, N]: f32, bf16 or s8, in the layout the matmul runs from
+  dnnl::memory w;              // [K, N] (a matmul's) or [N, K, 1, 1] (a convolution's): f32, bf16 or s8,
+                               // in the layout the primitive runs from
   dnnl::memory b;              // f32 [1, N]; empty when the layer has no bias
   std::vector<float> w_scale;     // Int8: [N], W[n, k] = w_scale[n] * w[k, n]
   std::vector<int32_t> w_colsum;  // Int8: [N], sum over k of w[k, n], to take an input's zero point out
   size_t bytes() const;        // resident size of the weights and bias
 };
+// How a layer runs, for `vit inspect`: "matmul", "1x1 convolution", "matmul, int8 fused per image", ...
+std::string linear_summary(const LinearWeights& lw);
 
 // The largest |q| of int8 weights on this CPU: 127 with VNNI (u8 x s8 products summed in 32 bits);
 // 64 without, where oneDNN's int8 kernels add pairs of products in saturating 16 bits (2 x 255 x 64 fits).
@@ -58,7 +67,7 @@ int int8_weight_max();
 // without avx512_bf16 or AMX, int8 with only oneDNN's reference matmul).
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
                           int64_t typical_rows, Epilogue ep, Precision precision = Precision::F32,
-                          WeightLayout layout = WeightLayout::Auto);
+                          WeightLayout layout = WeightLayout::Auto, LinearForm form = LinearForm::Auto);
 
 // What the bf16 and int8 layers use beside their input and output, one set per Plan, sized for its
 // largest layer by add_linear_scratch (nothing for F32).
