@@ -55,6 +55,11 @@ int usable_threads(int requested) {
   return cores;
 }
 
+void check_batch_size(int64_t B) {
+  if (B < 1 || B > kMaxBatch)
+    throw Error("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
+}
+
 ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision) {
   std::string file = model, dir;
   if (!exists(model)) throw Error(model, "no such file or directory");
@@ -199,8 +204,7 @@ int64_t ViT::attention_chunk(int64_t B) const {
 }
 
 ViT::PlanLayout ViT::plan_layout(int64_t B, const PlanOptions& o) const {
-  if (B <= 0 || B > kMaxBatch)
-    throw Error("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
+  check_batch_size(B);
   PlanLayout l;
   l.B = B;
   l.keep_attention = o.keep_attention;
@@ -224,7 +228,8 @@ int64_t ViT::PlanLayout::largest_pass() const {
   return n;
 }
 
-// Every buffer of a forward pass laid out as l says: activation_bytes sizes from it, make_plan carves from it.
+// Every buffer of a forward pass laid out as l says: make_plan sizes its arena from it and carves the
+// buffers out of it.
 BufferTable ViT::activation_table(const PlanLayout& l, Plan::Activations* a) const {
   const ViTConfig& c = cfg_;
   const int64_t B = l.B, D = c.width, T = c.tokens(), N = c.patches(), BT = B * T;
@@ -247,11 +252,6 @@ BufferTable ViT::activation_table(const PlanLayout& l, Plan::Activations* a) con
   t.add("logits_dist", &a->logits_dist, B * c.classes);
   add_linear_scratch(t, &a->linear, precision_, B, T, std::max(D, c.mlp), D);
   return t;
-}
-
-size_t ViT::activation_bytes(int64_t B) const {
-  Plan::Activations a{};
-  return activation_table(plan_layout(B, PlanOptions{}), &a).bytes();
 }
 
 std::vector<std::pair<std::string, const LinearWeights*>> ViT::linear_layers() const {

@@ -9,6 +9,7 @@
 
 #include "engine/nn/quantize.h"
 #include "engine/nn/rows.h"
+#include "engine/nn/signals.h"
 #include "vit/error.h"
 
 namespace vit {
@@ -30,6 +31,7 @@ memory stored_copy(Arena& store, const memory::desc& md, const void* src) {
 // Copies `from` into a new memory of `to_md` in the store, converting type and layout.
 memory stored_reorder(Arena& store, const memory& from, const memory::desc& to_md) {
   memory to(to_md, cpu_engine(), store.alloc(to_md.get_size()));
+  const SignalShield shield;
   dnnl::reorder(from, to).execute(cpu_stream(), const_cast<memory&>(from), to);
   cpu_stream().wait();
   return to;
@@ -113,6 +115,7 @@ double seconds_per_run(LinearForm f, const LinearWeights& lw, int64_t M) {
     args[arg] = m;
   }
   const dnnl::primitive prim(pd);
+  const SignalShield shield;
   double best = 1e30;
   for (int i = 0; i < 8; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
