@@ -97,15 +97,18 @@ inline vf vexp(vf x) {
 
 // erf: below |x| = 1 its Taylor series to x^21 (terms alternate and shrink, the last below 2e-8);
 // above, Abramowitz and Stegun 7.1.26 (absolute error 1.5e-7, that is under 2e-7 of erf's value there).
-inline vf verf(vf x) {
-  const vf ax = vmax(x, -x);
+inline vf verf_small(vf x) {
   const vf x2 = x * x;
   static constexpr float c[11] = {1.128379167f,     -0.376126389f,   0.1128379167f,    -0.02686617065f,
                                   0.005223977625f,  -8.548327023e-4f, 1.205533298e-4f, -1.492565036e-5f,
                                   1.646211437e-6f,  -1.636584469e-7f, 1.480719282e-8f};
   vf s = bc(c[10]);
   for (int j = 9; j >= 0; --j) s = s * x2 + bc(c[j]);
-  s = s * x;
+  return s * x;
+}
+
+inline vf verf_big(vf x) {
+  const vf ax = vmax(x, -x);
   const vf t = bc(1.f) / (bc(1.f) + bc(0.3275911f) * ax);
   vf p = bc(1.061405429f);
   p = p * t + bc(-1.453152027f);
@@ -113,8 +116,18 @@ inline vf verf(vf x) {
   p = p * t + bc(-0.284496736f);
   p = p * t + bc(0.254829592f);
   const vf e = bc(1.f) - p * t * vexp(-(vmin(ax, bc(9.f)) * vmin(ax, bc(9.f))));
-  const vf big = x < bc(0.f) ? -e : e;
-  return ax < bc(1.f) ? s : big;
+  return x < bc(0.f) ? -e : e;
+}
+
+// Each branch is computed only when some lane needs it.
+inline vf verf(vf x) {
+  const vf ax = vmax(x, -x);
+  const vi small = ax < bc(1.f);
+  int n_small = 0;
+  for (int j = 0; j < W; ++j) n_small -= small[j];
+  if (n_small == W) return verf_small(x);
+  if (n_small == 0) return verf_big(x);
+  return small ? verf_small(x) : verf_big(x);
 }
 
 inline vf vgelu(vf x) { return bc(0.5f) * x * (bc(1.f) + verf(x * bc(0.70710678f))); }
