@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The first README command: installs the Debian packages, makes a release build in build/, installs the
-# Python module for Debian's python3 and PySpark into .venv, obtains the default model and classifies a
+# Python module for Debian's python3, PySpark and tritonclient into .venv, obtains the default model and classifies a
 # sample photo with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,8 @@ $sudo cmake --install build --component python
 # package index into .venv, which sees Debian's packages (the vit module, pytest) too.
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r spark/requirements.txt
+# KServe v2's Python client, for the `vit serve` test that calls the server through it.
+.venv/bin/python -m pip install -q --disable-pip-version-check "tritonclient[http]"
 weights/get_default_model.sh
 sample=../shared/data/images/imagenet-samples/n01440764_tench.JPEG
 if [ ! -f "$sample" ]; then
