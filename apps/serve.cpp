@@ -17,7 +17,9 @@
 #include <optional>
 #include <thread>
 
-#include "common.h"
+#include "command.h"
+#include "options.h"
+#include "vit/limits.h"
 #include "serve_api.h"
 #include "vit/batcher.h"
 

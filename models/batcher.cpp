@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <new>
 #include <mutex>
 #include <thread>
 
@@ -125,6 +126,7 @@ struct Batcher::Impl {
       }
     }
     stats.run_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (on_batch) on_batch(stats);  // before the answers, so that a client's next look at them includes this pass
     const size_t classes = size_t(classifier.classes());
     size_t next_result = 0, next_row = 0;
     for (Job& j : batch) {
@@ -151,7 +153,6 @@ struct Batcher::Impl {
         next_row += size_t(j.n);
       }
     }
-    if (on_batch) on_batch(stats);
   }
 
   void loop() {

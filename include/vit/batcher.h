@@ -32,8 +32,8 @@ class Batcher {
   // logits [n, classes], or empty with the error that stopped the pass.
   using LogitsDone = std::function<void(std::vector<float> logits, std::string error)>;
 
-  // The classifier must outlive the batcher and be made with batch >= options.max_batch; on_batch, if
-  // given, is called on the batching thread after each pass.
+  // The classifier must outlive the batcher; made with batch >= options.max_batch, each batch is one
+  // forward pass (else several). on_batch, if given, is called on the batching thread after each pass.
   Batcher(const Classifier& classifier, const BatcherOptions& options,
           std::function<void(const BatchStats&)> on_batch = {});
   ~Batcher();  // close()
