@@ -347,24 +347,26 @@ def test_max_connections_refuses_the_next_with_503(serve):
 
 
 def test_full_queue_answers_503_with_retry_after(serve):
-    s = serve("--max-batch", "1", "--max-queue", "1", "--max-delay-ms", "0")
+    # With --max-delay-ms 3000 and fewer images than a batch waiting, the queue holds still.
+    s = serve("--max-batch", "8", "--max-queue", "8", "--max-delay-ms", "3000")
     data = photos()[0].read_bytes()
-    codes, lock = [], threading.Lock()
-
-    def post():
-        r = requests.post(s.url + "/v1/classify", data=data, timeout=60)
-        with lock:
-            codes.append((r.status_code, r.headers.get("Retry-After"), r.text))
-
-    threads = [threading.Thread(target=post) for _ in range(24)]
+    codes = []
+    threads = [threading.Thread(target=lambda: codes.append(
+        requests.post(s.url + "/v1/classify", data=data, timeout=60).status_code)) for _ in range(7)]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + 30
+    while metrics(s.url)[("vit_queue_depth", ())] < 7:
+        assert time.monotonic() < deadline, "the requests never queued"
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    r = requests.post(s.url + "/v1/classify", files=[("f", ("a.jpg", data)), ("f", ("b.jpg", data))], timeout=60)
+    assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
+    assert "queue is full (8 images, --max-queue)" in r.json()["error"]
+    assert time.monotonic() - t0 < 2  # at once, not after the queued batch ran
     for t in threads:
         t.join(60)
-    assert len(codes) == 24
-    full = [c for c in codes if c[0] == 503]
-    assert full and all(c[1] == "1" and "queue is full" in c[2] for c in full)
-    assert all(c[0] in (200, 503) for c in codes) and any(c[0] == 200 for c in codes)
+    assert codes == [200] * 7
 
 
 def test_sigterm_answers_every_queued_request_then_exits_0(serve):
@@ -378,7 +380,10 @@ def test_sigterm_answers_every_queued_request_then_exits_0(serve):
     threads = [threading.Thread(target=post, args=(f,)) for f in photos()[:6]]
     for t in threads:
         t.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while metrics(s.url)[("vit_queue_depth", ())] < 6:
+        assert time.monotonic() < deadline, "the requests never queued"
+        time.sleep(0.02)
     s.signal(signal.SIGTERM)
     for t in threads:
         t.join(60)
@@ -397,7 +402,10 @@ def test_second_sigint_exits_at_once(serve):
 
     t = threading.Thread(target=post, daemon=True)
     t.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while metrics(s.url)[("vit_queue_depth", ())] < 1:
+        assert time.monotonic() < deadline, "the request never queued"
+        time.sleep(0.02)
     s.signal(signal.SIGINT)
     time.sleep(0.3)
     assert s.proc.poll() is None  # draining: the queued request waits for its batch
