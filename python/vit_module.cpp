@@ -7,11 +7,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "vit/batcher.h"
 #include "vit/vit.h"
 
 namespace py = pybind11;
@@ -160,13 +163,13 @@ py::list classify_video(const vit::Classifier& c, const py::handle& path, int ev
   return to_dicts(all);
 }
 
-py::list classify_encoded(const vit::Classifier& c, const py::handle& images, int topk) {
-  check_topk(topk);
+// A list of (name, bytes or bytearray) pairs as the library takes them; `what` names the argument.
+std::vector<std::pair<std::string, std::string>> encoded_items(const py::handle& images, const std::string& what) {
   std::vector<std::pair<std::string, std::string>> in;
-  for (const py::object& h : items(images, "classify_encoded: images")) {
-    const std::string what = "classify_encoded: images[" + std::to_string(in.size()) + "]";
+  for (const py::object& h : items(images, what)) {
+    const std::string item = what + "[" + std::to_string(in.size()) + "]";
     if (!(py::isinstance<py::tuple>(h) || py::isinstance<py::list>(h)) || py::len(h) != 2)
-      throw py::type_error(what + " must be a (name, bytes) pair, got " + type_name(h));
+      throw py::type_error(item + " must be a (name, bytes) pair, got " + type_name(h));
     const py::object name = h[py::int_(0)], data = h[py::int_(1)];
     std::string bytes;
     if (py::isinstance<py::bytes>(data)) {
@@ -174,11 +177,39 @@ py::list classify_encoded(const vit::Classifier& c, const py::handle& images, in
     } else if (PyByteArray_Check(data.ptr())) {
       bytes.assign(PyByteArray_AS_STRING(data.ptr()), size_t(PyByteArray_GET_SIZE(data.ptr())));
     } else {
-      throw py::type_error(what + ": the image must be bytes or bytearray, got " + type_name(data));
+      throw py::type_error(item + ": the image must be bytes or bytearray, got " + type_name(data));
     }
-    in.emplace_back(path_arg(name, what + ": the name"), std::move(bytes));
+    in.emplace_back(path_arg(name, item + ": the name"), std::move(bytes));
   }
+  return in;
+}
+
+py::list classify_encoded(const vit::Classifier& c, const py::handle& images, int topk) {
+  check_topk(topk);
+  const std::vector<std::pair<std::string, std::string>> in = encoded_items(images, "classify_encoded: images");
   return to_dicts(interruptible([&](const vit::BetweenBatches& between) { return c.classify_encoded(in, topk, between); }));
+}
+
+// vit.Batcher: classify_encoded calls from many Python threads, run together as vit::Batcher batches.
+struct PyBatcher {
+  py::object classifier;  // keeps the Classifier alive while the Batcher uses it
+  std::unique_ptr<vit::Batcher> batcher;
+};
+
+py::list batcher_classify_encoded(PyBatcher& pb, const py::handle& images, int topk) {
+  check_topk(topk);
+  std::vector<std::pair<std::string, std::string>> in = encoded_items(images, "classify_encoded: images");
+  if (in.empty()) return py::list();
+  std::vector<vit::Result> r;
+  {
+    py::gil_scoped_release unlocked;  // the batching thread never takes the GIL
+    std::promise<std::vector<vit::Result>> answer;
+    std::future<std::vector<vit::Result>> got = answer.get_future();
+    if (!pb.batcher->submit(std::move(in), topk, [&answer](std::vector<vit::Result> rs) { answer.set_value(std::move(rs)); }))
+      throw std::runtime_error("Batcher.classify_encoded: the queue is full (max_queue images waiting) or closed");
+    r = got.get();
+  }
+  return to_dicts(r);
 }
 
 py::array_t<float> logits(const vit::Classifier& c, const py::handle& images) {
@@ -329,4 +360,32 @@ PYBIND11_MODULE(vit, m) {
         return py::str("<vit.Classifier {!r}: {}, {} classes, {}>")
             .format(fs_str(m.file), m.arch.empty() ? "ViT" : m.arch, m.classes, m.precision);
       });
+
+  const vit::BatcherOptions batcher_defaults;
+  py::class_<PyBatcher>(m, "Batcher",
+                        "Dynamic batching over a Classifier, as `vit serve` runs it: classify_encoded calls from many\n"
+                        "threads wait in one bounded queue and run together, a forward pass as soon as the last ends.")
+      .def(py::init([](py::object classifier, int max_batch, int max_delay_ms, int max_queue) {
+             vit::BatcherOptions o;
+             o.max_batch = max_batch;
+             o.max_delay_ms = max_delay_ms;
+             o.max_queue = max_queue;
+             if (!py::isinstance<vit::Classifier>(classifier))
+               throw py::type_error("Batcher: classifier must be a vit.Classifier, got " + type_name(classifier));
+             const vit::Classifier& c = classifier.cast<const vit::Classifier&>();
+             auto b = std::make_unique<vit::Batcher>(c, o);
+             return PyBatcher{std::move(classifier), std::move(b)};
+           }),
+           py::arg("classifier"), py::kw_only(), py::arg("max_batch") = batcher_defaults.max_batch,
+           py::arg("max_delay_ms") = batcher_defaults.max_delay_ms, py::arg("max_queue") = batcher_defaults.max_queue,
+           "classifier: a Classifier made with batch >= max_batch (else a batch runs as several passes);\n"
+           "max_batch: images per pass at most; max_delay_ms: extra wait for a fuller batch; max_queue: images\n"
+           "waiting at most (past it, classify_encoded raises RuntimeError at once).")
+      .def("classify_encoded", &batcher_classify_encoded, py::arg("images"), py::arg("topk") = 5,
+           "As Classifier.classify_encoded, the images queued with other threads' and run in their batch.")
+      .def_property_readonly("queued", [](const PyBatcher& pb) { return pb.batcher->queued(); }, "Images waiting.")
+      .def("close", [](PyBatcher& pb) {
+        py::gil_scoped_release unlocked;
+        pb.batcher->close();
+      }, "Refuses new calls and answers the queued ones.");
 }
