@@ -19,6 +19,12 @@ struct Error : std::runtime_error {
   std::string problem_;
 };
 
+// An option's value that cannot be used (out of range, or not suiting the model): the caller's mistake,
+// as the Python module's ValueError says.
+struct ArgumentError : Error {
+  using Error::Error;
+};
+
 // Writing an output failed part way (a full disk, an I/O error): the run's results are incomplete.
 struct WriteError : Error {
   using Error::Error;
