@@ -1,5 +1,5 @@
 // Reading --labels-csv with libcsv (Debian's libcsv-dev, RFC 4180 in strict mode); see labels_csv.h.
-#include "labels_csv.h"
+#include "apps/labels_csv.h"
 
 #include <csv.h>
 

@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "common.h"
-#include "output.h"
+#include "apps/command.h"
+#include "apps/options.h"
+#include "apps/output.h"
 #include "vit/error.h"
 
 namespace vit::app {

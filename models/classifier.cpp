@@ -1,53 +1,29 @@
 // vit::Classifier (include/vit/vit.h): a loaded ViT, its labels, and a pool of Plans. Each call checks
-// out Plans of its own, so calls from several threads run side by side; inputs are decoded and
-// preprocessed batch by batch on all threads, failures recorded per input, the good ones run together.
-#include <omp.h>
-#include <spdlog/spdlog.h>
-
+// out Plans of its own, so calls from several threads run side by side; inputs go through the batch
+// runner (runner.h), which decodes on all threads and runs the good ones of each batch together.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <map>
-#include <mutex>
 
 #include "engine/image/image.h"
-#include "engine/preprocess/preprocess.h"
 #include "engine/nn/topk.h"
-#include "labels.h"
-#include "video.h"
-#include "vit.h"
+#include "engine/preprocess/preprocess.h"
+#include "models/labels.h"
+#include "models/runner.h"
+#include "models/video.h"
+#include "models/vit.h"
 #include "vit/vit.h"
 
 namespace vit {
 
 struct Classifier::Impl {
-  Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o) {}
-  ViT model;
+  Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o), plans(model) {}
+  ViT model;  // declared before the pool, which points at it
   ClassifierOptions opt;
+  PlanPool plans;
   std::vector<std::string> labels;
   int threads = 1;
-  mutable std::mutex mu;                                            // guards the pool
-  mutable std::map<int64_t, std::vector<std::unique_ptr<ViT::Plan>>> pool;  // idle Plans by batch size
-
-  // A Plan for B images, the caller's own until it is given back.
-  std::unique_ptr<ViT::Plan> take(int64_t B) const {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      auto& idle = pool[B];
-      if (!idle.empty()) {
-        auto p = std::move(idle.back());
-        idle.pop_back();
-        return p;
-      }
-    }
-    return model.make_plan(B);
-  }
-  void give_back(std::unique_ptr<ViT::Plan> p) const {
-    std::lock_guard<std::mutex> lock(mu);
-    pool[p->batch()].push_back(std::move(p));
-  }
 
   // Each call runs with the Classifier's thread count, whichever thread it comes from (OpenMP's count
   // is per thread, and a Plan's primitives are made for one count).
@@ -67,61 +43,28 @@ struct Classifier::Impl {
     return r;
   }
 
-  // Classifies n inputs, `batch` at a time: decode(i) gives input i's image (or throws).
-  std::vector<Result> run(size_t n, const std::function<std::string(size_t)>& name,
-                          const std::function<Image(size_t)>& decode, int topk) const;
+  // Classifies n inputs through the batch runner: decode(i) gives input i's image (or throws).
+  std::vector<Result> run(size_t n, const std::function<std::string(size_t)>& name, const DecodeFn& decode, int topk,
+                          const BetweenBatches& between) const {
+    use_threads();
+    std::vector<Result> out(n);
+    const int64_t C = model.config().classes;
+    run_batches(plans, n, {opt.batch, false}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+      for (const BatchItem& item : items) {
+        if (item.row < 0) {
+          out[item.index].file = name(item.index);
+          out[item.index].error = item.error;
+        } else {
+          out[item.index] = answer(name(item.index), plan.logits() + item.row * C, topk);
+        }
+      }
+    }, between);
+    return out;
+  }
 };
 
-std::vector<Result> Classifier::Impl::run(size_t n, const std::function<std::string(size_t)>& name,
-                                          const std::function<Image(size_t)>& decode, int topk) const {
-  use_threads();
-  const ViTConfig& c = model.config();
-  const size_t per_image = size_t(c.input_floats()), batch = size_t(opt.batch);
-  std::vector<Result> out(n);
-  for (size_t first = 0; first < n; first += batch) {
-    const size_t count = std::min(batch, n - first);
-    auto plan = take(int64_t(count));
-    float* pixels = plan->input();
-    std::vector<std::string> errors(count);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (size_t j = 0; j < count; ++j) {
-      try {
-        vit::preprocess(decode(first + j), c.pre, pixels + per_image * j);
-      } catch (const Error& e) {
-        errors[j] = e.problem();
-      } catch (const std::exception& e) {  // std::bad_alloc from a huge image, say
-        errors[j] = e.what();
-      }
-    }
-    size_t good = 0;  // close the holes the failures left, so the good images run as one batch
-    for (size_t j = 0; j < count; ++j)
-      if (errors[j].empty()) {
-        if (good != j) std::memmove(pixels + per_image * good, pixels + per_image * j, per_image * sizeof(float));
-        ++good;
-      }
-    if (good > 0 && good < count) {
-      auto smaller = take(int64_t(good));
-      std::memcpy(smaller->input(), pixels, per_image * good * sizeof(float));
-      std::swap(plan, smaller);
-      give_back(std::move(smaller));
-    }
-    const float* logits = good ? plan->run() : nullptr;
-    for (size_t j = 0, slot = 0; j < count; ++j) {
-      if (!errors[j].empty()) {
-        out[first + j].file = name(first + j);
-        out[first + j].error = errors[j];
-      } else {
-        out[first + j] = answer(name(first + j), logits + (slot++) * c.classes, topk);
-      }
-    }
-    give_back(std::move(plan));
-  }
-  return out;
-}
-
 Classifier::Classifier(const std::string& model, const ClassifierOptions& options) {
-  if (options.batch < 1 || options.batch > kMaxBatch)
-    throw ArgumentError("batch size " + std::to_string(options.batch) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
+  check_batch_size(options.batch);
   if (options.max_pixels < 1) throw ArgumentError("max_pixels must be positive, got " + std::to_string(options.max_pixels));
   if (options.threads < 0) throw ArgumentError("threads must be 0 (all cores) or more, got " + std::to_string(options.threads));
   if (options.img_size < 0 || options.img_size > kMaxInputSize)
@@ -138,14 +81,16 @@ Classifier::~Classifier() = default;
 Classifier::Classifier(Classifier&&) noexcept = default;
 Classifier& Classifier::operator=(Classifier&&) noexcept = default;
 
-std::vector<Result> Classifier::classify(const std::vector<std::string>& paths, int topk) const {
+std::vector<Result> Classifier::classify(const std::vector<std::string>& paths, int topk,
+                                        const BetweenBatches& between) const {
   return impl_->run(
       paths.size(), [&](size_t i) { return paths[i]; },
-      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels, impl_->opt.exif_transpose); }, topk);
+      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels, impl_->opt.exif_transpose); }, topk,
+      between);
 }
 
 std::vector<Result> Classifier::classify_encoded(const std::vector<std::pair<std::string, std::string>>& images,
-                                                 int topk) const {
+                                                 int topk, const BetweenBatches& between) const {
   return impl_->run(
       images.size(), [&](size_t i) { return images[i].first; },
       [&](size_t i) {
@@ -153,10 +98,11 @@ std::vector<Result> Classifier::classify_encoded(const std::vector<std::pair<std
         return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
                             impl_->opt.max_pixels, impl_->opt.exif_transpose);
       },
-      topk);
+      topk, between);
 }
 
-std::vector<Result> Classifier::classify_pixels(const std::vector<Pixels>& images, int topk) const {
+std::vector<Result> Classifier::classify_pixels(const std::vector<Pixels>& images, int topk,
+                                               const BetweenBatches& between) const {
   return impl_->run(
       images.size(), [&](size_t i) { return images[i].name; },
       [&](size_t i) {
@@ -171,15 +117,17 @@ std::vector<Result> Classifier::classify_pixels(const std::vector<Pixels>& image
         img.rgb.assign(p.rgb, p.rgb + size_t(p.width) * size_t(p.height) * 3);
         return img;
       },
-      topk);
+      topk, between);
 }
 
 int64_t Classifier::classify_video(const std::string& path, const VideoSampling& sampling,
-                                   const std::function<void(const std::vector<Result>&)>& on_results, int topk) const {
-  return classify_video_frames(*this, path, sampling, impl_->opt.batch, impl_->opt.max_pixels, topk, on_results);
+                                   const std::function<void(const std::vector<Result>&)>& on_results, int topk,
+                                   const BetweenBatches& between) const {
+  return classify_video_frames(*this, path, sampling, impl_->opt.batch, impl_->opt.max_pixels, topk, on_results,
+                               between);
 }
 
-std::vector<float> Classifier::logits(const float* images, int64_t n) const {
+std::vector<float> Classifier::logits(const float* images, int64_t n, const BetweenBatches& between) const {
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();
@@ -187,10 +135,11 @@ std::vector<float> Classifier::logits(const float* images, int64_t n) const {
   std::vector<float> out(size_t(n * c.classes));
   for (int64_t first = 0; first < n; first += batch) {
     const int64_t count = std::min(batch, n - first);
-    auto plan = impl_->take(count);
+    auto plan = impl_->plans.take(count);
     std::memcpy(plan->input(), images + first * per, size_t(count * per) * sizeof(float));
     std::memcpy(out.data() + first * c.classes, plan->run(), size_t(count * c.classes) * sizeof(float));
-    impl_->give_back(std::move(plan));
+    impl_->plans.give_back(std::move(plan));
+    if (first + count < n) check_between(between);
   }
   return out;
 }
