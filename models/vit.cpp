@@ -57,7 +57,7 @@ int usable_threads(int requested) {
 
 void check_batch_size(int64_t B) {
   if (B < 1 || B > kMaxBatch)
-    throw Error("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
+    throw ArgumentError("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
 }
 
 ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision) {

@@ -5,6 +5,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <future>
@@ -37,12 +39,14 @@ py::str fs_str(const std::string& s) {
 
 std::string type_name(const py::handle& h) { return py::str(py::type::handle_of(h).attr("__name__")); }
 
-// A str or os.PathLike (pathlib.Path) as a path; `what` names the argument in the error.
+// A str, bytes or os.PathLike (pathlib.Path) as a path, as os.fsdecode takes them; bytes are the file
+// system's own. `what` names the argument in the error.
 std::string path_arg(const py::handle& h, const std::string& what) {
-  if (!py::isinstance<py::str>(h) && !py::hasattr(h, "__fspath__"))
-    throw py::type_error(what + " must be a str or os.PathLike, got " + type_name(h));
+  if (!py::isinstance<py::str>(h) && !py::isinstance<py::bytes>(h) && !py::hasattr(h, "__fspath__"))
+    throw py::type_error(what + " must be a str, bytes or os.PathLike, got " + type_name(h));
   py::object s = py::module_::import("os").attr("fspath")(h);
-  if (!py::isinstance<py::str>(s)) throw py::type_error(what + " must give a str path, got " + type_name(s));
+  if (py::isinstance<py::bytes>(s)) return std::string(PyBytes_AS_STRING(s.ptr()), size_t(PyBytes_GET_SIZE(s.ptr())));
+  if (!py::isinstance<py::str>(s)) throw py::type_error(what + " must give a str or bytes path, got " + type_name(s));
   return fs_bytes(s);
 }
 
@@ -117,7 +121,7 @@ auto interruptible(const Call& call) {
   }
 }
 
-vit::Classifier make_classifier(const py::handle& model, const std::string& precision, int threads,
+vit::Classifier make_classifier(const py::object& model, const std::string& precision, int threads,
                                 const py::object& labels, int img_size, int batch, const py::object& config,
                                 int64_t max_pixels, bool exif_transpose) {
   vit::ClassifierOptions o;
@@ -125,6 +129,15 @@ vit::Classifier make_classifier(const py::handle& model, const std::string& prec
     o.precision = vit::precision_from_name(precision);
   } catch (const vit::Error& e) {
     throw py::value_error(e.what());
+  }
+  // More threads than cores: the engine uses the cores, and says so through Python's warnings, which a
+  // program can filter or turn into errors (the engine's own log line would bypass them).
+  const int cores = omp_get_num_procs();
+  if (threads > cores) {
+    const std::string why = std::to_string(threads) + " threads asked for, but this machine has " +
+                            std::to_string(cores) + " cores: using " + std::to_string(cores);
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, why.c_str(), 1) != 0) throw py::error_already_set();
+    threads = cores;
   }
   o.threads = threads;
   if (!labels.is_none()) o.labels = path_arg(labels, "labels");
@@ -138,7 +151,7 @@ vit::Classifier make_classifier(const py::handle& model, const std::string& prec
   return vit::Classifier(path, o);
 }
 
-py::list classify(const vit::Classifier& c, const py::handle& paths, int topk) {
+py::list classify(const vit::Classifier& c, const py::object& paths, int topk) {
   check_topk(topk);
   std::vector<std::string> p;
   for (const py::object& h : items(paths, "classify: paths"))
@@ -148,7 +161,7 @@ py::list classify(const vit::Classifier& c, const py::handle& paths, int topk) {
 
 // A video's sampled frames -> one dict per frame (with 'frame' and 'time_s'), then one {'file', 'error'}
 // when the video could not be opened or stopped early.
-py::list classify_video(const vit::Classifier& c, const py::handle& path, int every, double fps, int topk) {
+py::list classify_video(const vit::Classifier& c, const py::object& path, int every, double fps, int topk) {
   check_topk(topk);
   if (every < 0) throw py::value_error("classify_video: every must be 1 or more (0: sample by fps), got " + std::to_string(every));
   if (every == 0 && !(fps > 0 && std::isfinite(fps)))
@@ -184,7 +197,7 @@ std::vector<std::pair<std::string, std::string>> encoded_items(const py::handle&
   return in;
 }
 
-py::list classify_encoded(const vit::Classifier& c, const py::handle& images, int topk) {
+py::list classify_encoded(const vit::Classifier& c, const py::object& images, int topk) {
   check_topk(topk);
   const std::vector<std::pair<std::string, std::string>> in = encoded_items(images, "classify_encoded: images");
   return to_dicts(interruptible([&](const vit::BetweenBatches& between) { return c.classify_encoded(in, topk, between); }));
@@ -196,7 +209,7 @@ struct PyBatcher {
   std::unique_ptr<vit::Batcher> batcher;
 };
 
-py::list batcher_classify_encoded(PyBatcher& pb, const py::handle& images, int topk) {
+py::list batcher_classify_encoded(PyBatcher& pb, const py::object& images, int topk) {
   check_topk(topk);
   std::vector<std::pair<std::string, std::string>> in = encoded_items(images, "classify_encoded: images");
   if (in.empty()) return py::list();
@@ -212,7 +225,7 @@ py::list batcher_classify_encoded(PyBatcher& pb, const py::handle& images, int t
   return to_dicts(r);
 }
 
-py::array_t<float> logits(const vit::Classifier& c, const py::handle& images) {
+py::array_t<float> logits(const vit::Classifier& c, const py::object& images) {
   const vit::ModelInfo m = c.info();
   const std::string want = "float32 [B, 3, " + std::to_string(m.input_height) + ", " + std::to_string(m.input_width) + "]";
   if (!py::isinstance<py::array>(images))
@@ -234,7 +247,7 @@ py::array_t<float> logits(const vit::Classifier& c, const py::handle& images) {
   return to_array(out, {py::ssize_t(n), py::ssize_t(m.classes)});
 }
 
-py::array_t<float> preprocess(const vit::Classifier& c, const py::handle& path) {
+py::array_t<float> preprocess(const vit::Classifier& c, const py::object& path) {
   const std::string p = path_arg(path, "preprocess: path");
   const vit::ModelInfo m = c.info();
   std::vector<float> out;
@@ -247,7 +260,7 @@ py::array_t<float> preprocess(const vit::Classifier& c, const py::handle& path) 
 
 // vit::find_images: the files `vit classify` would classify for these paths, as dicts {"file"} or
 // {"file", "error"}.
-py::list find_images(const py::handle& paths, bool videos) {
+py::list find_images(const py::object& paths, bool videos) {
   std::vector<std::string> p;
   for (const py::object& h : items(paths, "find_images: paths"))
     p.push_back(path_arg(h, "find_images: paths[" + std::to_string(p.size()) + "]"));
@@ -299,22 +312,26 @@ PYBIND11_MODULE(vit, m) {
   m.doc() = "ViT image classification on the CPU (oneDNN), preprocessing and logits as timm's.";
   m.attr("__version__") = VIT_VERSION;
 
-  // vit.Error carries the engine's message: a model, config or labels file that cannot be used, an
-  // option out of range. Its message may name a file that is not UTF-8, hence the file system decoding.
+  // vit.Error carries the engine's message: a model, config or labels file that cannot be used; an option
+  // out of range, or not suiting the model, is a ValueError. Its message may name a file that is not UTF-8, hence the file system decoding.
   static py::exception<vit::Error> error(m, "Error", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const vit::ArgumentError& e) {  // a bad option value: Python's usual exception for it
+      PyErr_SetObject(PyExc_ValueError, fs_str(e.what()).ptr());
     } catch (const vit::Error& e) {
       PyErr_SetObject(error.ptr(), fs_str(e.what()).ptr());
     }
   });
 
-  m.def("find_images", &find_images, py::arg("paths"), py::kw_only(), py::arg("videos") = false,
-        "Image files and folders -> the files `vit classify` would classify, in its order: a folder gives its\n"
-        ".jpg .jpeg .png .bmp .webp .tif .tiff .jp2 .j2k files (any case), and with videos=True its .mp4 .mkv\n"
-        ".avi .mov .webm files, recursively, sorted by name. One dict per file: {'file'}, or {'file', 'error'}\n"
-        "for a path that does not exist or an entry that cannot be an image.");
+  // The extensions from the code that walks the folders, so the docstring cannot drift from it.
+  static const std::string find_images_doc =
+      "Image files and folders (str, bytes or os.PathLike) -> the files `vit classify` would classify, in its\n"
+      "order: a folder gives its " + vit::image_extensions() + " files (any case), and with videos=True its\n" +
+      vit::video_extensions() + " files, recursively, sorted by name. One dict per file: {'file'}, or\n"
+      "{'file', 'error'} for a path that does not exist, a broken symbolic link or an entry that cannot be an image.";
+  m.def("find_images", &find_images, py::arg("paths"), py::kw_only(), py::arg("videos") = false, find_images_doc.c_str());
 
   const vit::ClassifierOptions defaults;
   py::class_<vit::Classifier>(m, "Classifier",
@@ -329,7 +346,9 @@ PYBIND11_MODULE(vit, m) {
            py::arg("threads") = defaults.threads, py::arg("labels") = py::none(), py::arg("img_size") = defaults.img_size,
            py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
            py::arg("exif_transpose") = defaults.exif_transpose,
-           "model: a .safetensors file or the folder holding model.safetensors (and config.json).\n"
+           "model: a .safetensors file or the folder holding model.safetensors (and config.json); paths are str,\n"
+           "bytes or os.PathLike. Options out of range (or not suiting the model) raise ValueError; more threads\n"
+           "than cores warn (RuntimeWarning) and use the cores.\n"
            "precision: 'f32', 'bf16' or 'int8'; threads: 0 for all cores; labels: a file, one per line;\n"
            "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
            "overriding the one beside the weights; max_pixels: larger images are refused from their header;\n"
@@ -349,12 +368,17 @@ PYBIND11_MODULE(vit, m) {
       .def("preprocess", &preprocess, py::arg("path"),
            "An image file as the model is fed it: float32 ndarray [3, H, W] (timm's eval transform).")
       .def_property_readonly("config", &config, "What the engine understood of the model, as `vit inspect` prints it.")
-      .def_property_readonly("labels", [](const vit::Classifier& c) {
-        py::list out;
-        for (const std::string& l : c.labels()) out.append(fs_str(l));
-        return out;
-      })
-      .def_property_readonly("classes", &vit::Classifier::classes)
+      .def_property_readonly(
+          "labels",
+          [](const vit::Classifier& c) {
+            py::list out;
+            for (const std::string& l : c.labels()) out.append(fs_str(l));
+            return out;
+          },
+          "The class names, a list of str indexed by class: the labels file given, else the checkpoint's own,\n"
+          "else ImageNet-1k's for a 1000-class head, else 'class_<i>'.")
+      .def_property_readonly("classes", &vit::Classifier::classes,
+                             "The number of classes the model's head gives (the length of labels).")
       .def("__repr__", [](const vit::Classifier& c) {
         const vit::ModelInfo m = c.info();
         return py::str("<vit.Classifier {!r}: {}, {} classes, {}>")
