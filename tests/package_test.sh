@@ -34,8 +34,8 @@ install_test() {
   # A package is relocatable: what it says about itself follows it to wherever it is unpacked.
   mkdir -p "$tmp/moved"
   mv "$tmp/installed" "$prefix"
-  [ "$(cd "$prefix/include" && find . -type f | sort | tr '\n' ' ')" = "./vit/error.h ./vit/limits.h ./vit/precision.h ./vit/vit.h " ] ||
-    fail "installed headers are not exactly vit/vit.h, vit/error.h, vit/limits.h and vit/precision.h: $(cd "$prefix/include" && find . -type f)"
+  [ "$(cd "$prefix/include" && find . -type f | sort | tr '\n' ' ')" = "./vit/batcher.h ./vit/error.h ./vit/limits.h ./vit/precision.h ./vit/vit.h " ] ||
+    fail "installed headers are not exactly vit/vit.h, vit/batcher.h, vit/error.h, vit/limits.h and vit/precision.h: $(cd "$prefix/include" && find . -type f)"
   # Two shared objects: OpenCV's plugins (WebP, TIFF, JPEG 2000; video), never the Python module.
   local objects
   objects="$(cd "$prefix" && find . -name '*.so*' | sort | tr '\n' ' ')"
