@@ -22,6 +22,8 @@ $sudo cmake --install build --component python
 # package index into .venv, which sees Debian's packages (the vit module, pytest) too.
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r spark/requirements.txt
+# timm over Debian's torch, for the references of the model-family tests (tests/make_timm_models.py).
+.venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 weights/get_default_model.sh
 sample=../shared/data/images/imagenet-samples/n01440764_tench.JPEG
 if [ ! -f "$sample" ]; then
