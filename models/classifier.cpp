@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -60,17 +61,40 @@ struct Classifier::Impl {
     return r;
   }
 
-  // Classifies n inputs, `batch` at a time: decode(i) gives input i's image (or throws).
+  // Runs n inputs, `batch` at a time: decode(i) gives input i's image (or throws); done(i, plan, row)
+  // reads good input i's outputs from that row of the batch the plan just ran, failed(i, why) the others.
+  using Done = std::function<void(size_t, const ViT::Plan&, size_t)>;
+  void run_batches(size_t n, const std::function<Image(size_t)>& decode, const Done& done,
+                   const std::function<void(size_t, const std::string&)>& failed) const;
+
+  // Classifies n inputs.
   std::vector<Result> run(size_t n, const std::function<std::string(size_t)>& name,
-                          const std::function<Image(size_t)>& decode, int topk) const;
+                          const std::function<Image(size_t)>& decode, int topk) const {
+    if (model.config().classes == 0)
+      throw Error(model.source(), "the model has no classifier head (embeddings only): use embed (vit embed)");
+    std::vector<Result> out(n);
+    run_batches(
+        n, decode,
+        [&](size_t i, const ViT::Plan& plan, size_t row) {
+          out[i] = answer(name(i), plan.logits() + row * size_t(model.config().classes), topk);
+        },
+        [&](size_t i, const std::string& why) {
+          out[i].file = name(i);
+          out[i].error = why;
+        });
+    return out;
+  }
+
+  // Embeds n inputs: the features before the head (timm's pre_logits), or after it.
+  std::vector<Embedding> embed(size_t n, const std::function<std::string(size_t)>& name,
+                               const std::function<Image(size_t)>& decode, const EmbedOptions& o) const;
 };
 
-std::vector<Result> Classifier::Impl::run(size_t n, const std::function<std::string(size_t)>& name,
-                                          const std::function<Image(size_t)>& decode, int topk) const {
+void Classifier::Impl::run_batches(size_t n, const std::function<Image(size_t)>& decode, const Done& done,
+                                   const std::function<void(size_t, const std::string&)>& failed) const {
   use_threads();
   const ViTConfig& c = model.config();
   const size_t per_image = size_t(c.input_floats()), batch = size_t(opt.batch);
-  std::vector<Result> out(n);
   for (size_t first = 0; first < n; first += batch) {
     const size_t count = std::min(batch, n - first);
     auto plan = take(int64_t(count));
@@ -98,17 +122,41 @@ std::vector<Result> Classifier::Impl::run(size_t n, const std::function<std::str
       std::swap(plan, smaller);
       give_back(std::move(smaller));
     }
-    const float* logits = good ? plan->run() : nullptr;
+    if (good) plan->run();
     for (size_t j = 0, slot = 0; j < count; ++j) {
-      if (!errors[j].empty()) {
-        out[first + j].file = name(first + j);
-        out[first + j].error = errors[j];
-      } else {
-        out[first + j] = answer(name(first + j), logits + (slot++) * c.classes, topk);
-      }
+      if (!errors[j].empty()) failed(first + j, errors[j]);
+      else done(first + j, *plan, slot++);
     }
     give_back(std::move(plan));
   }
+}
+
+std::vector<Embedding> Classifier::Impl::embed(size_t n, const std::function<std::string(size_t)>& name,
+                                               const std::function<Image(size_t)>& decode,
+                                               const EmbedOptions& o) const {
+  const ViTConfig& c = model.config();
+  const bool logits = o.head && c.classes > 0;  // without a head, timm's model(x) is the features
+  const size_t E = size_t(logits ? c.classes : c.width), TD = size_t(c.tokens() * c.width);
+  std::vector<Embedding> out(n);
+  run_batches(
+      n, decode,
+      [&](size_t i, const ViT::Plan& plan, size_t row) {
+        Embedding& e = out[i];
+        e.file = name(i);
+        const float* v = (logits ? plan.logits() : plan.features()) + row * E;
+        e.embedding.assign(v, v + E);
+        if (o.normalize) {  // torch.nn.functional.normalize: x / max(||x||, 1e-12)
+          double ss = 0;
+          for (float x : e.embedding) ss += double(x) * x;
+          const float inv = float(1.0 / std::max(std::sqrt(ss), 1e-12));
+          for (float& x : e.embedding) x *= inv;
+        }
+        if (o.tokens) e.tokens.assign(plan.tokens() + row * TD, plan.tokens() + (row + 1) * TD);
+      },
+      [&](size_t i, const std::string& why) {
+        out[i].file = name(i);
+        out[i].error = why;
+      });
   return out;
 }
 
@@ -121,6 +169,11 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   set_threads(threads);
   impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
   impl_->threads = threads;
+  if (options.pool == "cls" || options.pool == "token") impl_->model.set_pool(Pool::Token);
+  else if (options.pool == "mean" || options.pool == "avg") impl_->model.set_pool(Pool::Avg);
+  else if (!options.pool.empty())
+    throw Error("pool '" + options.pool + "' is not supported (cls or mean" +
+                (options.pool == "map" ? "; attention pooling needs a model with a MAP head" : "") + ")");
   impl_->labels = resolve_labels(options.labels, impl_->model.config());
 }
 
@@ -169,6 +222,31 @@ int64_t Classifier::classify_video(const std::string& path, const VideoSampling&
   return classify_video_frames(*this, path, sampling, impl_->opt.batch, impl_->opt.max_pixels, topk, on_results);
 }
 
+std::vector<Embedding> Classifier::embed(const std::vector<std::string>& paths, const EmbedOptions& o) const {
+  return impl_->embed(
+      paths.size(), [&](size_t i) { return paths[i]; },
+      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels, impl_->opt.exif_transpose); }, o);
+}
+
+std::vector<Embedding> Classifier::embed_encoded(const std::vector<std::pair<std::string, std::string>>& images,
+                                                 const EmbedOptions& o) const {
+  return impl_->embed(
+      images.size(), [&](size_t i) { return images[i].first; },
+      [&](size_t i) {
+        const std::string& bytes = images[i].second;
+        return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
+                            impl_->opt.max_pixels, impl_->opt.exif_transpose);
+      },
+      o);
+}
+
+int64_t Classifier::embedding_size(const EmbedOptions& o) const {
+  const ViTConfig& c = impl_->model.config();
+  return o.head && c.classes > 0 ? c.classes : c.width;
+}
+int64_t Classifier::tokens() const { return impl_->model.config().tokens(); }
+int64_t Classifier::width() const { return impl_->model.config().width; }
+
 std::vector<float> Classifier::logits(const float* images, int64_t n) const {
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
   impl_->use_threads();
@@ -199,6 +277,7 @@ int64_t Classifier::classes() const { return impl_->model.config().classes; }
 ModelInfo Classifier::info() const {
   const ViTConfig& c = impl_->model.config();
   ModelInfo i;
+  i.family = c.family;
   i.file = impl_->model.source();
   i.arch = c.arch;
   i.stored_as = c.stored_as;

@@ -111,9 +111,24 @@ void ViT::load_weights(Checkpoint& ck) {
     const auto w = take(n + ".weight", {D}), b = take(n + ".bias", {D});
     return make_layer_norm(store_, w.data(), b.data(), D, c.eps);
   };
+  // A block branch's last linear layer with the layer scale after it, timm's ls1(attn.proj(x)) and
+  // ls2(mlp.fc2(x)) (LayerScale: x * gamma), folded into the layer: gamma * (W x + b) is
+  // (gamma W) x + gamma b, one row of W per channel, so the residual add stays fused and int8's
+  // per-channel quantization sees the scaled rows.
+  auto scaled_linear = [&](const std::string& n, int64_t K, const std::string& gamma) {
+    if (!c.layer_scale) return linear(n, K, D, true);
+    std::vector<float> w = take(n + ".weight", {D, K}).to_vector(), b = take(n + ".bias", {D}).to_vector();
+    const auto g = take(gamma, {D});
+    for (int64_t o = 0; o < D; ++o) {
+      for (int64_t k = 0; k < K; ++k) w[size_t(o * K + k)] *= g.data()[o];
+      b[size_t(o)] *= g.data()[o];
+    }
+    return make_linear(store_, w.data(), b.data(), K, D, c.tokens(), precision_of(n));
+  };
   patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, {D, Cin, P, P});
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
+  if (c.reg_tokens) reg_token_ = take("reg_token", {1, c.reg_tokens, D}).to_vector();
   std::vector<float> pos = take("pos_embed", {1, c.pos_len(), D}).to_vector();
   if (c.pos_grid_h != c.grid_h() || c.pos_grid_w != c.grid_w()) {
     // timm resample_abs_pos_embed: bicubic, antialiased, prefix tokens kept as they are.
@@ -131,15 +146,15 @@ void ViT::load_weights(Checkpoint& ck) {
     BlockWeights b;
     b.norm1 = norm(p + "norm1");
     b.qkv = linear(p + "attn.qkv", D, 3 * D, c.qkv_bias);
-    b.proj = linear(p + "attn.proj", D, D, true);
+    b.proj = scaled_linear(p + "attn.proj", D, p + "ls1.gamma");
     b.norm2 = norm(p + "norm2");
     b.fc1 = linear(p + "mlp.fc1", D, M, true);
-    b.fc2 = linear(p + "mlp.fc2", M, D, true);
+    b.fc2 = scaled_linear(p + "mlp.fc2", M, p + "ls2.gamma");
     blocks_.push_back(std::move(b));
   }
   if (c.final_norm) norm_ = norm("norm");
   if (c.fc_norm) fc_norm_ = norm("fc_norm");
-  head_ = linear("head", D, C, true);
+  if (C > 0) head_ = linear("head", D, C, true);
   if (c.dist_token) head_dist_ = linear("head_dist", D, C, true);
 }
 
@@ -170,13 +185,14 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
   m.patch_embed_ = linear(K0, D, "patch_embed.proj");
   if (cfg.class_token) m.cls_token_ = fill(size_t(D), 0.02f, 0.f);
   if (cfg.dist_token) m.dist_token_ = fill(size_t(D), 0.02f, 0.f);
+  if (cfg.reg_tokens) m.reg_token_ = fill(size_t(cfg.reg_tokens * D), 0.02f, 0.f);
   m.pos_embed_ = fill(size_t(cfg.pos_len() * D), 0.02f, 0.f);
   for (int64_t i = 0; i < cfg.depth; ++i)
     m.blocks_.push_back({norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv"), linear(D, D, "blocks.attn.proj"),
                           linear(D, M, "blocks.mlp.fc1"), linear(M, D, "blocks.mlp.fc2")});
   if (cfg.final_norm) m.norm_ = norm();
   if (cfg.fc_norm) m.fc_norm_ = norm();
-  m.head_ = linear(D, C, "head");
+  if (C > 0) m.head_ = linear(D, C, "head");
   if (cfg.dist_token) m.head_dist_ = linear(D, C, "head_dist");
   return m;
 }
@@ -229,7 +245,7 @@ size_t ViT::activation_bytes(int64_t B) const {
 
 size_t ViT::weight_bytes() const {
   size_t n = patch_embed_.bytes() + head_.bytes() + head_dist_.bytes() +
-             (cls_token_.size() + dist_token_.size() + pos_embed_.size()) * sizeof(float);
+             (cls_token_.size() + dist_token_.size() + reg_token_.size() + pos_embed_.size()) * sizeof(float);
   for (const BlockWeights& b : blocks_) n += b.qkv.bytes() + b.proj.bytes() + b.fc1.bytes() + b.fc2.bytes();
   const size_t norms = size_t(2 * cfg_.width) * sizeof(float);
   return n + norms * size_t(2 * cfg_.depth + int(cfg_.final_norm) + int(cfg_.fc_norm));
@@ -279,6 +295,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   std::vector<const float*> prefix_rows;
   if (c.class_token) prefix_rows.push_back(cls_token_.data());
   if (c.dist_token) prefix_rows.push_back(dist_token_.data());
+  for (int64_t r = 0; r < c.reg_tokens; ++r) prefix_rows.push_back(reg_token_.data() + r * D);  // [cls, reg...]
   prog.add(embed_tokens_step("embed", B, N, D, prefix_rows, pos_embed_.data(), !c.no_embed_class, a.patch_embed, a.x));
   tap("embed", a.x, BT * D);
 
@@ -322,15 +339,26 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
     prog.add(layer_norm_step("fc_norm", fc_norm_, B, a.pooled, a.pooled_norm));
     head_in = a.pooled_norm;
   }
-  linear("head", head_, 1, head_in, a.logits, Epilogue::None);
+  plan->tokens_ = feats;
+  plan->features_ = head_in;
+  if (C > 0) linear("head", head_, 1, head_in, a.logits, Epilogue::None);
   if (c.dist_token) {
     // DeiT distilled, eval: (head(x[:, 0]) + head_dist(x[:, 1])) / 2
     prog.add(select_token_step("pool_dist", B, T, D, 1, feats, a.pooled_dist));
     linear("head_dist", head_dist_, 1, a.pooled_dist, a.logits_dist, Epilogue::None);
     prog.add(average_step("head.average", B * C, a.logits_dist, a.logits));
+    // forward_head(pre_logits=True) of the distilled model: (x[:, 0] + x[:, 1]) / 2, once both heads have read them.
+    prog.add(average_step("pre_logits.average", B * D, a.pooled_dist, a.pooled));
   }
   tap("logits", a.logits, B * C);
   return plan;
+}
+
+void ViT::set_pool(Pool pool) {
+  if (pool == Pool::Token && !cfg_.class_token) throw Error(source_, "token pooling needs a class token, and the model has none");
+  cfg_.pool = pool;
+  cfg_.origin["pool"] = "asked for";
+  plans_.clear();
 }
 
 const float* ViT::Plan::attention(int64_t block) const {

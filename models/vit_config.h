@@ -34,9 +34,12 @@ struct ViTConfig {
   int64_t depth = 12;                   // L
   int64_t heads = 3;                    // H
   int64_t mlp = 768;                    // M
-  int64_t classes = 1000;               // C
+  int64_t classes = 1000;               // C (0: no head, embeddings only)
   int64_t pos_grid_h = 14, pos_grid_w = 14;  // grid the stored position table was trained at
   bool class_token = true;
+  int64_t reg_tokens = 0;               // DINOv2's register tokens, after the class token
+  bool layer_scale = false;             // ls1/ls2 gammas on each block's branches (DeiT III, DINOv2)
+  std::string family = "ViT";           // what `vit inspect` calls it: ViT, DeiT, DeiT III, DINOv2
   bool dist_token = false;              // DeiT distilled: second token and head_dist
   bool no_embed_class = false;          // position table covers patches only
   bool final_norm = true;               // LayerNorm over all tokens before pooling
@@ -53,7 +56,7 @@ struct ViTConfig {
 
   int64_t img_h() const { return pre.height; }
   int64_t img_w() const { return pre.width; }
-  int64_t prefix_tokens() const { return int64_t(class_token) + int64_t(dist_token); }
+  int64_t prefix_tokens() const { return int64_t(class_token) + int64_t(dist_token) + reg_tokens; }
   int64_t grid_h() const { return img_h() / patch; }
   int64_t grid_w() const { return img_w() / patch; }
   int64_t patches() const { return grid_h() * grid_w(); }          // N
