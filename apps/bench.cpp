@@ -1,6 +1,7 @@
 // `vit bench`: throughput and latency of the whole forward pass per batch size, on preprocessed input
 // (the model's own work, no image decoding), as a table, JSON lines, CSV and an SVG plot.
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -8,9 +9,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common.h"
+#include "apps/command.h"
+#include "apps/options.h"
 #include "engine/io/files.h"
-#include "output.h"
+#include "apps/output.h"
 #include "vit/error.h"
 
 namespace vit::app {
@@ -29,6 +31,12 @@ struct Row {
   double images_per_sec = 0, ms_p50 = 0, ms_p90 = 0, ms_p99 = 0, gflops = 0, peak_rss_mb = 0;
   int runs = 0;
 };
+
+size_t peak_rss_bytes() {
+  struct rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return size_t(ru.ru_maxrss) * 1024;
+}
 
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());

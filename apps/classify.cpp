@@ -15,10 +15,11 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
-#include "common.h"
+#include "apps/command.h"
+#include "apps/options.h"
 #include "engine/io/text.h"
-#include "inputs.h"
-#include "output.h"
+#include "apps/inputs.h"
+#include "apps/output.h"
 #include "engine/image/image.h"
 #include "engine/io/safetensors.h"
 #include "vit/vit.h"
@@ -99,8 +100,6 @@ class Output {
   size_t classified_ = 0, frames_ = 0, failed_ = 0;
 };
 
-// The inputs a batch at a time: the library decodes, preprocesses and classifies them; inputs known to
-// be unusable (from the folder walk) get their error line in their place.
 // The batches of inputs a run classifies: the PATH arguments' (known up front), or the paths --stdin
 // streams in.
 class Batches {
@@ -214,7 +213,7 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   add_model_options(cmd, &o->model);
   cmd->add_option("--labels", o->labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
   add_number_option(cmd, "-k,--topk", &o->topk, 1, 100000, "classes to print per image");
-  add_number_option(cmd, "-b,--batch", &o->batch, 1, int(kMaxBatch), "images per forward pass");
+  add_batch_option(cmd, &o->batch);
   cmd->add_flag("--json", o->json, "one JSON object per line");
   cmd->add_option("--save-logits", o->save_logits, "write the logits of the classified images to a .safetensors file");
   cmd->add_flag("--stats", o->stats, "print end-to-end images/s on stderr");

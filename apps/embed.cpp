@@ -5,12 +5,13 @@
 
 #include <memory>
 
-#include "common.h"
-#include "engine/image/image.h"
+#include "apps/command.h"
+#include "apps/inputs.h"
+#include "apps/options.h"
+#include "apps/output.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/text.h"
-#include "inputs.h"
-#include "output.h"
+#include "vit/limits.h"
 #include "vit/vit.h"
 
 namespace vit::app {
@@ -134,7 +135,7 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
   cmd->add_option("-o,--out", o->out, "write a .safetensors file (embeddings [N, E], tokens [N, T, D]) instead of "
                                       "JSON lines on stdout");
   cmd->add_flag("--force", o->force, "let -o replace a file that is not a safetensors file");
-  add_number_option(cmd, "-b,--batch", &o->batch, 1, int(kMaxBatch), "images per forward pass");
+  add_batch_option(cmd, &o->batch);
   add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,
                     "refuse images larger than this many pixels, from their header, before decoding");
   cmd->add_flag("--stdin", o->stdin_paths, "read the paths from standard input, one per line");

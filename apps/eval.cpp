@@ -10,12 +10,14 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 
-#include "common.h"
+#include "apps/command.h"
+#include "apps/options.h"
 #include "engine/io/text.h"
-#include "inputs.h"
-#include "output.h"
+#include "apps/inputs.h"
+#include "apps/output.h"
 #include "models/imagenet_classes.h"
 
 namespace vit::app {
@@ -23,7 +25,8 @@ namespace {
 
 struct EvalOptions {
   ModelOptions model;
-  std::string labels_csv, reference;
+  std::string labels_csv;
+  std::optional<Precision> reference;  // --reference: also run at this precision and compare
   int batch = 8;
   bool json = false;
   std::vector<std::string> paths;
@@ -113,7 +116,7 @@ void score(const Result& r, int truth, const Result* ref, Tally* t) {
 
 void report(const EvalOptions& o, const Classifier& c, const Tally& t, size_t total) {
   const double n = double(std::max<size_t>(t.images, 1));
-  const bool ref = !o.reference.empty();
+  const bool ref = o.reference.has_value();
   const std::string precision = c.info().precision;
   if (o.json) {
     nlohmann::json j{{"images", t.images}, {"top1", t.top1 / n}, {"top5", t.top5 / n}, {"precision", precision},
@@ -135,7 +138,7 @@ void report(const EvalOptions& o, const Classifier& c, const Tally& t, size_t to
   std::printf("  top-1 %.4f (%zu)   top-5 %.4f (%zu)\n", t.top1 / n, t.top1, t.top5 / n, t.top5);
   if (ref)
     std::printf("  against %s: top-1 agreement %.4f (%zu of %zu), |logit difference| max %.4g, mean %.4g\n",
-                o.reference.c_str(), t.agree / n, t.agree, t.images, t.max_diff,
+                precision_name(*o.reference), t.agree / n, t.agree, t.images, t.max_diff,
                 t.diffs ? t.sum_diff / double(t.diffs) : 0.0);
   for (const auto& [file, why] : t.failures)
     std::fprintf(stderr, "error: %s: %s\n", printable(file).c_str(), printable(why).c_str());
@@ -175,17 +178,15 @@ int run_eval(const EvalOptions& o, const std::vector<Input>& inputs, bool missin
 }
 
 std::function<int()> prepare_eval(const EvalOptions& o) {
-  if (!o.reference.empty() && o.reference != "f32")
-    throw Error("--reference: '" + o.reference + "' is not f32 (the only reference precision)");
   auto missing = std::make_shared<bool>(false);
   auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths, missing.get()));
   ClassifierOptions co = classifier_options(o.model);
   co.batch = o.batch;
-  co.keep_logits = !o.reference.empty();
+  co.keep_logits = o.reference.has_value();
   auto c = std::make_shared<Classifier>(load_classifier(o.model, co));
   std::shared_ptr<Classifier> ref;
-  if (!o.reference.empty()) {
-    co.precision = Precision::F32;
+  if (o.reference) {
+    co.precision = *o.reference;
     ref = std::make_shared<Classifier>(load_classifier(o.model, co));
   }
   auto truth = std::make_shared<Truth>(o.labels_csv, c->classes());
@@ -200,8 +201,15 @@ void add_eval_command(CLI::App& app, Prepare* prepare) {
   add_model_options(cmd, &o->model);
   cmd->add_option("--labels-csv", o->labels_csv,
                   "file,index per line (default: the ImageNet synset id at the start of each file name or in its folders)");
-  cmd->add_option("--reference", o->reference, "also run this precision (f32) and report the agreement with it");
-  add_number_option(cmd, "-b,--batch", &o->batch, 1, int(kMaxBatch), "images per forward pass");
+  cmd->add_option_function<std::string>(
+         "--reference",
+         [o](const std::string& s) {
+           if (s != "f32") throw CLI::ValidationError("--reference", "'" + s + "' is not f32 (the only reference precision)");
+           o->reference = Precision::F32;
+         },
+         "also run this precision (f32) and report the agreement with it")
+      ->type_name("NAME");
+  add_batch_option(cmd, &o->batch);
   cmd->add_flag("--json", o->json, "one JSON object: images, top1, top5, agreement, max/mean |logit difference|");
   cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for .jpg .jpeg .png .bmp)")
       ->required();

@@ -12,16 +12,18 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "common.h"
+#include "apps/command.h"
+#include "apps/options.h"
 #include "engine/explain/attention_maps.h"
 #include "engine/image/image.h"
 #include "engine/explain/picture.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/text.h"
 #include "engine/nn/topk.h"
-#include "inputs.h"
-#include "output.h"
+#include "apps/inputs.h"
+#include "apps/output.h"
 #include "models/labels.h"
+#include "models/runner.h"
 #include "vit/error.h"
 
 namespace vit::app {
@@ -33,9 +35,13 @@ namespace fs = std::filesystem;
 constexpr int64_t kAttentionBudget = int64_t(256) << 20;
 constexpr int64_t kMaxExplainBatch = 8;
 
+// What the picture shows: attention rolled out through every block, or the last block's alone.
+enum class Method { Rollout, Last };
+
 struct ExplainOptions {
   ModelOptions model;
-  std::string out = ".", save_attention, labels, method = "rollout";
+  std::string out = ".", save_attention, labels;
+  Method method = Method::Rollout;
   bool heads = false, json = false, force = false;
   int size = 1024;
   int64_t max_pixels = kDefaultMaxPixels;
@@ -61,7 +67,8 @@ std::vector<std::string> picture_stems(const std::vector<Input>& inputs) {
 class Explainer {
  public:
   Explainer(const ExplainOptions& o, ViT model)
-      : o_(o), model_(std::move(model)), labels_(resolve_labels(o.labels, model_.config())) {
+      : o_(o), model_(std::move(model)), labels_(resolve_labels(o.labels, model_.config())),
+        plans_(model_, ViT::PlanOptions{true}) {
     const ViTConfig& c = model_.config();
     const int64_t per_image = c.depth * c.heads * c.tokens() * c.tokens() * int64_t(sizeof(float));
     batch_ = std::clamp<int64_t>(kAttentionBudget / per_image, 1, kMaxExplainBatch);
@@ -70,11 +77,16 @@ class Explainer {
 
   int run(const std::vector<Input>& inputs, bool missing) {
     const std::vector<std::string> stems = picture_stems(inputs);
-    for (size_t first = 0; first < inputs.size(); first += size_t(batch_)) {
-      const size_t n = std::min(inputs.size() - first, size_t(batch_));
-      explain_batch(inputs, stems, first, n);
+    const auto decode = [&](size_t i) {
+      const Input& in = inputs[i];
+      if (!in.error.empty()) throw Error(in.file, in.error);
+      if (is_video_name(in.file)) throw Error(in.file, "vit explain draws images; videos are for vit classify");
+      return decode_image_file(in.file, o_.max_pixels, o_.exif_transpose);
+    };
+    run_batches(plans_, inputs.size(), {batch_, true}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+      explain_batch(plan, items, inputs, stems);
       check_stdout();
-    }
+    });
     if (failed_ && inputs.size() > 1)
       std::fprintf(stderr, "%zu of %zu images explained, %zu failed\n", explained_, inputs.size(), failed_);
     if (!o_.save_attention.empty()) save_attention();
@@ -92,61 +104,33 @@ class Explainer {
     std::exception_ptr failure;  // drawing or writing failed: it ends the run (a full disk, say)
   };
 
-  void explain_batch(const std::vector<Input>& inputs, const std::vector<std::string>& stems, size_t first, size_t n) {
-    const ViTConfig& c = model_.config();
-    std::vector<Image> photos(n);
-    std::vector<std::string> errors(n);
+  // A batch the runner has just run: the maps and pictures of its images on all threads, then each
+  // input's line in input order.
+  void explain_batch(const ViT::Plan& plan, std::vector<BatchItem>& items, const std::vector<Input>& inputs,
+                     const std::vector<std::string>& stems) {
+    const int64_t C = model_.config().classes;
+    std::vector<Explained> done(items.size());
 #pragma omp parallel for schedule(dynamic, 1)
-    for (size_t j = 0; j < n; ++j) {
-      const Input& in = inputs[first + j];
-      if (!in.error.empty()) {
-        errors[j] = in.error;
-        continue;
-      }
+    for (size_t j = 0; j < items.size(); ++j) {
+      const BatchItem& item = items[j];
+      if (item.row < 0) continue;
+      Explained& e = done[j];
+      e.logits = plan.logits() + item.row * C;
       try {
-        if (is_video_name(in.file)) throw Error(in.file, "vit explain draws images; videos are for vit classify");
-        photos[j] = decode_image_file(in.file, o_.max_pixels, o_.exif_transpose);
-      } catch (const Error& e) {
-        errors[j] = e.problem();
-      } catch (const std::exception& e) {  // std::bad_alloc from a huge image, say
-        errors[j] = e.what();
+        explain_one(plan, item.row, item.image, stems[item.index], &e);
+      } catch (...) {
+        e.failure = std::current_exception();
       }
     }
-    std::vector<size_t> good;  // they run as one batch, in order
-    for (size_t j = 0; j < n; ++j)
-      if (errors[j].empty()) good.push_back(j);
-    std::vector<Explained> done(n);
-    if (!good.empty()) {
-      ViT::Plan& plan = plan_for(int64_t(good.size()));
-      const size_t per = size_t(c.input_floats());
-#pragma omp parallel for schedule(dynamic, 1)
-      for (size_t k = 0; k < good.size(); ++k) preprocess(photos[good[k]], c.pre, plan.input() + per * k);
-      const float* logits = plan.run();
-#pragma omp parallel for schedule(dynamic, 1)
-      for (size_t k = 0; k < good.size(); ++k) {
-        Explained& e = done[good[k]];
-        e.logits = logits + int64_t(k) * c.classes;
-        try {
-          explain_one(plan, int64_t(k), photos[good[k]], stems[first + good[k]], &e);
-        } catch (...) {
-          e.failure = std::current_exception();
-        }
-      }
-    }
-    for (size_t j = 0; j < n; ++j) {
-      if (!errors[j].empty()) {
-        report_error(inputs[first + j].file, errors[j]);
+    for (size_t j = 0; j < items.size(); ++j) {
+      const std::string& file = inputs[items[j].index].file;
+      if (items[j].row < 0) {
+        report_error(file, items[j].error);
         continue;
       }
       if (done[j].failure) std::rethrow_exception(done[j].failure);
-      report(inputs[first + j].file, done[j]);
+      report(file, done[j]);
     }
-  }
-
-  ViT::Plan& plan_for(int64_t B) {
-    auto& p = plans_[B];
-    if (!p) p = model_.make_plan(B, ViT::PlanOptions{true});
-    return *p;
   }
 
   // Image k of the batch just run: its maps, top class and pictures, into *e.
@@ -162,7 +146,7 @@ class Explainer {
     e.last = query_attention(blocks.back(), H, T, c.prefix_tokens(), query_);
 
     std::vector<float> shown = e.rollout;
-    if (o_.method == "last") {  // the heads' mean
+    if (o_.method == Method::Last) {  // the heads' mean
       for (int64_t j = 0; j < N; ++j) {
         float s = 0;
         for (int64_t h = 0; h < H; ++h) s += e.last[size_t(h * N + j)];
@@ -234,7 +218,7 @@ class Explainer {
   std::vector<std::string> labels_;
   int64_t batch_ = 1;
   Query query_ = Query::ClassToken;
-  std::map<int64_t, std::unique_ptr<ViT::Plan>> plans_;  // keep_attention Plans by batch size
+  PlanPool plans_;  // Plans that keep every block's attention
   size_t explained_ = 0, failed_ = 0;
   std::vector<float> rollouts_, lasts_, logits_;  // --save-attention, one row per image explained
   nlohmann::json files_ = nlohmann::json::array();
@@ -270,11 +254,13 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
   add_model_options(cmd, &o->model, false);
   cmd->add_option("--out", o->out, "folder for the pictures, created if missing; a stem met twice gets -2, -3, ...")
       ->capture_default_str();
-  cmd->add_option("--method", o->method,
-                  "rollout: attention rolled out through all blocks (Abnar & Zuidema); last: the last block's "
-                  "class-token attention, averaged over heads")
+  cmd->add_option_function<std::string>(
+         "--method", [o](const std::string& s) { o->method = s == "last" ? Method::Last : Method::Rollout; },
+         "rollout: attention rolled out through all blocks (Abnar & Zuidema); last: the last block's "
+         "class-token attention, averaged over heads")
       ->check(CLI::IsMember({"rollout", "last"}))
-      ->capture_default_str();
+      ->type_name("NAME")
+      ->default_str("rollout");
   cmd->add_flag("--heads", o->heads, "also DIR/<stem>.heads.png: one panel per head of the last block");
   cmd->add_option("--save-attention", o->save_attention,
                   "write rollout [N,gh,gw], last_cls [N,H,gh,gw] and logits [N,C] of the explained images to a "

@@ -1,5 +1,5 @@
 // Gathering inputs from PATH arguments; see inputs.h.
-#include "inputs.h"
+#include "apps/inputs.h"
 
 #include <spdlog/spdlog.h>
 #include <poll.h>

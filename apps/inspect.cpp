@@ -4,11 +4,21 @@
 
 #include <memory>
 
-#include "common.h"
+#include "apps/command.h"
+#include "apps/options.h"
 #include "engine/nn/linear.h"
 
 namespace vit::app {
 namespace {
+
+// What this CPU runs natively, as oneDNN sees it: "oneDNN runs it as avx2: f32, int8 (...); bf16 ...".
+std::string precision_support() {
+  const CpuIsa isa = cpu_isa();
+  std::string s = "oneDNN runs it as " + isa.name + ": f32, int8 (" +
+                  (isa.vnni ? std::string("VNNI, 8-bit weights") : std::string("no VNNI: 7-bit weights")) + ")";
+  return s + (isa.bf16 ? ", bf16" : "; bf16 needs avx512_bf16 or AMX");
+}
+
 
 std::string triple(const std::array<float, 3>& v) { return fmt::format("{:.4g}, {:.4g}, {:.4g}", v[0], v[1], v[2]); }
 
@@ -49,7 +59,8 @@ int print_inspect(ViT& model) {
   std::printf("labels         %s\n", c.labels.empty() ? "none in the files"
                                                       : fmt::format("{} names ({}, ...)", c.labels.size(), c.labels[0]).c_str());
   std::printf("where each setting came from:\n");
-  for (const auto& [what, from] : c.origin) std::printf("  %-14s %s\n", what.c_str(), from.c_str());
+  for (const auto& [what, from] : c.origin.settings())
+    if (!from->empty()) std::printf("  %-14s %s\n", what, from->c_str());
   return kExitOk;
 }
 

@@ -6,8 +6,9 @@
 #include <algorithm>
 #include <new>
 
-#include "common.h"
-#include "output.h"
+#include "apps/command.h"
+#include "apps/options.h"
+#include "apps/output.h"
 #include "vit/error.h"
 
 namespace vit::app {

@@ -4,6 +4,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace vit::app {
 
@@ -13,6 +14,14 @@ void install_signal_handlers();
 // Flushes stdout; throws vit::WriteError if a write to it failed (a full disk, an I/O error); a closed
 // pipe (EPIPE) ends the process quietly, like SIGPIPE.
 void check_stdout();
+
+// The output a command is about to write must not be one of its inputs, nor (unless force) an existing
+// file that is not a safetensors file: throws vit::Error saying which.
+void check_output_target(const std::string& flag, const std::string& path, const std::vector<std::string>& inputs,
+                         bool force);
+
+// spdlog's lines on stderr read "warning: ..." as our own "error: ..." lines do; debug lines with -v.
+void setup_logging(bool verbose);
 
 // {"file": NAME, ...rest}: NAME as json_string writes it (any bytes), rest's fields after it.
 std::string json_line(const std::string& file, const nlohmann::json& rest);

@@ -1,52 +1,28 @@
 // vit::Classifier (include/vit/vit.h): a loaded ViT, its labels, and a pool of Plans. Each call checks
-// out Plans of its own, so calls from several threads run side by side; inputs are decoded and
-// preprocessed batch by batch on all threads, failures recorded per input, the good ones run together.
-#include <omp.h>
-#include <spdlog/spdlog.h>
-
-#include <chrono>
+// out Plans of its own, so calls from several threads run side by side; inputs go through the batch
+// runner (runner.h), which decodes on all threads and runs the good ones of each batch together.
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <map>
-#include <mutex>
 
 #include "engine/image/image.h"
-#include "engine/preprocess/preprocess.h"
 #include "engine/nn/topk.h"
-#include "labels.h"
-#include "video.h"
-#include "vit.h"
+#include "engine/preprocess/preprocess.h"
+#include "models/labels.h"
+#include "models/runner.h"
+#include "models/video.h"
+#include "models/vit.h"
 #include "vit/vit.h"
 
 namespace vit {
 
 struct Classifier::Impl {
-  Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o) {}
-  ViT model;
+  Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o), plans(model) {}
+  ViT model;  // declared before the pool, which points at it
   ClassifierOptions opt;
+  PlanPool plans;
   std::vector<std::string> labels;
   int threads = 1;
-  mutable std::mutex mu;                                            // guards the pool
-  mutable std::map<int64_t, std::vector<std::unique_ptr<ViT::Plan>>> pool;  // idle Plans by batch size
-
-  // A Plan for B images, the caller's own until it is given back.
-  std::unique_ptr<ViT::Plan> take(int64_t B) const {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      auto& idle = pool[B];
-      if (!idle.empty()) {
-        auto p = std::move(idle.back());
-        idle.pop_back();
-        return p;
-      }
-    }
-    return model.make_plan(B);
-  }
-  void give_back(std::unique_ptr<ViT::Plan> p) const {
-    std::lock_guard<std::mutex> lock(mu);
-    pool[p->batch()].push_back(std::move(p));
-  }
 
   // Each call runs with the Classifier's thread count, whichever thread it comes from (OpenMP's count
   // is per thread, and a Plan's primitives are made for one count).
@@ -61,88 +37,45 @@ struct Classifier::Impl {
     return r;
   }
 
-  // Runs n inputs, `batch` at a time: decode(i) gives input i's image (or throws); done(i, plan, row)
-  // reads good input i's outputs from that row of the batch the plan just ran, failed(i, why) the others.
-  using Done = std::function<void(size_t, const ViT::Plan&, size_t)>;
-  void run_batches(size_t n, const std::function<Image(size_t)>& decode, const Done& done,
-                   const std::function<void(size_t, const std::string&)>& failed) const;
-
-  // Classifies n inputs.
-  std::vector<Result> run(size_t n, const std::function<std::string(size_t)>& name,
-                          const std::function<Image(size_t)>& decode, int topk) const {
+  // Classifies n inputs through the batch runner: decode(i) gives input i's image (or throws).
+  std::vector<Result> run(size_t n, const std::function<std::string(size_t)>& name, const DecodeFn& decode, int topk,
+                          const BetweenBatches& between) const {
     if (model.config().classes == 0)
       throw Error(model.source(), "the model has no classifier head (embeddings only): use embed (vit embed)");
+    use_threads();
     std::vector<Result> out(n);
-    run_batches(
-        n, decode,
-        [&](size_t i, const ViT::Plan& plan, size_t row) {
-          out[i] = answer(name(i), plan.logits() + row * size_t(model.config().classes), topk);
-        },
-        [&](size_t i, const std::string& why) {
-          out[i].file = name(i);
-          out[i].error = why;
-        });
+    const int64_t C = model.config().classes;
+    run_batches(plans, n, {opt.batch, false}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+      for (const BatchItem& item : items) {
+        if (item.row < 0) {
+          out[item.index].file = name(item.index);
+          out[item.index].error = item.error;
+        } else {
+          out[item.index] = answer(name(item.index), plan.logits() + item.row * C, topk);
+        }
+      }
+    }, between);
     return out;
   }
 
-  // Embeds n inputs: the features before the head (timm's pre_logits), or after it.
-  std::vector<Embedding> embed(size_t n, const std::function<std::string(size_t)>& name,
-                               const std::function<Image(size_t)>& decode, const EmbedOptions& o) const;
-};
-
-void Classifier::Impl::run_batches(size_t n, const std::function<Image(size_t)>& decode, const Done& done,
-                                   const std::function<void(size_t, const std::string&)>& failed) const {
-  use_threads();
-  const ViTConfig& c = model.config();
-  const size_t per_image = size_t(c.input_floats()), batch = size_t(opt.batch);
-  for (size_t first = 0; first < n; first += batch) {
-    const size_t count = std::min(batch, n - first);
-    auto plan = take(int64_t(count));
-    float* pixels = plan->input();
-    std::vector<std::string> errors(count);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (size_t j = 0; j < count; ++j) {
-      try {
-        vit::preprocess(decode(first + j), c.pre, pixels + per_image * j);
-      } catch (const Error& e) {
-        errors[j] = e.problem();
-      } catch (const std::exception& e) {  // std::bad_alloc from a huge image, say
-        errors[j] = e.what();
-      }
-    }
-    size_t good = 0;  // close the holes the failures left, so the good images run as one batch
-    for (size_t j = 0; j < count; ++j)
-      if (errors[j].empty()) {
-        if (good != j) std::memmove(pixels + per_image * good, pixels + per_image * j, per_image * sizeof(float));
-        ++good;
-      }
-    if (good > 0 && good < count) {
-      auto smaller = take(int64_t(good));
-      std::memcpy(smaller->input(), pixels, per_image * good * sizeof(float));
-      std::swap(plan, smaller);
-      give_back(std::move(smaller));
-    }
-    if (good) plan->run();
-    for (size_t j = 0, slot = 0; j < count; ++j) {
-      if (!errors[j].empty()) failed(first + j, errors[j]);
-      else done(first + j, *plan, slot++);
-    }
-    give_back(std::move(plan));
-  }
-}
-
-std::vector<Embedding> Classifier::Impl::embed(size_t n, const std::function<std::string(size_t)>& name,
-                                               const std::function<Image(size_t)>& decode,
-                                               const EmbedOptions& o) const {
-  const ViTConfig& c = model.config();
-  const bool logits = o.head && c.classes > 0;  // without a head, timm's model(x) is the features
-  const size_t E = size_t(logits ? c.classes : c.width), TD = size_t(c.tokens() * c.width);
-  std::vector<Embedding> out(n);
-  run_batches(
-      n, decode,
-      [&](size_t i, const ViT::Plan& plan, size_t row) {
-        Embedding& e = out[i];
-        e.file = name(i);
+  // Embeds n inputs through the batch runner: the features before the head (timm's pre_logits), or
+  // after it (model(x)), and the tokens (forward_features) when asked.
+  std::vector<Embedding> embed(size_t n, const std::function<std::string(size_t)>& name, const DecodeFn& decode,
+                               const EmbedOptions& o, const BetweenBatches& between) const {
+    use_threads();
+    const ViTConfig& c = model.config();
+    const bool logits = o.head && c.classes > 0;  // without a head, timm's model(x) is the features
+    const size_t E = size_t(logits ? c.classes : c.width), TD = size_t(c.tokens() * c.width);
+    std::vector<Embedding> out(n);
+    run_batches(plans, n, {opt.batch, false}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+      for (const BatchItem& item : items) {
+        Embedding& e = out[item.index];
+        e.file = name(item.index);
+        if (item.row < 0) {
+          e.error = item.error;
+          continue;
+        }
+        const size_t row = size_t(item.row);
         const float* v = (logits ? plan.logits() : plan.features()) + row * E;
         e.embedding.assign(v, v + E);
         if (o.normalize) {  // torch.nn.functional.normalize: x / max(||x||, 1e-12)
@@ -152,17 +85,14 @@ std::vector<Embedding> Classifier::Impl::embed(size_t n, const std::function<std
           for (float& x : e.embedding) x *= inv;
         }
         if (o.tokens) e.tokens.assign(plan.tokens() + row * TD, plan.tokens() + (row + 1) * TD);
-      },
-      [&](size_t i, const std::string& why) {
-        out[i].file = name(i);
-        out[i].error = why;
-      });
-  return out;
-}
+      }
+    }, between);
+    return out;
+  }
+};
 
 Classifier::Classifier(const std::string& model, const ClassifierOptions& options) {
-  if (options.batch < 1 || options.batch > kMaxBatch)
-    throw Error("batch size " + std::to_string(options.batch) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
+  check_batch_size(options.batch);
   if (options.max_pixels < 1) throw Error("max_pixels must be positive, got " + std::to_string(options.max_pixels));
   if (options.threads < 0) throw Error("threads must be 0 (all cores) or more, got " + std::to_string(options.threads));
   const int threads = options.threads > 0 ? usable_threads(options.threads) : max_threads();
@@ -181,14 +111,16 @@ Classifier::~Classifier() = default;
 Classifier::Classifier(Classifier&&) noexcept = default;
 Classifier& Classifier::operator=(Classifier&&) noexcept = default;
 
-std::vector<Result> Classifier::classify(const std::vector<std::string>& paths, int topk) const {
+std::vector<Result> Classifier::classify(const std::vector<std::string>& paths, int topk,
+                                        const BetweenBatches& between) const {
   return impl_->run(
       paths.size(), [&](size_t i) { return paths[i]; },
-      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels, impl_->opt.exif_transpose); }, topk);
+      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels, impl_->opt.exif_transpose); }, topk,
+      between);
 }
 
 std::vector<Result> Classifier::classify_encoded(const std::vector<std::pair<std::string, std::string>>& images,
-                                                 int topk) const {
+                                                 int topk, const BetweenBatches& between) const {
   return impl_->run(
       images.size(), [&](size_t i) { return images[i].first; },
       [&](size_t i) {
@@ -196,10 +128,11 @@ std::vector<Result> Classifier::classify_encoded(const std::vector<std::pair<std
         return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
                             impl_->opt.max_pixels, impl_->opt.exif_transpose);
       },
-      topk);
+      topk, between);
 }
 
-std::vector<Result> Classifier::classify_pixels(const std::vector<Pixels>& images, int topk) const {
+std::vector<Result> Classifier::classify_pixels(const std::vector<Pixels>& images, int topk,
+                                               const BetweenBatches& between) const {
   return impl_->run(
       images.size(), [&](size_t i) { return images[i].name; },
       [&](size_t i) {
@@ -214,22 +147,26 @@ std::vector<Result> Classifier::classify_pixels(const std::vector<Pixels>& image
         img.rgb.assign(p.rgb, p.rgb + size_t(p.width) * size_t(p.height) * 3);
         return img;
       },
-      topk);
+      topk, between);
 }
 
 int64_t Classifier::classify_video(const std::string& path, const VideoSampling& sampling,
-                                   const std::function<void(const std::vector<Result>&)>& on_results, int topk) const {
-  return classify_video_frames(*this, path, sampling, impl_->opt.batch, impl_->opt.max_pixels, topk, on_results);
+                                   const std::function<void(const std::vector<Result>&)>& on_results, int topk,
+                                   const BetweenBatches& between) const {
+  return classify_video_frames(*this, path, sampling, impl_->opt.batch, impl_->opt.max_pixels, topk, on_results,
+                               between);
 }
 
-std::vector<Embedding> Classifier::embed(const std::vector<std::string>& paths, const EmbedOptions& o) const {
+std::vector<Embedding> Classifier::embed(const std::vector<std::string>& paths, const EmbedOptions& o,
+                                         const BetweenBatches& between) const {
   return impl_->embed(
       paths.size(), [&](size_t i) { return paths[i]; },
-      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels, impl_->opt.exif_transpose); }, o);
+      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels, impl_->opt.exif_transpose); }, o,
+      between);
 }
 
 std::vector<Embedding> Classifier::embed_encoded(const std::vector<std::pair<std::string, std::string>>& images,
-                                                 const EmbedOptions& o) const {
+                                                 const EmbedOptions& o, const BetweenBatches& between) const {
   return impl_->embed(
       images.size(), [&](size_t i) { return images[i].first; },
       [&](size_t i) {
@@ -237,7 +174,7 @@ std::vector<Embedding> Classifier::embed_encoded(const std::vector<std::pair<std
         return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
                             impl_->opt.max_pixels, impl_->opt.exif_transpose);
       },
-      o);
+      o, between);
 }
 
 int64_t Classifier::embedding_size(const EmbedOptions& o) const {
@@ -247,7 +184,7 @@ int64_t Classifier::embedding_size(const EmbedOptions& o) const {
 int64_t Classifier::tokens() const { return impl_->model.config().tokens(); }
 int64_t Classifier::width() const { return impl_->model.config().width; }
 
-std::vector<float> Classifier::logits(const float* images, int64_t n) const {
+std::vector<float> Classifier::logits(const float* images, int64_t n, const BetweenBatches& between) const {
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();
@@ -255,10 +192,11 @@ std::vector<float> Classifier::logits(const float* images, int64_t n) const {
   std::vector<float> out(size_t(n * c.classes));
   for (int64_t first = 0; first < n; first += batch) {
     const int64_t count = std::min(batch, n - first);
-    auto plan = impl_->take(count);
+    auto plan = impl_->plans.take(count);
     std::memcpy(plan->input(), images + first * per, size_t(count * per) * sizeof(float));
     std::memcpy(out.data() + first * c.classes, plan->run(), size_t(count * c.classes) * sizeof(float));
-    impl_->give_back(std::move(plan));
+    impl_->plans.give_back(std::move(plan));
+    if (first + count < n) check_between(between);
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "engine/image/opencv_io.h"
+#include "models/runner.h"
 
 namespace vit {
 namespace {
@@ -25,7 +26,8 @@ bool sampled(const VideoReader::Frame& f, const VideoSampling& s, int64_t* slot)
 
 int64_t classify_video_frames(const Classifier& classifier, const std::string& path, const VideoSampling& sampling,
                               int batch, int64_t max_pixels, int topk,
-                              const std::function<void(const std::vector<Result>&)>& on_results) {
+                              const std::function<void(const std::vector<Result>&)>& on_results,
+                              const BetweenBatches& between) {
   if (sampling.every < 0 || (sampling.every == 0 && !(sampling.fps > 0 && std::isfinite(sampling.fps))))
     throw Error("video sampling: every must be 1 or more, or fps positive (got every " + std::to_string(sampling.every) +
                 ", fps " + std::to_string(sampling.fps) + ")");
@@ -49,7 +51,7 @@ int64_t classify_video_frames(const Classifier& classifier, const std::string& p
     std::vector<Pixels> pixels;
     for (size_t i = 0; i < frames.size(); ++i)
       pixels.push_back({path, frames[i].width, frames[i].height, frames[i].rgb.data()});
-    std::vector<Result> results = classifier.classify_pixels(pixels, topk);
+    std::vector<Result> results = classifier.classify_pixels(pixels, topk, between);
     for (size_t i = 0; i < results.size(); ++i) {
       results[i].frame = tags[i].index;
       results[i].time_s = tags[i].time_s;
@@ -58,6 +60,7 @@ int64_t classify_video_frames(const Classifier& classifier, const std::string& p
     frames.clear();
     tags.clear();
     on_results(results);
+    check_between(between);
   };
   std::string failure;
   for (VideoReader::Frame f{}; video->grab(&f);) {

@@ -12,6 +12,7 @@ namespace vit {
 
 int64_t classify_video_frames(const Classifier& classifier, const std::string& path, const VideoSampling& sampling,
                               int batch, int64_t max_pixels, int topk,
-                              const std::function<void(const std::vector<Result>&)>& on_results);
+                              const std::function<void(const std::vector<Result>&)>& on_results,
+                              const BetweenBatches& between);
 
 }  // namespace vit

@@ -55,6 +55,11 @@ int usable_threads(int requested) {
   return cores;
 }
 
+void check_batch_size(int64_t B) {
+  if (B < 1 || B > kMaxBatch)
+    throw Error("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
+}
+
 ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision) {
   std::string file = model, dir;
   if (!exists(model)) throw Error(model, "no such file or directory");
@@ -212,7 +217,7 @@ int64_t ViT::attention_chunk(int64_t B) const {
   return std::min(B, std::max(least, (int64_t(1) << 20) / per_image));
 }
 
-// Every buffer of a forward pass at batch B: activation_bytes sizes from it, make_plan carves from it.
+// Every buffer of a forward pass at batch B: make_plan sizes its arena from it and carves the buffers out of it.
 BufferTable ViT::activation_table(int64_t B, const PlanOptions& o, Plan::Activations* a) const {
   const ViTConfig& c = cfg_;
   const int64_t D = c.width, T = c.tokens(), N = c.patches(), BT = B * T;
@@ -238,11 +243,6 @@ BufferTable ViT::activation_table(int64_t B, const PlanOptions& o, Plan::Activat
   return t;
 }
 
-size_t ViT::activation_bytes(int64_t B) const {
-  Plan::Activations a{};
-  return activation_table(B, PlanOptions{}, &a).bytes();
-}
-
 size_t ViT::weight_bytes() const {
   size_t n = patch_embed_.bytes() + head_.bytes() + head_dist_.bytes() +
              (cls_token_.size() + dist_token_.size() + reg_token_.size() + pos_embed_.size()) * sizeof(float);
@@ -252,8 +252,7 @@ size_t ViT::weight_bytes() const {
 }
 
 std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options) const {
-  if (B <= 0 || B > kMaxBatch)
-    throw Error("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
+  check_batch_size(B);
   const ViTConfig& c = cfg_;
   const int64_t D = c.width, T = c.tokens(), N = c.patches(), H = c.heads, M = c.mlp, C = c.classes;
   const int64_t prefix = c.prefix_tokens(), BT = B * T;
@@ -357,7 +356,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
 void ViT::set_pool(Pool pool) {
   if (pool == Pool::Token && !cfg_.class_token) throw Error(source_, "token pooling needs a class token, and the model has none");
   cfg_.pool = pool;
-  cfg_.origin["pool"] = "asked for";
+  cfg_.origin.pool = "asked for";
   plans_.clear();
 }
 

@@ -22,8 +22,8 @@ class Checkpoint;
 // stays 0 (all cores).
 int usable_threads(int requested);
 
-// The largest batch a Plan is made for.
-constexpr int64_t kMaxBatch = 4096;
+// Throws vit::Error unless 1 <= B <= kMaxBatch (vit/limits.h): the one check of a batch size.
+void check_batch_size(int64_t B);
 
 struct BlockWeights {
   LayerNormWeights norm1, norm2;  // [D]
@@ -59,9 +59,9 @@ class ViT {
     int64_t batch() const { return B_; }
     float* input() const { return act_.input; }  // [B, 3, H, W]: preprocess straight into it
     const float* run() const;                    // one forward pass; returns logits [B, C] in the arena
+    const float* logits() const { return act_.logits; }  // [B, C]: the last run's
     // After run(): what timm's forward_features returns, [B, T, D] (final-normed where the model has a
     // final norm), and forward_head(..., pre_logits=True), [B, D] (pooled, then fc_norm where there is one).
-    const float* logits() const { return act_.logits; }
     const float* tokens() const { return tokens_; }
     const float* features() const { return features_; }
     const Program& program() const { return program_; }
@@ -120,12 +120,11 @@ class ViT {
   void forward(const float* images, int64_t B, float* logits);
 
   // forward that also reports named intermediate tensors, as timm's forward hooks would see them:
-  // patch_embed, embed, blocks.{i}.norm1, blocks.{i}.norm2, blocks.{i}.mlp.fc1_gelu (fc1 is fused with
+  // input, patch_embed, embed, blocks.{i}.norm1, blocks.{i}.norm2, blocks.{i}.mlp.fc1_gelu (fc1 is fused with
   // its GELU), blocks.{i}, norm, logits.
   using TapFn = std::function<void(const std::string& name, const float* data, int64_t count)>;
   void forward_with_taps(const float* images, int64_t B, const TapFn& tap);
 
-  size_t activation_bytes(int64_t B) const;
   size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)
   // Images per attention pass at batch B: as many as keep their scores within about a core's L2.
   int64_t attention_chunk(int64_t B) const;

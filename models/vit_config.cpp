@@ -164,11 +164,12 @@ void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   c->patch_bias = ck.has("patch_embed.proj.bias");
   c->pool = c->class_token ? Pool::Token : Pool::Avg;
   c->stored_as = std::string(layout_name(ck.layout())) + " names, " + ck.dtypes();
-  for (const char* k : {"patch", "width", "depth", "mlp", "classes", "tokens", "norms"})
-    c->origin[k] = "file (tensor shapes)";
-  c->origin["pool"] = c->class_token ? "default (class token present)" : "default (no class token)";
-  c->origin["eps"] = "default";
-  c->origin["labels"] = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
+  for (std::string* k : {&c->origin.patch, &c->origin.width, &c->origin.depth, &c->origin.mlp, &c->origin.classes,
+                         &c->origin.tokens, &c->origin.norms})
+    *k = "file (tensor shapes)";
+  c->origin.pool = c->class_token ? "default (class token present)" : "default (no class token)";
+  c->origin.eps = "default";
+  c->origin.labels = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
 }
 
 // Step 3a: a timm config (timm's save_config_for_hf): architecture, num_classes, global_pool,
@@ -198,7 +199,7 @@ void apply_pretrained_cfg(const json& p, const std::string& where, ViTConfig* c)
     for (float s : c->pre.std)
       if (!(s > 0.f)) throw Error(where, "std values must be positive");
   }
-  c->origin["input size"] = c->origin["preprocessing"] = where;
+  c->origin.input_size = c->origin.preprocessing = where;
 }
 
 bool apply_timm_config(const json& j, const std::string& where, const std::string& file, ViTConfig* c) {
@@ -215,7 +216,7 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
                              std::to_string(c->mlp) + " for width " + std::to_string(c->width));
     if (a.contains("num_heads")) {
       c->heads = get_as<int64_t>(a, "num_heads", where);
-      c->origin["heads"] = where;
+      c->origin.heads = where;
       heads_given = true;
     }
     if (a.contains("no_embed_class")) c->no_embed_class = get_as<bool>(a, "no_embed_class", where);
@@ -224,7 +225,7 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
                                               : std::vector<int64_t>(2, get_as<int64_t>(a, "img_size", where));
       if (v.size() != 2) throw Error(where, "img_size must be a size or [H, W], got " + a["img_size"].dump());
       set_input_size(c, v[0], v[1], where);
-      c->origin["input size"] = where;
+      c->origin.input_size = where;
     }
   }
   for (const json* level : {&j, args})
@@ -234,7 +235,7 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
       } catch (const Error& e) {
         throw Error(where, e.problem());
       }
-      c->origin["pool"] = where;
+      c->origin.pool = where;
     }
   if (j.contains("pretrained_cfg")) apply_pretrained_cfg(j["pretrained_cfg"], where, c);
   if (j.contains("label_names")) c->labels = get_as<std::vector<std::string>>(j, "label_names", where);
@@ -249,16 +250,16 @@ bool apply_hf_config(const json& j, const std::string& where, const std::string&
   const bool heads_given = j.contains("num_attention_heads");
   if (heads_given) {
     c->heads = get_as<int64_t>(j, "num_attention_heads", where);
-    c->origin["heads"] = where;
+    c->origin.heads = where;
   }
   if (j.contains("layer_norm_eps")) {
     c->eps = get_as<float>(j, "layer_norm_eps", where);
-    c->origin["eps"] = where;
+    c->origin.eps = where;
   }
   if (j.contains("image_size")) {
     const int64_t s = get_as<int64_t>(j, "image_size", where);
     set_input_size(c, s, s, where);
-    c->origin["input size"] = where;
+    c->origin.input_size = where;
   }
   if (j.contains("hidden_act") && get_as<std::string>(j, "hidden_act", where) != "gelu")
     throw Error(where, "hidden_act '" + j["hidden_act"].get<std::string>() + "' is not supported (gelu)");
@@ -267,7 +268,7 @@ bool apply_hf_config(const json& j, const std::string& where, const std::string&
   c->pre.interpolation = Filter::Bilinear;
   c->pre.mean = {0.5f, 0.5f, 0.5f};
   c->pre.std = {0.5f, 0.5f, 0.5f};
-  c->origin["preprocessing"] = "default (Hugging Face ViTImageProcessor's)";
+  c->origin.preprocessing = "default (Hugging Face ViTImageProcessor's)";
   if (j.contains("id2label")) {
     const json& m = j["id2label"];
     c->labels.assign(m.size(), "");
@@ -341,7 +342,7 @@ void apply_hf_preprocessor(const json& p, const std::string& where, ViTConfig* c
     c->pre.mean[i] = float(mean[i] / (255.0 * scale));
     c->pre.std[i] = float(std[i] / (255.0 * scale));
   }
-  c->origin["preprocessing"] = c->origin["input size"] = where;
+  c->origin.preprocessing = c->origin.input_size = where;
 }
 
 int64_t isqrt_exact(int64_t n) {
@@ -349,7 +350,7 @@ int64_t isqrt_exact(int64_t n) {
   return r * r == n ? r : -1;
 }
 
-// Step 5: the position table's grid, from its tensor. Without a class slot in it, the table covers the
+// Step 6: the position table's grid, from its tensor. Without a class slot in it, the table covers the
 // patches only (timm's no_embed_class).
 void position_grid(const Checkpoint& ck, ViTConfig* c) {
   const std::string& file = ck.path();
@@ -375,7 +376,7 @@ void name_family(const std::string& arch, ViTConfig* c) {
   else if (arch.rfind("deit3", 0) == 0 || (!named && c->layer_scale && c->no_embed_class)) c->family = "DeiT III";
   else if (arch.rfind("deit", 0) == 0 || c->dist_token) c->family = "DeiT";
   else c->family = c->layer_scale ? "ViT with layer scale" : "ViT";
-  c->origin["family"] = named ? "the architecture " + arch : "file (tensor names)";
+  c->origin.family = named ? "the architecture " + arch : "file (tensor names)";
   if (c->arch.empty()) c->arch = arch;
 }
 
@@ -457,9 +458,9 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   const bool known = !arch.empty() && arch_defaults(arch, &c);
   const std::string arch_origin = "timm's defaults for " + c.arch;
   shape_from_tensors(ck, &c);
-  c.origin["heads"] = known ? arch_origin : "default (width / 64)";
-  c.origin["input size"] = known ? arch_origin : "file (position table grid)";
-  c.origin["preprocessing"] = known ? arch_origin : "default (timm's ImageNet defaults)";
+  c.origin.heads = known ? arch_origin : "default (width / 64)";
+  c.origin.input_size = known ? arch_origin : "file (position table grid)";
+  c.origin.preprocessing = known ? arch_origin : "default (timm's ImageNet defaults)";
 
   // Step 3: the config.json.
   bool heads_given = known, size_given = known;
@@ -471,7 +472,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
     size_given = known || config->contains("pretrained_cfg") ||
                  (config->contains("model_args") && (*config)["model_args"].contains("img_size"));
   }
-  if (config && !c.labels.empty()) c.origin["labels"] = where;
+  if (config && !c.labels.empty()) c.origin.labels = where;
 
   // Step 4: a Hugging Face preprocessor_config.json.
   if (src.preprocessor) {
@@ -485,7 +486,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
     // torchvision's ViT weights are evaluated with a bilinear resize to 256 and a 224 center crop.
     c.pre.interpolation = Filter::Bilinear;
     c.pre.crop_pct = 0.875;
-    c.origin["preprocessing"] = "default (torchvision's: bilinear, resize 256, crop 224)";
+    c.origin.preprocessing = "default (torchvision's: bilinear, resize 256, crop 224)";
   }
   if (!config && !src.preprocessor)
     spdlog::warn("{}: no config.json beside the model and no --config: using {} (heads {}, eps 1e-6, {} pooling, "
@@ -495,15 +496,17 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
                        : ck.layout() == CheckpointLayout::Torchvision ? "torchvision's defaults" : "generic defaults",
                  c.heads, pool_name(c.pool), filter_name(c.pre.interpolation), c.pre.crop_pct, c.pre.mean[0],
                  c.pre.mean[1], c.pre.mean[2]);
+
+  // Step 6: the position table's grid; the input size follows it when nothing named one.
   position_grid(ck, &c);
   if (!size_given) set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
   name_family(config && !hf ? arch : known ? c.arch : "", &c);
 
-  // Step 6: --img-size, with the same crop_pct (or Hugging Face resize ratio) at the new size, as timm's.
+  // Step 7: --img-size, with the same crop_pct (or Hugging Face resize ratio) at the new size, as timm's.
   if (src.img_size > 0) {
     if (c.pre.resize > 0) c.pre.resize = int(std::llround(double(c.pre.resize) * double(src.img_size) / double(c.img_h())));
     set_input_size(&c, src.img_size, src.img_size, "--img-size");
-    c.origin["input size"] = "--img-size";
+    c.origin.input_size = "--img-size";
   }
 
   validate(c, where, file, src.img_size > 0);

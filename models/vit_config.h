@@ -3,8 +3,8 @@
 // or timm's defaults for a known architecture name).
 #pragma once
 #include <cstdint>
-#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -25,6 +25,21 @@ int64_t default_heads(int64_t width);
 enum class Pool { Token, Avg };
 Pool pool_from_name(const std::string& name);  // timm's global_pool: "token", "avg"; throws on others
 const char* pool_name(Pool p);
+
+// Where each setting of a ViTConfig came from, for `vit inspect`: "file (tensor shapes)", a config file's
+// path, "default (...)", "timm's defaults for <arch>", "--img-size".
+struct ConfigOrigin {
+  std::string classes, depth, eps, family, heads, input_size, labels, mlp, norms, patch, pool, preprocessing, tokens,
+      width;
+  // (setting, origin) in the order `vit inspect` prints them.
+  std::vector<std::pair<const char*, const std::string*>> settings() const {
+    return {{"classes", &classes}, {"depth", &depth},         {"eps", &eps},         {"family", &family},
+            {"heads", &heads},
+            {"input size", &input_size}, {"labels", &labels}, {"mlp", &mlp},         {"norms", &norms},
+            {"patch", &patch},     {"pool", &pool},           {"preprocessing", &preprocessing},
+            {"tokens", &tokens},   {"width", &width}};
+  }
+};
 
 struct ViTConfig {
   std::string arch;                     // timm architecture name when known, else ""
@@ -51,8 +66,7 @@ struct ViTConfig {
   PreprocessConfig pre;                 // pre.height x pre.width is the input size the model runs at
   std::vector<std::string> labels;      // from the config, empty when it has none
   std::string stored_as;                // the checkpoint's names and dtypes ("timm names, F32"); "" for random
-  // Where each setting came from, for `vit inspect`: field -> "file (...)", "config.json", "default", ...
-  std::map<std::string, std::string> origin;
+  ConfigOrigin origin;                  // where each setting above came from
 
   int64_t img_h() const { return pre.height; }
   int64_t img_w() const { return pre.width; }

@@ -29,8 +29,8 @@ quiet() {
 install_test() {
   local build="$1" prefix="$tmp/prefix"
   quiet "$cmake" --install "$build" --prefix "$prefix"
-  [ "$(cd "$prefix/include" && find . -type f | sort | tr '\n' ' ')" = "./vit/error.h ./vit/vit.h " ] ||
-    fail "installed headers are not exactly vit/vit.h and vit/error.h: $(cd "$prefix/include" && find . -type f)"
+  [ "$(cd "$prefix/include" && find . -type f | sort | tr '\n' ' ')" = "./vit/error.h ./vit/limits.h ./vit/precision.h ./vit/vit.h " ] ||
+    fail "installed headers are not exactly vit/vit.h, vit/error.h, vit/limits.h and vit/precision.h: $(cd "$prefix/include" && find . -type f)"
   # Two shared objects: OpenCV's plugins (WebP, TIFF, JPEG 2000; video), never the Python module.
   local objects
   objects="$(cd "$prefix" && find . -name '*.so*' | sort | tr '\n' ' ')"

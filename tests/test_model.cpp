@@ -363,7 +363,7 @@ TEST(TinyModel, PreprocessorConfigIsFoldedIntoTimmForm) {
   // x * 2/255 - 1 == (x / 255 - 0.5) / 0.5
   EXPECT_FLOAT_EQ(c.pre.mean[0], 0.5f);
   EXPECT_FLOAT_EQ(c.pre.std[2], 0.5f);
-  EXPECT_NE(c.origin.at("preprocessing").find("preprocessor_config.json"), std::string::npos);
+  EXPECT_NE(c.origin.preprocessing.find("preprocessor_config.json"), std::string::npos);
 }
 
 TEST(TinyModel, ImgSizeResamplesThePositionTable) {
@@ -372,7 +372,7 @@ TEST(TinyModel, ImgSizeResamplesThePositionTable) {
   ViT m = ViT::load(d.path(), "", 48);
   EXPECT_EQ(m.config().tokens(), 37);
   EXPECT_EQ(m.config().pre.height, 48);
-  EXPECT_EQ(m.config().origin.at("input size"), "--img-size");
+  EXPECT_EQ(m.config().origin.input_size, "--img-size");
   std::mt19937 rng(2);
   const auto images = random_vector(size_t(2 * 3 * 48 * 48), rng);
   const auto out = run(m, images, 2);

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "vit/limits.h"
+
 namespace vit {
 
 struct Image {
   int width = 0, height = 0;
   std::vector<uint8_t> rgb;  // [height, width, 3]
 };
-
-constexpr int64_t kDefaultMaxPixels = 100'000'000;
 
 // Throws vit::Error naming the file for a zero side or more than max_pixels pixels (no overflow).
 void check_image_size(int64_t w, int64_t h, int64_t max_pixels, const std::string& name);

@@ -19,6 +19,11 @@ struct Error : std::runtime_error {
   std::string problem_;
 };
 
+// A call stopped early because its caller asked it to (a vit::BetweenBatches hook returned false).
+struct Interrupted : Error {
+  using Error::Error;
+};
+
 // Writing an output failed part way (a full disk, an I/O error): the run's results are incomplete.
 struct WriteError : Error {
   using Error::Error;

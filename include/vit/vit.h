@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "vit/error.h"
+#include "vit/limits.h"
 #include "vit/precision.h"
 
 namespace vit {
@@ -41,7 +42,7 @@ struct ClassifierOptions {
   std::string config;                // a config.json overriding the one beside the weights
   int img_size = 0;                  // run at S x S, the position table resampled as timm does (0: the model's)
   int batch = 8;                     // images per forward pass
-  int64_t max_pixels = 100'000'000;  // larger images are refused from their header, before decoding
+  int64_t max_pixels = kDefaultMaxPixels;  // larger images are refused from their header, before decoding
   bool keep_logits = false;          // fill Result::logits
   bool exif_transpose = false;       // turn images as their EXIF orientation says (PIL's exif_transpose;
                                      // timm does not, so off by default)
@@ -62,6 +63,11 @@ struct Embedding {
   std::vector<float> embedding;  // [E]
   std::vector<float> tokens;     // [T, D] with EmbedOptions::tokens
 };
+
+// Called by a long call between its batches (never while a forward pass runs): return false to stop the
+// call, which then throws vit::Interrupted; the Classifier stays usable. How a host that handles signals
+// (Python's Ctrl-C, a server shutting down) makes a long call end within about one batch.
+using BetweenBatches = std::function<bool()>;
 
 // Which frames of a video are classified: every Nth (every > 0), else the first frame at or after each
 // multiple of 1/fps seconds.
@@ -114,29 +120,33 @@ class Classifier {
 
   // One Result per input, in order. A file that is missing, unreadable or not an image gets its error;
   // the others are classified. Safe to call from several threads at once (each call runs its own Plan).
-  std::vector<Result> classify(const std::vector<std::string>& paths, int topk = 5) const;
+  std::vector<Result> classify(const std::vector<std::string>& paths, int topk = 5,
+                               const BetweenBatches& between = {}) const;
   // Encoded image files in memory (name, bytes), as Spark's binaryFile source hands them over.
   std::vector<Result> classify_encoded(const std::vector<std::pair<std::string, std::string>>& images,
-                                       int topk = 5) const;
-  std::vector<Result> classify_pixels(const std::vector<Pixels>& images, int topk = 5) const;
+                                       int topk = 5, const BetweenBatches& between = {}) const;
+  std::vector<Result> classify_pixels(const std::vector<Pixels>& images, int topk = 5,
+                                      const BetweenBatches& between = {}) const;
   // A video's sampled frames, read through OpenCV's FFmpeg reader, a batch at a time: on_results gets
   // each batch's Results (frame and time_s set) in frame order as soon as it is classified. A video that
   // cannot be opened, or that stops early or is damaged, then gets one Result carrying that error (frame
   // -1), after the frames that could be read. Returns the number of frames classified.
   int64_t classify_video(const std::string& path, const VideoSampling& sampling,
-                         const std::function<void(const std::vector<Result>&)>& on_results, int topk = 5) const;
+                         const std::function<void(const std::vector<Result>&)>& on_results, int topk = 5,
+                         const BetweenBatches& between = {}) const;
 
   // One Embedding per input, in order; failures as in classify().
-  std::vector<Embedding> embed(const std::vector<std::string>& paths, const EmbedOptions& options = {}) const;
+  std::vector<Embedding> embed(const std::vector<std::string>& paths, const EmbedOptions& options = {},
+                               const BetweenBatches& between = {}) const;
   std::vector<Embedding> embed_encoded(const std::vector<std::pair<std::string, std::string>>& images,
-                                       const EmbedOptions& options = {}) const;
+                                       const EmbedOptions& options = {}, const BetweenBatches& between = {}) const;
   // E for these options, and T and D of the tokens.
   int64_t embedding_size(const EmbedOptions& options = {}) const;
   int64_t tokens() const;
   int64_t width() const;
 
   // Preprocessed images [n, 3, H, W] (as preprocess() gives them) -> logits [n, classes].
-  std::vector<float> logits(const float* images, int64_t n) const;
+  std::vector<float> logits(const float* images, int64_t n, const BetweenBatches& between = {}) const;
   // An image file as the model is fed it: [3, H, W], timm's eval transform.
   std::vector<float> preprocess(const std::string& path) const;
 

@@ -1,4 +1,5 @@
-// What the vit subcommands share: model options, loading the model, labels, logging and threads.
+// The flags the vit subcommands share (the model, its config, input size, threads, precision, batch
+// sizes; numbers whose mistakes read "--topk: 'three' is not a number") and loading the model they name.
 #pragma once
 #include <functional>
 #include <string>
@@ -10,17 +11,6 @@
 #include "vit/vit.h"
 
 namespace vit::app {
-
-// Exit status of every subcommand.
-constexpr int kExitOk = 0;           // everything worked
-constexpr int kExitSomeFailed = 1;   // some inputs failed; the others were done
-constexpr int kExitUsage = 2;        // bad usage, an unusable model, or an output that cannot be created
-constexpr int kExitWriteFailed = 3;  // writing an output failed part way (a full disk, an I/O error)
-constexpr int kExitFailed = 4;       // the run itself failed (out of memory, an engine error)
-
-// A parsed subcommand: checks what can be checked before any work (flags, model, outputs; a failure
-// there is kExitUsage) and returns the work, which returns the exit status.
-using Prepare = std::function<std::function<int()>()>;
 
 struct ModelOptions {
   std::string model;   // .safetensors or folder; default: the DeiT-Tiny folder under weights/
@@ -46,18 +36,9 @@ ViT load_model(const ModelOptions& o);
 ClassifierOptions classifier_options(const ModelOptions& o);
 Classifier load_classifier(const ModelOptions& o, const ClassifierOptions& co);
 
-// Parses "1,2,4" into positive integers; throws vit::Error naming the flag.
+// -b,--batch: images per forward pass, 1 to kMaxBatch.
+void add_batch_option(CLI::App* cmd, int* batch);
+// Parses "1,2,4" into batch sizes; throws vit::Error naming the flag.
 std::vector<int> parse_batch_list(const std::string& s, const std::string& flag);
-
-// The output a command is about to write must not be one of its inputs, nor (unless force) an existing
-// file that is not a safetensors file: throws vit::Error saying which.
-void check_output_target(const std::string& flag, const std::string& path, const std::vector<std::string>& inputs,
-                         bool force);
-
-// What this CPU runs natively, as oneDNN sees it: "oneDNN runs it as avx2: f32, int8 (...); bf16 ...".
-std::string precision_support();
-
-void setup_logging(bool verbose);
-size_t peak_rss_bytes();
 
 }  // namespace vit::app

@@ -1,17 +1,12 @@
-// Shared pieces of the vit subcommands.
-#include "common.h"
+// The shared flags and model loading of options.h.
+#include "apps/options.h"
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <sstream>
 
-#include "engine/nn/linear.h"
-#include "engine/io/safetensors.h"
 #include "vit/error.h"
 
 namespace vit::app {
@@ -65,6 +60,10 @@ template CLI::Option* add_number_option<double>(CLI::App*, const std::string&, d
 void add_threads_option(CLI::App* cmd, int* threads) {
   add_number_option(cmd, "-t,--threads", threads, 0, 4096,
                     "threads for decoding and inference; 0: all cores (more than the cores: the cores, with a warning)");
+}
+
+void add_batch_option(CLI::App* cmd, int* batch) {
+  add_number_option(cmd, "-b,--batch", batch, 1, int(kMaxBatch), "images per forward pass");
 }
 
 void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision) {
@@ -134,54 +133,16 @@ std::vector<int> parse_batch_list(const std::string& s, const std::string& flag)
     }
     if (item.empty() || used != item.size())
       throw Error(flag + ": '" + item + "' is not a number (expected a list like 1,8,32)");
-    if (v <= 0 || v > kMaxBatch)
-      throw Error(flag + ": batch size " + item + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
+    try {
+      check_batch_size(v);
+    } catch (const Error& e) {
+      throw Error(flag + ": " + e.what());
+    }
     out.push_back(int(v));
     if (end == std::string::npos) break;
     start = end + 1;
   }
   return out;
-}
-
-void check_output_target(const std::string& flag, const std::string& path, const std::vector<std::string>& inputs,
-                         bool force) {
-  struct stat out{};
-  if (::stat(path.c_str(), &out) != 0) return;  // a new file
-  if (!S_ISREG(out.st_mode)) throw Error(flag + " " + path, "exists and is not a regular file; not overwritten");
-  if (force) return;
-  for (const std::string& in : inputs) {
-    struct stat st{};
-    if (::stat(in.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino)
-      throw Error(flag + " " + path, "is one of the inputs; not overwritten (--force to overwrite it anyway)");
-  }
-  try {
-    SafeTensors existing(path);
-  } catch (const Error&) {
-    throw Error(flag + " " + path, "exists and is not a safetensors file; not overwritten (--force to overwrite it)");
-  }
-}
-
-std::string precision_support() {
-  const CpuIsa isa = cpu_isa();
-  std::string s = "oneDNN runs it as " + isa.name + ": f32, int8 (" +
-                  (isa.vnni ? std::string("VNNI, 8-bit weights") : std::string("no VNNI: 7-bit weights")) + ")";
-  return s + (isa.bf16 ? ", bf16" : "; bf16 needs avx512_bf16 or AMX");
-}
-
-void setup_logging(bool verbose) {
-  // "warning: ..." as our own "error: ..." lines read; colour only on a terminal, and never with NO_COLOR.
-  const bool color = ::isatty(STDERR_FILENO) && !std::getenv("NO_COLOR");
-  std::shared_ptr<spdlog::logger> logger =
-      color ? spdlog::stderr_color_mt("vit") : std::static_pointer_cast<spdlog::logger>(spdlog::stderr_logger_mt("vit"));
-  logger->set_pattern(color ? "%^%l%$: %v" : "%l: %v");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
-}
-
-size_t peak_rss_bytes() {
-  struct rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return size_t(ru.ru_maxrss) * 1024;
 }
 
 }  // namespace vit::app
