@@ -41,8 +41,10 @@ int print_inspect(ViT& model) {
   std::printf("architecture   %s: patch %lld, width %lld, depth %lld, heads %lld, MLP %lld, %lld classes\n",
               c.arch.empty() ? "ViT" : c.arch.c_str(), (long long)c.patch, (long long)c.width, (long long)c.depth,
               (long long)c.heads, (long long)c.mlp, (long long)c.classes);
-  std::printf("family         %s%s\n", c.family.c_str(),
-              c.layer_scale ? ", layer scale on both branches of every block (ls1, ls2)" : "");
+  std::printf("family         %s%s%s%s\n", c.family.c_str(),
+              c.layer_scale ? ", layer scale on both branches of every block (ls1, ls2)" : "",
+              c.norm_pre ? ", LayerNorm before the blocks (norm_pre)" : "",
+              c.quick_gelu ? ", QuickGELU in the MLPs" : "");
   std::printf("input          %lldx%lld RGB\n", (long long)c.img_h(), (long long)c.img_w());
   std::printf("tokens         %s\n", tokens.c_str());
   std::printf("position table %s\n", pos.c_str());

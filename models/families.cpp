@@ -20,8 +20,7 @@ const Marker kMarkers[] = {
     {"blocks.0.attn.relative_position_bias_table", "BEiT"},
     {"rel_pos_bias.relative_position_bias_table", "BEiT"},
     {"blocks.0.gamma_1", "BEiT"},
-    // timm's CLIP towers: a LayerNorm before the blocks; OpenCLIP's and Hugging Face's layouts.
-    {"norm_pre.weight", "CLIP image tower"},
+    // OpenCLIP's and Hugging Face's CLIP layouts (timm's CLIP towers load: norm_pre).
     {"visual.conv1.weight", "OpenCLIP image tower"},
     {"vision_model.embeddings.class_embedding", "Hugging Face CLIP image tower"},
     // SigLIP: the attention-pool head (timm), Hugging Face's probe.
@@ -49,7 +48,6 @@ std::string unsupported_family(const std::string& arch) {
   } kArchs[] = {{"eva02_", "EVA-02"}, {"eva_", "EVA"}, {"beit", "BEiT"}};
   for (const auto& a : kArchs)
     if (arch.rfind(a.prefix, 0) == 0) return a.family;
-  if (arch.find("_clip_") != std::string::npos) return "CLIP image tower";
   if (arch.find("_siglip") != std::string::npos) return "SigLIP image tower";
   return "";
 }

@@ -145,6 +145,7 @@ void ViT::load_weights(Checkpoint& ck) {
     spdlog::debug("position table resampled from {}x{} to {}x{}", c.pos_grid_h, c.pos_grid_w, c.grid_h(), c.grid_w());
   }
   pos_embed_ = std::move(pos);
+  if (c.norm_pre) norm_pre_ = norm("norm_pre");
   blocks_.clear();
   for (int64_t i = 0; i < c.depth; ++i) {
     const std::string p = "blocks." + std::to_string(i) + ".";
@@ -195,6 +196,7 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
   for (int64_t i = 0; i < cfg.depth; ++i)
     m.blocks_.push_back({norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv"), linear(D, D, "blocks.attn.proj"),
                           linear(D, M, "blocks.mlp.fc1"), linear(M, D, "blocks.mlp.fc2")});
+  if (cfg.norm_pre) m.norm_pre_ = norm();
   if (cfg.final_norm) m.norm_ = norm();
   if (cfg.fc_norm) m.fc_norm_ = norm();
   if (C > 0) m.head_ = linear(D, C, "head");
@@ -248,7 +250,7 @@ size_t ViT::weight_bytes() const {
              (cls_token_.size() + dist_token_.size() + reg_token_.size() + pos_embed_.size()) * sizeof(float);
   for (const BlockWeights& b : blocks_) n += b.qkv.bytes() + b.proj.bytes() + b.fc1.bytes() + b.fc2.bytes();
   const size_t norms = size_t(2 * cfg_.width) * sizeof(float);
-  return n + norms * size_t(2 * cfg_.depth + int(cfg_.final_norm) + int(cfg_.fc_norm));
+  return n + norms * size_t(2 * cfg_.depth + int(cfg_.norm_pre) + int(cfg_.final_norm) + int(cfg_.fc_norm));
 }
 
 std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options) const {
@@ -298,6 +300,9 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   prog.add(embed_tokens_step("embed", B, N, D, prefix_rows, pos_embed_.data(), !c.no_embed_class, a.patch_embed, a.x));
   tap("embed", a.x, BT * D);
 
+  // x = self.norm_pre(x) (CLIP), in place: the blocks read the residual stream a.x.
+  if (c.norm_pre) prog.add(layer_norm_step("norm_pre", norm_pre_, BT, a.x, a.x));
+
   // x = self.blocks(x): x = x + attn(norm1(x)); x = x + mlp(norm2(x))
   const int64_t chunk = options.keep_attention ? B : by_image ? 1 : attention_chunk(B);
   for (int64_t i = 0; i < c.depth; ++i) {
@@ -316,7 +321,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
     linear(p + ".attn.proj", w.proj, T, a.attn, a.x, Epilogue::AddToDst);
     prog.add(layer_norm_step(p + ".norm2", w.norm2, BT, a.x, a.h));
     tap(p + ".norm2", a.h, BT * D);
-    linear(p + ".mlp.fc1", w.fc1, T, a.h, a.mlp, Epilogue::Gelu);
+    linear(p + ".mlp.fc1", w.fc1, T, a.h, a.mlp, c.quick_gelu ? Epilogue::QuickGelu : Epilogue::Gelu);
     tap(p + ".mlp.fc1_gelu", a.mlp, BT * M);
     linear(p + ".mlp.fc2", w.fc2, T, a.mlp, a.x, Epilogue::AddToDst);
     tap(p, a.x, BT * D);

@@ -145,6 +145,7 @@ class ViT {
   std::vector<float> reg_token_;      // [R, D] (empty without register tokens)
   std::vector<float> pos_embed_;      // [pos_len, D], resampled to the input grid
   std::vector<BlockWeights> blocks_;
+  LayerNormWeights norm_pre_;         // CLIP's norm before the blocks (cfg_.norm_pre)
   LayerNormWeights norm_;             // final norm over tokens (cfg_.final_norm)
   LayerNormWeights fc_norm_;          // norm after pooling (cfg_.fc_norm)
   LinearWeights head_, head_dist_;    // [C, D] (none when C = 0)

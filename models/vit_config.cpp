@@ -157,6 +157,7 @@ void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
     c->reg_tokens = r[1];
   }
   c->layer_scale = ck.has("blocks.0.ls1.gamma");
+  c->norm_pre = ck.has("norm_pre.weight");
   c->dist_token = ck.has("dist_token");
   c->final_norm = ck.has("norm.weight");
   c->fc_norm = ck.has("fc_norm.weight");
@@ -169,6 +170,7 @@ void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
     *k = "file (tensor shapes)";
   c->origin.pool = c->class_token ? "default (class token present)" : "default (no class token)";
   c->origin.eps = "default";
+  c->origin.act = "default (GELU, erf)";
   c->origin.labels = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
 }
 
@@ -220,6 +222,13 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
       heads_given = true;
     }
     if (a.contains("no_embed_class")) c->no_embed_class = get_as<bool>(a, "no_embed_class", where);
+    if (a.contains("act_layer")) {
+      const std::string act = get_as<std::string>(a, "act_layer", where);
+      if (act != "gelu" && act != "quick_gelu")
+        throw Error(where, "act_layer '" + act + "' is not supported (gelu, quick_gelu)");
+      c->quick_gelu = act == "quick_gelu";
+      c->origin.act = where;
+    }
     if (a.contains("img_size")) {
       const auto v = a["img_size"].is_array() ? get_as<std::vector<int64_t>>(a, "img_size", where)
                                               : std::vector<int64_t>(2, get_as<int64_t>(a, "img_size", where));
@@ -372,6 +381,21 @@ void position_grid(const Checkpoint& ck, ViTConfig* c) {
 // else by what the tensors hold.
 void name_family(const std::string& arch, ViTConfig* c) {
   const bool named = !arch.empty();
+  if (c->norm_pre) {
+    // timm's CLIP towers: norm_layer=partial(LayerNorm, eps=1e-5), which no config.json records.
+    c->family = "CLIP image tower";
+    if (c->origin.eps == "default") {
+      c->eps = 1e-5f;
+      c->origin.eps = "default for CLIP towers (timm's clip architectures: 1e-5, not in their config.json)";
+    }
+    if (arch.find("quickgelu") != std::string::npos) {  // timm's *_clip_quickgelu_*: act_layer='quick_gelu'
+      c->quick_gelu = true;
+      c->origin.act = "the architecture " + arch + " (QuickGELU)";
+    }
+    c->origin.family = named ? "the architecture " + arch : "file (norm_pre: a CLIP tower)";
+    if (c->arch.empty()) c->arch = arch;
+    return;
+  }
   if (arch.find("dinov2") != std::string::npos || (!named && c->reg_tokens > 0)) c->family = "DINOv2";
   else if (arch.rfind("deit3", 0) == 0 || (!named && c->layer_scale && c->no_embed_class)) c->family = "DeiT III";
   else if (arch.rfind("deit", 0) == 0 || c->dist_token) c->family = "DeiT";
@@ -429,7 +453,7 @@ int64_t ViTConfig::parameters() const {
                         (layer_scale ? 2 * D : 0);
   const int64_t head = D * classes + classes;
   return D * in_chans * patch * patch + (patch_bias ? D : 0) + prefix_tokens() * D + pos_len() * D + depth * block +
-         (final_norm ? norm : 0) + (fc_norm ? norm : 0) + head * (dist_token ? 2 : 1);
+         (norm_pre ? norm : 0) + (final_norm ? norm : 0) + (fc_norm ? norm : 0) + head * (dist_token ? 2 : 1);
 }
 
 std::string ViTConfig::summary() const {

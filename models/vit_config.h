@@ -29,11 +29,11 @@ const char* pool_name(Pool p);
 // Where each setting of a ViTConfig came from, for `vit inspect`: "file (tensor shapes)", a config file's
 // path, "default (...)", "timm's defaults for <arch>", "--img-size".
 struct ConfigOrigin {
-  std::string classes, depth, eps, family, heads, input_size, labels, mlp, norms, patch, pool, preprocessing, tokens,
+  std::string act, classes, depth, eps, family, heads, input_size, labels, mlp, norms, patch, pool, preprocessing, tokens,
       width;
   // (setting, origin) in the order `vit inspect` prints them.
   std::vector<std::pair<const char*, const std::string*>> settings() const {
-    return {{"classes", &classes}, {"depth", &depth},         {"eps", &eps},         {"family", &family},
+    return {{"activation", &act}, {"classes", &classes}, {"depth", &depth},         {"eps", &eps},         {"family", &family},
             {"heads", &heads},
             {"input size", &input_size}, {"labels", &labels}, {"mlp", &mlp},         {"norms", &norms},
             {"patch", &patch},     {"pool", &pool},           {"preprocessing", &preprocessing},
@@ -54,7 +54,9 @@ struct ViTConfig {
   bool class_token = true;
   int64_t reg_tokens = 0;               // DINOv2's register tokens, after the class token
   bool layer_scale = false;             // ls1/ls2 gammas on each block's branches (DeiT III, DINOv2)
-  std::string family = "ViT";           // what `vit inspect` calls it: ViT, DeiT, DeiT III, DINOv2
+  std::string family = "ViT";           // what `vit inspect` calls it: ViT, DeiT, DeiT III, DINOv2, CLIP
+  bool norm_pre = false;                // CLIP: a LayerNorm after the position table, before the blocks
+  bool quick_gelu = false;              // OpenAI CLIP's MLP activation, x * sigmoid(1.702 x), not GELU
   bool dist_token = false;              // DeiT distilled: second token and head_dist
   bool no_embed_class = false;          // position table covers patches only
   bool final_norm = true;               // LayerNorm over all tokens before pooling

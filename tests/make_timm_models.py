@@ -41,6 +41,7 @@ SPECS = {
     "dinov2": ("vit_small_patch14_dinov2", dict(SMALL)),
     "dinov2_reg": ("vit_small_patch14_reg4_dinov2", dict(SMALL)),
     "clip": ("vit_base_patch16_clip_224", dict(SMALL, num_classes=32)),
+    "clip_quickgelu": ("vit_base_patch16_clip_quickgelu_224", dict(SMALL, num_classes=32)),
     "siglip": ("vit_base_patch16_siglip_224", dict(SMALL)),
     "beit": ("beit_base_patch16_224", dict(SMALL, num_classes=10)),
     "eva02": ("eva02_tiny_patch14_224", dict(SMALL)),

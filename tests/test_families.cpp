@@ -89,6 +89,8 @@ bool Families::ready_ = false;
 
 TEST_F(Families, ClassicViTLikeTimm) { expect_like_timm("vit"); }
 TEST_F(Families, DeiT3LikeTimm) { expect_like_timm("deit3"); }
+TEST_F(Families, CLIPTowerLikeTimm) { expect_like_timm("clip"); }
+TEST_F(Families, CLIPTowerWithQuickGeluLikeTimm) { expect_like_timm("clip_quickgelu"); }
 TEST_F(Families, DINOv2LikeTimm) { expect_like_timm("dinov2"); }
 TEST_F(Families, DINOv2WithRegistersLikeTimm) { expect_like_timm("dinov2_reg"); }
 TEST_F(Families, DINOv2At224LikeTimm) {
@@ -105,11 +107,16 @@ TEST_F(Families, FamilyNamed) {
   EXPECT_TRUE(reg.layer_scale);
   EXPECT_EQ(reg.classes, 0);
   EXPECT_EQ(reg.tokens(), 37 * 37 + 5);
+  const ViTConfig clip = ViT::load(model("clip")).config(), quick = ViT::load(model("clip_quickgelu")).config();
+  EXPECT_EQ(clip.family, "CLIP image tower");
+  EXPECT_TRUE(clip.norm_pre && !clip.patch_bias && !clip.quick_gelu);
+  EXPECT_EQ(clip.eps, 1e-5f);
+  EXPECT_TRUE(quick.quick_gelu);
 }
 
 TEST_F(Families, UnsupportedFamiliesRefusedByName) {
   for (const auto& [name, family] : std::vector<std::pair<std::string, std::string>>{
-           {"clip", "CLIP image tower"}, {"siglip", "SigLIP image tower"}, {"beit", "BEiT"}, {"eva02", "EVA-02"}})
+           {"siglip", "SigLIP image tower"}, {"beit", "BEiT"}, {"eva02", "EVA-02"}})
     expect_error([&] { ViT::load(model(name)); }, family + " checkpoint: not supported yet");
 }
 

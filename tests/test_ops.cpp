@@ -33,6 +33,7 @@ TEST_P(LinearTest, MatchesReference) {
   auto want = ref_linear(x, w, b, c.M, c.K, c.N);
   for (size_t i = 0; i < want.size(); ++i) {
     if (c.ep == Epilogue::Gelu) want[i] = ref_gelu(want[i]);
+    if (c.ep == Epilogue::QuickGelu) want[i] = ref_quick_gelu(want[i]);
     if (c.ep == Epilogue::AddToDst) want[i] += resid[i];
   }
   Arena store;
@@ -52,6 +53,8 @@ INSTANTIATE_TEST_SUITE_P(
                       LinearCase{197, 768, 192, WeightLayout::Blocked, Epilogue::AddToDst},
                       LinearCase{394, 192, 192, WeightLayout::NK, Epilogue::AddToDst},
                       LinearCase{577, 64, 96, WeightLayout::Blocked, Epilogue::Gelu},
+                      LinearCase{197, 192, 768, WeightLayout::NK, Epilogue::QuickGelu},
+                      LinearCase{257, 64, 256, WeightLayout::Blocked, Epilogue::QuickGelu},
                       LinearCase{1, 192, 1000, WeightLayout::NK, Epilogue::None},
                       LinearCase{13, 7, 5, WeightLayout::Blocked, Epilogue::None}));
 

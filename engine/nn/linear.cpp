@@ -36,6 +36,13 @@ memory stored_reorder(Arena& store, const memory& from, const memory::desc& to_m
 
 memory::desc bias_desc(const LinearWeights& lw) { return lw.b ? lw.b.get_desc() : memory::desc(); }
 
+// The activation epilogues as oneDNN post-ops: GELU (erf), QuickGELU as swish(alpha 1.702).
+constexpr float kQuickGeluAlpha = 1.702f;
+void append_activation(dnnl::post_ops& po, Epilogue ep) {
+  if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  if (ep == Epilogue::QuickGelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, kQuickGeluAlpha, 0.f);
+}
+
 // The int8 matmul of one image's T rows with its weight scales, image scale and zero point, bias and
 // epilogue fused (Full), or all but the residual sum (NoSum). Used where it is brgemm (VNNI).
 enum class Fusion { Full, NoSum };
@@ -48,7 +55,7 @@ dnnl::matmul::primitive_desc fused_int8_pd(const LinearWeights& lw, const memory
   dnnl::post_ops po;
   po.append_binary(dnnl::algorithm::binary_mul, memory::desc({1, 1}, dt::f32, tag::ab));  // the image's scale
   if (lw.b) po.append_binary(dnnl::algorithm::binary_add, memory::desc({1, lw.N}, dt::f32, tag::ab));
-  if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  append_activation(po, ep);
   if (ep == Epilogue::AddToDst && f == Fusion::Full) po.append_sum(1.f);
   attr.set_post_ops(po);
   const memory::desc src({T, lw.K}, dt::u8, tag::ab), dst({T, lw.N}, dt::f32, tag::ab);
@@ -64,6 +71,7 @@ dnnl::matmul::primitive_desc plain_int8_pd(const LinearWeights& lw, const memory
 bool is_brgemm(const char* impl) { return std::string(impl).rfind("brg", 0) == 0; }
 
 float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * float(M_SQRT1_2))); }
+float quick_gelu(float x) { return x / (1.f + std::exp(-kQuickGeluAlpha * x)); }
 
 LinearWeights f32_weights(Arena& store, const float* weight, int64_t typical_rows, WeightLayout layout,
                           LinearWeights lw) {
@@ -173,6 +181,7 @@ Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t r
         std::memcpy(&a, acc + size_t(n) * sizeof(int32_t), sizeof(a));
         float v = float(a - zero * colsum[n]) * w_scale[n] * sa + (bias ? bias[n] : 0.f);
         if (ep == Epilogue::Gelu) v = gelu(v);
+        if (ep == Epilogue::QuickGelu) v = quick_gelu(v);
         y[n] = ep == Epilogue::AddToDst ? y[n] + v : v;
       }
     });
@@ -235,7 +244,7 @@ std::vector<Step> int8_steps(const std::string& name, const LinearWeights& lw, i
 
 dnnl::post_ops epilogue_post_ops(Epilogue ep) {
   dnnl::post_ops po;
-  if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  append_activation(po, ep);
   if (ep == Epilogue::AddToDst) po.append_sum(1.f);
   return po;
 }
