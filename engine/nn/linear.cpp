@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/nn/quantize.h"
+#include "engine/nn/signals.h"
 #include "vit/error.h"
 
 namespace vit {
@@ -29,6 +30,7 @@ bool is_ref(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
 // Copies `from` into a new memory of `to_md` in the store, converting type and layout.
 memory stored_reorder(Arena& store, const memory& from, const memory::desc& to_md) {
   memory to(to_md, cpu_engine(), store.alloc(to_md.get_size()));
+  const SignalShield shield;
   dnnl::reorder(from, to).execute(cpu_stream(), const_cast<memory&>(from), to);
   cpu_stream().wait();
   return to;

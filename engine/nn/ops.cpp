@@ -1,5 +1,5 @@
 // oneDNN primitives for the ops declared in ops.h. Every primitive is created here, when a Program is
-// built, never while one runs.
+// built, never while one runs; every one runs with the asynchronous signals held back (signals.h).
 #include "engine/nn/ops.h"
 
 #include <omp.h>
@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/nn/signals.h"
 #include "vit/error.h"
 
 namespace vit {
@@ -49,6 +50,11 @@ void Program::add(Step s) {
 }
 
 void Program::execute(size_t i) const {
+  const SignalShield shield;
+  execute_step(i);
+}
+
+void Program::execute_step(size_t i) const {
   const Step& st = steps_[i];
   if (st.host) {
     st.host();
@@ -60,15 +66,17 @@ void Program::execute(size_t i) const {
 }
 
 void Program::run() const {
-  for (size_t i = 0; i < steps_.size(); ++i) execute(i);
+  const SignalShield shield;
+  for (size_t i = 0; i < steps_.size(); ++i) execute_step(i);
   cpu_stream().wait();
 }
 
 std::vector<std::pair<std::string, double>> Program::profile() const {
   std::vector<std::pair<std::string, double>> out;
+  const SignalShield shield;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    execute(i);
+    execute_step(i);
     cpu_stream().wait();
     out.emplace_back(steps_[i].name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }

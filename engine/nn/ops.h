@@ -43,6 +43,8 @@ struct Step {
 // A step that runs a host loop.
 Step host_step(const std::string& name, std::function<void()> loop);
 
+// Steps run with the asynchronous signals blocked in every thread of the team (SignalShield, signals.h):
+// a signal that arrives meanwhile is delivered when run() returns.
 class Program {
  public:
   void add(Step s);
@@ -54,6 +56,7 @@ class Program {
   const std::vector<Step>& steps() const { return steps_; }
 
  private:
+  void execute_step(size_t i) const;  // without a shield of its own
   std::vector<Step> steps_;
   // Each primitive step's arguments as oneDNN's C API takes them, built once: the C++ execute()
   // rebuilds that array (a heap allocation) on every call.
