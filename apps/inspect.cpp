@@ -48,7 +48,7 @@ int print_inspect(ViT& model) {
   std::printf("input          %lldx%lld RGB\n", (long long)c.img_h(), (long long)c.img_w());
   std::printf("tokens         %s\n", tokens.c_str());
   std::printf("position table %s\n", pos.c_str());
-  std::printf("pooling        %s%s%s, LayerNorm eps %g\n", c.pool == Pool::Token ? "class token" : "mean of patch tokens",
+  std::printf("pooling        %s%s%s, LayerNorm eps %g\n", c.pool == Pool::Token ? "class token" : c.pool == Pool::Avg ? "mean of patch tokens" : "attention pool (MAP head: a learned query over all tokens, then LayerNorm + MLP)",
               c.final_norm ? ", final norm" : "", c.fc_norm ? ", fc_norm after pooling" : "", double(c.eps));
   if (c.dist_token) std::printf("head           mean of head and head_dist (timm's eval output)\n");
   if (c.classes == 0) std::printf("head           none: embeddings only (vit embed)\n");

@@ -101,9 +101,8 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   impl_->threads = threads;
   if (options.pool == "cls" || options.pool == "token") impl_->model.set_pool(Pool::Token);
   else if (options.pool == "mean" || options.pool == "avg") impl_->model.set_pool(Pool::Avg);
-  else if (!options.pool.empty())
-    throw Error("pool '" + options.pool + "' is not supported (cls or mean" +
-                (options.pool == "map" ? "; attention pooling needs a model with a MAP head" : "") + ")");
+  else if (options.pool == "map") impl_->model.set_pool(Pool::Map);
+  else if (!options.pool.empty()) throw Error("pool '" + options.pool + "' is not supported (cls, mean or map)");
   impl_->labels = resolve_labels(options.labels, impl_->model.config());
 }
 

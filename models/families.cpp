@@ -23,8 +23,7 @@ const Marker kMarkers[] = {
     // OpenCLIP's and Hugging Face's CLIP layouts (timm's CLIP towers load: norm_pre).
     {"visual.conv1.weight", "OpenCLIP image tower"},
     {"vision_model.embeddings.class_embedding", "Hugging Face CLIP image tower"},
-    // SigLIP: the attention-pool head (timm), Hugging Face's probe.
-    {"attn_pool.latent", "SigLIP image tower"},
+    // Hugging Face's SigLIP (timm's, with attn_pool, loads).
     {"vision_model.head.probe", "Hugging Face SigLIP image tower"},
     // Hugging Face's Dinov2Model.
     {"embeddings.mask_token", "Hugging Face DINOv2"},
@@ -48,7 +47,6 @@ std::string unsupported_family(const std::string& arch) {
   } kArchs[] = {{"eva02_", "EVA-02"}, {"eva_", "EVA"}, {"beit", "BEiT"}};
   for (const auto& a : kArchs)
     if (arch.rfind(a.prefix, 0) == 0) return a.family;
-  if (arch.find("_siglip") != std::string::npos) return "SigLIP image tower";
   return "";
 }
 

@@ -1,5 +1,5 @@
 // Which ViT family a checkpoint belongs to, from its tensor names: the families the engine runs (classic
-// ViT and DeiT, DeiT III, DINOv2, timm's CLIP towers) and those it recognises but does not run yet, refused by name rather
+// ViT and DeiT, DeiT III, DINOv2, timm's CLIP and SigLIP towers) and those it recognises but does not run yet, refused by name rather
 // than loaded half-right.
 #pragma once
 #include <string>

@@ -160,6 +160,22 @@ void ViT::load_weights(Checkpoint& ck) {
   }
   if (c.final_norm) norm_ = norm("norm");
   if (c.fc_norm) fc_norm_ = norm("fc_norm");
+  if (c.attn_pool_mlp) {
+    // AttentionPoolLatent: q = self.q(self.latent), the same for every image, so computed here.
+    const auto latent = take("attn_pool.latent", {1, 1, D}), qw = take("attn_pool.q.weight", {D, D});
+    const auto qb = take("attn_pool.q.bias", {D});
+    attn_pool_.q.assign(size_t(D), 0.f);
+    for (int64_t o = 0; o < D; ++o) {
+      double acc = qb.data()[o];
+      for (int64_t k = 0; k < D; ++k) acc += double(qw.data()[o * D + k]) * latent.data()[k];
+      attn_pool_.q[size_t(o)] = float(acc);
+    }
+    attn_pool_.kv = linear("attn_pool.kv", D, 2 * D, true);
+    attn_pool_.proj = linear("attn_pool.proj", D, D, true);
+    attn_pool_.norm = norm("attn_pool.norm");
+    attn_pool_.fc1 = linear("attn_pool.mlp.fc1", D, c.attn_pool_mlp, true);
+    attn_pool_.fc2 = linear("attn_pool.mlp.fc2", c.attn_pool_mlp, D, true);
+  }
   if (C > 0) head_ = linear("head", D, C, true);
   if (c.dist_token) head_dist_ = linear("head_dist", D, C, true);
 }
@@ -239,6 +255,7 @@ BufferTable ViT::activation_table(int64_t B, const PlanOptions& o, Plan::Activat
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
   t.add("pooled_dist", &a->pooled_dist, B * D);
+  t.add("pool_scores", &a->pool_scores, c.attn_pool_mlp ? B * c.heads * T : 0);
   t.add("logits", &a->logits, B * c.classes);
   t.add("logits_dist", &a->logits_dist, B * c.classes);
   add_linear_scratch(t, &a->linear, precision_, B, T, std::max(D, c.mlp), D);
@@ -249,6 +266,8 @@ size_t ViT::weight_bytes() const {
   size_t n = patch_embed_.bytes() + head_.bytes() + head_dist_.bytes() +
              (cls_token_.size() + dist_token_.size() + reg_token_.size() + pos_embed_.size()) * sizeof(float);
   for (const BlockWeights& b : blocks_) n += b.qkv.bytes() + b.proj.bytes() + b.fc1.bytes() + b.fc2.bytes();
+  n += attn_pool_.q.size() * sizeof(float) + attn_pool_.kv.bytes() + attn_pool_.proj.bytes() + attn_pool_.fc1.bytes() +
+       attn_pool_.fc2.bytes() + (cfg_.attn_pool_mlp ? size_t(2 * cfg_.width) * sizeof(float) : 0);
   const size_t norms = size_t(2 * cfg_.width) * sizeof(float);
   return n + norms * size_t(2 * cfg_.depth + int(cfg_.norm_pre) + int(cfg_.final_norm) + int(cfg_.fc_norm));
 }
@@ -336,8 +355,22 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   }
 
   // x = self.forward_head(x): pool (token 0, or the mean of the patch tokens), fc_norm, head.
-  if (c.pool == Pool::Token) prog.add(select_token_step("pool", B, T, D, 0, feats, a.pooled));
-  else prog.add(mean_tokens_step("pool", B, T, D, prefix, feats, a.pooled));
+  if (c.pool == Pool::Token) {
+    prog.add(select_token_step("pool", B, T, D, 0, feats, a.pooled));
+  } else if (c.pool == Pool::Avg) {
+    prog.add(mean_tokens_step("pool", B, T, D, prefix, feats, a.pooled));
+  } else {
+    // x = self.attn_pool(x) (AttentionPoolLatent.forward): k, v = kv(x); x = softmax(q k^T / sqrt(Dh)) v;
+    // x = proj(x); x = x + mlp(norm(x)); x[:, 0]. The kv rows reuse the blocks' qkv buffer.
+    linear("attn_pool.kv", attn_pool_.kv, T, feats, a.qkv, Epilogue::None);
+    prog.add(attention_pool_step("attn_pool.attn", B, T, H, c.head_dim(), attn_pool_.q.data(), a.qkv, a.pool_scores,
+                                 a.pooled_dist));
+    linear("attn_pool.proj", attn_pool_.proj, 1, a.pooled_dist, a.pooled, Epilogue::None);
+    prog.add(layer_norm_step("attn_pool.norm", attn_pool_.norm, B, a.pooled, a.pooled_norm));
+    linear("attn_pool.mlp.fc1", attn_pool_.fc1, 1, a.pooled_norm, a.mlp,
+           c.quick_gelu ? Epilogue::QuickGelu : Epilogue::Gelu);
+    linear("attn_pool.mlp.fc2", attn_pool_.fc2, 1, a.mlp, a.pooled, Epilogue::AddToDst);
+  }
   const float* head_in = a.pooled;
   if (c.fc_norm) {
     prog.add(layer_norm_step("fc_norm", fc_norm_, B, a.pooled, a.pooled_norm));
@@ -360,6 +393,8 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
 
 void ViT::set_pool(Pool pool) {
   if (pool == Pool::Token && !cfg_.class_token) throw Error(source_, "token pooling needs a class token, and the model has none");
+  if (pool == Pool::Map && !cfg_.attn_pool_mlp)
+    throw Error(source_, "attention pooling needs an attention-pool head (attn_pool), and the model has none");
   cfg_.pool = pool;
   cfg_.origin.pool = "asked for";
   plans_.clear();

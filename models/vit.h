@@ -85,6 +85,7 @@ class ViT {
       float* pooled;       // [B, D]
       float* pooled_norm;  // [B, D]
       float* pooled_dist;  // [B, D]
+      float* pool_scores;  // [B, H, T]: the attention pool's (SigLIP)
       float* logits;       // [B, C]
       float* logits_dist;  // [B, C]
       LinearScratch linear;  // bf16 and int8 layers' scratch
@@ -148,6 +149,14 @@ class ViT {
   LayerNormWeights norm_pre_;         // CLIP's norm before the blocks (cfg_.norm_pre)
   LayerNormWeights norm_;             // final norm over tokens (cfg_.final_norm)
   LayerNormWeights fc_norm_;          // norm after pooling (cfg_.fc_norm)
+  // timm's AttentionPoolLatent (SigLIP's MAP head), cfg_.attn_pool_mlp > 0.
+  struct AttentionPool {
+    std::vector<float> q;        // [D]: q(latent), computed at load (the latent is a constant)
+    LinearWeights kv;            // [2D, D]
+    LinearWeights proj;          // [D, D]
+    LayerNormWeights norm;       // [D]
+    LinearWeights fc1, fc2;      // [Mp, D], [D, Mp]
+  } attn_pool_;
   LinearWeights head_, head_dist_;    // [C, D] (none when C = 0)
   std::map<int64_t, std::unique_ptr<Plan>> plans_;  // for plan()
 };

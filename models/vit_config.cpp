@@ -158,12 +158,13 @@ void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   }
   c->layer_scale = ck.has("blocks.0.ls1.gamma");
   c->norm_pre = ck.has("norm_pre.weight");
+  if (ck.has("attn_pool.latent")) c->attn_pool_mlp = ck.shape("attn_pool.mlp.fc1.weight")[0];
   c->dist_token = ck.has("dist_token");
   c->final_norm = ck.has("norm.weight");
   c->fc_norm = ck.has("fc_norm.weight");
   c->qkv_bias = ck.has("blocks.0.attn.qkv.bias");
   c->patch_bias = ck.has("patch_embed.proj.bias");
-  c->pool = c->class_token ? Pool::Token : Pool::Avg;
+  c->pool = c->attn_pool_mlp ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
   c->stored_as = std::string(layout_name(ck.layout())) + " names, " + ck.dtypes();
   for (std::string* k : {&c->origin.patch, &c->origin.width, &c->origin.depth, &c->origin.mlp, &c->origin.classes,
                          &c->origin.tokens, &c->origin.norms})
@@ -396,6 +397,12 @@ void name_family(const std::string& arch, ViTConfig* c) {
     if (c->arch.empty()) c->arch = arch;
     return;
   }
+  if (c->attn_pool_mlp) {
+    c->family = arch.find("siglip") != std::string::npos || !named ? "SigLIP image tower" : "ViT with attention pooling";
+    c->origin.family = named ? "the architecture " + arch : "file (attn_pool: a SigLIP tower)";
+    if (c->arch.empty()) c->arch = arch;
+    return;
+  }
   if (arch.find("dinov2") != std::string::npos || (!named && c->reg_tokens > 0)) c->family = "DINOv2";
   else if (arch.rfind("deit3", 0) == 0 || (!named && c->layer_scale && c->no_embed_class)) c->family = "DeiT III";
   else if (arch.rfind("deit", 0) == 0 || c->dist_token) c->family = "DeiT";
@@ -412,6 +419,8 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
     throw Error(img_size_given ? "--img-size" : where, "input size " + std::to_string(c.img_h()) + "x" +
                                                            std::to_string(c.img_w()) +
                                                            " is not a multiple of the patch size " + std::to_string(c.patch));
+  if (c.pool == Pool::Map && !c.attn_pool_mlp)
+    throw Error(file, "global_pool 'map' needs an attention-pool head, and the checkpoint has no attn_pool");
   if (c.pool == Pool::Token && !c.class_token)
     throw Error(file, "global_pool 'token' needs a class token, and the checkpoint has no cls_token");
   if (!c.labels.empty() && int64_t(c.labels.size()) != c.classes)
@@ -425,10 +434,11 @@ int64_t default_heads(int64_t width) { return std::max<int64_t>(1, width / 64); 
 Pool pool_from_name(const std::string& name) {
   if (name == "token") return Pool::Token;
   if (name == "avg") return Pool::Avg;
-  throw Error("global_pool '" + name + "' is not supported (token or avg)");
+  if (name == "map") return Pool::Map;
+  throw Error("global_pool '" + name + "' is not supported (token, avg or map)");
 }
 
-const char* pool_name(Pool p) { return p == Pool::Token ? "token" : "avg"; }
+const char* pool_name(Pool p) { return p == Pool::Token ? "token" : p == Pool::Avg ? "avg" : "map"; }
 
 std::vector<std::string> known_archs() {
   return {"vit_tiny_patch16_224",  "vit_small_patch16_224", "vit_base_patch16_224", "vit_base_patch32_224",
@@ -452,8 +462,10 @@ int64_t ViTConfig::parameters() const {
   const int64_t block = 2 * norm + 3 * D * D + (qkv_bias ? 3 * D : 0) + D * D + D + 2 * D * mlp + mlp + D +
                         (layer_scale ? 2 * D : 0);
   const int64_t head = D * classes + classes;
+  const int64_t Mp = attn_pool_mlp;  // latent, q, kv, proj, norm, MLP
+  const int64_t attn_pool = Mp ? D + (D * D + D) + (2 * D * D + 2 * D) + (D * D + D) + norm + (Mp * D + Mp) + (D * Mp + D) : 0;
   return D * in_chans * patch * patch + (patch_bias ? D : 0) + prefix_tokens() * D + pos_len() * D + depth * block +
-         (norm_pre ? norm : 0) + (final_norm ? norm : 0) + (fc_norm ? norm : 0) + head * (dist_token ? 2 : 1);
+         (norm_pre ? norm : 0) + (final_norm ? norm : 0) + (fc_norm ? norm : 0) + head * (dist_token ? 2 : 1) + attn_pool;
 }
 
 std::string ViTConfig::summary() const {

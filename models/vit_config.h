@@ -22,7 +22,7 @@ constexpr int64_t kMaxInputSize = 8192;
 int64_t default_heads(int64_t width);
 
 // How features become the head's input: the class token's row, or the mean of the patch tokens.
-enum class Pool { Token, Avg };
+enum class Pool { Token, Avg, Map };  // Map: SigLIP's attention-pool head (attn_pool)
 Pool pool_from_name(const std::string& name);  // timm's global_pool: "token", "avg"; throws on others
 const char* pool_name(Pool p);
 
@@ -56,7 +56,8 @@ struct ViTConfig {
   bool layer_scale = false;             // ls1/ls2 gammas on each block's branches (DeiT III, DINOv2)
   std::string family = "ViT";           // what `vit inspect` calls it: ViT, DeiT, DeiT III, DINOv2, CLIP
   bool norm_pre = false;                // CLIP: a LayerNorm after the position table, before the blocks
-  bool quick_gelu = false;              // OpenAI CLIP's MLP activation, x * sigmoid(1.702 x), not GELU
+  bool quick_gelu = false;
+  int64_t attn_pool_mlp = 0;            // SigLIP's attention-pool head (attn_pool.*): its MLP width, 0 without              // OpenAI CLIP's MLP activation, x * sigmoid(1.702 x), not GELU
   bool dist_token = false;              // DeiT distilled: second token and head_dist
   bool no_embed_class = false;          // position table covers patches only
   bool final_norm = true;               // LayerNorm over all tokens before pooling

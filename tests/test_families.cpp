@@ -91,6 +91,7 @@ TEST_F(Families, ClassicViTLikeTimm) { expect_like_timm("vit"); }
 TEST_F(Families, DeiT3LikeTimm) { expect_like_timm("deit3"); }
 TEST_F(Families, CLIPTowerLikeTimm) { expect_like_timm("clip"); }
 TEST_F(Families, CLIPTowerWithQuickGeluLikeTimm) { expect_like_timm("clip_quickgelu"); }
+TEST_F(Families, SigLIPTowerLikeTimm) { expect_like_timm("siglip"); }
 TEST_F(Families, DINOv2LikeTimm) { expect_like_timm("dinov2"); }
 TEST_F(Families, DINOv2WithRegistersLikeTimm) { expect_like_timm("dinov2_reg"); }
 TEST_F(Families, DINOv2At224LikeTimm) {
@@ -112,11 +113,15 @@ TEST_F(Families, FamilyNamed) {
   EXPECT_TRUE(clip.norm_pre && !clip.patch_bias && !clip.quick_gelu);
   EXPECT_EQ(clip.eps, 1e-5f);
   EXPECT_TRUE(quick.quick_gelu);
+  const ViTConfig siglip = ViT::load(model("siglip")).config();
+  EXPECT_EQ(siglip.family, "SigLIP image tower");
+  EXPECT_EQ(siglip.pool, Pool::Map);
+  EXPECT_FALSE(siglip.class_token);
 }
 
 TEST_F(Families, UnsupportedFamiliesRefusedByName) {
   for (const auto& [name, family] : std::vector<std::pair<std::string, std::string>>{
-           {"siglip", "SigLIP image tower"}, {"beit", "BEiT"}, {"eva02", "EVA-02"}})
+           {"beit", "BEiT"}, {"eva02", "EVA-02"}})
     expect_error([&] { ViT::load(model(name)); }, family + " checkpoint: not supported yet");
 }
 
