@@ -184,10 +184,13 @@ TEST_F(Families, EmbedCommandLikeTimm) {
   EXPECT_TRUE(second.contains("error"));
 }
 
-TEST_F(Families, ClassifyRefusesAModelWithoutHead) {
-  const test::Result r = run_vit("classify -m " + model("dinov2") + " " + photos()[0]);
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("no classifier head (embeddings only): use vit embed"), std::string::npos) << r.err;
+TEST_F(Families, ClassifyEvalExplainRefuseAModelWithoutHead) {
+  TempDir d;
+  for (const std::string& cmd : std::vector<std::string>{"classify", "eval", "explain --out " + d.path()}) {
+    const test::Result r = run_vit(cmd + " -m " + model("dinov2") + " " + photos()[0]);
+    EXPECT_EQ(r.code, 2) << cmd;
+    EXPECT_NE(r.err.find("no classifier head (embeddings only): use vit embed"), std::string::npos) << cmd << ": " << r.err;
+  }
 }
 
 }  // namespace
