@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "apps/command.h"
 #include "apps/options.h"
@@ -53,6 +55,30 @@ std::string step_kind(const std::string& name) {
   return name.rfind("blocks.", 0) == 0 ? name.substr(name.find('.', 7) + 1) : name;
 }
 
+// Each kind of step's time summed over the blocks, its share of the forward pass, GFLOP/s and the
+// implementations that ran it (oneDNN's kernel names, or host:ISA for our own loops).
+void print_profile(const Program& prog, int B) {
+  std::map<std::string, double> by_kind, flops_by_kind;
+  std::map<std::string, std::set<std::string>> impls;
+  const int reps = 5;
+  for (int rep = 0; rep < reps; ++rep)
+    for (const auto& [name, sec] : prog.profile()) by_kind[step_kind(name)] += sec / reps;
+  for (const Step& st : prog.steps()) {
+    flops_by_kind[step_kind(st.name)] += st.flops;
+    impls[step_kind(st.name)].insert(st.impl);
+  }
+  double sum = 0;
+  for (const auto& [k, v] : by_kind) sum += v;
+  std::fprintf(stderr, "profile, batch %d (all blocks summed):\n  %-22s %9s %6s %9s  %s\n", B, "step", "ms", "%",
+               "GFLOP/s", "implementation");
+  for (const auto& [k, v] : by_kind) {
+    std::string names;
+    for (const std::string& i : impls[k]) names += (names.empty() ? "" : " ") + i;
+    std::fprintf(stderr, "  %-22s %9.3f %5.1f%% %9.1f  %s\n", k.c_str(), v * 1e3, 100 * v / sum,
+                 flops_by_kind[k] > 0 ? flops_by_kind[k] / v / 1e9 : 0.0, names.c_str());
+  }
+}
+
 Row bench_batch(ViT& model, int B, const BenchOptions& o) {
   const ViT::Plan& plan = model.plan(B);
   const Program& prog = plan.program();
@@ -84,20 +110,7 @@ Row bench_batch(ViT& model, int B, const BenchOptions& o) {
   r.ms_p99 = percentile(lat, 0.99);
   r.gflops = prog.flops() * r.runs / total / 1e9;
   r.peak_rss_mb = double(peak_rss_bytes()) / (1 << 20);
-  if (o.profile) {
-    std::map<std::string, double> by_kind;
-    std::map<std::string, double> flops_by_kind;
-    const int reps = 5;
-    for (int rep = 0; rep < reps; ++rep)
-      for (const auto& [name, sec] : prog.profile()) by_kind[step_kind(name)] += sec / reps;
-    for (const Step& st : prog.steps()) flops_by_kind[step_kind(st.name)] += st.flops;
-    double sum = 0;
-    for (const auto& [k, v] : by_kind) sum += v;
-    std::fprintf(stderr, "profile, batch %d (all blocks summed):\n  %-22s %9s %6s %9s\n", B, "step", "ms", "%", "GFLOP/s");
-    for (const auto& [k, v] : by_kind)
-      std::fprintf(stderr, "  %-22s %9.3f %5.1f%% %9.1f\n", k.c_str(), v * 1e3, 100 * v / sum,
-                   flops_by_kind[k] > 0 ? flops_by_kind[k] / v / 1e9 : 0.0);
-  }
+  if (o.profile) print_profile(prog, B);
   return r;
 }
 

@@ -19,6 +19,9 @@
 namespace vit::app {
 namespace {
 
+// The engine holds asynchronous signals back while a forward pass runs (engine/nn/signals.h), so this
+// runs between passes, on a real stack, and a Ctrl-C ends the run when the current pass does. It only
+// unlinks names kept in static storage, then ends the process as the signal would.
 void on_signal(int sig) {
   remove_unfinished_outputs();
   std::signal(sig, SIG_DFL);

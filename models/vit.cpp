@@ -107,10 +107,11 @@ void ViT::load_weights(Checkpoint& ck) {
   };
   // bias: required, else taken when present; shape: the stored weight's, when not [N, K] (a conv
   // kernel [D, C, P, P] is the same memory as [D, C*P*P]).
-  auto linear = [&](const std::string& n, int64_t K, int64_t N, bool bias, std::vector<int64_t> shape = {}) {
+  auto linear = [&](const std::string& n, int64_t K, int64_t N, bool bias, Epilogue ep,
+                    std::vector<int64_t> shape = {}) {
     const auto w = take(n + ".weight", shape.empty() ? std::vector<int64_t>{N, K} : shape);
     const auto b = bias ? take(n + ".bias", {N}) : opt(n + ".bias", {N});
-    return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), K, N, c.tokens(), precision_of(n));
+    return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), K, N, c.tokens(), ep, precision_of(n));
   };
   auto norm = [&](const std::string& n) {
     const auto w = take(n + ".weight", {D}), b = take(n + ".bias", {D});
@@ -121,16 +122,17 @@ void ViT::load_weights(Checkpoint& ck) {
   // (gamma W) x + gamma b, one row of W per channel, so the residual add stays fused and int8's
   // per-channel quantization sees the scaled rows.
   auto scaled_linear = [&](const std::string& n, int64_t K, const std::string& gamma) {
-    if (!c.layer_scale) return linear(n, K, D, true);
+    if (!c.layer_scale) return linear(n, K, D, true, Epilogue::AddToDst);
     std::vector<float> w = take(n + ".weight", {D, K}).to_vector(), b = take(n + ".bias", {D}).to_vector();
     const auto g = take(gamma, {D});
     for (int64_t o = 0; o < D; ++o) {
       for (int64_t k = 0; k < K; ++k) w[size_t(o * K + k)] *= g.data()[o];
       b[size_t(o)] *= g.data()[o];
     }
-    return make_linear(store_, w.data(), b.data(), K, D, c.tokens(), precision_of(n));
+    return make_linear(store_, w.data(), b.data(), K, D, c.tokens(), Epilogue::AddToDst, precision_of(n));
   };
-  patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, {D, Cin, P, P});
+  const Epilogue mlp_act = c.quick_gelu ? Epilogue::QuickGelu : Epilogue::Gelu;
+  patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, Epilogue::None, {D, Cin, P, P});
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
   if (c.reg_tokens) reg_token_ = take("reg_token", {1, c.reg_tokens, D}).to_vector();
@@ -151,10 +153,10 @@ void ViT::load_weights(Checkpoint& ck) {
     const std::string p = "blocks." + std::to_string(i) + ".";
     BlockWeights b;
     b.norm1 = norm(p + "norm1");
-    b.qkv = linear(p + "attn.qkv", D, 3 * D, c.qkv_bias);
+    b.qkv = linear(p + "attn.qkv", D, 3 * D, c.qkv_bias, Epilogue::None);
     b.proj = scaled_linear(p + "attn.proj", D, p + "ls1.gamma");
     b.norm2 = norm(p + "norm2");
-    b.fc1 = linear(p + "mlp.fc1", D, M, true);
+    b.fc1 = linear(p + "mlp.fc1", D, M, true, mlp_act);
     b.fc2 = scaled_linear(p + "mlp.fc2", M, p + "ls2.gamma");
     blocks_.push_back(std::move(b));
   }
@@ -170,14 +172,14 @@ void ViT::load_weights(Checkpoint& ck) {
       for (int64_t k = 0; k < D; ++k) acc += double(qw.data()[o * D + k]) * latent.data()[k];
       attn_pool_.q[size_t(o)] = float(acc);
     }
-    attn_pool_.kv = linear("attn_pool.kv", D, 2 * D, true);
-    attn_pool_.proj = linear("attn_pool.proj", D, D, true);
+    attn_pool_.kv = linear("attn_pool.kv", D, 2 * D, true, Epilogue::None);
+    attn_pool_.proj = linear("attn_pool.proj", D, D, true, Epilogue::None);
     attn_pool_.norm = norm("attn_pool.norm");
-    attn_pool_.fc1 = linear("attn_pool.mlp.fc1", D, c.attn_pool_mlp, true);
-    attn_pool_.fc2 = linear("attn_pool.mlp.fc2", c.attn_pool_mlp, D, true);
+    attn_pool_.fc1 = linear("attn_pool.mlp.fc1", D, c.attn_pool_mlp, true, mlp_act);
+    attn_pool_.fc2 = linear("attn_pool.mlp.fc2", c.attn_pool_mlp, D, true, Epilogue::AddToDst);
   }
-  if (C > 0) head_ = linear("head", D, C, true);
-  if (c.dist_token) head_dist_ = linear("head_dist", D, C, true);
+  if (C > 0) head_ = linear("head", D, C, true, Epilogue::None);
+  if (c.dist_token) head_dist_ = linear("head_dist", D, C, true, Epilogue::None);
 }
 
 ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
@@ -196,27 +198,29 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
     return v;
   };
   const int64_t D = cfg.width, M = cfg.mlp, C = cfg.classes, K0 = cfg.in_chans * cfg.patch * cfg.patch;
-  auto linear = [&](int64_t K, int64_t N, const std::string& n) {
+  auto linear = [&](int64_t K, int64_t N, const std::string& n, Epilogue ep) {
     const auto w = fill(size_t(N * K), 1.f / std::sqrt(float(K)), 0.f), b = fill(size_t(N), 0.02f, 0.f);
-    return make_linear(m.store_, w.data(), b.data(), K, N, cfg.tokens(), m.precision_of(n));
+    return make_linear(m.store_, w.data(), b.data(), K, N, cfg.tokens(), ep, m.precision_of(n));
   };
   auto norm = [&] {
     const auto g = fill(size_t(D), 0.1f, 1.f), b = fill(size_t(D), 0.02f, 0.f);
     return make_layer_norm(m.store_, g.data(), b.data(), D, cfg.eps);
   };
-  m.patch_embed_ = linear(K0, D, "patch_embed.proj");
+  m.patch_embed_ = linear(K0, D, "patch_embed.proj", Epilogue::None);
   if (cfg.class_token) m.cls_token_ = fill(size_t(D), 0.02f, 0.f);
   if (cfg.dist_token) m.dist_token_ = fill(size_t(D), 0.02f, 0.f);
   if (cfg.reg_tokens) m.reg_token_ = fill(size_t(cfg.reg_tokens * D), 0.02f, 0.f);
   m.pos_embed_ = fill(size_t(cfg.pos_len() * D), 0.02f, 0.f);
   for (int64_t i = 0; i < cfg.depth; ++i)
-    m.blocks_.push_back({norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv"), linear(D, D, "blocks.attn.proj"),
-                          linear(D, M, "blocks.mlp.fc1"), linear(M, D, "blocks.mlp.fc2")});
+    m.blocks_.push_back({norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv", Epilogue::None),
+                         linear(D, D, "blocks.attn.proj", Epilogue::AddToDst),
+                         linear(D, M, "blocks.mlp.fc1", cfg.quick_gelu ? Epilogue::QuickGelu : Epilogue::Gelu),
+                         linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst)});
   if (cfg.norm_pre) m.norm_pre_ = norm();
   if (cfg.final_norm) m.norm_ = norm();
   if (cfg.fc_norm) m.fc_norm_ = norm();
-  if (C > 0) m.head_ = linear(D, C, "head");
-  if (cfg.dist_token) m.head_dist_ = linear(D, C, "head_dist");
+  if (C > 0) m.head_ = linear(D, C, "head", Epilogue::None);
+  if (cfg.dist_token) m.head_dist_ = linear(D, C, "head_dist", Epilogue::None);
   return m;
 }
 
@@ -235,11 +239,36 @@ int64_t ViT::attention_chunk(int64_t B) const {
   return std::min(B, std::max(least, (int64_t(1) << 20) / per_image));
 }
 
-// Every buffer of a forward pass at batch B: make_plan sizes its arena from it and carves the buffers out of it.
-BufferTable ViT::activation_table(int64_t B, const PlanOptions& o, Plan::Activations* a) const {
+ViT::PlanLayout ViT::plan_layout(int64_t B, const PlanOptions& o) const {
+  check_batch_size(B);
+  PlanLayout l;
+  l.B = B;
+  l.keep_attention = o.keep_attention;
+  // In bf16 and int8 every batched step runs image by image, so an image's logits do not depend on the
+  // images beside it; f32 keeps its batched matmuls (its results may differ in the last bits between
+  // batches).
+  const bool by_image = precision_ != Precision::F32;
+  l.linear_by_image = by_image;
+  const int64_t chunk = o.keep_attention ? B : by_image ? 1 : attention_chunk(B);
+  for (int64_t b = 0; b < B; b += chunk) {
+    const int64_t n = B - b < 2 * chunk ? B - b : chunk;  // the last pass takes the remainder
+    l.attention_passes.push_back({b, n});
+    if (n > chunk) break;
+  }
+  return l;
+}
+
+int64_t ViT::PlanLayout::largest_pass() const {
+  int64_t n = 0;
+  for (const auto& [first, images] : attention_passes) n = std::max(n, images);
+  return n;
+}
+
+// Every buffer of a forward pass laid out as l says: make_plan sizes its arena from it and carves the
+// buffers out of it.
+BufferTable ViT::activation_table(const PlanLayout& l, Plan::Activations* a) const {
   const ViTConfig& c = cfg_;
-  const int64_t D = c.width, T = c.tokens(), N = c.patches(), BT = B * T;
-  const int64_t chunk = o.keep_attention ? B : precision_ != Precision::F32 ? 1 : attention_chunk(B);
+  const int64_t B = l.B, D = c.width, T = c.tokens(), N = c.patches(), BT = B * T;
   BufferTable t;
   t.add("input", &a->input, B * c.input_floats());
   t.add("patches", &a->patches, B * N * c.in_chans * c.patch * c.patch);
@@ -248,9 +277,9 @@ BufferTable ViT::activation_table(int64_t B, const PlanOptions& o, Plan::Activat
   t.add("h", &a->h, BT * D);
   t.add("attn", &a->attn, BT * D);
   t.add("qkv", &a->qkv, BT * 3 * D);
-  const int64_t pass = std::min(B, 2 * chunk - 1);  // the most images one attention pass takes
+  const int64_t pass = l.largest_pass();
   t.add("heads", &a->heads, pass * T * 3 * D);
-  t.add("scores", &a->scores, o.keep_attention ? c.depth * B * c.heads * T * T : pass * c.heads * T * T);
+  t.add("scores", &a->scores, l.keep_attention ? c.depth * B * c.heads * T * T : pass * c.heads * T * T);
   t.add("mlp", &a->mlp, BT * c.mlp);
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
@@ -260,6 +289,22 @@ BufferTable ViT::activation_table(int64_t B, const PlanOptions& o, Plan::Activat
   t.add("logits_dist", &a->logits_dist, B * c.classes);
   add_linear_scratch(t, &a->linear, precision_, B, T, std::max(D, c.mlp), D);
   return t;
+}
+
+std::vector<std::pair<std::string, const LinearWeights*>> ViT::linear_layers() const {
+  std::vector<std::pair<std::string, const LinearWeights*>> out = {{"patch_embed.proj", &patch_embed_}};
+  if (!blocks_.empty())
+    for (const auto& [n, lw] : {std::pair{"attn.qkv", &blocks_[0].qkv}, std::pair{"attn.proj", &blocks_[0].proj},
+                                std::pair{"mlp.fc1", &blocks_[0].fc1}, std::pair{"mlp.fc2", &blocks_[0].fc2}})
+      out.push_back({std::string("blocks.*.") + n, lw});
+  if (cfg_.attn_pool_mlp)
+    for (const auto& [n, lw] : {std::pair{"attn_pool.kv", &attn_pool_.kv}, std::pair{"attn_pool.proj", &attn_pool_.proj},
+                                std::pair{"attn_pool.mlp.fc1", &attn_pool_.fc1},
+                                std::pair{"attn_pool.mlp.fc2", &attn_pool_.fc2}})
+      out.push_back({n, lw});
+  if (cfg_.classes > 0) out.push_back({"head", &head_});
+  if (cfg_.dist_token) out.push_back({"head_dist", &head_dist_});
+  return out;
 }
 
 size_t ViT::weight_bytes() const {
@@ -272,122 +317,148 @@ size_t ViT::weight_bytes() const {
   return n + norms * size_t(2 * cfg_.depth + int(cfg_.norm_pre) + int(cfg_.final_norm) + int(cfg_.fc_norm));
 }
 
+// Appends a Plan's steps in forward order, as its layout says, each named for the timm line it mirrors.
+struct ViT::PlanBuilder {
+  const ViT& m;
+  const PlanLayout& layout;
+  Plan& plan;
+
+  const Plan::Activations& a() const { return plan.act_; }
+  void add(Step s) { plan.program_.add(std::move(s)); }
+  void add(std::vector<Step> steps) {
+    for (Step& s : steps) add(std::move(s));
+  }
+  void tap(const std::string& name, const float* data, int64_t count) {
+    plan.taps_.push_back({plan.program_.steps().size() - 1, name, data, count});
+  }
+  void linear(const std::string& name, const LinearWeights& lw, int64_t rows, const float* src, float* dst) {
+    if (!layout.linear_by_image || lw.precision == Precision::Int8)
+      return add(linear_steps(name, lw, layout.B, rows, src, dst, a().linear));
+    for (int64_t b = 0; b < layout.B; ++b)
+      add(linear_steps(name, lw, 1, rows, src + b * rows * lw.K, dst + b * rows * lw.N, a().linear));
+  }
+
+  // A block's LayerNorm of x into h, then a linear layer on h: for an int8 layer one step normalizes
+  // and quantizes (h is still written, for taps).
+  void norm_linear(const std::string& norm_name, const LayerNormWeights& ln, const std::string& name,
+                   const LinearWeights& lw, float* dst) {
+    const int64_t B = layout.B, T = m.cfg_.tokens();
+    if (lw.precision == Precision::Int8) {
+      add(norm_quantize_step(norm_name, ln, lw, B, T, a().x, a().h, a().linear));
+      tap(norm_name, a().h, B * T * ln.D);
+      return add(linear_steps(name, lw, B, T, a().h, dst, a().linear, LinearInput::Quantized));
+    }
+    add(layer_norm_step(norm_name, ln, B * T, a().x, a().h));
+    tap(norm_name, a().h, B * T * ln.D);
+    linear(name, lw, T, a().h, dst);
+  }
+
+  // x = self.patch_embed(x); x = self._pos_embed(x)
+  void embedding() {
+    const ViTConfig& c = m.cfg_;
+    const int64_t B = layout.B, D = c.width, N = c.patches();
+    // The P x P / stride P conv as patch rows times the flattened kernel.
+    add(patchify_step("patch_embed.patchify", B, c.in_chans, c.img_h(), c.img_w(), c.patch, a().input, a().patches));
+    linear("patch_embed.proj", m.patch_embed_, N, a().patches, a().patch_embed);
+    tap("patch_embed", a().patch_embed, B * N * D);
+    // Prepend class/distillation tokens, add the position table (to the patches only, before
+    // prepending, when no_embed_class).
+    std::vector<const float*> prefix_rows;
+    if (c.class_token) prefix_rows.push_back(m.cls_token_.data());
+    if (c.dist_token) prefix_rows.push_back(m.dist_token_.data());
+    for (int64_t r = 0; r < c.reg_tokens; ++r) prefix_rows.push_back(m.reg_token_.data() + r * D);  // [cls, reg...]
+    add(embed_tokens_step("embed", B, N, D, prefix_rows, m.pos_embed_.data(), !c.no_embed_class, a().patch_embed,
+                          a().x));
+    tap("embed", a().x, B * c.tokens() * D);
+    // x = self.norm_pre(x) (CLIP), in place: the blocks read the residual stream x.
+    if (c.norm_pre) add(layer_norm_step("norm_pre", m.norm_pre_, B * c.tokens(), a().x, a().x));
+  }
+
+  // x = x + attn(norm1(x)); x = x + mlp(norm2(x))
+  void block(int64_t i) {
+    const ViTConfig& c = m.cfg_;
+    const BlockWeights& w = m.blocks_[size_t(i)];
+    const int64_t B = layout.B, D = c.width, T = c.tokens(), H = c.heads, BT = B * T;
+    const std::string p = "blocks." + std::to_string(i);
+    norm_linear(p + ".norm1", w.norm1, p + ".attn.qkv", w.qkv, a().qkv);
+    float* scores = a().scores + (layout.keep_attention ? i * B * H * T * T : 0);
+    for (const auto& [first, n] : layout.attention_passes)
+      add(attention_steps(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
+                          scores + first * H * T * T * int64_t(layout.keep_attention), a().attn + first * T * D));
+    linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
+    norm_linear(p + ".norm2", w.norm2, p + ".mlp.fc1", w.fc1, a().mlp);
+    tap(p + ".mlp.fc1_gelu", a().mlp, BT * c.mlp);
+    linear(p + ".mlp.fc2", w.fc2, T, a().mlp, a().x);
+    tap(p, a().x, BT * D);
+  }
+
+  // x = self.norm(x); x = self.forward_head(x): pool (token 0, the mean of the patch tokens, or the
+  // attention pool), fc_norm, head.
+  void head() {
+    const ViTConfig& c = m.cfg_;
+    const int64_t B = layout.B, D = c.width, T = c.tokens(), BT = B * T;
+    const float* feats = a().x;
+    if (c.final_norm) {
+      add(layer_norm_step("norm", m.norm_, BT, a().x, a().h));
+      tap("norm", a().h, BT * D);
+      feats = a().h;
+    }
+    if (c.pool == Pool::Token) {
+      add(select_token_step("pool", B, T, D, 0, feats, a().pooled));
+    } else if (c.pool == Pool::Avg) {
+      add(mean_tokens_step("pool", B, T, D, c.prefix_tokens(), feats, a().pooled));
+    } else {
+      attention_pool(feats);
+    }
+    const float* head_in = a().pooled;
+    if (c.fc_norm) {
+      add(layer_norm_step("fc_norm", m.fc_norm_, B, a().pooled, a().pooled_norm));
+      head_in = a().pooled_norm;
+    }
+    plan.tokens_ = feats;
+    plan.features_ = head_in;
+    if (c.classes > 0) linear("head", m.head_, 1, head_in, a().logits);
+    if (c.dist_token) {
+      // DeiT distilled, eval: (head(x[:, 0]) + head_dist(x[:, 1])) / 2
+      add(select_token_step("pool_dist", B, T, D, 1, feats, a().pooled_dist));
+      linear("head_dist", m.head_dist_, 1, a().pooled_dist, a().logits_dist);
+      add(average_step("head.average", B * c.classes, a().logits_dist, a().logits));
+      // forward_head(pre_logits=True) of the distilled model: (x[:, 0] + x[:, 1]) / 2, once both heads have read them.
+      add(average_step("pre_logits.average", B * D, a().pooled_dist, a().pooled));
+    }
+    tap("logits", a().logits, B * c.classes);
+  }
+
+  // x = self.attn_pool(x) (AttentionPoolLatent.forward): k, v = kv(x); x = softmax(q k^T / sqrt(Dh)) v;
+  // x = proj(x); x = x + mlp(norm(x)); x[:, 0]. The kv rows reuse the blocks' qkv buffer.
+  void attention_pool(const float* feats) {
+    const ViTConfig& c = m.cfg_;
+    const int64_t B = layout.B, T = c.tokens();
+    linear("attn_pool.kv", m.attn_pool_.kv, T, feats, a().qkv);
+    add(attention_pool_step("attn_pool.attn", B, T, c.heads, c.head_dim(), m.attn_pool_.q.data(), a().qkv,
+                            a().pool_scores, a().pooled_dist));
+    linear("attn_pool.proj", m.attn_pool_.proj, 1, a().pooled_dist, a().pooled);
+    add(layer_norm_step("attn_pool.norm", m.attn_pool_.norm, B, a().pooled, a().pooled_norm));
+    linear("attn_pool.mlp.fc1", m.attn_pool_.fc1, 1, a().pooled_norm, a().mlp);
+    linear("attn_pool.mlp.fc2", m.attn_pool_.fc2, 1, a().mlp, a().pooled);
+  }
+};
+
 std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options) const {
-  check_batch_size(B);
-  const ViTConfig& c = cfg_;
-  const int64_t D = c.width, T = c.tokens(), N = c.patches(), H = c.heads, M = c.mlp, C = c.classes;
-  const int64_t prefix = c.prefix_tokens(), BT = B * T;
+  const PlanLayout layout = plan_layout(B, options);
   auto plan = std::make_unique<Plan>();
   plan->B_ = B;
   plan->keeps_attention_ = options.keep_attention;
-  plan->depth_ = c.depth;
-  plan->scores_per_image_ = H * T * T;
-  const BufferTable table = activation_table(B, options, &plan->act_);
+  plan->depth_ = cfg_.depth;
+  plan->scores_per_image_ = cfg_.heads * cfg_.tokens() * cfg_.tokens();
+  const BufferTable table = activation_table(layout, &plan->act_);
   plan->arena_ = table.carve();
   spdlog::debug("plan for batch {}: {:.1f} MiB of activations, the largest {}", B, table.bytes() / 1048576.0,
                 table.largest());
-  const Plan::Activations& a = plan->act_;
-  Program& prog = plan->program_;
-  auto add = [&](std::vector<Step> steps) {
-    for (Step& s : steps) prog.add(std::move(s));
-  };
-  auto tap = [&](const std::string& name, const float* data, int64_t count) {
-    plan->taps_.push_back({prog.steps().size() - 1, name, data, count});
-  };
-  // In bf16 and int8 every batched step runs image by image (int8's integer sums are exact anyway), so an
-  // image's logits do not depend on the images beside it; f32 keeps its batched matmuls (bit for bit
-  // as before; its results may differ in the last bits between batches).
-  const bool by_image = precision_ != Precision::F32;
-  auto linear = [&](const std::string& name, const LinearWeights& lw, int64_t rows, const float* src, float* dst,
-                    Epilogue ep) {
-    if (!by_image || lw.precision == Precision::Int8) return add(linear_steps(name, lw, B, rows, src, dst, ep, a.linear));
-    for (int64_t b = 0; b < B; ++b)
-      add(linear_steps(name, lw, 1, rows, src + b * rows * lw.K, dst + b * rows * lw.N, ep, a.linear));
-  };
-
-  // x = self.patch_embed(x): the P x P / stride P conv as patch rows times the flattened kernel.
-  prog.add(patchify_step("patch_embed.patchify", B, c.in_chans, c.img_h(), c.img_w(), c.patch, a.input, a.patches));
-  linear("patch_embed.proj", patch_embed_, N, a.patches, a.patch_embed, Epilogue::None);
-  tap("patch_embed", a.patch_embed, B * N * D);
-
-  // x = self._pos_embed(x): prepend class/distillation tokens, add the position table (to the patches
-  // only, before prepending, when no_embed_class).
-  std::vector<const float*> prefix_rows;
-  if (c.class_token) prefix_rows.push_back(cls_token_.data());
-  if (c.dist_token) prefix_rows.push_back(dist_token_.data());
-  for (int64_t r = 0; r < c.reg_tokens; ++r) prefix_rows.push_back(reg_token_.data() + r * D);  // [cls, reg...]
-  prog.add(embed_tokens_step("embed", B, N, D, prefix_rows, pos_embed_.data(), !c.no_embed_class, a.patch_embed, a.x));
-  tap("embed", a.x, BT * D);
-
-  // x = self.norm_pre(x) (CLIP), in place: the blocks read the residual stream a.x.
-  if (c.norm_pre) prog.add(layer_norm_step("norm_pre", norm_pre_, BT, a.x, a.x));
-
-  // x = self.blocks(x): x = x + attn(norm1(x)); x = x + mlp(norm2(x))
-  const int64_t chunk = options.keep_attention ? B : by_image ? 1 : attention_chunk(B);
-  for (int64_t i = 0; i < c.depth; ++i) {
-    const BlockWeights& w = blocks_[size_t(i)];
-    const std::string p = "blocks." + std::to_string(i);
-    prog.add(layer_norm_step(p + ".norm1", w.norm1, BT, a.x, a.h));
-    tap(p + ".norm1", a.h, BT * D);
-    linear(p + ".attn.qkv", w.qkv, T, a.h, a.qkv, Epilogue::None);
-    float* scores = a.scores + (options.keep_attention ? i * B * H * T * T : 0);
-    for (int64_t b = 0; b < B; b += chunk) {  // a few images at a time, so their scores stay in cache
-      const int64_t n = B - b < 2 * chunk ? B - b : chunk;  // the last pass takes the remainder
-      add(attention_steps(p + ".attn", n, T, H, c.head_dim(), a.qkv + b * T * 3 * D, a.heads,
-                          scores + b * H * T * T * int64_t(options.keep_attention), a.attn + b * T * D));
-      if (n > chunk) break;
-    }
-    linear(p + ".attn.proj", w.proj, T, a.attn, a.x, Epilogue::AddToDst);
-    prog.add(layer_norm_step(p + ".norm2", w.norm2, BT, a.x, a.h));
-    tap(p + ".norm2", a.h, BT * D);
-    linear(p + ".mlp.fc1", w.fc1, T, a.h, a.mlp, c.quick_gelu ? Epilogue::QuickGelu : Epilogue::Gelu);
-    tap(p + ".mlp.fc1_gelu", a.mlp, BT * M);
-    linear(p + ".mlp.fc2", w.fc2, T, a.mlp, a.x, Epilogue::AddToDst);
-    tap(p, a.x, BT * D);
-  }
-
-  // x = self.norm(x)
-  const float* feats = a.x;
-  if (c.final_norm) {
-    prog.add(layer_norm_step("norm", norm_, BT, a.x, a.h));
-    tap("norm", a.h, BT * D);
-    feats = a.h;
-  }
-
-  // x = self.forward_head(x): pool (token 0, or the mean of the patch tokens), fc_norm, head.
-  if (c.pool == Pool::Token) {
-    prog.add(select_token_step("pool", B, T, D, 0, feats, a.pooled));
-  } else if (c.pool == Pool::Avg) {
-    prog.add(mean_tokens_step("pool", B, T, D, prefix, feats, a.pooled));
-  } else {
-    // x = self.attn_pool(x) (AttentionPoolLatent.forward): k, v = kv(x); x = softmax(q k^T / sqrt(Dh)) v;
-    // x = proj(x); x = x + mlp(norm(x)); x[:, 0]. The kv rows reuse the blocks' qkv buffer.
-    linear("attn_pool.kv", attn_pool_.kv, T, feats, a.qkv, Epilogue::None);
-    prog.add(attention_pool_step("attn_pool.attn", B, T, H, c.head_dim(), attn_pool_.q.data(), a.qkv, a.pool_scores,
-                                 a.pooled_dist));
-    linear("attn_pool.proj", attn_pool_.proj, 1, a.pooled_dist, a.pooled, Epilogue::None);
-    prog.add(layer_norm_step("attn_pool.norm", attn_pool_.norm, B, a.pooled, a.pooled_norm));
-    linear("attn_pool.mlp.fc1", attn_pool_.fc1, 1, a.pooled_norm, a.mlp,
-           c.quick_gelu ? Epilogue::QuickGelu : Epilogue::Gelu);
-    linear("attn_pool.mlp.fc2", attn_pool_.fc2, 1, a.mlp, a.pooled, Epilogue::AddToDst);
-  }
-  const float* head_in = a.pooled;
-  if (c.fc_norm) {
-    prog.add(layer_norm_step("fc_norm", fc_norm_, B, a.pooled, a.pooled_norm));
-    head_in = a.pooled_norm;
-  }
-  plan->tokens_ = feats;
-  plan->features_ = head_in;
-  if (C > 0) linear("head", head_, 1, head_in, a.logits, Epilogue::None);
-  if (c.dist_token) {
-    // DeiT distilled, eval: (head(x[:, 0]) + head_dist(x[:, 1])) / 2
-    prog.add(select_token_step("pool_dist", B, T, D, 1, feats, a.pooled_dist));
-    linear("head_dist", head_dist_, 1, a.pooled_dist, a.logits_dist, Epilogue::None);
-    prog.add(average_step("head.average", B * C, a.logits_dist, a.logits));
-    // forward_head(pre_logits=True) of the distilled model: (x[:, 0] + x[:, 1]) / 2, once both heads have read them.
-    prog.add(average_step("pre_logits.average", B * D, a.pooled_dist, a.pooled));
-  }
-  tap("logits", a.logits, B * C);
+  PlanBuilder build{*this, layout, *plan};
+  build.embedding();
+  for (int64_t i = 0; i < cfg_.depth; ++i) build.block(i);
+  build.head();
   return plan;
 }
 

@@ -34,6 +34,8 @@ struct BlockWeights {
 };
 
 class ViT {
+  struct PlanBuilder;  // builds a Plan's steps (vit.cpp)
+
  public:
   // model: a .safetensors file or the folder holding model.safetensors (and config.json, and for
   // Hugging Face models perhaps preprocessor_config.json); config_path: a config.json that overrides
@@ -70,6 +72,7 @@ class ViT {
 
    private:
     friend class ViT;
+    friend struct ViT::PlanBuilder;
     // One forward pass's activations. Sized and placed by one table (activation_table in vit.cpp).
     struct Activations {
       float* input;        // [B, 3, H, W]
@@ -126,6 +129,9 @@ class ViT {
   using TapFn = std::function<void(const std::string& name, const float* data, int64_t count)>;
   void forward_with_taps(const float* images, int64_t B, const TapFn& tap);
 
+  // The linear layers, named as the checkpoint names them (the blocks' from block 0: every block's
+  // layers share their shapes, and with them their form and path).
+  std::vector<std::pair<std::string, const LinearWeights*>> linear_layers() const;
   size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)
   // Images per attention pass at batch B: as many as keep their scores within about a core's L2.
   int64_t attention_chunk(int64_t B) const;
@@ -134,7 +140,21 @@ class ViT {
   ViT() = default;
   void load_weights(Checkpoint& ck);
   Precision precision_of(const std::string& layer) const;
-  BufferTable activation_table(int64_t B, const PlanOptions& o, Plan::Activations* a) const;
+  // How a Plan at batch B divides its work, decided once by plan_layout and used both to size its
+  // activations and to build its steps, so the two cannot disagree.
+  struct PlanLayout {
+    int64_t B = 0;
+    bool keep_attention = false;
+    // Each image through the linear layers alone (bf16: so that its answer never depends on its batch);
+    // int8 layers keep every image on its own grid and sum exactly, so they always take the batch.
+    bool linear_by_image = false;
+    // The attention passes in order, {first image, images}: the whole batch, chunks of images whose
+    // scores stay in cache (f32), or one image at a time (bf16, int8).
+    std::vector<std::pair<int64_t, int64_t>> attention_passes;
+    int64_t largest_pass() const;
+  };
+  PlanLayout plan_layout(int64_t B, const PlanOptions& o) const;
+  BufferTable activation_table(const PlanLayout& l, Plan::Activations* a) const;
 
   ViTConfig cfg_;
   Precision precision_ = Precision::F32;

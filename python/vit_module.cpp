@@ -1,11 +1,13 @@
 // The Python module `vit`: vit::Classifier (include/vit/vit.h) with numpy arrays for tensors and dicts
 // shaped like `vit classify --json` lines. Arguments are checked and copied while the GIL is held; the
-// engine then decodes and runs with it released, so Python threads can share one Classifier.
+// engine then decodes and runs with it released, so Python threads can share one Classifier, and takes
+// it back between batches to run Python's signal handlers, so Ctrl-C ends a long call within a batch.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +91,29 @@ py::array_t<float> to_array(const std::vector<float>& v, std::vector<py::ssize_t
   return a;
 }
 
+// Runs call(between) with the GIL released. Signals reach Python's C handler between forward passes
+// (the engine holds them back while one runs), which only notes them; between batches the hook takes
+// the GIL back and runs the Python handlers (PyErr_CheckSignals, a no-op off the main thread). An
+// exception from one (KeyboardInterrupt from Ctrl-C) stops the call and is raised here; the Classifier
+// stays usable.
+template <typename Call>
+auto interruptible(const Call& call) {
+  std::unique_ptr<py::error_already_set> raised;
+  const vit::BetweenBatches between = [&raised] {
+    py::gil_scoped_acquire locked;
+    if (PyErr_CheckSignals() == 0) return true;
+    raised = std::make_unique<py::error_already_set>();  // takes the pending exception
+    return false;
+  };
+  try {
+    py::gil_scoped_release unlocked;
+    return call(between);
+  } catch (const vit::Interrupted&) {
+    if (raised) throw py::error_already_set(*raised);
+    throw;
+  }
+}
+
 vit::Classifier make_classifier(const py::handle& model, const std::string& precision, int threads,
                                 const py::object& labels, int img_size, int batch, const py::object& config,
                                 int64_t max_pixels, bool exif_transpose) {
@@ -115,12 +140,7 @@ py::list classify(const vit::Classifier& c, const py::handle& paths, int topk) {
   std::vector<std::string> p;
   for (const py::object& h : items(paths, "classify: paths"))
     p.push_back(path_arg(h, "classify: paths[" + std::to_string(p.size()) + "]"));
-  std::vector<vit::Result> r;
-  {
-    py::gil_scoped_release unlocked;
-    r = c.classify(p, topk);
-  }
-  return to_dicts(r);
+  return to_dicts(interruptible([&](const vit::BetweenBatches& between) { return c.classify(p, topk, between); }));
 }
 
 // A video's sampled frames -> one dict per frame (with 'frame' and 'time_s'), then one {'file', 'error'}
@@ -132,12 +152,11 @@ py::list classify_video(const vit::Classifier& c, const py::handle& path, int ev
     throw py::value_error("classify_video: fps must be a positive number, got " + std::to_string(fps));
   const std::string p = path_arg(path, "classify_video: path");
   std::vector<vit::Result> all;
-  {
-    py::gil_scoped_release unlocked;
-    c.classify_video(p, {every, fps}, [&](const std::vector<vit::Result>& batch) {
+  interruptible([&](const vit::BetweenBatches& between) {
+    return c.classify_video(p, {every, fps}, [&](const std::vector<vit::Result>& batch) {
       all.insert(all.end(), batch.begin(), batch.end());
-    }, topk);
-  }
+    }, topk, between);
+  });
   return to_dicts(all);
 }
 
@@ -165,12 +184,7 @@ std::vector<std::pair<std::string, std::string>> encoded_images(const py::handle
 py::list classify_encoded(const vit::Classifier& c, const py::handle& images, int topk) {
   check_topk(topk);
   const auto in = encoded_images(images, "classify_encoded");
-  std::vector<vit::Result> r;
-  {
-    py::gil_scoped_release unlocked;
-    r = c.classify_encoded(in, topk);
-  }
-  return to_dicts(r);
+  return to_dicts(interruptible([&](const vit::BetweenBatches& between) { return c.classify_encoded(in, topk, between); }));
 }
 
 py::array_t<float> logits(const vit::Classifier& c, const py::handle& images) {
@@ -190,11 +204,8 @@ py::array_t<float> logits(const vit::Classifier& c, const py::handle& images) {
     throw py::value_error("logits: images must be C-contiguous (numpy.ascontiguousarray(images) makes a copy that is)");
   const float* data = static_cast<const float*>(a.data());
   const int64_t n = a.shape(0);
-  std::vector<float> out;
-  {
-    py::gil_scoped_release unlocked;  // `a` keeps the pixels alive meanwhile
-    out = c.logits(data, n);
-  }
+  // `a` keeps the pixels alive while the GIL is released.
+  const std::vector<float> out = interruptible([&](const vit::BetweenBatches& between) { return c.logits(data, n, between); });
   return to_array(out, {py::ssize_t(n), py::ssize_t(m.classes)});
 }
 
@@ -264,22 +275,14 @@ py::dict embed(const vit::Classifier& c, const py::handle& paths, bool head, boo
   for (const py::object& h : items(paths, "embed: paths"))
     p.push_back(path_arg(h, "embed: paths[" + std::to_string(p.size()) + "]"));
   const vit::EmbedOptions o{head, tokens, normalize};
-  std::vector<vit::Embedding> r;
-  {
-    py::gil_scoped_release unlocked;
-    r = c.embed(p, o);
-  }
+  const auto r = interruptible([&](const vit::BetweenBatches& between) { return c.embed(p, o, between); });
   return embed_dict(c, r, o);
 }
 
 py::dict embed_encoded(const vit::Classifier& c, const py::handle& images, bool head, bool tokens, bool normalize) {
   const auto in = encoded_images(images, "embed_encoded");
   const vit::EmbedOptions o{head, tokens, normalize};
-  std::vector<vit::Embedding> r;
-  {
-    py::gil_scoped_release unlocked;
-    r = c.embed_encoded(in, o);
-  }
+  const auto r = interruptible([&](const vit::BetweenBatches& between) { return c.embed_encoded(in, o, between); });
   return embed_dict(c, r, o);
 }
 
@@ -336,7 +339,13 @@ PYBIND11_MODULE(vit, m) {
 
   const vit::ClassifierOptions defaults;
   py::class_<vit::Classifier>(m, "Classifier",
-                              "A ViT image classifier, loaded once. Calls may come from several threads at once.")
+                              "A ViT image classifier, loaded once. Calls may come from several threads at once.\n\n"
+                              "Signals: while a forward pass runs, the engine's threads hold asynchronous signals back\n"
+                              "(oneDNN's kernels cannot take a signal handler's frame); they are delivered when it ends.\n"
+                              "classify, classify_encoded, classify_video and logits run Python's signal handlers between\n"
+                              "batches, so Ctrl-C raises KeyboardInterrupt within about one batch (from the main thread)\n"
+                              "and the Classifier stays usable. SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP and SIGSYS are\n"
+                              "never held back.")
       .def(py::init(&make_classifier), py::arg("model"), py::kw_only(), py::arg("precision") = "f32",
            py::arg("threads") = defaults.threads, py::arg("labels") = py::none(), py::arg("img_size") = defaults.img_size,
            py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The first README command: installs the Debian packages, makes a release build in build/, installs the
-# Python module for Debian's python3 and PySpark into .venv, obtains the default model and classifies a
+# Python module for Debian's python3, PySpark and tritonclient into .venv, obtains the default model and classifies a
 # sample photo with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,8 @@ $sudo apt-get install -y -q --no-install-recommends \
   g++ cmake ninja-build make pkg-config curl ca-certificates \
   libdnnl-dev ocl-icd-opencl-dev libjpeg-dev libstb-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libgtest-dev \
   clang libclang-rt-14-dev libomp-14-dev python3-torch python3-torchvision \
-  libopencv-dev libavutil-dev zlib1g-dev python3-pil python3-dev python3-numpy python3-pybind11 python3-pytest python3-venv openjdk-17-jre-headless
+  libopencv-dev libavutil-dev zlib1g-dev python3-pil python3-dev python3-numpy python3-pybind11 python3-pytest python3-venv \
+  libboost-dev python3-requests python3-prometheus-client wrk openjdk-17-jre-headless
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build
 # `import vit` for Debian's /usr/bin/python3: the module goes into /usr/local/lib/python3.11/dist-packages,
@@ -24,6 +25,8 @@ $sudo cmake --install build --component python
 .venv/bin/python -m pip install -q --disable-pip-version-check -r spark/requirements.txt
 # timm over Debian's torch, for the references of the model-family tests (tests/make_timm_models.py).
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+# KServe v2's Python client, for the `vit serve` test that calls the server through it.
+.venv/bin/python -m pip install -q --disable-pip-version-check "tritonclient[http]"
 weights/get_default_model.sh
 sample=../shared/data/images/imagenet-samples/n01440764_tench.JPEG
 if [ ! -f "$sample" ]; then

@@ -74,15 +74,17 @@ std::vector<float> naive(const std::vector<float>& x, const std::vector<float>& 
 }
 
 std::vector<float> run_linear(Precision p, const std::vector<float>& x, const std::vector<float>& w,
-                              const std::vector<float>& b, const Case& c, std::vector<float> y) {
+                              const std::vector<float>& b, const Case& c, std::vector<float> y,
+                              LinearForm form = LinearForm::Auto, LinearForm* chosen = nullptr) {
   Arena store;
-  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.T, p);
+  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.T, c.ep, p, WeightLayout::Auto, form);
+  if (chosen) *chosen = lw.form;
   LinearScratch s;
   BufferTable t;
   add_linear_scratch(t, &s, p, c.B, c.T, c.K, c.N);
   const Arena scratch_memory = t.carve();
   Program prog;
-  for (Step& st : linear_steps("t", lw, c.B, c.T, x.data(), y.data(), c.ep, s)) prog.add(std::move(st));
+  for (Step& st : linear_steps("t", lw, c.B, c.T, x.data(), y.data(), s)) prog.add(std::move(st));
   prog.run();
   return y;
 }
@@ -129,13 +131,47 @@ TEST_P(Int8Linear, WithinRoundingOnRandomValues) {
   EXPECT_LT(max_abs_diff(got, want), 4.f * std::sqrt(float(c.K)) * per_term);
 }
 
-INSTANTIATE_TEST_SUITE_P(VitShapes, Int8Linear,
-                         ::testing::Values(Case{1, 197, 192, 576, Epilogue::None}, Case{2, 197, 192, 768, Epilogue::Gelu},
-                                           Case{2, 197, 768, 192, Epilogue::AddToDst},
-                                           Case{1, 197, 192, 192, Epilogue::AddToDst}, Case{3, 50, 64, 96, Epilogue::Gelu},
-                                           Case{1, 197, 768, 2304, Epilogue::None}, Case{2, 13, 7, 5, Epilogue::AddToDst},
-                                           Case{2, 197, 192, 768, Epilogue::QuickGelu}),
-                         case_name);
+// ViT shapes (DeiT-Tiny's four layers, ViT-B's qkv) and odd ones.
+const Case kShapes[] = {Case{1, 197, 192, 576, Epilogue::None},     Case{2, 197, 192, 768, Epilogue::Gelu},
+                        Case{2, 197, 768, 192, Epilogue::AddToDst}, Case{1, 197, 192, 192, Epilogue::AddToDst},
+                        Case{3, 50, 64, 96, Epilogue::Gelu},        Case{1, 197, 768, 2304, Epilogue::None},
+                        Case{2, 13, 7, 5, Epilogue::AddToDst},      Case{2, 197, 192, 768, Epilogue::QuickGelu}};
+
+INSTANTIATE_TEST_SUITE_P(VitShapes, Int8Linear, ::testing::ValuesIn(kShapes), case_name);
+
+class LinearForms : public ::testing::TestWithParam<Case> {};
+
+// A layer gives the same answers as a matmul and as a 1x1 convolution, whichever form its rules pick:
+// int8's batched path bit for bit (exact s32 sums, one dequantize pass); f32 within its rounding. Where
+// a form cannot be had (bf16, int8's fused paths; a convolution oneDNN only has a reference kernel for)
+// the layer runs as a matmul.
+TEST_P(LinearForms, SameAnswersWhicheverFormWins) {
+  const Case c = GetParam();
+  std::mt19937 rng(uint32_t(c.K * 5 + c.N));
+  const auto x = random_vector(size_t(c.B * c.T * c.K), rng, 2.f), w = random_vector(size_t(c.N * c.K), rng, 0.1f),
+             b = random_vector(size_t(c.N), rng), start = random_vector(size_t(c.B * c.T * c.N), rng);
+  const auto y0 = c.ep == Epilogue::AddToDst ? start : std::vector<float>(start.size(), -7.f);
+  for (Precision p : {Precision::F32, Precision::Int8}) {
+    LinearForm as_matmul, as_conv;
+    const auto m = run_linear(p, x, w, b, c, y0, LinearForm::Matmul, &as_matmul);
+    const auto v = run_linear(p, x, w, b, c, y0, LinearForm::Conv1x1, &as_conv);
+    const auto a = run_linear(p, x, w, b, c, y0);
+    EXPECT_EQ(as_matmul, LinearForm::Matmul);
+    std::printf("%s %s: as asked for a convolution, runs as %s\n", precision_name(p), case_name({c, 0}).c_str(),
+                form_name(as_conv));
+    if (p == Precision::Int8) {
+      EXPECT_EQ(m, v);
+      EXPECT_EQ(a, m);
+    } else {
+      const auto want = naive(x, w, b, c, start);
+      EXPECT_LT(max_abs_diff(m, want), 2e-4f * std::sqrt(float(c.K)));
+      EXPECT_LT(max_abs_diff(v, want), 2e-4f * std::sqrt(float(c.K)));
+      EXPECT_LT(max_abs_diff(a, want), 2e-4f * std::sqrt(float(c.K)));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(VitShapes, LinearForms, ::testing::ValuesIn(kShapes), case_name);
 
 TEST(Bf16Linear, MatchesTheReferenceOrIsRefusedByName) {
   const Case c{2, 197, 192, 768, Epilogue::Gelu};
@@ -144,7 +180,7 @@ TEST(Bf16Linear, MatchesTheReferenceOrIsRefusedByName) {
              b = random_vector(size_t(c.N), rng);
   if (!cpu_isa().bf16) {
     Arena store;
-    expect_error([&] { make_linear(store, w.data(), b.data(), c.K, c.N, c.T, Precision::BF16); },
+    expect_error([&] { make_linear(store, w.data(), b.data(), c.K, c.N, c.T, c.ep, Precision::BF16); },
                  "bf16 needs a CPU with avx512_bf16 or AMX; oneDNN runs this one as " + cpu_isa().name);
     GTEST_SKIP() << "this CPU runs as " << cpu_isa().name << ", without bf16: only the refusal was checked";
   }

@@ -37,10 +37,10 @@ TEST_P(LinearTest, MatchesReference) {
     if (c.ep == Epilogue::AddToDst) want[i] += resid[i];
   }
   Arena store;
-  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.M, Precision::F32, c.layout);
+  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.M, c.ep, Precision::F32, c.layout);
   std::vector<float> y = c.ep == Epilogue::AddToDst ? resid : std::vector<float>(size_t(c.M * c.N), -7.f);
   Program p;
-  for (Step& s : linear_steps("t", lw, 1, c.M, x.data(), y.data(), c.ep)) p.add(std::move(s));
+  for (Step& s : linear_steps("t", lw, 1, c.M, x.data(), y.data())) p.add(std::move(s));
   p.run();
   EXPECT_LT(max_abs_diff(y.data(), want.data(), want.size()), 2e-4f * std::sqrt(float(c.K)));
 }
@@ -143,8 +143,9 @@ TEST(PatchifyTest, MatchesConvolutionLayout) {
   Program p;
   p.add(patchify_step("patchify", B, C, S, S, P, img.data(), patches.data()));
   Arena store;
-  const LinearWeights lw = make_linear(store, w.data(), b.data(), C * P * P, D, B * G * G, Precision::F32, WeightLayout::NK);
-  for (Step& s : linear_steps("proj", lw, B, G * G, patches.data(), y.data(), Epilogue::None)) p.add(std::move(s));
+  const LinearWeights lw = make_linear(store, w.data(), b.data(), C * P * P, D, B * G * G, Epilogue::None, Precision::F32,
+                                       WeightLayout::NK);
+  for (Step& s : linear_steps("proj", lw, B, G * G, patches.data(), y.data())) p.add(std::move(s));
   p.run();
   float worst = 0;
   for (int64_t bb = 0; bb < B; ++bb)

@@ -2,10 +2,13 @@
 // int8 layers run is decided per CPU by what oneDNN 2.6 runs fast there (docs/PERFORMANCE.md).
 #include "engine/nn/linear.h"
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "engine/nn/quantize.h"
+#include "engine/nn/rows.h"
 #include "engine/nn/signals.h"
 #include "vit/error.h"
 
@@ -25,8 +28,6 @@ memory stored_copy(Arena& store, const memory::desc& md, const void* src) {
   return m;
 }
 
-bool is_ref(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
-
 // Copies `from` into a new memory of `to_md` in the store, converting type and layout.
 memory stored_reorder(Arena& store, const memory& from, const memory::desc& to_md) {
   memory to(to_md, cpu_engine(), store.alloc(to_md.get_size()));
@@ -43,6 +44,12 @@ constexpr float kQuickGeluAlpha = 1.702f;
 void append_activation(dnnl::post_ops& po, Epilogue ep) {
   if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
   if (ep == Epilogue::QuickGelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, kQuickGeluAlpha, 0.f);
+}
+
+RowActivation row_activation(Epilogue ep) {
+  if (ep == Epilogue::Gelu) return RowActivation::Gelu;
+  if (ep == Epilogue::QuickGelu) return RowActivation::QuickGelu;
+  return RowActivation::None;
 }
 
 // The int8 matmul of one image's T rows with its weight scales, image scale and zero point, bias and
@@ -64,27 +71,119 @@ dnnl::matmul::primitive_desc fused_int8_pd(const LinearWeights& lw, const memory
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w_md, dst), attr, cpu_engine());
 }
 
-// The plain integer product of M rows, s32 out: what the batched path runs.
-dnnl::matmul::primitive_desc plain_int8_pd(const LinearWeights& lw, const memory::desc& w_md, int64_t M) {
-  const memory::desc src({M, lw.K}, dt::u8, tag::ab), dst({M, lw.N}, dt::s32, tag::ab);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w_md, dst), cpu_engine());
+// A layer's weights as a checkpoint stores them ([N, K] row-major), described for its form, and the
+// layout left to the primitive.
+memory::desc plain_weights(LinearForm f, const LinearWeights& lw, dt t) {
+  return f == LinearForm::Conv1x1 ? memory::desc({lw.N, lw.K, 1, 1}, t, tag::oihw) : memory::desc({lw.K, lw.N}, t, tag::ba);
+}
+memory::desc any_weights(LinearForm f, const LinearWeights& lw, dt t) {
+  return f == LinearForm::Conv1x1 ? memory::desc({lw.N, lw.K, 1, 1}, t, tag::any) : memory::desc({lw.K, lw.N}, t, tag::any);
 }
 
-bool is_brgemm(const char* impl) { return std::string(impl).rfind("brg", 0) == 0; }
+// The product of M rows in form f: src [M, K] of src_t, dst [M, N] of dst_t, bias and post-ops fused.
+// As a convolution, src is nhwc {1, K, 1, M} and dst nhwc {1, N, 1, M}: the same bytes.
+dnnl::primitive_desc rows_pd(LinearForm f, const LinearWeights& lw, const memory::desc& w_md, int64_t M, dt src_t,
+                             dt dst_t, bool with_bias, const dnnl::primitive_attr& attr = {}) {
+  if (f == LinearForm::Conv1x1) {
+    const memory::desc src({1, lw.K, 1, M}, src_t, tag::nhwc), dst({1, lw.N, 1, M}, dst_t, tag::nhwc);
+    const memory::desc bias = with_bias ? memory::desc({lw.N}, dt::f32, tag::a) : memory::desc();
+    return dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                        w_md, bias, dst, {1, 1}, {0, 0}, {0, 0}),
+        attr, cpu_engine());
+  }
+  const memory::desc src({M, lw.K}, src_t, tag::ab), dst({M, lw.N}, dst_t, tag::ab);
+  const memory::desc bias = with_bias ? memory::desc({1, lw.N}, dt::f32, tag::ab) : memory::desc();
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w_md, bias, dst), attr, cpu_engine());
+}
 
-float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * float(M_SQRT1_2))); }
-float quick_gelu(float x) { return x / (1.f + std::exp(-kQuickGeluAlpha * x)); }
+dnnl::post_ops epilogue_post_ops(Epilogue ep) {
+  dnnl::post_ops po;
+  append_activation(po, ep);
+  if (ep == Epilogue::AddToDst) po.append_sum(1.f);
+  return po;
+}
+
+// What a layer of this precision and path runs in form f at M rows, its weights in layout w_md: f32 with
+// bias and epilogue fused, or the int8 Batched path's plain s32 product.
+dnnl::primitive_desc layer_pd(LinearForm f, const LinearWeights& lw, const memory::desc& w_md, int64_t M) {
+  if (lw.precision == Precision::Int8) return rows_pd(f, lw, w_md, M, dt::u8, dt::s32, false);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(epilogue_post_ops(lw.epilogue));
+  const dt in = lw.precision == Precision::BF16 ? dt::bf16 : dt::f32;
+  return rows_pd(f, lw, w_md, M, in, dt::f32, bool(lw.b), attr);
+}
+
+// Seconds one run of the layer takes in form f at M rows (on zeros: the kernels' speed does not depend
+// on the values), the best of a few.
+double seconds_per_run(LinearForm f, const LinearWeights& lw, int64_t M) {
+  const dt wt = lw.precision == Precision::Int8 ? dt::s8 : dt::f32;
+  const auto pd = layer_pd(f, lw, any_weights(f, lw, wt), M);
+  std::unordered_map<int, memory> args;
+  for (const auto& [arg, md] : {std::pair{DNNL_ARG_SRC, pd.src_desc()}, std::pair{DNNL_ARG_WEIGHTS, pd.weights_desc()},
+                                std::pair{DNNL_ARG_BIAS, pd.weights_desc(1)}, std::pair{DNNL_ARG_DST, pd.dst_desc()}}) {
+    if (md.get_size() == 0) continue;
+    memory m(md, cpu_engine());
+    std::memset(m.get_data_handle(), 0, md.get_size());
+    args[arg] = m;
+  }
+  const dnnl::primitive prim(pd);
+  const SignalShield shield;
+  double best = 1e30;
+  for (int i = 0; i < 8; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    prim.execute(cpu_stream(), args);
+    cpu_stream().wait();
+    if (i >= 2) best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// The one place a layer's form is chosen, at T rows (one image's), so every batch size runs the same form.
+// Rules measured per kernel family (docs/PERFORMANCE.md): where oneDNN's matmul is brgemm (AVX-512 and
+// newer) it stays a matmul; where it is gemm:jit (AVX2), the 1x1 convolution (jit_uni_int8_1x1,
+// jit_1x1) runs faster for int8 at every ViT shape measured, and for f32 where the layer is narrow
+// (min(K, N) <= 384: DeiT-Tiny's and ViT-S's layers), not at ViT-B's widths.
+LinearForm choose_form(const LinearWeights& lw, int64_t T, LinearForm asked) {
+  const bool may_convolve =
+      lw.precision == Precision::F32 || (lw.precision == Precision::Int8 && lw.int8_path == Int8Path::Batched);
+  if (!may_convolve) return LinearForm::Matmul;
+  const char* env = std::getenv("VIT_LINEAR_FORM");
+  const std::string how = env ? env : "";
+  if (asked == LinearForm::Auto && how == "matmul") asked = LinearForm::Matmul;
+  if (asked == LinearForm::Auto && how == "conv") asked = LinearForm::Conv1x1;
+  if (asked == LinearForm::Matmul) return asked;
+  const dt wt = lw.precision == Precision::Int8 ? dt::s8 : dt::f32;
+  try {
+    const auto conv = layer_pd(LinearForm::Conv1x1, lw, any_weights(LinearForm::Conv1x1, lw, wt), T);
+    if (kernel_kind(impl_name(conv)) == KernelKind::Reference) return LinearForm::Matmul;
+  } catch (const dnnl::error&) {  // no convolution of this kind here
+    return LinearForm::Matmul;
+  }
+  if (asked == LinearForm::Conv1x1) return asked;
+  if (how == "timed")
+    return seconds_per_run(LinearForm::Conv1x1, lw, T) < seconds_per_run(LinearForm::Matmul, lw, T) ? LinearForm::Conv1x1
+                                                                                                  : LinearForm::Matmul;
+  const auto matmul = layer_pd(LinearForm::Matmul, lw, any_weights(LinearForm::Matmul, lw, wt), T);
+  if (kernel_kind(impl_name(matmul)) == KernelKind::Brgemm) return LinearForm::Matmul;
+  if (lw.precision == Precision::Int8) return LinearForm::Conv1x1;
+  return std::min(lw.K, lw.N) <= 384 ? LinearForm::Conv1x1 : LinearForm::Matmul;
+}
 
 LinearWeights f32_weights(Arena& store, const float* weight, int64_t typical_rows, WeightLayout layout,
                           LinearWeights lw) {
+  if (lw.form == LinearForm::Conv1x1) {
+    const auto pd = layer_pd(lw.form, lw, any_weights(lw.form, lw, dt::f32), typical_rows);
+    lw.w = stored_reorder(store, view(plain_weights(lw.form, lw, dt::f32), weight), pd.weights_desc());
+    return lw;
+  }
   const memory::desc plain({lw.K, lw.N}, dt::f32, tag::ba);
   if (layout != WeightLayout::NK) {
     // Ask the matmul which weight layout it wants for the rows it will mostly see.
     const memory::desc src({typical_rows, lw.K}, dt::f32, tag::ab), dst({typical_rows, lw.N}, dt::f32, tag::ab);
     const memory::desc any({lw.K, lw.N}, dt::f32, tag::any);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any, bias_desc(lw), dst), cpu_engine());
-    const bool brgemm = std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
-    if (layout == WeightLayout::Blocked || brgemm) {
+    if (layout == WeightLayout::Blocked || kernel_kind(impl_name(pd)) == KernelKind::Brgemm) {
       lw.w = stored_reorder(store, view(plain, weight), pd.weights_desc());
       return lw;
     }
@@ -101,175 +200,216 @@ LinearWeights bf16_weights(Arena& store, const float* weight, int64_t typical_ro
     pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, any, bias_desc(lw), dst), cpu_engine());
   } catch (const dnnl::error&) {
   }
-  if (!pd || is_ref(pd.impl_info_str()))
+  if (!pd || kernel_kind(impl_name(pd)) == KernelKind::Reference)
     throw Error("precision bf16 needs a CPU with avx512_bf16 or AMX; oneDNN runs this one as " + cpu_isa().name +
                 ", without a bf16 matmul kernel: use --precision int8 or f32");
   lw.w = stored_reorder(store, view(memory::desc({lw.K, lw.N}, dt::f32, tag::ba), weight), pd.weights_desc());
   return lw;
 }
 
-LinearWeights int8_weights(Arena& store, const float* weight, int64_t typical_rows, LinearWeights lw) {
+// The int8 weights, quantized per output channel, with their scales and column sums into lw.
+std::vector<int8_t> int8_quantized(const float* weight, LinearWeights& lw) {
   std::vector<int8_t> q(size_t(lw.N * lw.K));
   lw.w_scale.resize(size_t(lw.N));
   quantize_weights(weight, lw.N, lw.K, int8_weight_max(), q.data(), lw.w_scale.data());
   lw.w_colsum.assign(size_t(lw.N), 0);
   for (int64_t n = 0; n < lw.N; ++n)
     for (int64_t k = 0; k < lw.K; ++k) lw.w_colsum[size_t(n)] += q[size_t(n * lw.K + k)];
-  const memory::desc plain({lw.K, lw.N}, dt::s8, tag::ba);
-  const memory::desc any({lw.K, lw.N}, dt::s8, tag::any);
-  const auto pd = fused_int8_pd(lw, any, typical_rows, Epilogue::None, Fusion::Full);
-  lw.w = is_brgemm(pd.impl_info_str()) ? stored_reorder(store, view(plain, q.data()), pd.weights_desc())
-                                       : stored_copy(store, plain, q.data());
-  return lw;
+  return q;
 }
 
-// src's rows in groups of G (an image's T rows, or each row alone): each group's range, then its rows
-// quantized to u8 on that group's grid, scale[r / G] and zero[r / G].
+// The host passes, named for profiles by the vectors they run in.
+Step host_pass(const std::string& name, std::function<void()> loop) {
+  return host_step(name, std::move(loop), std::string("host:") + row_kernels().isa);
+}
+
+// Each group of G rows (an image's T rows, or each row alone) gets the u8 grid of its rows' ranges
+// (s.ranges [rows, 2]); scale[r / G] and zero[r / G].
+void group_grids(int64_t rows, int64_t G, const LinearScratch& s) {
+  for (int64_t g = 0; g < rows / G; ++g) {
+    float lo = s.ranges[2 * g * G], hi = s.ranges[2 * g * G + 1];
+    for (int64_t t = 1; t < G; ++t) {
+      lo = std::min(lo, s.ranges[2 * (g * G + t)]);
+      hi = std::max(hi, s.ranges[2 * (g * G + t) + 1]);
+    }
+    const Affine a = activation_affine(lo, hi);
+    s.scale[g] = a.scale;
+    s.zero[g] = a.zero;
+  }
+}
+
+void quantize_rows(int64_t rows, int64_t G, int64_t K, const float* src, const LinearScratch& s) {
+  const RowKernels& k = row_kernels();
+  parallel_for(rows, [&](int64_t r) {
+    k.quantize(src + r * K, K, 1.f / s.scale[r / G], float(s.zero[r / G]), s.input + r * K);
+  });
+}
+
+// src's rows in groups of G: each group's range, then its rows quantized to u8 on that group's grid.
 Step quantize_step(const std::string& name, int64_t rows, int64_t G, int64_t K, const float* src,
                    const LinearScratch& s) {
-  return host_step(name, [=] {
-    parallel_for(rows, [&](int64_t r) {
-      const float* x = src + r * K;
-      float lo = x[0], hi = x[0];
-      for (int64_t k = 1; k < K; ++k) {
-        lo = std::min(lo, x[k]);
-        hi = std::max(hi, x[k]);
-      }
-      s.ranges[2 * r] = lo;
-      s.ranges[2 * r + 1] = hi;
-    });
-    for (int64_t g = 0; g < rows / G; ++g) {
-      float lo = s.ranges[2 * g * G], hi = s.ranges[2 * g * G + 1];
-      for (int64_t t = 1; t < G; ++t) {
-        lo = std::min(lo, s.ranges[2 * (g * G + t)]);
-        hi = std::max(hi, s.ranges[2 * (g * G + t) + 1]);
-      }
-      const Affine a = activation_affine(lo, hi);
-      s.scale[g] = a.scale;
-      s.zero[g] = a.zero;
-    }
-    parallel_for(rows, [&](int64_t r) {
-      quantize_u8(src + r * K, K, {s.scale[r / G], s.zero[r / G]}, s.input + r * K);
-    });
+  return host_pass(name, [=] {
+    const RowKernels& k = row_kernels();
+    parallel_for(rows, [&](int64_t r) { k.range(src + r * K, K, &s.ranges[2 * r], &s.ranges[2 * r + 1]); });
+    group_grids(rows, G, s);
+    quantize_rows(rows, G, K, src, s);
   });
 }
 
-// NoSum: dst += the fused result the matmul wrote to `out`.
+// The group of rows each int8 path quantizes on one grid: an image's T rows, or each row alone.
+int64_t grid_rows(const LinearWeights& lw, int64_t T) { return lw.int8_path == Int8Path::Batched ? 1 : T; }
+
+// FusedThenAdd: dst += the fused result the matmul wrote to `out`.
 Step add_step(const std::string& name, int64_t rows, int64_t N, const float* out, float* dst) {
-  return host_step(name, [=] {
-    parallel_for(rows, [&](int64_t r) {
-      for (int64_t n = 0; n < N; ++n) dst[r * N + n] += out[r * N + n];
-    });
+  return host_pass(name, [=] {
+    const RowKernels& k = row_kernels();
+    parallel_for(rows, [&](int64_t r) { k.add(out + r * N, N, dst + r * N); });
   });
 }
 
-// The batched path's second half: each row's s32 products sum(q w) made real with its own grid,
+// The Batched path's second half: each row's s32 products sum(q w) made real with its own grid,
 // (acc - zero * colsum[n]) * w_scale[n] * scale + bias[n], then GELU, then written or added into dst.
-// The products may sit in dst itself (an s32 is the size of an f32): they are read as bytes.
-Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t rows, Epilogue ep,
-                     const void* products, float* dst, const LinearScratch& s) {
+// The products may sit in dst itself (an s32 is the size of an f32): each vector is read before it
+// is written.
+Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t rows, const void* products,
+                     float* dst, const LinearScratch& s) {
   const int64_t N = lw.N;
+  const Epilogue ep = lw.epilogue;
   const float* w_scale = lw.w_scale.data();
   const int32_t* colsum = lw.w_colsum.data();
   const float* bias = lw.b ? static_cast<const float*>(lw.b.get_data_handle()) : nullptr;
-  return host_step(name, [=] {
+  return host_pass(name, [=] {
+    const RowKernels& k = row_kernels();
     parallel_for(rows, [&](int64_t r) {
-      const uint8_t* acc = static_cast<const uint8_t*>(products) + size_t(r * N) * sizeof(int32_t);
-      const float sa = s.scale[r];
-      const int32_t zero = s.zero[r];
-      float* y = dst + r * N;
-      for (int64_t n = 0; n < N; ++n) {
-        int32_t a;
-        std::memcpy(&a, acc + size_t(n) * sizeof(int32_t), sizeof(a));
-        float v = float(a - zero * colsum[n]) * w_scale[n] * sa + (bias ? bias[n] : 0.f);
-        if (ep == Epilogue::Gelu) v = gelu(v);
-        if (ep == Epilogue::QuickGelu) v = quick_gelu(v);
-        y[n] = ep == Epilogue::AddToDst ? y[n] + v : v;
-      }
+      k.dequantize(static_cast<const int32_t*>(products) + r * N, N, s.zero[r], colsum, w_scale, s.scale[r], bias,
+                   row_activation(ep), ep == Epilogue::AddToDst, dst + r * N);
     });
   });
 }
 
-// Where the fused per-image matmul is brgemm (VNNI): inputs quantized per image, one matmul per image,
-// scales in the kernel. Else (AVX2's gemm:jit, whose int8 speed falls by half at one image's rows):
-// inputs quantized per row (finer, and free here), one matmul over the whole batch giving exact s32
-// sums, then dequantize_step. Either way an image's logits do not depend on its batch: integer sums
-// are exact, and every grid is the image's own.
-std::vector<Step> int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                             const float* src, float* dst, Epilogue ep, const LinearScratch& s) {
+// The per-image matmuls of the Fused paths: inputs quantized per image, scales in the kernel.
+std::vector<Step> fused_int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
+                                   const float* src, float* dst, const LinearScratch& s, LinearInput in) {
+  const bool then_add = lw.int8_path == Int8Path::FusedThenAdd;
+  const auto pd = fused_int8_pd(lw, lw.w.get_desc(), T, lw.epilogue, then_add ? Fusion::NoSum : Fusion::Full);
+  float* out = then_add ? s.out : dst;
+  const dnnl::matmul prim(pd);
   std::vector<Step> steps;
-  steps.push_back(quantize_step(name + ".quantize", B * T, T, lw.K, src, s));
-  for (Fusion f : {Fusion::Full, Fusion::NoSum}) {
-    if (f == Fusion::NoSum && ep != Epilogue::AddToDst) break;
-    dnnl::matmul::primitive_desc pd;
-    try {
-      pd = fused_int8_pd(lw, lw.w.get_desc(), T, ep, f);
-    } catch (const dnnl::error&) {  // not implemented with this fusion here
-      continue;
-    }
-    if (!is_brgemm(pd.impl_info_str())) continue;
-    float* out = f == Fusion::Full ? dst : s.out;
-    const dnnl::matmul prim(pd);
-    for (int64_t b = 0; b < B; ++b) {
-      Step st;
-      st.name = name;
-      st.prim = prim;
-      st.args = {{DNNL_ARG_SRC, view(pd.src_desc(), s.input + b * T * lw.K)},
-                 {DNNL_ARG_WEIGHTS, lw.w},
-                 {DNNL_ARG_DST, view(pd.dst_desc(), out + b * T * lw.N)},
-                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, view(memory::desc({1}, dt::s32, tag::a), s.zero + b)},
-                 {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                  view(memory::desc({1, 1}, dt::f32, tag::ab), s.scale + b)}};
-      if (lw.b) st.args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] = lw.b;
-      st.flops = 2.0 * double(T) * double(lw.K) * double(lw.N);
-      steps.push_back(std::move(st));
-    }
-    if (f == Fusion::NoSum) steps.push_back(add_step(name + ".residual", B * T, lw.N, s.out, dst));
-    return steps;
+  if (in == LinearInput::F32) steps.push_back(quantize_step(name + ".quantize", B * T, T, lw.K, src, s));
+  for (int64_t b = 0; b < B; ++b) {
+    Step st;
+    st.name = name;
+    st.prim = prim;
+    st.args = {{DNNL_ARG_SRC, view(pd.src_desc(), s.input + b * T * lw.K)},
+               {DNNL_ARG_WEIGHTS, lw.w},
+               {DNNL_ARG_DST, view(pd.dst_desc(), out + b * T * lw.N)},
+               {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, view(memory::desc({1}, dt::s32, tag::a), s.zero + b)},
+               {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                view(memory::desc({1, 1}, dt::f32, tag::ab), s.scale + b)}};
+    if (lw.b) st.args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] = lw.b;
+    st.flops = 2.0 * double(T) * double(lw.K) * double(lw.N);
+    steps.push_back(std::move(st));
   }
-  steps[0] = quantize_step(name + ".quantize", B * T, 1, lw.K, src, s);
-  const auto pd = plain_int8_pd(lw, lw.w.get_desc(), B * T);
-  if (is_ref(pd.impl_info_str()))
-    throw Error(name, "this CPU's oneDNN has no int8 matmul kernel but its reference one; use --precision f32");
+  if (then_add) steps.push_back(add_step(name + ".residual", B * T, lw.N, s.out, dst));
+  return steps;
+}
+
+// The Batched path: inputs quantized per row (finer, and free here), one matmul over the whole batch
+// giving exact s32 sums, then dequantize_step. An image's logits do not depend on its batch: integer
+// sums are exact, and every grid is the row's own.
+std::vector<Step> batched_int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
+                                     const float* src, float* dst, const LinearScratch& s, LinearInput in) {
+  const auto pd = layer_pd(lw.form, lw, lw.w.get_desc(), B * T);
   // The products go to dst when the epilogue overwrites it, else to the scratch rows.
-  void* products = ep == Epilogue::AddToDst ? static_cast<void*>(s.out) : static_cast<void*>(dst);
+  void* products = lw.epilogue == Epilogue::AddToDst ? static_cast<void*>(s.out) : static_cast<void*>(dst);
+  std::vector<Step> steps;
+  if (in == LinearInput::F32) steps.push_back(quantize_step(name + ".quantize", B * T, 1, lw.K, src, s));
   Step st;
   st.name = name;
-  st.prim = dnnl::matmul(pd);
+  st.prim = dnnl::primitive(pd);
   st.args = {{DNNL_ARG_SRC, view(pd.src_desc(), s.input)}, {DNNL_ARG_WEIGHTS, lw.w},
              {DNNL_ARG_DST, view(pd.dst_desc(), products)}};
   st.flops = 2.0 * double(B * T) * double(lw.K) * double(lw.N);
   steps.push_back(std::move(st));
-  steps.push_back(dequantize_step(name + ".dequantize", lw, B * T, ep, products, dst, s));
+  steps.push_back(dequantize_step(name + ".dequantize", lw, B * T, products, dst, s));
   return steps;
 }
 
-dnnl::post_ops epilogue_post_ops(Epilogue ep) {
-  dnnl::post_ops po;
-  append_activation(po, ep);
-  if (ep == Epilogue::AddToDst) po.append_sum(1.f);
-  return po;
+// Whether oneDNN can make the fused per-image matmul with this fusion, and makes it in brgemm.
+bool fused_is_brgemm(const LinearWeights& lw, int64_t T, Fusion f) {
+  try {
+    return kernel_kind(impl_name(fused_int8_pd(lw, any_weights(LinearForm::Matmul, lw, dt::s8), T, lw.epilogue, f))) ==
+           KernelKind::Brgemm;
+  } catch (const dnnl::error&) {  // not implemented with this fusion here
+    return false;
+  }
 }
 
-Step matmul_step(const std::string& name, const LinearWeights& lw, int64_t M, const memory& src, float* dst,
-                 Epilogue ep) {
-  const memory::desc dst_md({M, lw.N}, dt::f32, tag::ab);
-  dnnl::primitive_attr attr;
-  attr.set_post_ops(epilogue_post_ops(ep));
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src.get_desc(), lw.w.get_desc(), bias_desc(lw), dst_md), attr,
-                                  cpu_engine());
-  if (lw.precision == Precision::BF16 && is_ref(pd.impl_info_str()))
+// The one place an int8 layer's path is chosen: fused per image where oneDNN runs that in brgemm (VNNI),
+// else the batched s32 product (AVX2's gemm:jit, whose int8 speed falls by half at one image's rows).
+Int8Path int8_path(const LinearWeights& lw, int64_t T) {
+  if (fused_is_brgemm(lw, T, Fusion::Full)) return Int8Path::Fused;
+  if (lw.epilogue == Epilogue::AddToDst && fused_is_brgemm(lw, T, Fusion::NoSum)) return Int8Path::FusedThenAdd;
+  const auto pd = layer_pd(LinearForm::Matmul, lw, plain_weights(LinearForm::Matmul, lw, dt::s8), T);
+  if (kernel_kind(impl_name(pd)) == KernelKind::Reference)
+    throw Error("this CPU's oneDNN has no int8 matmul kernel but its reference one; use --precision f32");
+  return Int8Path::Batched;
+}
+
+// The quantized weights kept in the layout the layer's path and form run from: the fused brgemm
+// matmul's, the convolution's, or as stored (AVX2's gemm:jit matmul takes them plain).
+memory store_int8(Arena& store, const std::vector<int8_t>& q, const LinearWeights& lw, int64_t T) {
+  const memory::desc plain = plain_weights(lw.form, lw, dt::s8), any = any_weights(lw.form, lw, dt::s8);
+  switch (lw.int8_path) {
+    case Int8Path::Fused:
+    case Int8Path::FusedThenAdd: {
+      const Fusion f = lw.int8_path == Int8Path::Fused ? Fusion::Full : Fusion::NoSum;
+      return stored_reorder(store, view(plain, q.data()), fused_int8_pd(lw, any, T, lw.epilogue, f).weights_desc());
+    }
+    case Int8Path::Batched:
+      if (lw.form == LinearForm::Conv1x1)
+        return stored_reorder(store, view(plain, q.data()), layer_pd(lw.form, lw, any, T).weights_desc());
+      return stored_copy(store, plain, q.data());
+    case Int8Path::None: break;
+  }
+  throw Error("internal: int8 weights without a path");
+}
+
+// f32 or bf16 src [M, K] (bf16 in the scratch) -> dst [M, N] in the layer's form, bias and epilogue fused.
+Step float_step(const std::string& name, const LinearWeights& lw, int64_t M, const void* src, float* dst) {
+  const auto pd = layer_pd(lw.form, lw, lw.w.get_desc(), M);
+  if (lw.precision == Precision::BF16 && kernel_kind(impl_name(pd)) == KernelKind::Reference)
     throw Error(name, "no bf16 matmul kernel but oneDNN's reference one on this CPU (" + cpu_isa().name + ")");
   Step s;
   s.name = name;
-  s.prim = dnnl::matmul(pd);
-  s.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, lw.w}, {DNNL_ARG_DST, view(dst_md, dst)}};
-  if (lw.b) s.args[DNNL_ARG_BIAS] = lw.b;
+  s.prim = dnnl::primitive(pd);
+  s.args = {{DNNL_ARG_SRC, view(pd.src_desc(), src)}, {DNNL_ARG_WEIGHTS, lw.w}, {DNNL_ARG_DST, view(pd.dst_desc(), dst)}};
+  if (lw.b) s.args[DNNL_ARG_BIAS] = view(pd.weights_desc(1), lw.b.get_data_handle());
   s.flops = 2.0 * double(M) * double(lw.K) * double(lw.N);
   return s;
 }
 
 }  // namespace
+
+const char* form_name(LinearForm f) {
+  switch (f) {
+    case LinearForm::Auto: return "auto";
+    case LinearForm::Matmul: return "matmul";
+    case LinearForm::Conv1x1: return "1x1 convolution";
+  }
+  return "?";
+}
+
+std::string linear_summary(const LinearWeights& lw) {
+  std::string s = form_name(lw.form);
+  switch (lw.int8_path) {
+    case Int8Path::None: break;
+    case Int8Path::Fused: s += ", int8 fused per image"; break;
+    case Int8Path::FusedThenAdd: s += ", int8 fused per image, residual added after"; break;
+    case Int8Path::Batched: s += ", int8 batched (s32) then dequantized"; break;
+  }
+  return s;
+}
 
 size_t LinearWeights::bytes() const {
   return (w ? w.get_desc().get_size() : 0) + (b ? b.get_desc().get_size() : 0) + w_scale.size() * sizeof(float);
@@ -278,18 +418,61 @@ size_t LinearWeights::bytes() const {
 int int8_weight_max() { return cpu_isa().vnni ? 127 : 64; }
 
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
-                          int64_t typical_rows, Precision precision, WeightLayout layout) {
+                          int64_t typical_rows, Epilogue ep, Precision precision, WeightLayout layout,
+                          LinearForm form) {
   LinearWeights lw;
   lw.precision = precision;
+  lw.epilogue = ep;
   lw.K = K;
   lw.N = N;
   if (bias) lw.b = stored_copy(store, memory::desc({1, N}, dt::f32, tag::ab), bias);
   switch (precision) {
-    case Precision::F32: return f32_weights(store, weight, typical_rows, layout, std::move(lw));
-    case Precision::BF16: return bf16_weights(store, weight, typical_rows, std::move(lw));
-    case Precision::Int8: return int8_weights(store, weight, typical_rows, std::move(lw));
+    case Precision::F32:
+      lw.form = choose_form(lw, typical_rows, form);
+      return f32_weights(store, weight, typical_rows, layout, std::move(lw));
+    case Precision::BF16:
+      lw.form = LinearForm::Matmul;
+      return bf16_weights(store, weight, typical_rows, std::move(lw));
+    case Precision::Int8: {
+      const std::vector<int8_t> q = int8_quantized(weight, lw);
+      lw.int8_path = int8_path(lw, typical_rows);
+      lw.form = choose_form(lw, typical_rows, form);
+      lw.w = store_int8(store, q, lw, typical_rows);
+      return lw;
+    }
   }
   throw Error("internal: unknown precision");
+}
+
+Step norm_quantize_step(const std::string& name, const LayerNormWeights& ln, const LinearWeights& lw, int64_t B,
+                        int64_t T, const float* src, float* h, const LinearScratch& s) {
+  if (lw.precision != Precision::Int8 || ln.D != lw.K)
+    throw Error(name, "internal: LayerNorm of width " + std::to_string(ln.D) + " quantized for a layer that is not int8 of that width");
+  const int64_t K = lw.K, G = grid_rows(lw, T), rows = B * T;
+  const float* gamma = static_cast<const float*>(ln.gamma.get_data_handle());
+  const float* beta = static_cast<const float*>(ln.beta.get_data_handle());
+  const float eps = ln.eps;
+  return host_pass(name, [=] {
+    const RowKernels& k = row_kernels();
+    if (G == 1) {  // each row on its own grid: normalized and quantized while it sits in L1
+      parallel_for(rows, [&](int64_t r) {
+        float lo, hi;
+        k.layer_norm(src + r * K, K, gamma, beta, eps, h + r * K, &lo, &hi);
+        const Affine a = activation_affine(lo, hi);
+        s.scale[r] = a.scale;
+        s.zero[r] = a.zero;
+        k.quantize(h + r * K, K, 1.f / a.scale, float(a.zero), s.input + r * K);
+      });
+      return;
+    }
+    // An image's grid needs all its rows' ranges first: one sweep normalizes and takes each row's
+    // range, a second quantizes.
+    parallel_for(rows, [&](int64_t r) {
+      k.layer_norm(src + r * K, K, gamma, beta, eps, h + r * K, &s.ranges[2 * r], &s.ranges[2 * r + 1]);
+    });
+    group_grids(rows, G, s);
+    quantize_rows(rows, G, K, h, s);
+  });
 }
 
 void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64_t B, int64_t T, int64_t max_K,
@@ -304,11 +487,13 @@ void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64
 }
 
 std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                               const float* src, float* dst, Epilogue ep, const LinearScratch& scratch) {
+                               const float* src, float* dst, const LinearScratch& scratch, LinearInput in) {
   const int64_t M = B * T;
+  if (in == LinearInput::Quantized && lw.precision != Precision::Int8)
+    throw Error(name, "internal: a quantized input given to a layer that is not int8");
   switch (lw.precision) {
     case Precision::F32:
-      return {matmul_step(name, lw, M, view(memory::desc({M, lw.K}, dt::f32, tag::ab), src), dst, ep)};
+      return {float_step(name, lw, M, src, dst)};
     case Precision::BF16: {
       const memory from = view(memory::desc({M, lw.K}, dt::f32, tag::ab), src);
       const memory to = view(memory::desc({M, lw.K}, dt::bf16, tag::ab), scratch.input);
@@ -316,9 +501,11 @@ std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw,
       convert.name = name + ".to_bf16";
       convert.prim = dnnl::reorder(from, to);
       convert.args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-      return {std::move(convert), matmul_step(name, lw, M, to, dst, ep)};
+      return {std::move(convert), float_step(name, lw, M, scratch.input, dst)};
     }
-    case Precision::Int8: return int8_steps(name, lw, B, T, src, dst, ep, scratch);
+    case Precision::Int8:
+      if (lw.int8_path == Int8Path::Batched) return batched_int8_steps(name, lw, B, T, src, dst, scratch, in);
+      return fused_int8_steps(name, lw, B, T, src, dst, scratch, in);
   }
   throw Error("internal: unknown precision");
 }

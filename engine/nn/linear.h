@@ -22,27 +22,54 @@ enum class WeightLayout { Auto, NK, Blocked };
 // activation (timm's QuickGELU), oneDNN's swish with alpha 1.702.
 enum class Epilogue { None, Gelu, QuickGelu, AddToDst };
 
+// Which oneDNN primitive a layer runs on: a matmul, or the same product as a 1x1 convolution over the
+// rows (src nhwc with N = 1, H = 1, W = rows is exactly [rows, K] row-major, dst likewise [rows, N]).
+// Chosen per layer at load, for its shape at one image's rows (so the same at every batch size), by
+// rules measured per kernel family (choose_form in linear.cpp, docs/PERFORMANCE.md); f32 and the int8
+// Batched path may take either, bf16 and the fused int8 paths run as matmuls. Auto: by those rules, or
+// with VIT_LINEAR_FORM=timed in the environment by timing both at load (opt-in: timing noise can change
+// the choice, and with it the last bits of f32 results, from run to run); =matmul or =conv forces one.
+enum class LinearForm { Auto, Matmul, Conv1x1 };
+const char* form_name(LinearForm f);
+
+// How an int8 layer runs on this CPU, chosen once at load by what oneDNN offers for the layer and its
+// epilogue (int8_path in linear.cpp):
+//   Fused:        inputs quantized per image, one brgemm matmul per image with the weight and image
+//                 scales, zero point, bias and epilogue inside it (VNNI);
+//   FusedThenAdd: the same without the residual sum, which a pass adds afterwards (where brgemm takes
+//                 the scales and bias but not the sum beside them);
+//   Batched:      inputs quantized per row, one s32 matmul over the whole batch, then a pass applying
+//                 each row's scales, bias and epilogue (AVX2's gemm:jit, slow at one image's rows).
+enum class Int8Path { None, Fused, FusedThenAdd, Batched };
+
 struct LinearWeights {
   Precision precision = Precision::F32;
+  Epilogue epilogue = Epilogue::None;
+  LinearForm form = LinearForm::Matmul;
+  Int8Path int8_path = Int8Path::None;  // Int8 only
   int64_t K = 0, N = 0;
-  dnnl::memory w;              // [K, N]: f32, bf16 or s8, in the layout the matmul runs from
+  dnnl::memory w;              // [K, N] (a matmul's) or [N, K, 1, 1] (a convolution's): f32, bf16 or s8,
+                               // in the layout the primitive runs from
   dnnl::memory b;              // f32 [1, N]; empty when the layer has no bias
   std::vector<float> w_scale;     // Int8: [N], W[n, k] = w_scale[n] * w[k, n]
   std::vector<int32_t> w_colsum;  // Int8: [N], sum over k of w[k, n], to take an input's zero point out
   size_t bytes() const;        // resident size of the weights and bias
 };
+// How a layer runs, for `vit inspect`: "matmul", "1x1 convolution", "matmul, int8 fused per image", ...
+std::string linear_summary(const LinearWeights& lw);
 
 // The largest |q| of int8 weights on this CPU: 127 with VNNI (u8 x s8 products summed in 32 bits);
 // 64 without, where oneDNN's int8 kernels add pairs of products in saturating 16 bits (2 x 255 x 64 fits).
 int int8_weight_max();
 
-// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; the copies oneDNN runs from are
-// placed in `store`, which must outlive them. typical_rows: the M the layer will mostly run at (a
-// model's tokens per image), for which the layout is asked. Throws when this CPU has no fast kernel
-// for the precision (bf16 without avx512_bf16 or AMX).
+// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; ep: what follows the product
+// (the int8 path depends on it); the copies oneDNN runs from are placed in `store`, which must outlive
+// them. typical_rows: the M the layer will mostly run at (a model's tokens per image), for which the
+// layout and the int8 path are chosen. Throws when this CPU has no fast kernel for the precision (bf16
+// without avx512_bf16 or AMX, int8 with only oneDNN's reference matmul).
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
-                          int64_t typical_rows, Precision precision = Precision::F32,
-                          WeightLayout layout = WeightLayout::Auto);
+                          int64_t typical_rows, Epilogue ep, Precision precision = Precision::F32,
+                          WeightLayout layout = WeightLayout::Auto, LinearForm form = LinearForm::Auto);
 
 // What the bf16 and int8 layers use beside their input and output, one set per Plan, sized for its
 // largest layer by add_linear_scratch (nothing for F32).
@@ -56,11 +83,21 @@ struct LinearScratch {
 void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64_t B, int64_t T, int64_t max_K,
                         int64_t max_add_N);
 
-// dst [B*T, N] = epilogue(src [B*T, K] x W^T + b), rows in images of T rows. F32: one matmul, bias and
-// epilogue fused. BF16: src converted to bf16, then the matmul. Int8: src quantized per image, then one
-// fused matmul per image where that is brgemm (VNNI); else quantized per row, one matmul over the batch
-// and a pass applying each row's scales. Never a reference kernel: throws if there is none else.
+// Where a layer's input is: f32 rows at src, or (int8 only) already quantized into the scratch by
+// norm_quantize_step.
+enum class LinearInput { F32, Quantized };
+
+// dst [B*T, N] = epilogue(src [B*T, K] x W^T + b), rows in images of T rows, the epilogue the layer
+// was made with. F32: one matmul, bias and epilogue fused. BF16: src converted to bf16, then the matmul.
+// Int8: the steps of its path (Int8Path above). Never a reference kernel: throws if there is none else.
 std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                               const float* src, float* dst, Epilogue ep, const LinearScratch& scratch = {});
+                               const float* src, float* dst, const LinearScratch& scratch = {},
+                               LinearInput in = LinearInput::F32);
+
+// For an int8 layer whose input is LayerNorm(src [B*T, K]): the LayerNorm into h (as oneDNN's, within
+// rounding) and its quantization for the layer's path in one step, each row's range taken as it is
+// normalized; the layer's steps then take LinearInput::Quantized.
+Step norm_quantize_step(const std::string& name, const LayerNormWeights& ln, const LinearWeights& lw, int64_t B,
+                        int64_t T, const float* src, float* h, const LinearScratch& scratch);
 
 }  // namespace vit

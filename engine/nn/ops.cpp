@@ -35,14 +35,28 @@ int set_threads(int n) {
   return omp_get_max_threads();
 }
 
-Step host_step(const std::string& name, std::function<void()> loop) {
+Step host_step(const std::string& name, std::function<void()> loop, const std::string& impl) {
   Step s;
   s.name = name;
   s.host = std::move(loop);
+  s.impl = impl;
   return s;
 }
 
+std::string impl_name(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }
+
+KernelKind kernel_kind(const std::string& impl) {
+  if (impl.rfind("brg", 0) == 0) return KernelKind::Brgemm;
+  if (impl.rfind("ref", 0) == 0) return KernelKind::Reference;
+  return KernelKind::Jit;
+}
+
 void Program::add(Step s) {
+  if (s.prim && s.impl.empty()) {
+    const char* impl = nullptr;
+    dnnl_primitive_desc_query(s.prim.get_primitive_desc(), dnnl_query_impl_info_str, 0, &impl);
+    s.impl = impl ? impl : "?";
+  }
   std::vector<dnnl_exec_arg_t> args;
   for (const auto& [k, m] : s.args) args.push_back({k, m.get()});
   c_args_.push_back(std::move(args));
@@ -296,7 +310,7 @@ double matmul_peak_gflops() {
   std::fill_n(static_cast<float*>(am.get_data_handle()), M * K, 0.5f);
   std::fill_n(static_cast<float*>(wm.get_data_handle()), wm.get_desc().get_size() / sizeof(float), 0.25f);
   Program p;
-  p.add({"peak", dnnl::matmul(pd), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}}, {}, 0});
+  p.add({"peak", dnnl::matmul(pd), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}}, {}, 0, ""});
   for (int i = 0; i < 3; ++i) p.run();
   const int reps = 10;
   const auto t0 = std::chrono::steady_clock::now();

@@ -38,10 +38,18 @@ struct Step {
   std::unordered_map<int, dnnl::memory> args;
   std::function<void()> host;                    // ... or a host loop
   double flops = 0;                              // 2 x multiply-adds, for reports
+  std::string impl;  // oneDNN's implementation ("brg:avx512_core_vnni"), or what runs a host loop;
+                     // filled in by Program::add for primitives
 };
 
-// A step that runs a host loop.
-Step host_step(const std::string& name, std::function<void()> loop);
+// What kind of kernel oneDNN chose for a primitive: its brgemm kernels (AVX-512 and newer), its
+// reference kernels (plain loops, far slower: never run in a forward pass), or another of its JIT ones.
+enum class KernelKind { Brgemm, Reference, Jit };
+KernelKind kernel_kind(const std::string& impl);
+std::string impl_name(const dnnl::primitive_desc_base& pd);
+
+// A step that runs a host loop; impl says how, for profiles.
+Step host_step(const std::string& name, std::function<void()> loop, const std::string& impl = "host");
 
 // Steps run with the asynchronous signals blocked in every thread of the team (SignalShield, signals.h):
 // a signal that arrives meanwhile is delivered when run() returns.

@@ -5,6 +5,15 @@
 //   vit::Classifier c("model_dir");
 //   for (const vit::Result& r : c.classify({"a.jpg", "b.png"}, 5))
 //     std::cout << r.file << ": " << (r.error.empty() ? r.top[0].label : r.error) << "\n";
+//
+// Signals: while a forward pass runs (and while weights are reordered at load), the calling thread and
+// every OpenMP thread working for it block all asynchronous signals, because oneDNN 2.6's JIT GEMM
+// kernels run with the stack pointer in a heap workspace, where a handler's frame would corrupt memory.
+// A signal sent meanwhile is delivered when the pass ends, and each thread then gets back exactly the
+// mask it had (a signal the host keeps blocked stays blocked). SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP
+// and SIGSYS are never blocked. glibc's internal signals cannot be: do not pthread_cancel() a thread
+// inside these calls, nor call setuid()/setgid() and their kin from another thread meanwhile. To end a
+// long call early (a signal handler having set a flag, say), pass a BetweenBatches hook.
 #pragma once
 #include <cstdint>
 #include <functional>

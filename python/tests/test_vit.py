@@ -1,9 +1,11 @@
 """The `vit` Python module: the same logits and top-5 as the `vit` command on the 250 sample photos, one
-Classifier shared by two threads with the GIL released, and a clear exception for each bad argument.
+Classifier shared by two threads with the GIL released, Ctrl-C within a batch, and a clear exception for
+each bad argument.
 CTest (label python) runs it with PYTHONPATH at the module just built and VIT_BINARY naming `vit`."""
 import json
 import os
 import pathlib
+import signal
 import struct
 import subprocess
 import threading
@@ -418,3 +420,29 @@ def test_two_threads_share_one_classifier_with_the_gil_released(photos, deit):
     print(f"\n2 threads x 2 calls x 32 photos in {elapsed:.2f} s (one call alone: {one_call:.2f} s), all answers "
           f"identical to one thread's; ticks of a third Python thread well inside each call: {inside}")
     assert min(inside) >= 5, inside
+
+
+def test_ctrl_c_stops_a_long_classify_within_a_batch_and_the_classifier_stays_usable(photos):
+    c = vit.Classifier(str(DEIT), threads=1, batch=8)
+    before = c.classify(photos[:8], topk=5)
+    t0 = time.perf_counter()
+    c.classify(photos[8:16], topk=5)
+    one_batch = time.perf_counter() - t0
+    files = photos * 8  # 250 batches: minutes on one thread
+    sent = []
+
+    def interrupt():
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(1.0, interrupt)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        c.classify(files, topk=5)
+    latency = time.perf_counter() - sent[0]
+    timer.join()
+    print(f"\nSIGINT 1 s into classify() of {len(files)} photos (threads=1, batch 8; one batch {one_batch:.2f} s, "
+          f"the whole call ~{one_batch * len(files) / 8:.0f} s): KeyboardInterrupt after {latency:.2f} s")
+    # Within about one batch (the one running when the signal came), never the rest of the call.
+    assert latency < max(2.0, 3 * one_batch)
+    assert c.classify(photos[:8], topk=5) == before

@@ -1,0 +1,40 @@
+// Picks the RowKernels of rows.h for the ISA oneDNN runs with.
+#include "engine/nn/rows.h"
+
+#include "engine/nn/ops.h"
+
+namespace vit {
+namespace sse2 {
+extern const RowKernels kernels;
+}
+namespace avx2 {
+extern const RowKernels kernels;
+}
+namespace avx512 {
+extern const RowKernels kernels;
+}
+
+namespace {
+
+int usable_count() {
+  const std::string isa = cpu_isa().name;
+  if (isa.rfind("avx512", 0) == 0) return 3;
+  if (isa.rfind("avx2", 0) == 0) return 2;
+  return 1;
+}
+
+}  // namespace
+
+const RowKernels* const* all_row_kernels(int* count) {
+  static const RowKernels* const all[] = {&avx512::kernels, &avx2::kernels, &sse2::kernels};
+  static const int n = usable_count();
+  *count = n;
+  return all + (3 - n);
+}
+
+const RowKernels& row_kernels() {
+  int n = 0;
+  return *all_row_kernels(&n)[0];
+}
+
+}  // namespace vit

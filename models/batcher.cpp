@@ -1,0 +1,212 @@
+// vit::Batcher (include/vit/batcher.h): one queue of requests, one thread that runs them. Encoded images
+// of several requests go into one classify_encoded call and preprocessed tensors into one logits call,
+// so each image's answer is what the Classifier gives it alone, whatever shares its batch.
+#include "vit/batcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <new>
+#include <mutex>
+#include <thread>
+
+namespace vit {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Job {
+  std::vector<std::pair<std::string, std::string>> images;  // encoded, or
+  std::vector<float> pixels;                                // [n, 3, H, W]
+  int64_t n = 0;
+  int topk = 5;
+  Batcher::ResultsDone results_done;
+  Batcher::LogitsDone logits_done;
+  Clock::time_point queued_at;
+};
+
+std::string what(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::bad_alloc&) {
+    return "out of memory";
+  } catch (const std::exception& x) {
+    return x.what();
+  }
+}
+
+}  // namespace
+
+struct Batcher::Impl {
+  const Classifier& classifier;
+  BatcherOptions opt;
+  int64_t per_image;  // floats in one preprocessed image
+  std::function<void(const BatchStats&)> on_batch;
+  mutable std::mutex mu;
+  std::condition_variable wake;
+  std::deque<Job> queue;
+  int64_t waiting = 0;  // images in queue
+  bool closed = false;
+  std::thread thread;
+
+  bool push(Job job) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (closed || job.n <= 0 || waiting + job.n > opt.max_queue) return false;
+      job.queued_at = Clock::now();
+      waiting += job.n;
+      queue.push_back(std::move(job));
+    }
+    wake.notify_one();
+    return true;
+  }
+
+  // The next batch: the first waiting request, then those behind it while they fit in max_batch; with
+  // max_delay_ms, first waits that long after the oldest arrived for the batch to fill. Empty when closed
+  // and drained.
+  std::vector<Job> take() {
+    std::unique_lock<std::mutex> lock(mu);
+    wake.wait(lock, [&] { return closed || !queue.empty(); });
+    if (queue.empty()) return {};
+    if (opt.max_delay_ms > 0 && !closed) {
+      const auto until = queue.front().queued_at + std::chrono::milliseconds(opt.max_delay_ms);
+      wake.wait_until(lock, until, [&] { return closed || waiting >= opt.max_batch; });
+    }
+    std::vector<Job> batch;
+    int64_t images = 0;
+    while (!queue.empty() && (batch.empty() || images + queue.front().n <= opt.max_batch)) {
+      images += queue.front().n;
+      batch.push_back(std::move(queue.front()));
+      queue.pop_front();
+    }
+    waiting -= images;
+    return batch;
+  }
+
+  void run(std::vector<Job>& batch) {
+    BatchStats stats;
+    const auto t0 = Clock::now();
+    std::vector<std::pair<std::string, std::string>> images;
+    std::vector<float> pixels;
+    int64_t n_pixels = 0;
+    int topk = 1;
+    for (Job& j : batch) {
+      stats.waits_s.push_back(std::chrono::duration<double>(t0 - j.queued_at).count());
+      stats.images += j.n;
+      if (j.results_done) {
+        topk = std::max(topk, j.topk);
+        for (auto& im : j.images) images.push_back(std::move(im));
+      } else {
+        pixels.insert(pixels.end(), j.pixels.begin(), j.pixels.end());
+        n_pixels += j.n;
+        std::vector<float>().swap(j.pixels);
+      }
+    }
+    // One call each, so the engine batches across requests; a request's own topk is a prefix of the
+    // batch's largest.
+    std::vector<Result> results;
+    std::string results_error;
+    if (!images.empty()) {
+      try {
+        results = classifier.classify_encoded(images, topk);
+      } catch (...) {
+        results_error = what(std::current_exception());
+      }
+    }
+    std::vector<float> logits;
+    std::string logits_error;
+    if (n_pixels > 0) {
+      try {
+        logits = classifier.logits(pixels.data(), n_pixels);
+      } catch (...) {
+        logits_error = what(std::current_exception());
+      }
+    }
+    stats.run_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (on_batch) on_batch(stats);  // before the answers, so that a client's next look at them includes this pass
+    const size_t classes = size_t(classifier.classes());
+    size_t next_result = 0, next_row = 0;
+    for (Job& j : batch) {
+      if (j.results_done) {
+        std::vector<Result> mine;
+        for (size_t i = 0; i < size_t(j.n); ++i) {
+          Result r;
+          if (!results_error.empty()) {
+            r.file = images[next_result + i].first;
+            r.error = results_error;
+          } else {
+            r = std::move(results[next_result + i]);
+            if (r.top.size() > size_t(j.topk)) r.top.resize(size_t(j.topk));
+          }
+          mine.push_back(std::move(r));
+        }
+        next_result += size_t(j.n);
+        j.results_done(std::move(mine));
+      } else if (!logits_error.empty()) {
+        j.logits_done({}, logits_error);
+      } else {
+        const auto first = logits.begin() + long(next_row * classes);
+        j.logits_done(std::vector<float>(first, first + long(size_t(j.n) * classes)), "");
+        next_row += size_t(j.n);
+      }
+    }
+  }
+
+  void loop() {
+    for (std::vector<Job> batch = take(); !batch.empty(); batch = take()) run(batch);
+  }
+};
+
+Batcher::Batcher(const Classifier& classifier, const BatcherOptions& options,
+                 std::function<void(const BatchStats&)> on_batch) {
+  if (options.max_batch < 1) throw Error("max_batch must be at least 1, got " + std::to_string(options.max_batch));
+  if (options.max_delay_ms < 0) throw Error("max_delay_ms must not be negative, got " + std::to_string(options.max_delay_ms));
+  if (options.max_queue < options.max_batch)
+    throw Error("max_queue (" + std::to_string(options.max_queue) + ") must hold at least max_batch (" +
+                std::to_string(options.max_batch) + ") images");
+  const ModelInfo info = classifier.info();
+  impl_ = std::unique_ptr<Impl>(new Impl{classifier, options, 3 * info.input_height * info.input_width,
+                                         std::move(on_batch), {}, {}, {}, 0, false, {}});
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+Batcher::~Batcher() { close(); }
+
+bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done) {
+  Job j;
+  j.n = int64_t(images.size());
+  j.images = std::move(images);
+  j.topk = std::max(1, topk);
+  j.results_done = std::move(done);
+  return impl_->push(std::move(j));
+}
+
+bool Batcher::submit(std::vector<float> pixels, int64_t n, LogitsDone done) {
+  if (n < 0 || int64_t(pixels.size()) != n * impl_->per_image)
+    throw Error("Batcher: " + std::to_string(pixels.size()) + " floats for " + std::to_string(n) + " images of " +
+                std::to_string(impl_->per_image));
+  Job j;
+  j.n = n;
+  j.pixels = std::move(pixels);
+  j.logits_done = std::move(done);
+  return impl_->push(std::move(j));
+}
+
+int64_t Batcher::queued() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->waiting;
+}
+
+void Batcher::close() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->closed = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace vit

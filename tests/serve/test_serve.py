@@ -1,0 +1,425 @@
+"""`vit serve` against a real server on loopback (CTest label serve): health, metadata, /v1/classify
+(one image, multipart), KServe v2 infer (BYTES through the binary-data extension, FP32 pixel_values, JSON
+and binary outputs), each kind of bad request as a 4xx naming it, /metrics parsed as Prometheus text, the
+body limit (Content-Length and chunked), slow and vanishing clients, --max-connections, and shutdown."""
+import json
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import NAME, VIT_BINARY, photos
+
+INFER = f"/v2/models/{NAME}/infer"
+
+
+def cli_json(paths, *args):
+    """`vit classify --json` on paths: {file name: [(index, prob), ...]}."""
+    out = subprocess.run([VIT_BINARY, "classify", "--json", "-m", str(photos()[0].parents[2] / "models" / NAME),
+                          *args, *map(str, paths)], capture_output=True, text=True, timeout=300, check=True).stdout
+    return {json.loads(l)["file"].rsplit("/", 1)[-1]: [(t["index"], t["prob"]) for t in json.loads(l)["top"]]
+            for l in out.splitlines()}
+
+
+def binary_infer(images, outputs=None, topk=None, binary_output=False, extra=b""):
+    """A KServe v2 request in the binary-data form, as tritonclient.http sends BYTES: the JSON header, then
+    each element as a 4-byte little-endian length and its bytes."""
+    raw = b"".join(struct.pack("<I", len(b)) + b for b in images)
+    head = {"inputs": [{"name": "image", "datatype": "BYTES", "shape": [len(images)],
+                        "parameters": {"binary_data_size": len(raw)}}]}
+    if outputs:
+        head["outputs"] = [{"name": o, "parameters": {"binary_data": binary_output}} for o in outputs]
+    if topk:
+        head["parameters"] = {"topk": topk}
+    h = json.dumps(head).encode()
+    return h + raw + extra, {"Inference-Header-Content-Length": str(len(h)), "Content-Type": "application/octet-stream"}
+
+
+def decode_binary_response(r):
+    """The outputs of a binary-data answer: {name: (datatype, shape, values)}."""
+    n = int(r.headers["Inference-Header-Content-Length"])
+    head, raw, at, out = json.loads(r.content[:n]), r.content[n:], 0, {}
+    for o in head["outputs"]:
+        if "data" in o:
+            out[o["name"]] = (o["datatype"], o["shape"], o["data"])
+            continue
+        size = o["parameters"]["binary_data_size"]
+        fmt = "<%d%s" % (size // (8 if o["datatype"] == "INT64" else 4), "q" if o["datatype"] == "INT64" else "f")
+        out[o["name"]] = (o["datatype"], o["shape"], list(struct.unpack(fmt, raw[at:at + size])))
+        at += size
+    return out
+
+
+def metrics(url):
+    """{(name, labels as a sorted tuple): value} from /metrics, through prometheus_client's parser."""
+    r = requests.get(url + "/metrics", timeout=10)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/plain")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(r.text) for s in family.samples}
+
+
+def raw_request(port, data, read_timeout=10):
+    """Sends bytes on a fresh connection and returns all the server sends back before it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=read_timeout) as s:
+        s.sendall(data)
+        got = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            got += chunk
+        return got
+
+
+def test_health_metadata_and_startup_line(serve):
+    s = serve()
+    assert f"model {NAME}" in s.stderr() and "f32" in s.stderr() and "max batch 16" in s.stderr()
+    assert requests.get(s.url + "/v2/health/live", timeout=10).status_code == 200
+    assert requests.get(s.url + "/v2/health/ready", timeout=10).json() == {"ready": True}
+    assert requests.get(s.url + f"/v2/models/{NAME}/ready", timeout=10).status_code == 200
+    meta = requests.get(s.url + f"/v2/models/{NAME}", timeout=10).json()
+    assert meta["name"] == NAME
+    assert {i["name"]: (i["datatype"], i["shape"]) for i in meta["inputs"]} == {
+        "image": ("BYTES", [-1]), "pixel_values": ("FP32", [-1, 3, 224, 224])}
+    assert {o["name"] for o in meta["outputs"]} == {"probabilities", "logits", "top_indices", "top_probabilities"}
+    assert "binary_tensor_data" in requests.get(s.url + "/v2", timeout=10).json()["extensions"]
+
+
+def test_v1_classify_one_image_and_multipart(serve):
+    s = serve()
+    files = photos()[:3]
+    want = cli_json(files, "-k", "3")
+    for f in files:
+        r = requests.post(s.url + "/v1/classify?topk=3", data=f.read_bytes(),
+                          headers={"Content-Type": "image/jpeg"}, timeout=30)
+        assert r.status_code == 200, r.text
+        got = [(t["index"], t["prob"]) for t in r.json()["top"]]
+        assert [i for i, _ in got] == [i for i, _ in want[f.name]]
+        assert all(abs(a - b) <= 1e-6 for (_, a), (_, b) in zip(got, want[f.name]))
+        assert r.json()["top"][0]["label"]
+    parts = [("file", (f.name, f.read_bytes(), "image/jpeg")) for f in files[:2]]
+    parts.insert(1, ("file", ("notes.txt", b"not an image", "text/plain")))
+    r = requests.post(s.url + "/v1/classify", files=parts, timeout=30)
+    assert r.status_code == 200, r.text
+    a = r.json()
+    assert [e["file"] for e in a] == [files[0].name, "notes.txt", files[1].name]
+    assert "not a supported image" in a[1]["error"] and "top" not in a[1]
+    assert [t["index"] for t in a[0]["top"]] == [i for i, _ in cli_json(files[:1], "-k", "5")[files[0].name]]
+
+
+BAD_REQUESTS = [  # method, path, body, headers, status, what the error says
+    ("POST", "/v1/classify", b"not an image at all", {}, 400, "not a supported image"),
+    ("POST", "/v1/classify?topk=abc", b"x", {}, 400, "topk: 'abc'"),
+    ("POST", "/v1/classify?topk=0", b"x", {}, 400, "topk: '0'"),
+    ("POST", "/v1/classify", b"", {}, 400, "empty body"),
+    ("POST", "/v1/classify", b"{}", {"Content-Type": "application/json"}, 415, "application/json"),
+    ("POST", "/v1/classify", b"--x\r\nbroken", {"Content-Type": "multipart/form-data; boundary=x"}, 400, "multipart"),
+    ("GET", "/v1/classify", b"", {}, 405, "GET is not allowed"),
+    ("DELETE", f"/v2/models/{NAME}", b"", {}, 405, "DELETE is not allowed"),
+    ("GET", "/nowhere", b"", {}, 404, "no endpoint /nowhere"),
+    ("GET", "/v2/models/resnet50", b"", {}, 404, "no model named 'resnet50'"),
+    ("POST", "/v2/models/resnet50/infer", b"{}", {}, 404, "no model named 'resnet50'"),
+    ("POST", INFER, b"{\"inputs\": [", {"Content-Type": "application/json"}, 400, "malformed JSON"),
+    ("POST", INFER, b"{}", {"Content-Type": "text/plain"}, 415, "text/plain"),
+    ("POST", INFER, b"[]", {}, 400, "not a JSON object"),
+    ("POST", INFER, json.dumps({"inputs": [{"name": "pixels", "datatype": "FP32", "shape": [1], "data": [0]}]}).encode(),
+     {}, 400, "unknown input 'pixels'"),
+    ("POST", INFER, json.dumps({"inputs": [{"name": "pixel_values", "datatype": "FP16", "shape": [1, 3, 224, 224],
+                                            "data": [0]}]}).encode(), {}, 400, "datatype 'FP16', expected FP32"),
+    ("POST", INFER, json.dumps({"inputs": [{"name": "pixel_values", "datatype": "FP32", "shape": [1, 3, 32, 32],
+                                            "data": [0] * 3072}]}).encode(), {}, 400, "expected [B, 3, 224, 224]"),
+    ("POST", INFER, json.dumps({"inputs": [{"name": "pixel_values", "datatype": "FP32", "shape": [1, 3, 224, 224],
+                                            "data": [0, 1]}]}).encode(), {}, 400, "2 numbers, expected 150528"),
+    ("POST", INFER, json.dumps({"inputs": [{"name": "image", "datatype": "FP32", "shape": [1], "data": ["x"]}]}).encode(),
+     {}, 400, "input 'image' has datatype 'FP32', expected BYTES"),
+    ("POST", INFER, json.dumps({"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1], "data": ["x"]}],
+                                "outputs": [{"name": "labels"}]}).encode(), {}, 400, "unknown output 'labels'"),
+    ("POST", INFER, json.dumps({"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1], "data": ["x"]}],
+                                "parameters": {"topk": 0}}).encode(), {}, 400, "parameters.topk: 0"),
+    ("POST", INFER, json.dumps({"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1],
+                                            "parameters": {"binary_data_size": 100}}]}).encode(), {}, 400,
+     "binary_data_size 100"),
+    ("POST", "/v1/classify", b"x", {"Content-Encoding": "gzip"}, 415, "Content-Encoding gzip"),
+]
+
+
+def test_bad_requests_are_4xx_naming_the_problem(serve):
+    s = serve()
+    good = photos()[0].read_bytes()
+    for method, path, body, headers, status, fragment in BAD_REQUESTS:
+        r = requests.request(method, s.url + path, data=body, headers=headers, timeout=30)
+        case = f"{method} {path} {body[:60]!r} {headers}"
+        assert r.status_code == status, (case, r.text)
+        assert fragment in r.json()["error"], (case, r.json())
+        if status == 405:
+            assert r.headers["Allow"], case
+        # Good requests go on being answered.
+        assert requests.post(s.url + "/v1/classify", data=good, timeout=30).status_code == 200, case
+
+
+def test_kserve_infer_bytes_json_and_binary(serve):
+    s = serve()
+    files = photos()[3:6]
+    want = cli_json(files, "-k", "3")
+    body, headers = binary_infer([f.read_bytes() for f in files], topk=3)
+    r = requests.post(s.url + INFER, data=body, headers=headers, timeout=30)
+    assert r.status_code == 200, r.text
+    out = {o["name"]: o for o in r.json()["outputs"]}
+    assert set(out) == {"probabilities", "top_indices", "top_probabilities"}
+    assert out["probabilities"]["shape"] == [3, 1000] and out["top_indices"]["datatype"] == "INT64"
+    for b, f in enumerate(files):
+        idx = out["top_indices"]["data"][b * 3:(b + 1) * 3]
+        assert idx == [i for i, _ in want[f.name]]
+        for k, (_, p) in enumerate(want[f.name]):
+            assert abs(out["top_probabilities"]["data"][b * 3 + k] - p) <= 1e-6
+            assert abs(out["probabilities"]["data"][b * 1000 + idx[k]] - p) <= 1e-6
+        assert abs(sum(out["probabilities"]["data"][b * 1000:(b + 1) * 1000]) - 1) < 1e-4
+    # The same as binary outputs, logits included.
+    body, headers = binary_infer([f.read_bytes() for f in files], ["logits", "top_indices", "top_probabilities"], 3,
+                                 binary_output=True)
+    r = requests.post(s.url + INFER, data=body, headers=headers, timeout=30)
+    assert r.status_code == 200 and r.headers["Content-Type"] == "application/octet-stream", r.text
+    got = decode_binary_response(r)
+    assert got["logits"][1] == [3, 1000] and len(got["logits"][2]) == 3000
+    assert got["top_indices"][2] == out["top_indices"]["data"]
+    assert got["top_probabilities"][2] == pytest.approx(out["top_probabilities"]["data"], abs=1e-7)
+    for b in range(3):  # the top logit is the top class
+        row = got["logits"][2][b * 1000:(b + 1) * 1000]
+        assert row.index(max(row)) == got["top_indices"][2][b * 3]
+
+
+def test_kserve_bad_image_is_a_400_naming_it(serve):
+    s = serve()
+    body, headers = binary_infer([photos()[0].read_bytes(), b"\xff\xd8\xff broken jpeg"])
+    r = requests.post(s.url + INFER, data=body, headers=headers, timeout=30)
+    assert r.status_code == 400 and "input 'image' element 1" in r.json()["error"], r.text
+    body, headers = binary_infer([photos()[0].read_bytes()], extra=b"spare")
+    r = requests.post(s.url + INFER, data=body, headers=headers, timeout=30)
+    assert r.status_code == 400 and "5 bytes of binary data that no input claims" in r.json()["error"]
+    raw = struct.pack("<I", 1000) + b"short"
+    h = json.dumps({"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1],
+                                "parameters": {"binary_data_size": len(raw)}}]}).encode()
+    r = requests.post(s.url + INFER, data=h + raw, headers={"Inference-Header-Content-Length": str(len(h))}, timeout=30)
+    assert r.status_code == 400 and "length 1000 runs past" in r.json()["error"]
+    body, headers = binary_infer([photos()[0].read_bytes()] * 2)
+    body = body.replace(b'"shape": [2]', b'"shape": [3]')
+    r = requests.post(s.url + INFER, data=body, headers=headers, timeout=30)
+    assert r.status_code == 400 and "holds 2 elements" in r.json()["error"]
+
+
+def test_kserve_pixel_values_json_and_binary(serve):
+    """pixel_values as the library preprocesses a photo give the photo's answer; JSON and binary alike."""
+    vit = pytest.importorskip("vit", reason="the Python module is not built (VIT_BUILD_PYTHON=OFF)")
+    import numpy as np
+    s = serve()
+    f = photos()[7]
+    c = vit.Classifier(str(photos()[0].parents[2] / "models" / NAME))
+    x = np.asarray(c.preprocess(str(f)), dtype=np.float32).reshape(1, 3, 224, 224)
+    want_logits = np.asarray(c.logits(x)).reshape(-1)
+    head = {"inputs": [{"name": "pixel_values", "datatype": "FP32", "shape": [1, 3, 224, 224], "data": x.ravel().tolist()}],
+            "outputs": [{"name": "logits"}, {"name": "top_indices"}], "parameters": {"topk": 5}}
+    r = requests.post(s.url + INFER, json=head, timeout=60)
+    assert r.status_code == 200, r.text
+    out = {o["name"]: o["data"] for o in r.json()["outputs"]}
+    assert np.max(np.abs(np.asarray(out["logits"]) - want_logits)) <= 1e-4
+    assert out["top_indices"] == [i for i, _ in cli_json([f], "-k", "5")[f.name]]
+    raw = x.astype("<f4").tobytes()
+    h = json.dumps({"inputs": [{"name": "pixel_values", "datatype": "FP32", "shape": [1, 3, 224, 224],
+                                "parameters": {"binary_data_size": len(raw)}}],
+                    "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}).encode()
+    r = requests.post(s.url + INFER, data=h + raw, headers={"Inference-Header-Content-Length": str(len(h))}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert decode_binary_response(r)["logits"][2] == pytest.approx(out["logits"], abs=1e-6)
+
+
+def test_metrics_parse_and_count_what_was_sent(serve):
+    s = serve()
+    for f in photos()[:4]:
+        assert requests.post(s.url + "/v1/classify", data=f.read_bytes(), timeout=30).status_code == 200
+    for _ in range(3):
+        assert requests.post(s.url + "/v1/classify", data=b"junk", timeout=30).status_code == 400
+    assert requests.get(s.url + "/v1/classify", timeout=30).status_code == 405
+    m = metrics(s.url)
+    total = ("vit_requests_total", (("endpoint", "/v1/classify"), ("status", "200")))
+    assert m[total] == 4
+    assert m[("vit_requests_total", (("endpoint", "/v1/classify"), ("status", "400")))] == 3
+    assert m[("vit_requests_total", (("endpoint", "/v1/classify"), ("status", "405")))] == 1
+    assert m[("vit_images_classified_total", ())] == 4 and m[("vit_images_failed_total", ())] == 3
+    assert m[("vit_batch_size_count", ())] == 7 and m[("vit_batch_size_sum", ())] == 7
+    assert m[("vit_queue_wait_seconds_count", ())] == 7
+    assert m[("vit_request_duration_seconds_count", (("endpoint", "/v1/classify"),))] == 8
+    assert m[("vit_queue_depth", ())] == 0
+
+
+def test_body_limit_from_content_length_before_the_body(serve):
+    s = serve("--max-body-mb", "1")
+    # Only the header is sent: the answer must come without the body.
+    got = raw_request(s.port, b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n\r\n")
+    assert got.startswith(b"HTTP/1.1 413"), got
+    assert b"5000000 bytes; at most 1048576" in got and b"Connection: close" in got
+
+
+def test_chunked_body_is_counted_and_cut_off(serve):
+    s = serve("--max-body-mb", "1")
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+        c.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n" % 65536 + b"\0" * 65536 + b"\r\n"
+        sent, got = 0, b""
+        try:
+            for _ in range(64):  # 4 MiB, if the server let it
+                c.sendall(chunk)
+                sent += 65536
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        try:
+            while True:
+                data = c.recv(65536)
+                if not data:
+                    break
+                got += data
+        except ConnectionResetError:
+            pass
+    assert got.startswith(b"HTTP/1.1 413"), got
+    assert b"cut off" in got
+    assert requests.get(s.url + "/v2/health/live", timeout=10).status_code == 200
+
+
+def test_slowloris_and_vanishing_clients_do_not_hold_the_server(serve):
+    s = serve("--timeout-s", "2")
+    slow = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    closed_after = []
+
+    def drip():  # one byte of header every 0.2 s, never finishing
+        t0 = time.monotonic()
+        try:
+            for b in b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 1000:
+                slow.sendall(bytes([b]))
+                time.sleep(0.2)
+        except OSError:
+            pass
+        closed_after.append(time.monotonic() - t0)
+
+    t = threading.Thread(target=drip)
+    t.start()
+    # Mid-request disconnects: a promised body that never comes, a header cut in half.
+    for partial in (b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\npartial",
+                    b"POST /v1/classify HTTP/1.1\r\nHo"):
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+            c.sendall(partial)
+    # Others are served meanwhile.
+    for f in photos()[:5]:
+        assert requests.post(s.url + "/v1/classify", data=f.read_bytes(), timeout=10).status_code == 200
+    t.join(30)
+    slow.close()
+    # The server cut the slow client off at its 2 s total (sends fail only once the peer has closed,
+    # a little later).
+    assert closed_after and closed_after[0] < 6, closed_after
+    # A client gone before reading its answer.
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+        data = photos()[0].read_bytes()
+        c.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+    assert requests.post(s.url + "/v1/classify", data=photos()[1].read_bytes(), timeout=10).status_code == 200
+    assert s.proc.poll() is None
+
+
+def test_max_connections_refuses_the_next_with_503(serve):
+    s = serve("--max-connections", "2")
+    held = [socket.create_connection(("127.0.0.1", s.port), timeout=10) for _ in range(2)]
+    time.sleep(0.2)
+    got = raw_request(s.port, b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert got.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in got and b"--max-connections" in got, got
+    for h in held:
+        h.close()
+    deadline = time.monotonic() + 10
+    while requests.get(s.url + "/v2/health/live", timeout=10).status_code != 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert metrics(s.url)[("vit_connections_refused_total", ())] >= 1
+
+
+def test_full_queue_answers_503_with_retry_after(serve):
+    # With --max-delay-ms 3000 and fewer images than a batch waiting, the queue holds still.
+    s = serve("--max-batch", "8", "--max-queue", "8", "--max-delay-ms", "3000")
+    data = photos()[0].read_bytes()
+    codes = []
+    threads = [threading.Thread(target=lambda: codes.append(
+        requests.post(s.url + "/v1/classify", data=data, timeout=60).status_code)) for _ in range(7)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while metrics(s.url)[("vit_queue_depth", ())] < 7:
+        assert time.monotonic() < deadline, "the requests never queued"
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    r = requests.post(s.url + "/v1/classify", files=[("f", ("a.jpg", data)), ("f", ("b.jpg", data))], timeout=60)
+    assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
+    assert "queue is full (8 images, --max-queue)" in r.json()["error"]
+    assert time.monotonic() - t0 < 2  # at once, not after the queued batch ran
+    for t in threads:
+        t.join(60)
+    assert codes == [200] * 7
+
+
+def test_sigterm_answers_every_queued_request_then_exits_0(serve):
+    # A long --max-delay-ms keeps the requests queued when the signal comes.
+    s = serve("--max-delay-ms", "1500", "--max-batch", "16")
+    results = []
+
+    def post(f):
+        results.append(requests.post(s.url + "/v1/classify", data=f.read_bytes(), timeout=60).status_code)
+
+    threads = [threading.Thread(target=post, args=(f,)) for f in photos()[:6]]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while metrics(s.url)[("vit_queue_depth", ())] < 6:
+        assert time.monotonic() < deadline, "the requests never queued"
+        time.sleep(0.02)
+    s.signal(signal.SIGTERM)
+    for t in threads:
+        t.join(60)
+    assert s.wait(60) == 0, s.stderr()
+    assert results == [200] * 6
+    assert "SIGTERM" in s.stderr() and "stopped" in s.stderr()
+    with pytest.raises(requests.ConnectionError):
+        requests.get(s.url + "/v2/health/live", timeout=5)
+
+
+def test_second_sigint_exits_at_once(serve):
+    s = serve("--max-delay-ms", "10000", "--max-batch", "16")
+    def post():  # the server's abrupt exit cuts this request off
+        with pytest.raises(requests.ConnectionError):
+            requests.post(s.url + "/v1/classify", data=photos()[0].read_bytes(), timeout=60)
+
+    t = threading.Thread(target=post, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while metrics(s.url)[("vit_queue_depth", ())] < 1:
+        assert time.monotonic() < deadline, "the request never queued"
+        time.sleep(0.02)
+    s.signal(signal.SIGINT)
+    time.sleep(0.3)
+    assert s.proc.poll() is None  # draining: the queued request waits for its batch
+    t0 = time.monotonic()
+    s.signal(signal.SIGINT)
+    assert s.wait(10) == 130
+    assert time.monotonic() - t0 < 5
+
+
+def test_bad_flags_exit_2(serve):
+    busy = serve()
+    for args, fragment in ((["--port", "70000"], "--port"), (["--max-batch", "32", "--max-queue", "8"], "--max-queue"),
+                           (["--host", "localhost.invalid"], "--host"),
+                           (["--port", str(busy.port)], "cannot listen")):
+        r = subprocess.run([VIT_BINARY, "serve", "-m", str(photos()[0].parents[2] / "models" / NAME), *args],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and fragment in r.stderr, (args, r.stderr)

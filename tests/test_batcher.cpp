@@ -1,0 +1,121 @@
+// vit::Batcher on a tiny random model: each request's answers equal the Classifier's for its images alone,
+// however requests share batches; a request that does not fit the queue is refused at once, queueing
+// nothing; close() answers everything queued; bad options and a wrongly sized tensor are errors.
+#include <gtest/gtest.h>
+#include <stb/stb_image_write.h>  // implementation: stb_image_write.cpp
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "test_util.h"
+#include "vit/batcher.h"
+
+namespace vit::test {
+namespace {
+
+std::string jpeg(int w, int h, uint8_t seed) {
+  std::vector<uint8_t> px(size_t(w * h * 3));
+  for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(i * 7 + seed * 31);
+  std::string out;
+  stbi_write_jpg_to_func([](void* ctx, void* data, int n) { static_cast<std::string*>(ctx)->append((char*)data, size_t(n)); },
+                         &out, w, h, 3, px.data(), 90);
+  return out;
+}
+
+class BatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_tiny_model(dir_.path(), TinySpec{});
+    ClassifierOptions o;
+    o.batch = 4;
+    o.threads = 1;
+    o.keep_logits = true;
+    classifier_ = std::make_unique<Classifier>(dir_.path(), o);
+  }
+  TempDir dir_;
+  std::unique_ptr<Classifier> classifier_;
+};
+
+TEST_F(BatcherTest, AnswersEqualTheClassifierAloneWhateverSharesTheBatch) {
+  std::vector<std::pair<std::string, std::string>> images;
+  for (int i = 0; i < 12; ++i) images.emplace_back("im" + std::to_string(i), jpeg(20 + i, 30, uint8_t(i)));
+  images.emplace_back("broken", "not an image");
+  std::vector<Result> alone;
+  for (const auto& im : images) alone.push_back(classifier_->classify_encoded({im}, 3)[0]);
+  BatcherOptions bo;
+  bo.max_batch = 4;
+  bo.max_delay_ms = 20;  // so that requests from the threads below share batches
+  std::atomic<int64_t> batches{0}, batched{0};
+  Batcher b(*classifier_, bo, [&](const BatchStats& s) { ++batches, batched += s.images; });
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Result> got(images.size());
+  size_t answered = 0;
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < images.size(); ++i)
+    clients.emplace_back([&, i] {
+      ASSERT_TRUE(b.submit({images[i]}, 1 + int(i % 3), [&, i](std::vector<Result> rs) {
+        std::lock_guard<std::mutex> lock(mu);
+        got[i] = rs.at(0);
+        ++answered;
+        cv.notify_all();
+      }));
+    });
+  for (auto& t : clients) t.join();
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return answered == images.size(); }));
+  EXPECT_EQ(batched, int64_t(images.size()));
+  EXPECT_LT(batches, int64_t(images.size()));  // some requests shared a forward pass
+  for (size_t i = 0; i < images.size(); ++i) {
+    EXPECT_EQ(got[i].file, images[i].first);
+    EXPECT_EQ(got[i].error, alone[i].error);
+    ASSERT_EQ(got[i].top.size(), alone[i].error.empty() ? size_t(1 + i % 3) : 0u) << i;
+    for (size_t k = 0; k < got[i].top.size(); ++k) {
+      EXPECT_EQ(got[i].top[k].index, alone[i].top[k].index);
+      EXPECT_NEAR(got[i].top[k].prob, alone[i].top[k].prob, 1e-6);
+    }
+    if (alone[i].error.empty()) EXPECT_LE(max_abs_diff(got[i].logits, alone[i].logits), 1e-5f);
+  }
+}
+
+TEST_F(BatcherTest, AFullQueueRefusesAtOnceAndCloseAnswersWhatWasQueued) {
+  BatcherOptions bo;
+  bo.max_batch = 4;
+  bo.max_queue = 4;
+  bo.max_delay_ms = 10000;  // below max_batch images nothing runs until close(): the queue stays as filled
+  Batcher b(*classifier_, bo);
+  std::atomic<int> answered{0};
+  const std::string im = jpeg(16, 16, 1);
+  auto done = [&](std::vector<Result> rs) { answered += int(rs.size()); };
+  ASSERT_TRUE(b.submit({{"a", im}, {"b", im}}, 1, done));
+  EXPECT_FALSE(b.submit({{"c", im}, {"d", im}, {"e", im}}, 1, done));  // 5 > 4: refused whole
+  EXPECT_EQ(b.queued(), 2);
+  const int64_t per = 3 * 32 * 32;
+  ASSERT_TRUE(b.submit(std::vector<float>(size_t(per), 0.f), 1, [&](std::vector<float> logits, std::string error) {
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(logits.size(), 10u);
+    ++answered;
+  }));
+  EXPECT_FALSE(b.submit({{"e", im}, {"f", im}}, 1, done));
+  EXPECT_EQ(b.queued(), 3);
+  b.close();
+  EXPECT_EQ(answered, 3);
+  EXPECT_FALSE(b.submit({{"g", im}}, 1, done));  // closed
+}
+
+TEST_F(BatcherTest, BadOptionsAndTensorsAreErrors) {
+  BatcherOptions bo;
+  bo.max_batch = 0;
+  expect_error([&] { Batcher b(*classifier_, bo); }, "max_batch must be at least 1");
+  bo.max_batch = 8;
+  bo.max_queue = 4;
+  expect_error([&] { Batcher b(*classifier_, bo); }, "max_queue (4) must hold at least max_batch (8)");
+  Batcher b(*classifier_, BatcherOptions{});
+  expect_error([&] { b.submit(std::vector<float>(5), 1, [](std::vector<float>, std::string) {}); },
+               "5 floats for 1 images of 3072");
+}
+
+}  // namespace
+}  // namespace vit::test
