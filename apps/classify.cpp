@@ -63,11 +63,16 @@ class Output {
       rest["top"] = t;
       std::printf("%s\n", json_line(r.file, rest).c_str());
     } else {
+      // Labels escaped as file names are (a tab would break the column) and padded by the columns a
+      // terminal gives them, so wide (CJK) labels keep the probabilities in line.
       size_t w = 0;
-      for (const auto& p : r.top) w = std::max(w, p.label.size());
+      for (const auto& p : r.top) w = std::max(w, display_width(printable(p.label)));
       if (frame) std::printf("%s@%lld (%.2f s)\n", printable(r.file).c_str(), (long long)r.frame, r.time_s);
       else std::printf("%s\n", printable(r.file).c_str());
-      for (const auto& p : r.top) std::printf("  %-*s  %.4f\n", int(w), p.label.c_str(), double(p.prob));
+      for (const auto& p : r.top) {
+        const std::string label = printable(p.label);
+        std::printf("  %s%s  %.4f\n", label.c_str(), std::string(w - display_width(label), ' ').c_str(), double(p.prob));
+      }
     }
     if (saved_) {
       saved_->add(r.logits.data());
@@ -123,7 +128,7 @@ class Batches {
 
 // Each batch: the library decodes, preprocesses and classifies it; inputs known to be unusable (from
 // the folder walk) get their error line in their place; results are flushed batch by batch.
-int classify_all(const ClassifyOptions& o, Batches& batches, bool missing, const Classifier& c, Output& out) {
+int classify_all(const ClassifyOptions& o, Batches& batches, const Classifier& c, Output& out) {
   const size_t total = batches.known_total();
   Progress progress(total, isatty(STDERR_FILENO) && total > size_t(o.batch) && !o.stats);
   const auto t0 = std::chrono::steady_clock::now();
@@ -171,7 +176,6 @@ int classify_all(const ClassifyOptions& o, Batches& batches, bool missing, const
       std::fprintf(stderr, "%zu of %zu images classified, %zu failed\n", out.classified(), seen, out.failed());
   }
   out.finish();
-  if (missing) return kExitUsage;
   return out.failed() ? kExitSomeFailed : kExitOk;
 }
 
@@ -180,8 +184,7 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   if (o.stdin_paths && !o.paths.empty()) throw Error("--stdin reads the paths from standard input: give no PATH");
   if (!o.stdin_paths && o.paths.empty()) throw Error("no PATH: give image files or folders, or --stdin");
   if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
-  auto missing = std::make_shared<bool>(false);
-  std::vector<Input> inputs = collect_inputs(o.paths, missing.get(), o.videos);
+  std::vector<Input> inputs = collect_inputs(o.paths, o.videos);
   if (!o.save_logits.empty()) {
     std::vector<std::string> files;
     for (const Input& in : inputs) files.push_back(in.file);
@@ -201,7 +204,7 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   auto out = std::make_shared<Output>(o, classifier->classes());
   auto batches = o.stdin_paths ? std::make_shared<Batches>(o.null_separated ? '\0' : '\n', size_t(o.batch))
                                : std::make_shared<Batches>(std::move(inputs), size_t(o.batch));
-  return [o, batches, missing, classifier, out] { return classify_all(o, *batches, *missing, *classifier, *out); };
+  return [o, batches, classifier, out] { return classify_all(o, *batches, *classifier, *out); };
 }
 
 }  // namespace
@@ -227,13 +230,14 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
                 "models were trained without it)");
   CLI::Option* every = add_number_option(cmd, "--every", &o->sampling.every, 1, 1 << 30,
                                          "videos: classify every Nth frame (default: one frame per second of video)");
+  every->default_str("");  // unset means --fps's sampling, not a frame count of 0, which is out of range
   add_number_option(cmd, "--fps", &o->sampling.fps, 0.001, 1000.0,
                     "videos: classify this many frames per second of video (default 1)")
       ->excludes(every);
   cmd->add_flag("--videos", o->videos, "also take videos from folders (videos named as PATH always are)");
   cmd->add_option("PATH", o->paths,
-                  "images (.jpg .jpeg .png .bmp .webp .tif .tiff .jp2 .j2k), videos (.mp4 .mkv .avi .mov .webm) "
-                  "or folders, searched recursively for images (and videos with --videos)");
+                  "images (" + image_extensions() + "), videos (" + video_extensions() +
+                      ") or folders, searched recursively for images (and videos with --videos)");
   cmd->callback([o, prepare] { *prepare = [o] { return prepare_classify(*o); }; });
 }
 

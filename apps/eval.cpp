@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,6 +16,7 @@
 #include "apps/options.h"
 #include "engine/io/text.h"
 #include "apps/inputs.h"
+#include "apps/labels_csv.h"
 #include "apps/output.h"
 #include "models/imagenet_classes.h"
 
@@ -32,13 +32,13 @@ struct EvalOptions {
   std::vector<std::string> paths;
 };
 
-// Where each photo's class comes from: --labels-csv (file,index; the file as given or its name alone),
-// else an ImageNet synset id at the start of its file name or as one of its folders' names.
+// Where each photo's class comes from: --labels-csv (file,index records, labels_csv.h; the file as given
+// or its name alone), else an ImageNet synset id at the start of its file name or as one of its folders' names.
 class Truth {
  public:
   Truth(const std::string& csv, int64_t classes) : classes_(classes) {
     for (int i = 0; i < 1000; ++i) synsets_[kImageNetSynsets[i]] = i;
-    if (!csv.empty()) read_csv(csv);
+    if (!csv.empty()) by_file_ = read_labels_csv(csv, classes);
   }
   // The class index, or -1 with *why set.
   int of(const std::string& file, std::string* why) const {
@@ -65,30 +65,6 @@ class Truth {
   }
 
  private:
-  void read_csv(const std::string& csv) {
-    std::ifstream in(csv);
-    if (!in) throw Error(csv, "cannot open labels file");
-    int line_no = 0;
-    for (std::string line; std::getline(in, line);) {
-      ++line_no;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      const auto comma = line.rfind(',');
-      if (line.empty() || (line_no == 1 && line.rfind("file,", 0) == 0)) continue;  // blank, or a header
-      const std::string where = "line " + std::to_string(line_no);
-      if (comma == std::string::npos) throw Error(csv, where + " is not file,index: " + line);
-      size_t used = 0;
-      long index = -1;
-      try {
-        index = std::stol(line.substr(comma + 1), &used);
-      } catch (const std::exception&) {
-      }
-      if (used == 0 || used != line.size() - comma - 1 || index < 0 || index >= classes_)
-        throw Error(csv, where + ": '" + line.substr(comma + 1) + "' is not a class index (0 to " +
-                             std::to_string(classes_ - 1) + ")");
-      by_file_[line.substr(0, comma)] = int(index);
-    }
-  }
-
   int64_t classes_;
   std::map<std::string, int> synsets_, by_file_;
 };
@@ -145,8 +121,8 @@ void report(const EvalOptions& o, const Classifier& c, const Tally& t, size_t to
   if (!t.failures.empty()) std::fprintf(stderr, "%zu of %zu images failed\n", t.failures.size(), total);
 }
 
-int run_eval(const EvalOptions& o, const std::vector<Input>& inputs, bool missing, const Classifier& c,
-             const Classifier* ref, const Truth& truth) {
+int run_eval(const EvalOptions& o, const std::vector<Input>& inputs, const Classifier& c, const Classifier* ref,
+             const Truth& truth) {
   Tally t;
   Progress progress(inputs.size(), isatty(STDERR_FILENO) && inputs.size() > size_t(o.batch));
   for (size_t first = 0; first < inputs.size(); first += size_t(o.batch)) {
@@ -173,13 +149,11 @@ int run_eval(const EvalOptions& o, const std::vector<Input>& inputs, bool missin
   }
   progress.clear();
   report(o, c, t, inputs.size());
-  if (missing) return kExitUsage;
   return t.failures.empty() ? kExitOk : kExitSomeFailed;
 }
 
 std::function<int()> prepare_eval(const EvalOptions& o) {
-  auto missing = std::make_shared<bool>(false);
-  auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths, missing.get()));
+  auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths));
   ClassifierOptions co = classifier_options(o.model);
   co.batch = o.batch;
   co.keep_logits = o.reference.has_value();
@@ -191,7 +165,7 @@ std::function<int()> prepare_eval(const EvalOptions& o) {
     ref = std::make_shared<Classifier>(load_classifier(o.model, co));
   }
   auto truth = std::make_shared<Truth>(o.labels_csv, c->classes());
-  return [o, inputs, missing, c, ref, truth] { return run_eval(o, *inputs, *missing, *c, ref.get(), *truth); };
+  return [o, inputs, c, ref, truth] { return run_eval(o, *inputs, *c, ref.get(), *truth); };
 }
 
 }  // namespace
@@ -201,7 +175,8 @@ void add_eval_command(CLI::App& app, Prepare* prepare) {
   CLI::App* cmd = app.add_subcommand("eval", "top-1 / top-5 accuracy on labelled photos (and agreement with f32)");
   add_model_options(cmd, &o->model);
   cmd->add_option("--labels-csv", o->labels_csv,
-                  "file,index per line (default: the ImageNet synset id at the start of each file name or in its folders)");
+                  "CSV of file,index records, quoted as spreadsheets write them (default: the ImageNet synset id at the "
+                  "start of each file name or in its folders)");
   cmd->add_option_function<std::string>(
          "--reference",
          [o](const std::string& s) {
@@ -212,7 +187,7 @@ void add_eval_command(CLI::App& app, Prepare* prepare) {
       ->type_name("NAME");
   add_batch_option(cmd, &o->batch);
   cmd->add_flag("--json", o->json, "one JSON object: images, top1, top5, agreement, max/mean |logit difference|");
-  cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for .jpg .jpeg .png .bmp)")
+  cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for " + image_extensions() + ")")
       ->required();
   cmd->callback([o, prepare] { *prepare = [o] { return prepare_eval(*o); }; });
 }

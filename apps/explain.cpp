@@ -75,7 +75,7 @@ class Explainer {
     query_ = c.class_token ? Query::ClassToken : Query::MeanOfRows;
   }
 
-  int run(const std::vector<Input>& inputs, bool missing) {
+  int run(const std::vector<Input>& inputs) {
     const std::vector<std::string> stems = picture_stems(inputs);
     const auto decode = [&](size_t i) {
       const Input& in = inputs[i];
@@ -90,7 +90,6 @@ class Explainer {
     if (failed_ && inputs.size() > 1)
       std::fprintf(stderr, "%zu of %zu images explained, %zu failed\n", explained_, inputs.size(), failed_);
     if (!o_.save_attention.empty()) save_attention();
-    if (missing) return kExitUsage;
     return failed_ ? kExitSomeFailed : kExitOk;
   }
 
@@ -227,8 +226,7 @@ class Explainer {
 // Everything checked before the first image: the paths, the output folder, the attention file, the
 // model and its labels.
 std::function<int()> prepare_explain(ExplainOptions o) {
-  auto missing = std::make_shared<bool>(false);
-  auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths, missing.get()));
+  auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths));
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (!fs::is_directory(o.out)) throw Error(o.out, "cannot create the output folder" + (ec ? ": " + ec.message() : ""));
@@ -241,7 +239,7 @@ std::function<int()> prepare_explain(ExplainOptions o) {
   ViT model = load_model(o.model);
   require_head(model.config().classes, model.source());
   auto explainer = std::make_shared<Explainer>(o, std::move(model));
-  return [inputs, missing, explainer] { return explainer->run(*inputs, *missing); };
+  return [inputs, explainer] { return explainer->run(*inputs); };
 }
 
 }  // namespace
@@ -276,7 +274,7 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
       ->capture_default_str();
   cmd->add_flag("--exif-transpose", o->exif_transpose,
                 "turn images as their EXIF orientation says, as PIL's ImageOps.exif_transpose does (timm does not)");
-  cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for images)")->required();
+  cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for " + image_extensions() + ")")->required();
   cmd->callback([o, prepare] { *prepare = [o] { return prepare_explain(*o); }; });
 }
 

@@ -16,17 +16,18 @@
 
 namespace vit::app {
 
-// PATH arguments in order (the library's find_images), with what the command line adds: a PATH that
-// does not exist sets *missing (exit 2), a folder without images is warned about.
-std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool* missing, bool videos) {
+// PATH arguments in order (the library's find_images), with what the command line adds: a folder without
+// images is warned about. A PATH that does not exist is one input with its error, as a file that cannot
+// be read is (exit 1, the others done, as `cat` does): --stdin cannot check its paths before the work
+// either.
+std::vector<Input> collect_inputs(const std::vector<std::string>& paths, bool videos) {
   std::vector<Input> out;
   for (const auto& p : paths) {
     std::vector<Input> found = find_images({p}, videos);
-    if (found.size() == 1 && found[0].file == p && found[0].error == "no such file or directory") *missing = true;
     std::error_code ec;
     if (found.empty() && std::filesystem::is_directory(p, ec))
-      spdlog::warn("{}: no image files (.jpg .jpeg .png .bmp .webp .tif .tiff .jp2 .j2k){} in this folder", p,
-                   videos ? " or videos (.mp4 .mkv .avi .mov .webm)" : "");
+      spdlog::warn("{}: no image files ({}){} in this folder", p, image_extensions(),
+                   videos ? " or videos (" + video_extensions() + ")" : "");
     out.insert(out.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
   }
   return out;
@@ -38,6 +39,9 @@ bool PathStream::take_record(std::vector<Input>* out) {
   std::string path = buffer_.substr(0, end);
   buffer_.erase(0, end == std::string::npos ? buffer_.size() : end + 1);
   if (sep_ == '\n' && !path.empty() && path.back() == '\r') path.pop_back();
+  // A byte order mark opening the stream (lists written on Windows) is not part of the first name.
+  if (first_ && path.rfind("\xEF\xBB\xBF", 0) == 0) path.erase(0, 3);
+  first_ = false;
   if (!path.empty()) out->push_back({path, ""});
   return true;
 }

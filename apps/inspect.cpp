@@ -1,5 +1,6 @@
 // `vit inspect`: what the engine understood of a model file, without running it: architecture,
-// tokens, parameters, FLOPs per image, storage dtype, preprocessing, and where each setting came from.
+// tokens, parameters, FLOPs per image, storage dtype, the weights at a --precision, preprocessing, and
+// where each setting came from.
 #include <spdlog/fmt/fmt.h>
 
 #include <memory>
@@ -77,6 +78,7 @@ void add_inspect_command(CLI::App& app, Prepare* prepare) {
   cmd->add_option("MODEL", o->model, "a .safetensors file or the folder holding it (default: the DeiT-Tiny folder)");
   cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
   add_img_size_option(cmd, &o->img_size);
+  add_precision_option(cmd, &o->precision);  // the weights as that precision keeps them, and their size
   cmd->callback([o, prepare] {
     *prepare = [o]() -> std::function<int()> {
       auto model = std::make_shared<ViT>(load_model(*o));

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "apps/command.h"
 #include "apps/options.h"
@@ -68,6 +70,15 @@ int unknown_command(const std::string& name, const CLI::App& app) {
 
 int main(int argc, char** argv) {
   using namespace vit::app;
+  // `vit help [COMMAND]` is `vit [COMMAND] --help`, as git, cargo and docker take it.
+  std::vector<char*> args(argv, argv + argc);
+  static char help_flag[] = "--help";
+  if (argc >= 2 && std::string(argv[1]) == "help") {
+    args.erase(args.begin() + 1);
+    args.push_back(help_flag);
+    argc = int(args.size());
+    argv = args.data();
+  }
   CLI::App app{"vit: Vision Transformer image classification on the CPU (oneDNN)"};
   app.require_subcommand(1);
   app.fallthrough();  // -v works after the subcommand too

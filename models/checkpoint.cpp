@@ -1,6 +1,10 @@
 // Name tables from timm's ViT names to Hugging Face's and torchvision's, and checked tensor access.
 #include "checkpoint.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <regex>
 
@@ -120,6 +124,12 @@ Checkpoint::Tensor Checkpoint::take(const std::string& timm_name, const std::vec
   for (const auto& n : names) {
     used_.insert(n);
     std::vector<float> part = st_->to_f32(n);
+    // A NaN or infinite weight makes every answer NaN: loaded still (a model is the user's to judge), but
+    // named now, where the cause can be seen, rather than only in results that are not numbers.
+    const size_t bad = size_t(std::count_if(part.begin(), part.end(), [](float v) { return !std::isfinite(v); }));
+    if (bad)
+      spdlog::warn("{}: tensor {} holds {} value(s) that are not finite (NaN or infinity): the model's answers will "
+                   "not be numbers", path(), n, bad);
     if (values.empty()) values = std::move(part);
     else values.insert(values.end(), part.begin(), part.end());
   }

@@ -1,6 +1,7 @@
 // vit::Classifier (include/vit/vit.h): a loaded ViT, its labels, and a pool of Plans. Each call checks
 // out Plans of its own, so calls from several threads run side by side; inputs go through the batch
 // runner (runner.h), which decodes on all threads and runs the good ones of each batch together.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -32,6 +33,11 @@ struct Classifier::Impl {
     Result r;
     r.file = name;
     const int64_t C = model.config().classes;
+    // No ranking of NaNs: a model with non-finite weights (warned about at load) answers nothing.
+    if (!std::all_of(logits, logits + C, [](float v) { return std::isfinite(v); })) {
+      r.error = "the model's logits are not numbers (NaN or infinity): its weights hold non-finite values";
+      return r;
+    }
     for (const Scored& s : top_k(logits, C, topk)) r.top.push_back({s.index, labels[size_t(s.index)], s.prob});
     if (opt.keep_logits) r.logits.assign(logits, logits + C);
     return r;
@@ -93,8 +99,11 @@ struct Classifier::Impl {
 
 Classifier::Classifier(const std::string& model, const ClassifierOptions& options) {
   check_batch_size(options.batch);
-  if (options.max_pixels < 1) throw Error("max_pixels must be positive, got " + std::to_string(options.max_pixels));
-  if (options.threads < 0) throw Error("threads must be 0 (all cores) or more, got " + std::to_string(options.threads));
+  if (options.max_pixels < 1) throw ArgumentError("max_pixels must be positive, got " + std::to_string(options.max_pixels));
+  if (options.threads < 0) throw ArgumentError("threads must be 0 (all cores) or more, got " + std::to_string(options.threads));
+  if (options.img_size < 0 || options.img_size > kMaxInputSize)
+    throw ArgumentError("image size " + std::to_string(options.img_size) + " is out of range (0 for the model's own, or 1 to " +
+                        std::to_string(kMaxInputSize) + ")");
   const int threads = options.threads > 0 ? usable_threads(options.threads) : max_threads();
   set_threads(threads);
   impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);

@@ -22,10 +22,21 @@ std::string lower_extension(const fs::path& p) {
   return ext;
 }
 
-bool is_image_name(const fs::path& p) {
-  static const std::set<std::string> kImages{".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".jp2", ".j2k"};
-  return kImages.count(lower_extension(p)) != 0;
+// The one list of each, in the order help texts show them.
+const std::vector<std::string> kImageExtensions{".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".jp2", ".j2k"};
+const std::vector<std::string> kVideoExtensions{".mp4", ".mkv", ".avi", ".mov", ".webm"};
+
+bool listed(const std::vector<std::string>& list, const std::string& ext) {
+  return std::find(list.begin(), list.end(), ext) != list.end();
 }
+
+std::string joined(const std::vector<std::string>& list) {
+  std::string out;
+  for (const std::string& e : list) out += (out.empty() ? "" : " ") + e;
+  return out;
+}
+
+bool is_image_name(const fs::path& p) { return listed(kImageExtensions, lower_extension(p)); }
 
 // Appends dir's image files (and videos, with `videos`), sorted, recursing into sub-folders (each real
 // folder once, so symlink loops end). Entries named like images that cannot be images (a folder, a
@@ -60,10 +71,10 @@ void walk_folder(const fs::path& dir, bool videos, std::set<std::pair<dev_t, ino
 
 }  // namespace
 
-bool is_video_name(const std::string& path) {
-  static const std::set<std::string> kVideos{".mp4", ".mkv", ".avi", ".mov", ".webm"};
-  return kVideos.count(lower_extension(path)) != 0;
-}
+bool is_video_name(const std::string& path) { return listed(kVideoExtensions, lower_extension(path)); }
+
+std::string image_extensions() { return joined(kImageExtensions); }
+std::string video_extensions() { return joined(kVideoExtensions); }
 
 std::vector<ImagePath> find_images(const std::vector<std::string>& paths, bool videos) {
   std::vector<ImagePath> out;
@@ -71,7 +82,8 @@ std::vector<ImagePath> find_images(const std::vector<std::string>& paths, bool v
     std::error_code ec;
     const auto st = fs::status(p, ec);
     if (ec || !fs::exists(st)) {
-      out.push_back({p, "no such file or directory"});
+      const bool link = fs::is_symlink(fs::symlink_status(p, ec));
+      out.push_back({p, link ? "broken symbolic link" : "no such file or directory"});
     } else if (fs::is_directory(st)) {
       std::set<std::pair<dev_t, ino_t>> seen;
       walk_folder(p, videos, &seen, &out);

@@ -57,7 +57,7 @@ int usable_threads(int requested) {
 
 void check_batch_size(int64_t B) {
   if (B < 1 || B > kMaxBatch)
-    throw Error("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
+    throw ArgumentError("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
 }
 
 ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision) {
@@ -341,12 +341,12 @@ struct ViT::PlanBuilder {
   // A block's LayerNorm of x into h, then a linear layer on h: for an int8 layer one step normalizes
   // and quantizes (h is still written, for taps).
   void norm_linear(const std::string& norm_name, const LayerNormWeights& ln, const std::string& name,
-                   const LinearWeights& lw, float* dst) {
+                   const LinearWeights& lw, float* dst, LinearOutput out = LinearOutput::F32) {
     const int64_t B = layout.B, T = m.cfg_.tokens();
     if (lw.precision == Precision::Int8) {
       add(norm_quantize_step(norm_name, ln, lw, B, T, a().x, a().h, a().linear));
       tap(norm_name, a().h, B * T * ln.D);
-      return add(linear_steps(name, lw, B, T, a().h, dst, a().linear, LinearInput::Quantized));
+      return add(linear_steps(name, lw, B, T, a().h, dst, a().linear, LinearInput::Quantized, out));
     }
     add(layer_norm_step(norm_name, ln, B * T, a().x, a().h));
     tap(norm_name, a().h, B * T * ln.D);
@@ -386,9 +386,14 @@ struct ViT::PlanBuilder {
       add(attention_steps(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
                           scores + first * H * T * T * int64_t(layout.keep_attention), a().attn + first * T * D));
     linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
-    norm_linear(p + ".norm2", w.norm2, p + ".mlp.fc1", w.fc1, a().mlp);
+    // On int8's per-row grid, fc1's pass after its product also quantizes its rows for fc2.
+    const LinearOutput fc1_out = can_quantize_for(w.fc1, w.fc2) ? LinearOutput::Quantized : LinearOutput::F32;
+    norm_linear(p + ".norm2", w.norm2, p + ".mlp.fc1", w.fc1, a().mlp, fc1_out);
     tap(p + ".mlp.fc1_gelu", a().mlp, BT * c.mlp);
-    linear(p + ".mlp.fc2", w.fc2, T, a().mlp, a().x);
+    if (fc1_out == LinearOutput::Quantized)
+      add(linear_steps(p + ".mlp.fc2", w.fc2, B, T, a().mlp, a().x, a().linear, LinearInput::Quantized));
+    else
+      linear(p + ".mlp.fc2", w.fc2, T, a().mlp, a().x);
     tap(p, a().x, BT * D);
   }
 

@@ -415,10 +415,12 @@ void name_family(const std::string& arch, ViTConfig* c) {
 void validate(const ViTConfig& c, const std::string& where, const std::string& file, bool img_size_given) {
   if (c.heads <= 0 || c.width % c.heads != 0)
     throw Error(where, std::to_string(c.heads) + " heads do not divide width " + std::to_string(c.width));
+  if (img_size_given && c.img_h() % c.patch)  // the caller's size, not the model's: an argument error
+    throw ArgumentError("image size " + std::to_string(c.img_h()) + " is not a multiple of the model's patch size " +
+                        std::to_string(c.patch));
   if (c.img_h() % c.patch || c.img_w() % c.patch)
-    throw Error(img_size_given ? "--img-size" : where, "input size " + std::to_string(c.img_h()) + "x" +
-                                                           std::to_string(c.img_w()) +
-                                                           " is not a multiple of the patch size " + std::to_string(c.patch));
+    throw Error(where, "input size " + std::to_string(c.img_h()) + "x" + std::to_string(c.img_w()) +
+                           " is not a multiple of the patch size " + std::to_string(c.patch));
   if (c.pool == Pool::Map && !c.attn_pool_mlp)
     throw Error(file, "global_pool 'map' needs an attention-pool head, and the checkpoint has no attn_pool");
   if (c.pool == Pool::Token && !c.class_token)

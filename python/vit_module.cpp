@@ -5,13 +5,18 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "vit/batcher.h"
 #include "vit/vit.h"
 
 namespace py = pybind11;
@@ -34,12 +39,14 @@ py::str fs_str(const std::string& s) {
 
 std::string type_name(const py::handle& h) { return py::str(py::type::handle_of(h).attr("__name__")); }
 
-// A str or os.PathLike (pathlib.Path) as a path; `what` names the argument in the error.
+// A str, bytes or os.PathLike (pathlib.Path) as a path, as os.fsdecode takes them; bytes are the file
+// system's own. `what` names the argument in the error.
 std::string path_arg(const py::handle& h, const std::string& what) {
-  if (!py::isinstance<py::str>(h) && !py::hasattr(h, "__fspath__"))
-    throw py::type_error(what + " must be a str or os.PathLike, got " + type_name(h));
+  if (!py::isinstance<py::str>(h) && !py::isinstance<py::bytes>(h) && !py::hasattr(h, "__fspath__"))
+    throw py::type_error(what + " must be a str, bytes or os.PathLike, got " + type_name(h));
   py::object s = py::module_::import("os").attr("fspath")(h);
-  if (!py::isinstance<py::str>(s)) throw py::type_error(what + " must give a str path, got " + type_name(s));
+  if (py::isinstance<py::bytes>(s)) return std::string(PyBytes_AS_STRING(s.ptr()), size_t(PyBytes_GET_SIZE(s.ptr())));
+  if (!py::isinstance<py::str>(s)) throw py::type_error(what + " must give a str or bytes path, got " + type_name(s));
   return fs_bytes(s);
 }
 
@@ -114,7 +121,7 @@ auto interruptible(const Call& call) {
   }
 }
 
-vit::Classifier make_classifier(const py::handle& model, const std::string& precision, int threads,
+vit::Classifier make_classifier(const py::object& model, const std::string& precision, int threads,
                                 const py::object& labels, int img_size, int batch, const py::object& config,
                                 int64_t max_pixels, bool exif_transpose) {
   vit::ClassifierOptions o;
@@ -122,6 +129,15 @@ vit::Classifier make_classifier(const py::handle& model, const std::string& prec
     o.precision = vit::precision_from_name(precision);
   } catch (const vit::Error& e) {
     throw py::value_error(e.what());
+  }
+  // More threads than cores: the engine uses the cores, and says so through Python's warnings, which a
+  // program can filter or turn into errors (the engine's own log line would bypass them).
+  const int cores = omp_get_num_procs();
+  if (threads > cores) {
+    const std::string why = std::to_string(threads) + " threads asked for, but this machine has " +
+                            std::to_string(cores) + " cores: using " + std::to_string(cores);
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, why.c_str(), 1) != 0) throw py::error_already_set();
+    threads = cores;
   }
   o.threads = threads;
   if (!labels.is_none()) o.labels = path_arg(labels, "labels");
@@ -135,7 +151,7 @@ vit::Classifier make_classifier(const py::handle& model, const std::string& prec
   return vit::Classifier(path, o);
 }
 
-py::list classify(const vit::Classifier& c, const py::handle& paths, int topk) {
+py::list classify(const vit::Classifier& c, const py::object& paths, int topk) {
   check_topk(topk);
   std::vector<std::string> p;
   for (const py::object& h : items(paths, "classify: paths"))
@@ -145,7 +161,7 @@ py::list classify(const vit::Classifier& c, const py::handle& paths, int topk) {
 
 // A video's sampled frames -> one dict per frame (with 'frame' and 'time_s'), then one {'file', 'error'}
 // when the video could not be opened or stopped early.
-py::list classify_video(const vit::Classifier& c, const py::handle& path, int every, double fps, int topk) {
+py::list classify_video(const vit::Classifier& c, const py::object& path, int every, double fps, int topk) {
   check_topk(topk);
   if (every < 0) throw py::value_error("classify_video: every must be 1 or more (0: sample by fps), got " + std::to_string(every));
   if (every == 0 && !(fps > 0 && std::isfinite(fps)))
@@ -160,13 +176,13 @@ py::list classify_video(const vit::Classifier& c, const py::handle& path, int ev
   return to_dicts(all);
 }
 
-// (name, bytes or bytearray) pairs, as Spark's binaryFile source hands them over; fn names the caller.
-std::vector<std::pair<std::string, std::string>> encoded_images(const py::handle& images, const std::string& fn) {
+// A list of (name, bytes or bytearray) pairs as the library takes them; `what` names the argument.
+std::vector<std::pair<std::string, std::string>> encoded_items(const py::handle& images, const std::string& what) {
   std::vector<std::pair<std::string, std::string>> in;
-  for (const py::object& h : items(images, fn + ": images")) {
-    const std::string what = fn + ": images[" + std::to_string(in.size()) + "]";
+  for (const py::object& h : items(images, what)) {
+    const std::string item = what + "[" + std::to_string(in.size()) + "]";
     if (!(py::isinstance<py::tuple>(h) || py::isinstance<py::list>(h)) || py::len(h) != 2)
-      throw py::type_error(what + " must be a (name, bytes) pair, got " + type_name(h));
+      throw py::type_error(item + " must be a (name, bytes) pair, got " + type_name(h));
     const py::object name = h[py::int_(0)], data = h[py::int_(1)];
     std::string bytes;
     if (py::isinstance<py::bytes>(data)) {
@@ -174,20 +190,42 @@ std::vector<std::pair<std::string, std::string>> encoded_images(const py::handle
     } else if (PyByteArray_Check(data.ptr())) {
       bytes.assign(PyByteArray_AS_STRING(data.ptr()), size_t(PyByteArray_GET_SIZE(data.ptr())));
     } else {
-      throw py::type_error(what + ": the image must be bytes or bytearray, got " + type_name(data));
+      throw py::type_error(item + ": the image must be bytes or bytearray, got " + type_name(data));
     }
-    in.emplace_back(path_arg(name, what + ": the name"), std::move(bytes));
+    in.emplace_back(path_arg(name, item + ": the name"), std::move(bytes));
   }
   return in;
 }
 
-py::list classify_encoded(const vit::Classifier& c, const py::handle& images, int topk) {
+py::list classify_encoded(const vit::Classifier& c, const py::object& images, int topk) {
   check_topk(topk);
-  const auto in = encoded_images(images, "classify_encoded");
+  const std::vector<std::pair<std::string, std::string>> in = encoded_items(images, "classify_encoded: images");
   return to_dicts(interruptible([&](const vit::BetweenBatches& between) { return c.classify_encoded(in, topk, between); }));
 }
 
-py::array_t<float> logits(const vit::Classifier& c, const py::handle& images) {
+// vit.Batcher: classify_encoded calls from many Python threads, run together as vit::Batcher batches.
+struct PyBatcher {
+  py::object classifier;  // keeps the Classifier alive while the Batcher uses it
+  std::unique_ptr<vit::Batcher> batcher;
+};
+
+py::list batcher_classify_encoded(PyBatcher& pb, const py::object& images, int topk) {
+  check_topk(topk);
+  std::vector<std::pair<std::string, std::string>> in = encoded_items(images, "classify_encoded: images");
+  if (in.empty()) return py::list();
+  std::vector<vit::Result> r;
+  {
+    py::gil_scoped_release unlocked;  // the batching thread never takes the GIL
+    std::promise<std::vector<vit::Result>> answer;
+    std::future<std::vector<vit::Result>> got = answer.get_future();
+    if (!pb.batcher->submit(std::move(in), topk, [&answer](std::vector<vit::Result> rs) { answer.set_value(std::move(rs)); }))
+      throw std::runtime_error("Batcher.classify_encoded: the queue is full (max_queue images waiting) or closed");
+    r = got.get();
+  }
+  return to_dicts(r);
+}
+
+py::array_t<float> logits(const vit::Classifier& c, const py::object& images) {
   const vit::ModelInfo m = c.info();
   const std::string want = "float32 [B, 3, " + std::to_string(m.input_height) + ", " + std::to_string(m.input_width) + "]";
   if (!py::isinstance<py::array>(images))
@@ -209,7 +247,7 @@ py::array_t<float> logits(const vit::Classifier& c, const py::handle& images) {
   return to_array(out, {py::ssize_t(n), py::ssize_t(m.classes)});
 }
 
-py::array_t<float> preprocess(const vit::Classifier& c, const py::handle& path) {
+py::array_t<float> preprocess(const vit::Classifier& c, const py::object& path) {
   const std::string p = path_arg(path, "preprocess: path");
   const vit::ModelInfo m = c.info();
   std::vector<float> out;
@@ -222,7 +260,7 @@ py::array_t<float> preprocess(const vit::Classifier& c, const py::handle& path) 
 
 // vit::find_images: the files `vit classify` would classify for these paths, as dicts {"file"} or
 // {"file", "error"}.
-py::list find_images(const py::handle& paths, bool videos) {
+py::list find_images(const py::object& paths, bool videos) {
   std::vector<std::string> p;
   for (const py::object& h : items(paths, "find_images: paths"))
     p.push_back(path_arg(h, "find_images: paths[" + std::to_string(p.size()) + "]"));
@@ -280,7 +318,7 @@ py::dict embed(const vit::Classifier& c, const py::handle& paths, bool head, boo
 }
 
 py::dict embed_encoded(const vit::Classifier& c, const py::handle& images, bool head, bool tokens, bool normalize) {
-  const auto in = encoded_images(images, "embed_encoded");
+  const auto in = encoded_items(images, "embed_encoded: images");
   const vit::EmbedOptions o{head, tokens, normalize};
   const auto r = interruptible([&](const vit::BetweenBatches& between) { return c.embed_encoded(in, o, between); });
   return embed_dict(c, r, o);
@@ -320,22 +358,26 @@ PYBIND11_MODULE(vit, m) {
   m.doc() = "ViT image classification on the CPU (oneDNN), preprocessing and logits as timm's.";
   m.attr("__version__") = VIT_VERSION;
 
-  // vit.Error carries the engine's message: a model, config or labels file that cannot be used, an
-  // option out of range. Its message may name a file that is not UTF-8, hence the file system decoding.
+  // vit.Error carries the engine's message: a model, config or labels file that cannot be used; an option
+  // out of range, or not suiting the model, is a ValueError. Its message may name a file that is not UTF-8, hence the file system decoding.
   static py::exception<vit::Error> error(m, "Error", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const vit::ArgumentError& e) {  // a bad option value: Python's usual exception for it
+      PyErr_SetObject(PyExc_ValueError, fs_str(e.what()).ptr());
     } catch (const vit::Error& e) {
       PyErr_SetObject(error.ptr(), fs_str(e.what()).ptr());
     }
   });
 
-  m.def("find_images", &find_images, py::arg("paths"), py::kw_only(), py::arg("videos") = false,
-        "Image files and folders -> the files `vit classify` would classify, in its order: a folder gives its\n"
-        ".jpg .jpeg .png .bmp .webp .tif .tiff .jp2 .j2k files (any case), and with videos=True its .mp4 .mkv\n"
-        ".avi .mov .webm files, recursively, sorted by name. One dict per file: {'file'}, or {'file', 'error'}\n"
-        "for a path that does not exist or an entry that cannot be an image.");
+  // The extensions from the code that walks the folders, so the docstring cannot drift from it.
+  static const std::string find_images_doc =
+      "Image files and folders (str, bytes or os.PathLike) -> the files `vit classify` would classify, in its\n"
+      "order: a folder gives its " + vit::image_extensions() + " files (any case), and with videos=True its\n" +
+      vit::video_extensions() + " files, recursively, sorted by name. One dict per file: {'file'}, or\n"
+      "{'file', 'error'} for a path that does not exist, a broken symbolic link or an entry that cannot be an image.";
+  m.def("find_images", &find_images, py::arg("paths"), py::kw_only(), py::arg("videos") = false, find_images_doc.c_str());
 
   const vit::ClassifierOptions defaults;
   py::class_<vit::Classifier>(m, "Classifier",
@@ -350,7 +392,9 @@ PYBIND11_MODULE(vit, m) {
            py::arg("threads") = defaults.threads, py::arg("labels") = py::none(), py::arg("img_size") = defaults.img_size,
            py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
            py::arg("exif_transpose") = defaults.exif_transpose,
-           "model: a .safetensors file or the folder holding model.safetensors (and config.json).\n"
+           "model: a .safetensors file or the folder holding model.safetensors (and config.json); paths are str,\n"
+           "bytes or os.PathLike. Options out of range (or not suiting the model) raise ValueError; more threads\n"
+           "than cores warn (RuntimeWarning) and use the cores.\n"
            "precision: 'f32', 'bf16' or 'int8'; threads: 0 for all cores; labels: a file, one per line;\n"
            "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
            "overriding the one beside the weights; max_pixels: larger images are refused from their header;\n"
@@ -378,15 +422,48 @@ PYBIND11_MODULE(vit, m) {
       .def("preprocess", &preprocess, py::arg("path"),
            "An image file as the model is fed it: float32 ndarray [3, H, W] (timm's eval transform).")
       .def_property_readonly("config", &config, "What the engine understood of the model, as `vit inspect` prints it.")
-      .def_property_readonly("labels", [](const vit::Classifier& c) {
-        py::list out;
-        for (const std::string& l : c.labels()) out.append(fs_str(l));
-        return out;
-      })
-      .def_property_readonly("classes", &vit::Classifier::classes)
+      .def_property_readonly(
+          "labels",
+          [](const vit::Classifier& c) {
+            py::list out;
+            for (const std::string& l : c.labels()) out.append(fs_str(l));
+            return out;
+          },
+          "The class names, a list of str indexed by class: the labels file given, else the checkpoint's own,\n"
+          "else ImageNet-1k's for a 1000-class head, else 'class_<i>'.")
+      .def_property_readonly("classes", &vit::Classifier::classes,
+                             "The number of classes the model's head gives (the length of labels).")
       .def("__repr__", [](const vit::Classifier& c) {
         const vit::ModelInfo m = c.info();
         return py::str("<vit.Classifier {!r}: {}, {} classes, {}>")
             .format(fs_str(m.file), m.arch.empty() ? "ViT" : m.arch, m.classes, m.precision);
       });
+
+  const vit::BatcherOptions batcher_defaults;
+  py::class_<PyBatcher>(m, "Batcher",
+                        "Dynamic batching over a Classifier, as `vit serve` runs it: classify_encoded calls from many\n"
+                        "threads wait in one bounded queue and run together, a forward pass as soon as the last ends.")
+      .def(py::init([](py::object classifier, int max_batch, int max_delay_ms, int max_queue) {
+             vit::BatcherOptions o;
+             o.max_batch = max_batch;
+             o.max_delay_ms = max_delay_ms;
+             o.max_queue = max_queue;
+             if (!py::isinstance<vit::Classifier>(classifier))
+               throw py::type_error("Batcher: classifier must be a vit.Classifier, got " + type_name(classifier));
+             const vit::Classifier& c = classifier.cast<const vit::Classifier&>();
+             auto b = std::make_unique<vit::Batcher>(c, o);
+             return PyBatcher{std::move(classifier), std::move(b)};
+           }),
+           py::arg("classifier"), py::kw_only(), py::arg("max_batch") = batcher_defaults.max_batch,
+           py::arg("max_delay_ms") = batcher_defaults.max_delay_ms, py::arg("max_queue") = batcher_defaults.max_queue,
+           "classifier: a Classifier made with batch >= max_batch (else a batch runs as several passes);\n"
+           "max_batch: images per pass at most; max_delay_ms: extra wait for a fuller batch; max_queue: images\n"
+           "waiting at most (past it, classify_encoded raises RuntimeError at once).")
+      .def("classify_encoded", &batcher_classify_encoded, py::arg("images"), py::arg("topk") = 5,
+           "As Classifier.classify_encoded, the images queued with other threads' and run in their batch.")
+      .def_property_readonly("queued", [](const PyBatcher& pb) { return pb.batcher->queued(); }, "Images waiting.")
+      .def("close", [](PyBatcher& pb) {
+        py::gil_scoped_release unlocked;
+        pb.batcher->close();
+      }, "Refuses new calls and answers the queued ones.");
 }

@@ -11,7 +11,7 @@ $sudo apt-get install -y -q --no-install-recommends \
   g++ cmake ninja-build make pkg-config curl ca-certificates \
   libdnnl-dev ocl-icd-opencl-dev libjpeg-dev libstb-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libgtest-dev \
   clang libclang-rt-14-dev libomp-14-dev python3-torch python3-torchvision \
-  libopencv-dev libavutil-dev zlib1g-dev python3-pil python3-dev python3-numpy python3-pybind11 python3-pytest python3-venv \
+  libopencv-dev libavutil-dev libwebp-dev libcsv-dev zlib1g-dev python3-pil python3-dev python3-numpy python3-pybind11 python3-pytest python3-venv \
   libboost-dev python3-requests python3-prometheus-client wrk openjdk-17-jre-headless
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build

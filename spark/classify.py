@@ -18,6 +18,16 @@ def usage_error(message):
     sys.exit(2)
 
 
+DEFAULT_MODEL = "weights/deit_tiny_patch16_224.fb_in1k"
+
+
+def default_model():
+    """The default model from any folder: the current folder's weights/, else the repository's."""
+    if os.path.exists(DEFAULT_MODEL):
+        return DEFAULT_MODEL
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), DEFAULT_MODEL)
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="spark-classify",
@@ -29,7 +39,9 @@ def parse_args(argv):
     p.add_argument("--list", metavar="FILE", help="a file of image paths, one per line (added to INPUT)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (Spark's part files)")
     p.add_argument("--master", default="local[2]", help="Spark master URL (default: local[2])")
-    p.add_argument("--model", default="weights/deit_tiny_patch16_224.fb_in1k", help="model folder or .safetensors")
+    p.add_argument("--model", default=default_model(),
+                   help=f"model folder or .safetensors (default: {DEFAULT_MODEL} in the current folder, else in "
+                   "this repository, as the vit command finds it)")
     p.add_argument("--topk", type=int, default=5, help="classes per image (default: 5)")
     p.add_argument("--precision", default="f32", choices=["f32", "bf16", "int8"], help="default: f32")
     p.add_argument("--batch", type=int, default=8, help="images per forward pass (default: 8)")

@@ -150,6 +150,17 @@ def test_folder_glob_takes_what_find_images_takes(tmp_path):
     assert taken == globbed and "x.webp" in taken and "x.gif" not in taken
 
 
+def test_default_model_is_found_from_another_folder(tmp_path):
+    """Run from elsewhere without --model: the repository's default model is loaded (then the missing input
+    ends the run, before Spark starts), not weights/ under the current folder."""
+    require((REPO / "weights" / "deit_tiny_patch16_224.fb_in1k").is_dir(),
+            "the default model is missing from weights/ (weights/get_default_model.sh fetches it)")
+    run = subprocess.run([str(JOB), "--out", str(tmp_path / "o"), str(tmp_path / "absent")], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert run.returncode == 2, run.stderr
+    assert "absent: no such file or folder" in run.stderr, run.stderr
+
+
 def test_usage_errors_exit_2_before_any_work(inputs, tmp_path):
     paths, _ = inputs
     (tmp_path / "exists").mkdir()

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The CMake package as users take it in (CTest label cli):
-#   package_test.sh install BUILD  `cmake --install BUILD` into a temporary prefix, tests/consumer built
-#                                  against it with find_package, and run: it must label the tench "tench",
-#                                  as JPEG and as WebP (through the installed OpenCV plugin)
+#   package_test.sh install BUILD  `cmake --install BUILD` into a temporary prefix, the installed tree then
+#                                  moved elsewhere, tests/consumer built against it there with
+#                                  find_package, and run: it must label the tench "tench", as JPEG and as
+#                                  WebP, through the OpenCV plugin of the moved package (not the build
+#                                  folder's, nor one named by VIT_OPENCV_PLUGIN_DIR)
 #   package_test.sh subproject     tests/subproject configured with its own build type and flags, taking vit
 #                                  in with add_subdirectory: vit compiles with the parent's flags and none of
 #                                  its tests or its Python module are built (configured only: compiling the
@@ -27,8 +29,11 @@ quiet() {
 }
 
 install_test() {
-  local build="$1" prefix="$tmp/prefix"
-  quiet "$cmake" --install "$build" --prefix "$prefix"
+  local build="$1" prefix="$tmp/moved/prefix"
+  quiet "$cmake" --install "$build" --prefix "$tmp/installed"
+  # A package is relocatable: what it says about itself follows it to wherever it is unpacked.
+  mkdir -p "$tmp/moved"
+  mv "$tmp/installed" "$prefix"
   [ "$(cd "$prefix/include" && find . -type f | sort | tr '\n' ' ')" = "./vit/error.h ./vit/limits.h ./vit/precision.h ./vit/vit.h " ] ||
     fail "installed headers are not exactly vit/vit.h, vit/error.h, vit/limits.h and vit/precision.h: $(cd "$prefix/include" && find . -type f)"
   # Two shared objects: OpenCV's plugins (WebP, TIFF, JPEG 2000; video), never the Python module.
@@ -57,13 +62,18 @@ install_test() {
   label="$("$tmp/consumer/consumer" "$model" "$photo")" || fail "the consumer failed"
   [ "$label" = tench ] || fail "the consumer printed '$label' for $photo, expected 'tench'"
   echo "the consumer printed '$label' for $photo"
-  # The same photo as WebP, read through the installed plugin (VIT_OPENCV_PLUGIN_DIR: the prefix is not
-  # the one the package was configured for).
+  # The same photo as WebP, read through the plugin of the moved package: the program says where that is
+  # (glibc's LD_DEBUG=files names each library loaded), and the build folder's plugin, which the engine
+  # also knows of, is not the one taken.
   /usr/bin/python3 -c "import sys; from PIL import Image; Image.open(sys.argv[1]).save(sys.argv[2], lossless=True)" \
     "$photo" "$tmp/tench.webp" || fail "Debian's python3 with PIL could not write a WebP"
-  label="$(VIT_OPENCV_PLUGIN_DIR="$plugins" "$tmp/consumer/consumer" "$model" "$tmp/tench.webp")" ||
-    fail "the consumer failed on a WebP with the installed plugin"
+  label="$(env -u VIT_OPENCV_PLUGIN_DIR LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/ld" \
+           "$tmp/consumer/consumer" "$model" "$tmp/tench.webp")" || fail "the consumer failed on a WebP"
   [ "$label" = tench ] || fail "the consumer printed '$label' for the WebP, expected 'tench'"
+  local loaded
+  loaded="$(cat "$tmp"/ld.* | grep -o 'file=[^ ]*libvit_opencv_image\.so' | sort -u | sed 's/^file=//')"
+  [ "$loaded" = "$plugins/libvit_opencv_image.so" ] ||
+    fail "the WebP plugin loaded was '$loaded', expected the moved package's $plugins/libvit_opencv_image.so"
   echo "the consumer printed '$label' for the WebP, through the plugin in $plugins"
 }
 

@@ -79,3 +79,45 @@ bmp("p8_short.bmp", 8, [(255, 0, 0), (0, 255, 0)], list(range(256)))
 bmp("p4_short.bmp", 4, [(255, 0, 0), (0, 255, 0), (10, 20, 200)], list(range(16)))
 bmp("p1_short.bmp", 1, [(200, 30, 40)], [0, 1, 1])
 bmp("p8_full.bmp", 8, [(i, 255 - i, i // 2) for i in range(256)], list(range(256)))
+# Animated WebP: PIL gives the first frame (libwebp's animation decoder), opaque and with transparency.
+frames = [src, src.rotate(180), src.transpose(Image.FLIP_LEFT_RIGHT)]
+save("anim.webp", frames[0], save_all=True, append_images=frames[1:], duration=100, lossless=True)
+alpha = src.convert("RGBA")
+alpha.putalpha(Image.linear_gradient("L").resize((w, h)))
+save("anim_rgba.webp", alpha, save_all=True, append_images=[src.convert("RGBA")], duration=80, quality=70)
+# TIFF beyond 8 bits: mode F (32-bit floats, beyond 0..255 and fractional: PIL clips and truncates),
+# 16-bit RGB (PIL takes the high byte), 16-bit gray (PIL clips at 255; we take the high byte, as for
+# 16-bit PNG: NAME.rgb16 holds that instead), and 3-channel floats, which PIL cannot read.
+floats = Image.new("F", (w, h))
+floats.putdata([(x * 7.3 - 80.0) + y * 0.37 for y in range(h) for x in range(w)])
+save("float.tif", floats)
+def tiff(name, bits, bands, fmt, samples):
+    """An uncompressed little-endian TIFF: bits per sample, bands, SampleFormat (1 uint, 3 float)."""
+    data = b"".join(struct.pack("<" + {(16, 1): "H", (32, 3): "f"}[(bits, fmt)], v) for v in samples)
+    entries = [(256, 4, 1, w), (257, 4, 1, h), (258, 3, bands, "bps"), (259, 3, 1, 1), (262, 3, 1, 2 if bands == 3 else 1),
+               (273, 4, 1, "data"), (277, 3, 1, bands), (278, 4, 1, h), (279, 4, 1, len(data)), (339, 3, bands, "fmt")]
+    ifd_size = 2 + 12 * len(entries) + 4
+    extra_at = 8 + ifd_size
+    bps, fmts = struct.pack("<%dH" % bands, *[bits] * bands), struct.pack("<%dH" % bands, *[fmt] * bands)
+    where = {"bps": extra_at, "fmt": extra_at + len(bps), "data": extra_at + len(bps) + len(fmts)}
+    ifd = struct.pack("<H", len(entries))
+    for tag, typ, count, value in entries:
+        if value in ("bps", "fmt") and bands == 1:
+            ifd += struct.pack("<HHIHH", tag, typ, count, bits if value == "bps" else fmt, 0)
+        elif isinstance(value, str):
+            ifd += struct.pack("<HHII", tag, typ, count, where[value])
+        elif typ == 3:
+            ifd += struct.pack("<HHIHH", tag, typ, count, value, 0)
+        else:
+            ifd += struct.pack("<HHII", tag, typ, count, value)
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(b"II*\0" + struct.pack("<I", 8) + ifd + struct.pack("<I", 0) + bps + fmts + data)
+samples16 = [rng.randint(0, 65535) for _ in range(w * h * 3)]
+tiff("rgb16.tif", 16, 3, 1, samples16)
+with Image.open(os.path.join(out, "rgb16.tif")) as back:
+    dump("rgb16.tif", back.convert("RGB"))
+gray16 = [rng.randint(0, 65535) for _ in range(w * h)]
+tiff("gray16.tif", 16, 1, 1, gray16)
+with open(os.path.join(out, "gray16.tif.rgb16"), "wb") as f:
+    f.write(b"%d %d\n" % (w, h) + bytes(v >> 8 for v in gray16 for _ in range(3)))
+tiff("rgb_float.tif", 32, 3, 3, [rng.uniform(0, 1) for _ in range(w * h * 3)])

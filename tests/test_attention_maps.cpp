@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/explain/attention_maps.h"
+#include "engine/explain/picture.h"
 #include "test_util.h"
 
 namespace vit::test {
@@ -91,6 +92,26 @@ TEST(AttentionMaps, QueryAttentionIsTheClassRowPerHead) {
 TEST(AttentionMaps, NoPatchesIsAnError) {
   const std::vector<float> a(4, 0.5f);
   expect_error([&] { attention_rollout({a.data()}, 1, 2, 2, Query::ClassToken); }, "leave no patch");
+}
+
+// A photo of extreme proportions keeps them, centred on a picture with room for its caption; an ordinary
+// one is drawn at its own proportions, as large as --size allows.
+TEST(AttentionPictures, ExtremeProportionsGetAMinimumSize) {
+  const std::vector<float> heat(4, 0.5f);
+  const auto draw = [&](int w, int h, int max_side) {
+    Image photo;
+    photo.width = w;
+    photo.height = h;
+    photo.rgb.assign(size_t(w) * size_t(h) * 3, 200);
+    const Rect window{0, 0, double(std::min(w, h)), double(std::min(w, h))};
+    const Image out = draw_attention(photo, window, {heat.data(), 2, 2}, "tench  0.70", max_side);
+    EXPECT_EQ(out.rgb.size(), size_t(out.width) * size_t(out.height) * 3);
+    return std::make_pair(out.width, out.height);
+  };
+  EXPECT_EQ(draw(10000, 50, 1024), std::make_pair(1024, 96));
+  EXPECT_EQ(draw(50, 10000, 1024), std::make_pair(320, 1024));
+  EXPECT_EQ(draw(10000, 50, 64), std::make_pair(64, 64));  // never past max_side
+  EXPECT_EQ(draw(800, 600, 400), std::make_pair(400, 300));
 }
 
 }  // namespace

@@ -9,10 +9,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "cli_util.h"
+#include "model_files.h"
 #include "engine/io/safetensors.h"
+#include "engine/io/text.h"
 
 namespace vit::test {
 namespace {
@@ -96,11 +99,77 @@ TEST_F(Cli, UnwritableLogitsFileIsRefusedBeforeAnyWork) {
   EXPECT_NE(r.err.find("/nonexistent/dir/l.safetensors: cannot create a file in its folder"), std::string::npos) << r.err;
 }
 
-TEST_F(Cli, MissingPathIsUsageError) {
-  const Result r = run_vit("classify " + model() + " /nonexistent/cat.jpg " + images_.file("a.jpg"));
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("/nonexistent/cat.jpg: no such file or directory"), std::string::npos) << r.err;
-  EXPECT_NE(r.out.find("a.jpg"), std::string::npos);  // the good image is still classified
+// A PATH that does not exist, or a broken symbolic link named on the command line, is one input that
+// failed, as in a folder and as --stdin must have it (it cannot check before the work): its error line,
+// the others done, exit 1. The same in classify, eval and explain.
+TEST_F(Cli, MissingPathIsOneFailedInput) {
+  TempDir links;
+  std::filesystem::create_symlink(links.file("gone.jpg"), links.file("broken.jpg"));
+  const std::string bad = " /nonexistent/cat.jpg " + links.file("broken.jpg") + " ";
+  const auto expect_errors = [&](const Result& r, const std::string& what) {
+    EXPECT_EQ(r.code, 1) << what << ": " << r.err;
+    EXPECT_NE(r.err.find("/nonexistent/cat.jpg: no such file or directory"), std::string::npos) << what << ": " << r.err;
+    EXPECT_NE(r.err.find(links.file("broken.jpg") + ": broken symbolic link"), std::string::npos) << what << ": " << r.err;
+  };
+  Result r = run_vit("classify " + model() + bad + images_.file("a.jpg"));
+  expect_errors(r, "classify");
+  EXPECT_NE(r.out.find("a.jpg"), std::string::npos);  // the good image is classified
+  r = run_vit("classify " + model() + " --json" + bad + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 1);
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_EQ(lines[1]["error"], "broken symbolic link");
+  EXPECT_TRUE(lines[2].contains("top"));
+  write_file(links.file("list"), links.file("broken.jpg") + "\n");
+  r = run_vit("classify " + model() + " --stdin --json < " + links.file("list"));
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("broken symbolic link"), std::string::npos) << r.out;
+  TempDir out;
+  r = run_vit("explain " + model() + " --out " + out.path() + bad + images_.file("a.jpg"));
+  expect_errors(r, "explain");
+  EXPECT_TRUE(std::filesystem::is_regular_file(out.file("a.attention.png")));
+  write_file(out.file("labels.csv"), "a.jpg,0\n");
+  r = run_vit("eval " + model() + " --labels-csv " + out.file("labels.csv") + bad + images_.file("a.jpg"));
+  expect_errors(r, "eval");
+  EXPECT_NE(r.out.find("1 of 3 images evaluated"), std::string::npos) << r.out;
+}
+
+// Text output lines the probabilities up by terminal columns, not bytes (CJK labels take two a
+// character), and escapes a tab in a label as file names are escaped.
+TEST_F(Cli, TextOutputPadsByDisplayWidthAndEscapesTabs) {
+  std::string labels;
+  const char* names[] = {"\xe9\x87\x91\xe9\xad\x9a", "tench", "with\ttab", "x", "caf\xc3\xa9",
+                         "\xe3\x82\xb3\xe3\x82\xa4", "a", "b", "c", "d"};
+  for (const char* n : names) labels += std::string(n) + "\n";
+  write_file(model_.file("wide.txt"), labels);
+  const Result r = run_vit("classify " + model() + " --labels " + model_.file("wide.txt") + " -k 10 " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("with\\x09tab"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\t'), std::string::npos) << r.out;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::getline(lines, line);  // the file name
+  std::set<size_t> columns;
+  while (std::getline(lines, line)) columns.insert(display_width(line.substr(0, line.rfind("  ") + 2)));
+  EXPECT_EQ(columns.size(), 1u) << r.out;
+}
+
+// A model with a NaN weight loads (with a warning naming the tensor), and its answers say they are not
+// numbers: an error per image and exit 1, never a label ranked among NaNs.
+TEST_F(Cli, NanWeightIsNamedAtLoadAndAnswersAreErrors) {
+  TempDir nan_model;
+  TensorMap t = tiny_vit_tensors(TinySpec{}, 1);
+  t.at("blocks.1.mlp.fc2.weight").second[5] = std::nanf("");
+  write_tensors(nan_model.file("model.safetensors"), t);
+  std::filesystem::copy_file(model_.file("config.json"), nan_model.file("config.json"));
+  const Result r = run_vit("classify --model " + nan_model.path() + " --json " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("warning: " + nan_model.file("model.safetensors") +
+                       ": tensor blocks.1.mlp.fc2.weight holds 1 value(s) that are not finite"), std::string::npos) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  EXPECT_FALSE(lines[0].contains("top")) << lines[0];
+  EXPECT_NE(lines[0]["error"].get<std::string>().find("logits are not numbers"), std::string::npos) << lines[0];
 }
 
 TEST_F(Cli, UnusableModelIsUsageError) {
@@ -195,6 +264,9 @@ TEST_F(Cli, InspectSaysWhatItUnderstoodAndWhereFrom) {
                            "input size     --img-size", "FLOPs/image"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   EXPECT_NE(r.out.find("  heads          " + model_.file("config.json") + "\n"), std::string::npos) << r.out;
+  r = run_vit("inspect " + model_.path() + " --precision int8");  // the weights as int8 keeps them
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("precision      int8, weights"), std::string::npos) << r.out;
   r = run_vit("inspect " + images_.file("a.jpg"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(images_.file("a.jpg") + ": "), std::string::npos) << r.err;
@@ -277,6 +349,31 @@ TEST_F(Cli, EvalScoresALabelledFolder) {
   r = run_vit("eval " + model() + " " + images_.file("a.jpg"));  // no synset in the name, no CSV
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("no ImageNet synset id"), std::string::npos) << r.err;
+}
+
+// --labels-csv is CSV as spreadsheets write it: quoted fields (a comma or a quote inside one), CRLF
+// lines, a header; a file listed twice with two classes, a record that is not two fields or broken
+// quoting is refused before any work, naming the line.
+TEST_F(Cli, EvalLabelsCsvIsRealCsvAndRefusesContradictions) {
+  TempDir dir;
+  std::filesystem::copy_file(images_.file("a.jpg"), dir.file("we,ird \"one\".jpg"));
+  write_file(dir.file("quoted.csv"), "\"file\",\"index\"\r\n\"we,ird \"\"one\"\".jpg\",\"3\"\r\nc.bmp,3\r\n\"c.bmp\",3\r\n");
+  Result r = run_vit("eval " + model() + " --json --labels-csv " + dir.file("quoted.csv") + " '" +
+                     dir.file("we,ird \"one\".jpg") + "' " + images_.file("c.bmp"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["images"], 2) << r.out;
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"a.jpg,1\nb.PNG,2\na.jpg,4\n", "line 3: a.jpg is class 4 here, but class 1 on line 1"},
+      {"a.jpg,1,2\n", "line 1 is not file,index (3 fields)"},
+      {"a.jpg,1\n\"b.PNG,2\n", "line 2: not CSV"},
+  };
+  for (const auto& [csv, want] : bad) {
+    write_file(dir.file("bad.csv"), csv);
+    r = run_vit("eval " + model() + " --labels-csv " + dir.file("bad.csv") + " " + images_.file("a.jpg"));
+    EXPECT_EQ(r.code, 2) << csv;
+    EXPECT_NE(r.err.find("bad.csv: " + want), std::string::npos) << csv << ": " << r.err;
+    EXPECT_EQ(r.out, "");
+  }
 }
 
 // vit explain on the tiny model: one picture per image explained (a stem met twice gets -2), the broken

@@ -161,6 +161,15 @@ TEST_F(Cli, CommandLineAnswersLikeFamiliarTools) {
   for (const char* shown : {"-k,--topk INT=5", "-b,--batch INT=8", "-m,--model", "-t,--threads INT=0",
                             "--max-pixels INT=100000000", "--precision NAME:{f32,bf16,int8}=f32"})
     EXPECT_NE(r.out.find(shown), std::string::npos) << shown << "\n" << r.out;
+  // --every has no frame count by default (--fps samples): no "=0" that the flag itself would refuse.
+  EXPECT_NE(r.out.find("--every INT "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--every INT="), std::string::npos) << r.out;
+  // `vit help [COMMAND]`, as git, cargo and docker take it.
+  EXPECT_EQ(run_vit("help classify").out, r.out);
+  const Result help = run_vit("help"), flag = run_vit("--help");
+  EXPECT_EQ(help.code, 0) << help.err;
+  EXPECT_EQ(help.out, flag.out);
+  EXPECT_NE(help.out.find("inspect"), std::string::npos) << help.out;
   r = run_vit("classify " + model() + " " + images_.file("a.jpg") + " -v");  // -v after the subcommand
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("debug: "), std::string::npos) << r.err;
@@ -204,6 +213,23 @@ TEST_F(Cli, StdinStreamsResultsAsPathsArrive) {
   ASSERT_EQ(nl.size(), 2u);
   EXPECT_TRUE(nl[0].contains("top"));
   EXPECT_TRUE(nl[1].contains("error"));
+}
+
+// A list written on Windows: a UTF-8 byte order mark before the first name and CRLF line ends, neither
+// part of a name. A BOM later in the stream is part of that name (a file may be named so).
+TEST_F(Cli, StdinListWithByteOrderMarkAndCrlf) {
+  TempDir t;
+  write_file(t.file("list"), "\xEF\xBB\xBF" + images_.file("a.jpg") + "\r\n" + images_.file("b.PNG") + "\r\n\xEF\xBB\xBF" +
+                                 images_.file("c.bmp") + "\r\n");
+  const Result r = run_vit("classify " + model() + " --stdin --json < " + t.file("list"));
+  EXPECT_EQ(r.code, 1) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_EQ(lines[0]["file"], images_.file("a.jpg"));
+  EXPECT_TRUE(lines[0].contains("top")) << lines[0];
+  EXPECT_TRUE(lines[1].contains("top")) << lines[1];
+  EXPECT_EQ(lines[2]["file"], "\xEF\xBB\xBF" + images_.file("c.bmp"));
+  EXPECT_EQ(lines[2]["error"], "cannot open: No such file or directory") << lines[2];
 }
 
 // The progress bar as a terminal shows it: each redraw (between carriage returns) fits in the

@@ -77,6 +77,23 @@ TEST_F(PilImages, OpenCvFormatsDecodeToPilsPixels) {
                       "rgba.tif", "lossless.jp2"});
 }
 
+// Beyond OpenCV's own reading: an animated WebP's first frame (opaque, and lossy with transparency), a
+// float TIFF (PIL's mode F, clipped and truncated to 8 bits), 16-bit RGB TIFF (PIL's high byte).
+TEST_F(PilImages, AnimatedWebpFloatAnd16BitTiffDecodeToPilsPixels) {
+  expect_pils_pixels({"anim.webp", "anim_rgba.webp", "float.tif", "rgb16.tif"});
+}
+
+// 16-bit gray TIFF keeps its picture as 16-bit PNG does (the high byte), where PIL clips it at 255 (see
+// the README); 3-channel float TIFF, which PIL cannot open, is refused saying what it holds.
+TEST_F(PilImages, Gray16TiffTakesTheHighByteAndFloatRgbTiffIsRefused) {
+  const Image ours = decode_image_file(file("gray16.tif"));
+  const Image want = pil_pixels(file("gray16.tif.rgb16"));
+  ASSERT_EQ(ours.width, want.width);
+  EXPECT_TRUE(ours.rgb == want.rgb);
+  expect_error([&] { decode_image_file(file("rgb_float.tif")); },
+               "TIFF of 3 channels of 32-bit floating-point samples: not supported");
+}
+
 // Binary PGM/PPM (our reader, pnm.h): PIL's own files, other maxvals with samples above them, 16-bit
 // samples (16-bit gray clipped at 255 as PIL's mode I is), comments inside the header.
 TEST_F(PilImages, PnmDecodesToPilsPixels) {

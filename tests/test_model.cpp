@@ -399,7 +399,7 @@ TEST(TinyModel, ImgSizeResamplesThePositionTable) {
   const auto images = random_vector(size_t(2 * 3 * 48 * 48), rng);
   const auto out = run(m, images, 2);
   for (float v : out) EXPECT_TRUE(std::isfinite(v));
-  expect_load_error(d.path(), "--img-size: input size 50x50 is not a multiple of the patch size 8", "", 50);
+  expect_load_error(d.path(), "image size 50 is not a multiple of the model's patch size 8", "", 50);
 }
 
 TEST(LoaderErrors, MissingModel) {

@@ -41,6 +41,9 @@ namespace {
 constexpr int kReadableSide = 448;  // smaller photos are enlarged to this (longer side), so text stays legible
 constexpr double kHeatWeight = 0.55;  // of the colour map where it is blended over the photo
 constexpr double kDim = 0.35;         // brightness left to the part of the photo the model did not see
+// The smallest picture drawn (within max_side): room for a readable caption whatever the photo's
+// proportions. A 10000x50 photo at 1024 pixels is 5 pixels high; it is centred on a black canvas.
+constexpr int kMinWidth = 320, kMinHeight = 96;
 
 cv::Mat as_mat(const Image& img) {
   return cv::Mat(img.height, img.width, CV_8UC3, const_cast<uint8_t*>(img.rgb.data()));
@@ -145,6 +148,12 @@ Image draw_attention(const Image& photo, const Rect& window, const Heat& heat, c
     const cv::Mat colours = heat_colours(heat, win.width, win.height);
     cv::Mat dst = out(inside);
     cv::addWeighted(canvas(inside), 1 - kHeatWeight, colours(inside - win.tl()), kHeatWeight, 0, dst);
+  }
+  const int min_w = std::min(kMinWidth, max_side), min_h = std::min(kMinHeight, max_side);
+  if (out.cols < min_w || out.rows < min_h) {
+    cv::Mat padded(std::max(out.rows, min_h), std::max(out.cols, min_w), CV_8UC3, cv::Scalar::all(0));
+    out.copyTo(padded(cv::Rect((padded.cols - out.cols) / 2, (padded.rows - out.rows) / 2, out.cols, out.rows)));
+    out = padded;
   }
   put_caption(out, caption);
   return to_image(out);

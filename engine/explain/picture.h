@@ -27,7 +27,8 @@ struct Heat {
 // The whole photo, its longer side scaled to at most max_side (small photos are enlarged to a readable
 // size, within max_side): inside the window the map, upsampled bicubically, blended over the photo in
 // the inferno colour map; outside it, the photo dimmed; the caption (ASCII; other bytes show as '?')
-// on a dark band at the bottom.
+// on a dark band at the bottom. A photo of extreme proportions is centred on a black picture of at
+// least 320x96 (within max_side), so the caption has room.
 Image draw_attention(const Image& photo, const Rect& window, const Heat& heat, const std::string& caption,
                      int max_side);
 

@@ -15,15 +15,21 @@
 #include "engine/image/opencv_plugin.h"
 #include "vit/error.h"
 
+// Defined (cmake/vit_package.cpp) in a program built against an installed package: the folder of that
+// package's plugins, as found when the program was configured. Absent in our own binaries.
+extern "C" __attribute__((weak)) const char vit_package_plugin_dir[];
+
 namespace vit {
 namespace {
 
-// Where a plugin may be: VIT_OPENCV_PLUGIN_DIR names the folder outright; else beside the binary holding
-// this code (the vit program, a program linking the library, the Python module), where `cmake --install`
-// puts them, and where this build put them.
+// Where a plugin may be: VIT_OPENCV_PLUGIN_DIR names the folder outright; else the installed package's
+// folder (the engine is a static library, so the program linking it says where the package is), beside
+// the binary holding this code (the vit program, the Python module), where `cmake --install` put them
+// when the prefix was known at configure time, and where this build put them.
 std::vector<std::string> plugin_dirs() {
   if (const char* p = std::getenv("VIT_OPENCV_PLUGIN_DIR"); p && *p) return {p};
   std::vector<std::string> out;
+  if (vit_package_plugin_dir) out.push_back(vit_package_plugin_dir);
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(&plugin_dirs), &info) && info.dli_fname) {
     std::string self = info.dli_fname;
@@ -36,6 +42,12 @@ std::vector<std::string> plugin_dirs() {
   }
   out.push_back(VIT_OPENCV_PLUGIN_INSTALL_DIR);
   out.push_back(VIT_OPENCV_PLUGIN_BUILD_DIR);
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& dirs) {
+  std::string out;
+  for (const std::string& d : dirs) out += (out.empty() ? "" : ", ") + d;
   return out;
 }
 
@@ -77,8 +89,8 @@ const T& plugin(const char* file, const char* symbol, const std::string& name, c
   });
   if (!api)
     throw Error(name, std::string("reading ") + what + " needs OpenCV's plugin " + file + ", which " +
-                          (failure.empty() ? "is not installed (looked beside the program, in " VIT_OPENCV_PLUGIN_INSTALL_DIR
-                                             " and " VIT_OPENCV_PLUGIN_BUILD_DIR "; VIT_OPENCV_PLUGIN_DIR names the folder)"
+                          (failure.empty() ? "is not installed (looked in " + joined(plugin_dirs()) +
+                                                 "; VIT_OPENCV_PLUGIN_DIR names the folder)"
                                            : "could not be loaded: " + failure));
   return *api;
 }

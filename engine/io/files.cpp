@@ -27,7 +27,13 @@ const char* kind_of(mode_t m) {
 InputFile::InputFile(const std::string& path) : path_(path) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
   fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd_ < 0) throw Error(path, std::string("cannot open: ") + std::strerror(errno));
+  if (fd_ < 0) {
+    const int e = errno;
+    struct stat link{};
+    // A symbolic link to nothing says so, as a folder walk does (find_images), not "no such file".
+    if (e == ENOENT && ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) throw Error(path, "broken symbolic link");
+    throw Error(path, std::string("cannot open: ") + std::strerror(e));
+  }
   struct stat st{};
   if (::fstat(fd_, &st) != 0) {
     const int e = errno;

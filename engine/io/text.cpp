@@ -1,6 +1,9 @@
 // Lossless escaping of file names; see text.h.
 #include "engine/io/text.h"
 
+#include <locale.h>
+#include <wchar.h>
+
 #include <cstdint>
 #include <cstdio>
 
@@ -29,7 +32,35 @@ std::string hex_escape(const char* fmt, unsigned v) {
   return buf;
 }
 
+// The code point of the valid n-byte sequence at s[i].
+char32_t decode(const std::string& s, size_t i, size_t n) {
+  static const uint8_t kLead[] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+  char32_t c = uint8_t(s[i]) & kLead[n];
+  for (size_t k = 1; k < n; ++k) c = (c << 6) | (uint8_t(s[i + k]) & 0x3F);
+  return c;
+}
+
 }  // namespace
+
+size_t display_width(const std::string& text) {
+  // A locale of our own for this thread only: setlocale() would change the whole program's.
+  static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t(0));
+  const locale_t before = utf8 ? uselocale(utf8) : locale_t(0);
+  size_t width = 0;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_length(text, i);
+    if (n == 0) {  // not UTF-8: a byte a column, as printable() would show it escaped
+      ++width;
+      ++i;
+      continue;
+    }
+    const int w = utf8 ? ::wcwidth(wchar_t(decode(text, i, n))) : 1;
+    width += size_t(w < 0 ? 1 : w);
+    i += n;
+  }
+  if (utf8) uselocale(before);
+  return width;
+}
 
 std::string json_string(const std::string& bytes) {
   std::string out = "\"";

@@ -9,4 +9,9 @@ namespace vit {
 std::string json_string(const std::string& bytes);  // with its quotes
 std::string printable(const std::string& bytes);
 
+// The columns a terminal gives valid UTF-8 text (printable()'s output, say): two for East Asian wide
+// characters, none for combining marks, one for the rest; glibc's wcwidth in C.UTF-8, whatever the
+// program's locale.
+size_t display_width(const std::string& text);
+
 }  // namespace vit

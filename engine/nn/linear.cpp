@@ -271,8 +271,10 @@ Step add_step(const std::string& name, int64_t rows, int64_t N, const float* out
 // (acc - zero * colsum[n]) * w_scale[n] * scale + bias[n], then GELU, then written or added into dst.
 // The products may sit in dst itself (an s32 is the size of an f32): each vector is read before it
 // is written.
+// LinearOutput::Quantized: each row, once written, is also quantized on its own grid into the scratch
+// for the next int8 layer, while it is in L1 (its grid replaces this layer's in scale and zero).
 Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t rows, const void* products,
-                     float* dst, const LinearScratch& s) {
+                     float* dst, const LinearScratch& s, LinearOutput out) {
   const int64_t N = lw.N;
   const Epilogue ep = lw.epilogue;
   const float* w_scale = lw.w_scale.data();
@@ -283,6 +285,14 @@ Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t r
     parallel_for(rows, [&](int64_t r) {
       k.dequantize(static_cast<const int32_t*>(products) + r * N, N, s.zero[r], colsum, w_scale, s.scale[r], bias,
                    row_activation(ep), ep == Epilogue::AddToDst, dst + r * N);
+      if (out == LinearOutput::Quantized) {
+        float lo, hi;
+        k.range(dst + r * N, N, &lo, &hi);
+        const Affine a = activation_affine(lo, hi);
+        s.scale[r] = a.scale;
+        s.zero[r] = a.zero;
+        k.quantize(dst + r * N, N, 1.f / a.scale, float(a.zero), s.input + r * N);
+      }
     });
   });
 }
@@ -318,7 +328,8 @@ std::vector<Step> fused_int8_steps(const std::string& name, const LinearWeights&
 // giving exact s32 sums, then dequantize_step. An image's logits do not depend on its batch: integer
 // sums are exact, and every grid is the row's own.
 std::vector<Step> batched_int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                                     const float* src, float* dst, const LinearScratch& s, LinearInput in) {
+                                     const float* src, float* dst, const LinearScratch& s, LinearInput in,
+                                     LinearOutput out) {
   const auto pd = layer_pd(lw.form, lw, lw.w.get_desc(), B * T);
   // The products go to dst when the epilogue overwrites it, else to the scratch rows.
   void* products = lw.epilogue == Epilogue::AddToDst ? static_cast<void*>(s.out) : static_cast<void*>(dst);
@@ -331,7 +342,7 @@ std::vector<Step> batched_int8_steps(const std::string& name, const LinearWeight
              {DNNL_ARG_DST, view(pd.dst_desc(), products)}};
   st.flops = 2.0 * double(B * T) * double(lw.K) * double(lw.N);
   steps.push_back(std::move(st));
-  steps.push_back(dequantize_step(name + ".dequantize", lw, B * T, products, dst, s));
+  steps.push_back(dequantize_step(name + ".dequantize", lw, B * T, products, dst, s, out));
   return steps;
 }
 
@@ -444,6 +455,11 @@ LinearWeights make_linear(Arena& store, const float* weight, const float* bias, 
   throw Error("internal: unknown precision");
 }
 
+bool can_quantize_for(const LinearWeights& lw, const LinearWeights& next) {
+  return lw.int8_path == Int8Path::Batched && lw.epilogue != Epilogue::AddToDst &&
+         next.int8_path == Int8Path::Batched && next.K == lw.N;
+}
+
 Step norm_quantize_step(const std::string& name, const LayerNormWeights& ln, const LinearWeights& lw, int64_t B,
                         int64_t T, const float* src, float* h, const LinearScratch& s) {
   if (lw.precision != Precision::Int8 || ln.D != lw.K)
@@ -487,10 +503,13 @@ void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64
 }
 
 std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                               const float* src, float* dst, const LinearScratch& scratch, LinearInput in) {
+                               const float* src, float* dst, const LinearScratch& scratch, LinearInput in,
+                               LinearOutput out) {
   const int64_t M = B * T;
   if (in == LinearInput::Quantized && lw.precision != Precision::Int8)
     throw Error(name, "internal: a quantized input given to a layer that is not int8");
+  if (out == LinearOutput::Quantized && (lw.int8_path != Int8Path::Batched || lw.epilogue == Epilogue::AddToDst))
+    throw Error(name, "internal: only a batched int8 layer that writes its output can quantize it");
   switch (lw.precision) {
     case Precision::F32:
       return {float_step(name, lw, M, src, dst)};
@@ -504,7 +523,7 @@ std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw,
       return {std::move(convert), float_step(name, lw, M, scratch.input, dst)};
     }
     case Precision::Int8:
-      if (lw.int8_path == Int8Path::Batched) return batched_int8_steps(name, lw, B, T, src, dst, scratch, in);
+      if (lw.int8_path == Int8Path::Batched) return batched_int8_steps(name, lw, B, T, src, dst, scratch, in, out);
       return fused_int8_steps(name, lw, B, T, src, dst, scratch, in);
   }
   throw Error("internal: unknown precision");

@@ -86,13 +86,19 @@ void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64
 // Where a layer's input is: f32 rows at src, or (int8 only) already quantized into the scratch by
 // norm_quantize_step.
 enum class LinearInput { F32, Quantized };
+// What a layer leaves: f32 rows at dst, or (an int8 layer on the Batched path, before another) those
+// rows and also their quantization for the next layer's per-row grid in the scratch, made in the same
+// sweep (fc1's dequantize + bias + GELU + quantize for fc2); the next layer then takes
+// LinearInput::Quantized. can_quantize_for says when.
+enum class LinearOutput { F32, Quantized };
+bool can_quantize_for(const LinearWeights& lw, const LinearWeights& next);
 
 // dst [B*T, N] = epilogue(src [B*T, K] x W^T + b), rows in images of T rows, the epilogue the layer
 // was made with. F32: one matmul, bias and epilogue fused. BF16: src converted to bf16, then the matmul.
 // Int8: the steps of its path (Int8Path above). Never a reference kernel: throws if there is none else.
 std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
                                const float* src, float* dst, const LinearScratch& scratch = {},
-                               LinearInput in = LinearInput::F32);
+                               LinearInput in = LinearInput::F32, LinearOutput out = LinearOutput::F32);
 
 // For an int8 layer whose input is LayerNorm(src [B*T, K]): the LayerNorm into h (as oneDNN's, within
 // rounding) and its quantization for the layer's path in one step, each row's range taken as it is

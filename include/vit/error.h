@@ -19,6 +19,12 @@ struct Error : std::runtime_error {
   std::string problem_;
 };
 
+// An option's value that cannot be used (out of range, or not suiting the model): the caller's mistake,
+// as the Python module's ValueError says.
+struct ArgumentError : Error {
+  using Error::Error;
+};
+
 // A call stopped early because its caller asked it to (a vit::BetweenBatches hook returned false).
 struct Interrupted : Error {
   using Error::Error;

@@ -44,6 +44,11 @@ std::vector<ImagePath> find_images(const std::vector<std::string>& paths, bool v
 // Whether a path names a video, by its extension: .mp4 .mkv .avi .mov .webm, any case.
 bool is_video_name(const std::string& path);
 
+// The extensions find_images takes from folders, as help texts print them: ".jpg .jpeg ... .j2k" and
+// ".mp4 ... .webm".
+std::string image_extensions();
+std::string video_extensions();
+
 struct ClassifierOptions {
   Precision precision = Precision::F32;
   int threads = 0;                   // threads for decoding and inference (0: all cores)
@@ -121,7 +126,8 @@ struct ModelInfo {
 class Classifier {
  public:
   // model: a .safetensors file or the folder holding model.safetensors (and config.json). Throws
-  // vit::Error when the model, the config, the labels or the options cannot be used.
+  // vit::Error when the model, the config or the labels cannot be used, vit::ArgumentError (a vit::Error)
+  // when an option is out of range or does not suit the model (img_size not a multiple of its patch).
   explicit Classifier(const std::string& model, const ClassifierOptions& options = {});
   ~Classifier();
   Classifier(Classifier&&) noexcept;

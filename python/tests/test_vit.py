@@ -246,7 +246,7 @@ def test_video_frames_classify_as_their_images(tiny, tiny_classifier, tmp_path):
         tiny_classifier.classify_video(clip, fps=-1)
     with pytest.raises(ValueError, match="topk must be at least 1"):
         tiny_classifier.classify_video(clip, topk=0)
-    with pytest.raises(TypeError, match="must be a str or os.PathLike, got int"):
+    with pytest.raises(TypeError, match="must be a str, bytes or os.PathLike, got int"):
         tiny_classifier.classify_video(3)
 
 
@@ -314,7 +314,7 @@ def test_bad_arguments_raise_clearly(tiny, tiny_classifier):
         c.classify(str(tiny[1][0]))
     with pytest.raises(TypeError, match="must be a list, got int"):
         c.classify(3)
-    with pytest.raises(TypeError, match=r"paths\[1\] must be a str or os.PathLike, got int"):
+    with pytest.raises(TypeError, match=r"paths\[1\] must be a str, bytes or os.PathLike, got int"):
         c.classify([str(tiny[1][0]), 7])
     for topk in (0, -1):
         with pytest.raises(ValueError, match=f"topk must be at least 1, got {topk}"):
@@ -327,14 +327,53 @@ def test_bad_arguments_raise_clearly(tiny, tiny_classifier):
         c.classify_encoded([("a", "not bytes")])
     with pytest.raises(ValueError, match="precision 'f16' is not one of f32, bf16, int8"):
         vit.Classifier(str(tiny[0]), precision="f16")
-    with pytest.raises(vit.Error, match="batch size 0 is out of range"):
-        vit.Classifier(str(tiny[0]), batch=0)
-    with pytest.raises(vit.Error, match="threads must be 0"):
-        vit.Classifier(str(tiny[0]), threads=-1)
+    # Options out of range, or not suiting the model: ValueError, in the library's words, not the CLI's flags.
+    for kwargs, message in [({"batch": 0}, "batch size 0 is out of range"),
+                            ({"max_pixels": 0}, "max_pixels must be positive, got 0"),
+                            ({"threads": -1}, "threads must be 0"),
+                            ({"img_size": -16}, r"image size -16 is out of range \(0 for the model's own"),
+                            ({"img_size": 36}, "image size 36 is not a multiple of the model's patch size 8")]:
+        with pytest.raises(ValueError, match=message) as e:
+            vit.Classifier(str(tiny[0]), **kwargs)
+        assert "--" not in str(e.value), e.value
+        assert not isinstance(e.value, vit.Error), kwargs
     with pytest.raises(vit.Error, match="labels.txt"):
         vit.Classifier(str(tiny[0]), labels=str(tiny[0] / "labels.txt"))
     with pytest.raises(TypeError):
         vit.Classifier(str(tiny[0]), "f32")  # options are keywords only
+
+
+def test_bytes_paths_are_taken_as_os_fsdecode_takes_them(tiny, tiny_classifier):
+    model, good, _ = tiny
+    by_str = tiny_classifier.classify([str(good[0])])
+    by_bytes = tiny_classifier.classify([os.fsencode(good[0])])
+    assert by_bytes == by_str and "top" in by_bytes[0]
+    c = vit.Classifier(os.fsencode(model), threads=1)
+    assert c.classify([os.fsencode(good[0])])[0]["top"] == by_str[0]["top"]
+    assert vit.find_images([os.fsencode(good[0])]) == [{"file": str(good[0])}]
+    np.testing.assert_array_equal(c.preprocess(os.fsencode(good[0])), c.preprocess(good[0]))
+
+
+def test_too_many_threads_warn_through_python_warnings(tiny):
+    with pytest.warns(RuntimeWarning, match=r"1000 threads asked for, but this machine has \d+ cores: using"):
+        c = vit.Classifier(str(tiny[0]), threads=1000)
+    assert "top" in c.classify([str(tiny[1][0])])[0]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a program may make it an error
+        with pytest.raises(RuntimeWarning):
+            vit.Classifier(str(tiny[0]), threads=1000)
+
+
+def test_properties_and_methods_are_documented_without_pybind_internals():
+    for name in ("labels", "classes", "config"):
+        doc = getattr(vit.Classifier, name).__doc__
+        assert doc and len(doc) > 20, (name, doc)
+    for f in (vit.Classifier.__init__, vit.Classifier.classify, vit.Classifier.classify_encoded,
+              vit.Classifier.classify_video, vit.Classifier.logits, vit.Classifier.preprocess, vit.find_images,
+              vit.Classifier.labels.fget, vit.Classifier.classes.fget):
+        assert "handle" not in f.__doc__, f.__doc__
+    assert ".webp" in vit.find_images.__doc__ and ".j2k" in vit.find_images.__doc__
 
 
 # ---- DeiT-Tiny on the 250 sample photos, against `vit classify`

@@ -1,6 +1,7 @@
 // libFuzzer target: arbitrary bytes as a file name through json_string and printable. The JSON must
 // decode back to exactly the bytes (\udcXX to the byte XX, other escapes to their characters, the rest
-// as it is), and neither form may hold a raw control character.
+// as it is), and neither form may hold a raw control character. The printable form's display width is
+// at most two columns a character and at least none.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -39,5 +40,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (unsigned char c : j + p)
     if (c < 0x20 || c == 0x7f) __builtin_trap();
   if (decode(j) != name) __builtin_trap();
+  if (vit::display_width(p) > 2 * p.size()) __builtin_trap();
   return 0;
 }

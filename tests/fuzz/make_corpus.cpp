@@ -93,7 +93,8 @@ void write_images(const std::string& dir) {
   write_file(dir + "/oriented.jpg", jpg.substr(0, 2) + app1 + jpg.substr(2));
 }
 
-// WebP (lossy, lossless), TIFF (raw, LZW, gray, 16-bit) and JPEG 2000 files, each also cut in half.
+// WebP (lossy, lossless), TIFF (raw, LZW, gray, 16-bit, float in one and three channels) and JPEG 2000
+// files, each also cut in half.
 void write_opencv_images(const std::string& dir) {
   std::vector<uint8_t> px = pattern(19, 13, 3);
   const cv::Mat rgb(13, 19, CV_8UC3, px.data()), gray(19, 13, CV_8UC1, px.data());
@@ -111,6 +112,11 @@ void write_opencv_images(const std::string& dir) {
   save("lzw.tif", rgb, {cv::IMWRITE_TIFF_COMPRESSION, 5});
   save("gray.tif", gray, {});
   save("wide.tif", wide, {});
+  cv::Mat floats, floats3;
+  gray.convertTo(floats, CV_32FC1, 1.5, -40);  // past 0..255 both ways: clipped as PIL's mode F is
+  rgb.convertTo(floats3, CV_32FC3, 1 / 255.0);  // refused: PIL reads one channel of floats only
+  save("float.tif", floats, {});
+  save("float3.tif", floats3, {});
   std::vector<uint8_t> big = pattern(64, 48, 3);  // OpenJPEG's default 6 resolutions need 32 pixels a side
   save("rgb.jp2", cv::Mat(48, 64, CV_8UC3, big.data()), {});
 }

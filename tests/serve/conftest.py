@@ -59,11 +59,14 @@ class Server:
             self.kill()
             raise AssertionError("no start-up line from vit serve:\n" + "".join(self.stderr_lines))
         self.url = f"http://127.0.0.1:{self.port}"
-        if ready:
+        try:
             deadline = time.monotonic() + timeout
-            while requests.get(self.url + "/v2/health/ready", timeout=10).status_code != 200:
+            while ready and requests.get(self.url + "/v2/health/ready", timeout=10).status_code != 200:
                 assert time.monotonic() < deadline, "the server never became ready"
                 time.sleep(0.05)
+        except BaseException:  # the fixture never sees this server: end it here
+            self.kill()
+            raise
 
     def signal(self, sig=signal.SIGTERM):
         self.proc.send_signal(sig)
