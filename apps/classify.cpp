@@ -200,6 +200,7 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   co.exif_transpose = o.exif_transpose;
   co.keep_logits = !o.save_logits.empty();
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
+  require_head(classifier->classes(), classifier->info().file);
   auto out = std::make_shared<Output>(o, classifier->classes());
   auto batches = o.stdin_paths ? std::make_shared<Batches>(o.null_separated ? '\0' : '\n', size_t(o.batch))
                                : std::make_shared<Batches>(std::move(inputs), size_t(o.batch));

@@ -158,6 +158,7 @@ std::function<int()> prepare_eval(const EvalOptions& o) {
   co.batch = o.batch;
   co.keep_logits = o.reference.has_value();
   auto c = std::make_shared<Classifier>(load_classifier(o.model, co));
+  require_head(c->classes(), c->info().file);
   std::shared_ptr<Classifier> ref;
   if (o.reference) {
     co.precision = *o.reference;

@@ -236,7 +236,9 @@ std::function<int()> prepare_explain(ExplainOptions o) {
     check_output_target("--save-attention", o.save_attention, files, o.force);
   }
   o.model.precision = Precision::F32;
-  auto explainer = std::make_shared<Explainer>(o, load_model(o.model));
+  ViT model = load_model(o.model);
+  require_head(model.config().classes, model.source());
+  auto explainer = std::make_shared<Explainer>(o, std::move(model));
   return [inputs, explainer] { return explainer->run(*inputs); };
 }
 

@@ -29,6 +29,7 @@ int print_inspect(ViT& model) {
   std::string tokens = fmt::format("{} = {} patches ({}x{})", c.tokens(), c.patches(), c.grid_h(), c.grid_w());
   if (c.class_token) tokens += " + class token";
   if (c.dist_token) tokens += " + distillation token";
+  if (c.reg_tokens) tokens += fmt::format(" + {} register tokens (reg_token, not in the position table)", c.reg_tokens);
   std::string pos = fmt::format("{}x{} grid", c.pos_grid_h, c.pos_grid_w);
   if (c.pos_grid_h != c.grid_h()) pos += fmt::format(", resampled to {}x{} (bicubic, antialiased)", c.grid_h(), c.grid_w());
   pos += c.no_embed_class ? ", patches only (no_embed_class)" : "";
@@ -41,12 +42,17 @@ int print_inspect(ViT& model) {
   std::printf("architecture   %s: patch %lld, width %lld, depth %lld, heads %lld, MLP %lld, %lld classes\n",
               c.arch.empty() ? "ViT" : c.arch.c_str(), (long long)c.patch, (long long)c.width, (long long)c.depth,
               (long long)c.heads, (long long)c.mlp, (long long)c.classes);
+  std::printf("family         %s%s%s%s\n", c.family.c_str(),
+              c.layer_scale ? ", layer scale on both branches of every block (ls1, ls2)" : "",
+              c.norm_pre ? ", LayerNorm before the blocks (norm_pre)" : "",
+              c.quick_gelu ? ", QuickGELU in the MLPs" : "");
   std::printf("input          %lldx%lld RGB\n", (long long)c.img_h(), (long long)c.img_w());
   std::printf("tokens         %s\n", tokens.c_str());
   std::printf("position table %s\n", pos.c_str());
-  std::printf("pooling        %s%s%s, LayerNorm eps %g\n", c.pool == Pool::Token ? "class token" : "mean of patch tokens",
+  std::printf("pooling        %s%s%s, LayerNorm eps %g\n", c.pool == Pool::Token ? "class token" : c.pool == Pool::Avg ? "mean of patch tokens" : "attention pool (MAP head: a learned query over all tokens, then LayerNorm + MLP)",
               c.final_norm ? ", final norm" : "", c.fc_norm ? ", fc_norm after pooling" : "", double(c.eps));
   if (c.dist_token) std::printf("head           mean of head and head_dist (timm's eval output)\n");
+  if (c.classes == 0) std::printf("head           none: embeddings only (vit embed)\n");
   std::printf("FLOPs/image    %.3g G (multiply-add = 2)\n", model.plan(1).program().flops() / 1e9);
   std::printf("precision      %s, weights %.1f MB resident\n", precision_name(model.precision()),
               double(model.weight_bytes()) / 1e6);

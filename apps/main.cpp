@@ -1,6 +1,6 @@
-// The `vit` command: `vit classify`, `vit explain`, `vit eval`, `vit bench`, `vit inspect` and `vit serve`. Each
-// subcommand first prepares (flags, model, outputs: anything wrong there is exit 2), then works; errors become one
-// "error: ..." line on stderr and the exit status of the table in common.h.
+// The `vit` command: `vit classify`, `vit embed`, `vit explain`, `vit eval`, `vit bench`, `vit inspect` and
+// `vit serve`. Each subcommand first prepares (flags, model, outputs: anything wrong there is exit 2), then works;
+// errors become one "error: ..." line on stderr and the exit status of the table in common.h.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@ void add_explain_command(CLI::App& app, Prepare* prepare);
 void add_eval_command(CLI::App& app, Prepare* prepare);
 void add_bench_command(CLI::App& app, Prepare* prepare);
 void add_inspect_command(CLI::App& app, Prepare* prepare);
+void add_embed_command(CLI::App& app, Prepare* prepare);
 void add_serve_command(CLI::App& app, Prepare* prepare);
 
 namespace {
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
   add_eval_command(app, &prepare);
   add_bench_command(app, &prepare);
   add_inspect_command(app, &prepare);
+  add_embed_command(app, &prepare);
   add_serve_command(app, &prepare);
   bool known = false;
   const std::string command = named_command(argc, argv, app, &known);

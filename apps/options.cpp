@@ -118,6 +118,10 @@ ClassifierOptions classifier_options(const ModelOptions& o) {
 
 Classifier load_classifier(const ModelOptions& o, const ClassifierOptions& co) { return Classifier(model_path(o), co); }
 
+void require_head(int64_t classes, const std::string& model_file) {
+  if (classes == 0) throw Error(model_file, "the model has no classifier head (embeddings only): use vit embed");
+}
+
 std::vector<int> parse_batch_list(const std::string& s, const std::string& flag) {
   std::vector<int> out;
   size_t start = 0;

@@ -35,6 +35,9 @@ ViT load_model(const ModelOptions& o);
 // The library's options for these model options; load_classifier fills in the default model's path.
 ClassifierOptions classifier_options(const ModelOptions& o);
 Classifier load_classifier(const ModelOptions& o, const ClassifierOptions& co);
+// classify, eval and explain need a classifier head: a model without one (DINOv2, a SigLIP tower) is
+// refused, pointing to vit embed.
+void require_head(int64_t classes, const std::string& model_file);
 
 // -b,--batch: images per forward pass, 1 to kMaxBatch.
 void add_batch_option(CLI::App* cmd, int* batch);

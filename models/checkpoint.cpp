@@ -8,6 +8,7 @@
 #include <iterator>
 #include <regex>
 
+#include "families.h"
 #include "vit/error.h"
 
 namespace vit {
@@ -22,6 +23,8 @@ const char* layout_name(CheckpointLayout l) {
 }
 
 Checkpoint::Checkpoint(const std::string& path) : st_(std::make_unique<SafeTensors>(path)) {
+  const std::string family = unsupported_family(*st_);
+  if (!family.empty()) throw Error(path, family + " checkpoint: not supported yet");
   if (st_->has("vit.embeddings.patch_embeddings.projection.weight")) layout_ = CheckpointLayout::HuggingFace;
   else if (st_->has("conv_proj.weight")) layout_ = CheckpointLayout::Torchvision;
   else if (!st_->has("patch_embed.proj.weight"))

@@ -46,6 +46,8 @@ struct Classifier::Impl {
   // Classifies n inputs through the batch runner: decode(i) gives input i's image (or throws).
   std::vector<Result> run(size_t n, const std::function<std::string(size_t)>& name, const DecodeFn& decode, int topk,
                           const BetweenBatches& between) const {
+    if (model.config().classes == 0)
+      throw Error(model.source(), "the model has no classifier head (embeddings only): use embed (vit embed)");
     use_threads();
     std::vector<Result> out(n);
     const int64_t C = model.config().classes;
@@ -57,6 +59,38 @@ struct Classifier::Impl {
         } else {
           out[item.index] = answer(name(item.index), plan.logits() + item.row * C, topk);
         }
+      }
+    }, between);
+    return out;
+  }
+
+  // Embeds n inputs through the batch runner: the features before the head (timm's pre_logits), or
+  // after it (model(x)), and the tokens (forward_features) when asked.
+  std::vector<Embedding> embed(size_t n, const std::function<std::string(size_t)>& name, const DecodeFn& decode,
+                               const EmbedOptions& o, const BetweenBatches& between) const {
+    use_threads();
+    const ViTConfig& c = model.config();
+    const bool logits = o.head && c.classes > 0;  // without a head, timm's model(x) is the features
+    const size_t E = size_t(logits ? c.classes : c.width), TD = size_t(c.tokens() * c.width);
+    std::vector<Embedding> out(n);
+    run_batches(plans, n, {opt.batch, false}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+      for (const BatchItem& item : items) {
+        Embedding& e = out[item.index];
+        e.file = name(item.index);
+        if (item.row < 0) {
+          e.error = item.error;
+          continue;
+        }
+        const size_t row = size_t(item.row);
+        const float* v = (logits ? plan.logits() : plan.features()) + row * E;
+        e.embedding.assign(v, v + E);
+        if (o.normalize) {  // torch.nn.functional.normalize: x / max(||x||, 1e-12)
+          double ss = 0;
+          for (float x : e.embedding) ss += double(x) * x;
+          const float inv = float(1.0 / std::max(std::sqrt(ss), 1e-12));
+          for (float& x : e.embedding) x *= inv;
+        }
+        if (o.tokens) e.tokens.assign(plan.tokens() + row * TD, plan.tokens() + (row + 1) * TD);
       }
     }, between);
     return out;
@@ -74,6 +108,10 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   set_threads(threads);
   impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
   impl_->threads = threads;
+  if (options.pool == "cls" || options.pool == "token") impl_->model.set_pool(Pool::Token);
+  else if (options.pool == "mean" || options.pool == "avg") impl_->model.set_pool(Pool::Avg);
+  else if (options.pool == "map") impl_->model.set_pool(Pool::Map);
+  else if (!options.pool.empty()) throw Error("pool '" + options.pool + "' is not supported (cls, mean or map)");
   impl_->labels = resolve_labels(options.labels, impl_->model.config());
 }
 
@@ -127,6 +165,33 @@ int64_t Classifier::classify_video(const std::string& path, const VideoSampling&
                                between);
 }
 
+std::vector<Embedding> Classifier::embed(const std::vector<std::string>& paths, const EmbedOptions& o,
+                                         const BetweenBatches& between) const {
+  return impl_->embed(
+      paths.size(), [&](size_t i) { return paths[i]; },
+      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels, impl_->opt.exif_transpose); }, o,
+      between);
+}
+
+std::vector<Embedding> Classifier::embed_encoded(const std::vector<std::pair<std::string, std::string>>& images,
+                                                 const EmbedOptions& o, const BetweenBatches& between) const {
+  return impl_->embed(
+      images.size(), [&](size_t i) { return images[i].first; },
+      [&](size_t i) {
+        const std::string& bytes = images[i].second;
+        return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
+                            impl_->opt.max_pixels, impl_->opt.exif_transpose);
+      },
+      o, between);
+}
+
+int64_t Classifier::embedding_size(const EmbedOptions& o) const {
+  const ViTConfig& c = impl_->model.config();
+  return o.head && c.classes > 0 ? c.classes : c.width;
+}
+int64_t Classifier::tokens() const { return impl_->model.config().tokens(); }
+int64_t Classifier::width() const { return impl_->model.config().width; }
+
 std::vector<float> Classifier::logits(const float* images, int64_t n, const BetweenBatches& between) const {
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
   impl_->use_threads();
@@ -158,6 +223,7 @@ int64_t Classifier::classes() const { return impl_->model.config().classes; }
 ModelInfo Classifier::info() const {
   const ViTConfig& c = impl_->model.config();
   ModelInfo i;
+  i.family = c.family;
   i.file = impl_->model.source();
   i.arch = c.arch;
   i.stored_as = c.stored_as;

@@ -117,9 +117,25 @@ void ViT::load_weights(Checkpoint& ck) {
     const auto w = take(n + ".weight", {D}), b = take(n + ".bias", {D});
     return make_layer_norm(store_, w.data(), b.data(), D, c.eps);
   };
+  // A block branch's last linear layer with the layer scale after it, timm's ls1(attn.proj(x)) and
+  // ls2(mlp.fc2(x)) (LayerScale: x * gamma), folded into the layer: gamma * (W x + b) is
+  // (gamma W) x + gamma b, one row of W per channel, so the residual add stays fused and int8's
+  // per-channel quantization sees the scaled rows.
+  auto scaled_linear = [&](const std::string& n, int64_t K, const std::string& gamma) {
+    if (!c.layer_scale) return linear(n, K, D, true, Epilogue::AddToDst);
+    std::vector<float> w = take(n + ".weight", {D, K}).to_vector(), b = take(n + ".bias", {D}).to_vector();
+    const auto g = take(gamma, {D});
+    for (int64_t o = 0; o < D; ++o) {
+      for (int64_t k = 0; k < K; ++k) w[size_t(o * K + k)] *= g.data()[o];
+      b[size_t(o)] *= g.data()[o];
+    }
+    return make_linear(store_, w.data(), b.data(), K, D, c.tokens(), Epilogue::AddToDst, precision_of(n));
+  };
+  const Epilogue mlp_act = c.quick_gelu ? Epilogue::QuickGelu : Epilogue::Gelu;
   patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, Epilogue::None, {D, Cin, P, P});
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
+  if (c.reg_tokens) reg_token_ = take("reg_token", {1, c.reg_tokens, D}).to_vector();
   std::vector<float> pos = take("pos_embed", {1, c.pos_len(), D}).to_vector();
   if (c.pos_grid_h != c.grid_h() || c.pos_grid_w != c.grid_w()) {
     // timm resample_abs_pos_embed: bicubic, antialiased, prefix tokens kept as they are.
@@ -131,21 +147,38 @@ void ViT::load_weights(Checkpoint& ck) {
     spdlog::debug("position table resampled from {}x{} to {}x{}", c.pos_grid_h, c.pos_grid_w, c.grid_h(), c.grid_w());
   }
   pos_embed_ = std::move(pos);
+  if (c.norm_pre) norm_pre_ = norm("norm_pre");
   blocks_.clear();
   for (int64_t i = 0; i < c.depth; ++i) {
     const std::string p = "blocks." + std::to_string(i) + ".";
     BlockWeights b;
     b.norm1 = norm(p + "norm1");
     b.qkv = linear(p + "attn.qkv", D, 3 * D, c.qkv_bias, Epilogue::None);
-    b.proj = linear(p + "attn.proj", D, D, true, Epilogue::AddToDst);
+    b.proj = scaled_linear(p + "attn.proj", D, p + "ls1.gamma");
     b.norm2 = norm(p + "norm2");
-    b.fc1 = linear(p + "mlp.fc1", D, M, true, Epilogue::Gelu);
-    b.fc2 = linear(p + "mlp.fc2", M, D, true, Epilogue::AddToDst);
+    b.fc1 = linear(p + "mlp.fc1", D, M, true, mlp_act);
+    b.fc2 = scaled_linear(p + "mlp.fc2", M, p + "ls2.gamma");
     blocks_.push_back(std::move(b));
   }
   if (c.final_norm) norm_ = norm("norm");
   if (c.fc_norm) fc_norm_ = norm("fc_norm");
-  head_ = linear("head", D, C, true, Epilogue::None);
+  if (c.attn_pool_mlp) {
+    // AttentionPoolLatent: q = self.q(self.latent), the same for every image, so computed here.
+    const auto latent = take("attn_pool.latent", {1, 1, D}), qw = take("attn_pool.q.weight", {D, D});
+    const auto qb = take("attn_pool.q.bias", {D});
+    attn_pool_.q.assign(size_t(D), 0.f);
+    for (int64_t o = 0; o < D; ++o) {
+      double acc = qb.data()[o];
+      for (int64_t k = 0; k < D; ++k) acc += double(qw.data()[o * D + k]) * latent.data()[k];
+      attn_pool_.q[size_t(o)] = float(acc);
+    }
+    attn_pool_.kv = linear("attn_pool.kv", D, 2 * D, true, Epilogue::None);
+    attn_pool_.proj = linear("attn_pool.proj", D, D, true, Epilogue::None);
+    attn_pool_.norm = norm("attn_pool.norm");
+    attn_pool_.fc1 = linear("attn_pool.mlp.fc1", D, c.attn_pool_mlp, true, mlp_act);
+    attn_pool_.fc2 = linear("attn_pool.mlp.fc2", c.attn_pool_mlp, D, true, Epilogue::AddToDst);
+  }
+  if (C > 0) head_ = linear("head", D, C, true, Epilogue::None);
   if (c.dist_token) head_dist_ = linear("head_dist", D, C, true, Epilogue::None);
 }
 
@@ -176,14 +209,17 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
   m.patch_embed_ = linear(K0, D, "patch_embed.proj", Epilogue::None);
   if (cfg.class_token) m.cls_token_ = fill(size_t(D), 0.02f, 0.f);
   if (cfg.dist_token) m.dist_token_ = fill(size_t(D), 0.02f, 0.f);
+  if (cfg.reg_tokens) m.reg_token_ = fill(size_t(cfg.reg_tokens * D), 0.02f, 0.f);
   m.pos_embed_ = fill(size_t(cfg.pos_len() * D), 0.02f, 0.f);
   for (int64_t i = 0; i < cfg.depth; ++i)
     m.blocks_.push_back({norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv", Epilogue::None),
                          linear(D, D, "blocks.attn.proj", Epilogue::AddToDst),
-                         linear(D, M, "blocks.mlp.fc1", Epilogue::Gelu), linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst)});
+                         linear(D, M, "blocks.mlp.fc1", cfg.quick_gelu ? Epilogue::QuickGelu : Epilogue::Gelu),
+                         linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst)});
+  if (cfg.norm_pre) m.norm_pre_ = norm();
   if (cfg.final_norm) m.norm_ = norm();
   if (cfg.fc_norm) m.fc_norm_ = norm();
-  m.head_ = linear(D, C, "head", Epilogue::None);
+  if (C > 0) m.head_ = linear(D, C, "head", Epilogue::None);
   if (cfg.dist_token) m.head_dist_ = linear(D, C, "head_dist", Epilogue::None);
   return m;
 }
@@ -248,6 +284,7 @@ BufferTable ViT::activation_table(const PlanLayout& l, Plan::Activations* a) con
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
   t.add("pooled_dist", &a->pooled_dist, B * D);
+  t.add("pool_scores", &a->pool_scores, c.attn_pool_mlp ? B * c.heads * T : 0);
   t.add("logits", &a->logits, B * c.classes);
   t.add("logits_dist", &a->logits_dist, B * c.classes);
   add_linear_scratch(t, &a->linear, precision_, B, T, std::max(D, c.mlp), D);
@@ -260,17 +297,24 @@ std::vector<std::pair<std::string, const LinearWeights*>> ViT::linear_layers() c
     for (const auto& [n, lw] : {std::pair{"attn.qkv", &blocks_[0].qkv}, std::pair{"attn.proj", &blocks_[0].proj},
                                 std::pair{"mlp.fc1", &blocks_[0].fc1}, std::pair{"mlp.fc2", &blocks_[0].fc2}})
       out.push_back({std::string("blocks.*.") + n, lw});
-  out.push_back({"head", &head_});
+  if (cfg_.attn_pool_mlp)
+    for (const auto& [n, lw] : {std::pair{"attn_pool.kv", &attn_pool_.kv}, std::pair{"attn_pool.proj", &attn_pool_.proj},
+                                std::pair{"attn_pool.mlp.fc1", &attn_pool_.fc1},
+                                std::pair{"attn_pool.mlp.fc2", &attn_pool_.fc2}})
+      out.push_back({n, lw});
+  if (cfg_.classes > 0) out.push_back({"head", &head_});
   if (cfg_.dist_token) out.push_back({"head_dist", &head_dist_});
   return out;
 }
 
 size_t ViT::weight_bytes() const {
   size_t n = patch_embed_.bytes() + head_.bytes() + head_dist_.bytes() +
-             (cls_token_.size() + dist_token_.size() + pos_embed_.size()) * sizeof(float);
+             (cls_token_.size() + dist_token_.size() + reg_token_.size() + pos_embed_.size()) * sizeof(float);
   for (const BlockWeights& b : blocks_) n += b.qkv.bytes() + b.proj.bytes() + b.fc1.bytes() + b.fc2.bytes();
+  n += attn_pool_.q.size() * sizeof(float) + attn_pool_.kv.bytes() + attn_pool_.proj.bytes() + attn_pool_.fc1.bytes() +
+       attn_pool_.fc2.bytes() + (cfg_.attn_pool_mlp ? size_t(2 * cfg_.width) * sizeof(float) : 0);
   const size_t norms = size_t(2 * cfg_.width) * sizeof(float);
-  return n + norms * size_t(2 * cfg_.depth + int(cfg_.final_norm) + int(cfg_.fc_norm));
+  return n + norms * size_t(2 * cfg_.depth + int(cfg_.norm_pre) + int(cfg_.final_norm) + int(cfg_.fc_norm));
 }
 
 // Appends a Plan's steps in forward order, as its layout says, each named for the timm line it mirrors.
@@ -322,9 +366,12 @@ struct ViT::PlanBuilder {
     std::vector<const float*> prefix_rows;
     if (c.class_token) prefix_rows.push_back(m.cls_token_.data());
     if (c.dist_token) prefix_rows.push_back(m.dist_token_.data());
+    for (int64_t r = 0; r < c.reg_tokens; ++r) prefix_rows.push_back(m.reg_token_.data() + r * D);  // [cls, reg...]
     add(embed_tokens_step("embed", B, N, D, prefix_rows, m.pos_embed_.data(), !c.no_embed_class, a().patch_embed,
                           a().x));
     tap("embed", a().x, B * c.tokens() * D);
+    // x = self.norm_pre(x) (CLIP), in place: the blocks read the residual stream x.
+    if (c.norm_pre) add(layer_norm_step("norm_pre", m.norm_pre_, B * c.tokens(), a().x, a().x));
   }
 
   // x = x + attn(norm1(x)); x = x + mlp(norm2(x))
@@ -350,7 +397,8 @@ struct ViT::PlanBuilder {
     tap(p, a().x, BT * D);
   }
 
-  // x = self.norm(x); x = self.forward_head(x): pool (token 0, or the mean of the patch tokens), fc_norm, head.
+  // x = self.norm(x); x = self.forward_head(x): pool (token 0, the mean of the patch tokens, or the
+  // attention pool), fc_norm, head.
   void head() {
     const ViTConfig& c = m.cfg_;
     const int64_t B = layout.B, D = c.width, T = c.tokens(), BT = B * T;
@@ -360,21 +408,44 @@ struct ViT::PlanBuilder {
       tap("norm", a().h, BT * D);
       feats = a().h;
     }
-    if (c.pool == Pool::Token) add(select_token_step("pool", B, T, D, 0, feats, a().pooled));
-    else add(mean_tokens_step("pool", B, T, D, c.prefix_tokens(), feats, a().pooled));
+    if (c.pool == Pool::Token) {
+      add(select_token_step("pool", B, T, D, 0, feats, a().pooled));
+    } else if (c.pool == Pool::Avg) {
+      add(mean_tokens_step("pool", B, T, D, c.prefix_tokens(), feats, a().pooled));
+    } else {
+      attention_pool(feats);
+    }
     const float* head_in = a().pooled;
     if (c.fc_norm) {
       add(layer_norm_step("fc_norm", m.fc_norm_, B, a().pooled, a().pooled_norm));
       head_in = a().pooled_norm;
     }
-    linear("head", m.head_, 1, head_in, a().logits);
+    plan.tokens_ = feats;
+    plan.features_ = head_in;
+    if (c.classes > 0) linear("head", m.head_, 1, head_in, a().logits);
     if (c.dist_token) {
       // DeiT distilled, eval: (head(x[:, 0]) + head_dist(x[:, 1])) / 2
       add(select_token_step("pool_dist", B, T, D, 1, feats, a().pooled_dist));
       linear("head_dist", m.head_dist_, 1, a().pooled_dist, a().logits_dist);
       add(average_step("head.average", B * c.classes, a().logits_dist, a().logits));
+      // forward_head(pre_logits=True) of the distilled model: (x[:, 0] + x[:, 1]) / 2, once both heads have read them.
+      add(average_step("pre_logits.average", B * D, a().pooled_dist, a().pooled));
     }
     tap("logits", a().logits, B * c.classes);
+  }
+
+  // x = self.attn_pool(x) (AttentionPoolLatent.forward): k, v = kv(x); x = softmax(q k^T / sqrt(Dh)) v;
+  // x = proj(x); x = x + mlp(norm(x)); x[:, 0]. The kv rows reuse the blocks' qkv buffer.
+  void attention_pool(const float* feats) {
+    const ViTConfig& c = m.cfg_;
+    const int64_t B = layout.B, T = c.tokens();
+    linear("attn_pool.kv", m.attn_pool_.kv, T, feats, a().qkv);
+    add(attention_pool_step("attn_pool.attn", B, T, c.heads, c.head_dim(), m.attn_pool_.q.data(), a().qkv,
+                            a().pool_scores, a().pooled_dist));
+    linear("attn_pool.proj", m.attn_pool_.proj, 1, a().pooled_dist, a().pooled);
+    add(layer_norm_step("attn_pool.norm", m.attn_pool_.norm, B, a().pooled, a().pooled_norm));
+    linear("attn_pool.mlp.fc1", m.attn_pool_.fc1, 1, a().pooled_norm, a().mlp);
+    linear("attn_pool.mlp.fc2", m.attn_pool_.fc2, 1, a().mlp, a().pooled);
   }
 };
 
@@ -394,6 +465,15 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   for (int64_t i = 0; i < cfg_.depth; ++i) build.block(i);
   build.head();
   return plan;
+}
+
+void ViT::set_pool(Pool pool) {
+  if (pool == Pool::Token && !cfg_.class_token) throw Error(source_, "token pooling needs a class token, and the model has none");
+  if (pool == Pool::Map && !cfg_.attn_pool_mlp)
+    throw Error(source_, "attention pooling needs an attention-pool head (attn_pool), and the model has none");
+  cfg_.pool = pool;
+  cfg_.origin.pool = "asked for";
+  plans_.clear();
 }
 
 const float* ViT::Plan::attention(int64_t block) const {

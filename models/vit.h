@@ -48,6 +48,9 @@ class ViT {
   static ViT random(const ViTConfig& cfg, uint32_t seed = 0, Precision precision = Precision::F32);
 
   const ViTConfig& config() const { return cfg_; }
+  // Pool another way than the checkpoint does (timm's reset_classifier(global_pool=...)): Plans made
+  // afterwards use it. Token pooling needs a class token.
+  void set_pool(Pool pool);
   Precision precision() const { return precision_; }
   const std::string& source() const { return source_; }
 
@@ -59,6 +62,10 @@ class ViT {
     float* input() const { return act_.input; }  // [B, 3, H, W]: preprocess straight into it
     const float* run() const;                    // one forward pass; returns logits [B, C] in the arena
     const float* logits() const { return act_.logits; }  // [B, C]: the last run's
+    // After run(): what timm's forward_features returns, [B, T, D] (final-normed where the model has a
+    // final norm), and forward_head(..., pre_logits=True), [B, D] (pooled, then fc_norm where there is one).
+    const float* tokens() const { return tokens_; }
+    const float* features() const { return features_; }
     const Program& program() const { return program_; }
     // With PlanOptions::keep_attention, after run(): block l's softmax(QK^T / sqrt(Dh)), [B, H, T, T].
     const float* attention(int64_t block) const;
@@ -81,6 +88,7 @@ class ViT {
       float* pooled;       // [B, D]
       float* pooled_norm;  // [B, D]
       float* pooled_dist;  // [B, D]
+      float* pool_scores;  // [B, H, T]: the attention pool's (SigLIP)
       float* logits;       // [B, C]
       float* logits_dist;  // [B, C]
       LinearScratch linear;  // bf16 and int8 layers' scratch
@@ -97,6 +105,8 @@ class ViT {
     Arena arena_;
     Activations act_{};
     Program program_;
+    const float* tokens_ = nullptr;
+    const float* features_ = nullptr;
     std::vector<Tap> taps_;
   };
   struct PlanOptions {
@@ -153,11 +163,21 @@ class ViT {
   LinearWeights patch_embed_;         // [D, C*P*P]
   std::vector<float> cls_token_;      // [D] (empty without a class token)
   std::vector<float> dist_token_;     // [D] (empty unless distilled)
+  std::vector<float> reg_token_;      // [R, D] (empty without register tokens)
   std::vector<float> pos_embed_;      // [pos_len, D], resampled to the input grid
   std::vector<BlockWeights> blocks_;
+  LayerNormWeights norm_pre_;         // CLIP's norm before the blocks (cfg_.norm_pre)
   LayerNormWeights norm_;             // final norm over tokens (cfg_.final_norm)
   LayerNormWeights fc_norm_;          // norm after pooling (cfg_.fc_norm)
-  LinearWeights head_, head_dist_;    // [C, D]
+  // timm's AttentionPoolLatent (SigLIP's MAP head), cfg_.attn_pool_mlp > 0.
+  struct AttentionPool {
+    std::vector<float> q;        // [D]: q(latent), computed at load (the latent is a constant)
+    LinearWeights kv;            // [2D, D]
+    LinearWeights proj;          // [D, D]
+    LayerNormWeights norm;       // [D]
+    LinearWeights fc1, fc2;      // [Mp, D], [D, Mp]
+  } attn_pool_;
+  LinearWeights head_, head_dist_;    // [C, D] (none when C = 0)
   std::map<int64_t, std::unique_ptr<Plan>> plans_;  // for plan()
 };
 

@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "checkpoint.h"
+#include "families.h"
 #include "vit/error.h"
 
 namespace vit {
@@ -99,7 +100,8 @@ struct BoolFact {
 const IntFact kTimmTop[] = {{"num_classes", &ViTConfig::classes, "a head of"}};
 const IntFact kTimmInts[] = {{"patch_size", &ViTConfig::patch, "patch size"},  {"embed_dim", &ViTConfig::width, "width"},
                              {"depth", &ViTConfig::depth, "depth"},           {"in_chans", &ViTConfig::in_chans, "input channels"},
-                             {"num_classes", &ViTConfig::classes, "a head of"}};
+                             {"num_classes", &ViTConfig::classes, "a head of"},
+                             {"reg_tokens", &ViTConfig::reg_tokens, "register tokens"}};
 const BoolFact kTimmBools[] = {{"class_token", &ViTConfig::class_token, "cls_token"},
                                {"qkv_bias", &ViTConfig::qkv_bias, "qkv biases"},
                                {"fc_norm", &ViTConfig::fc_norm, "fc_norm"}};
@@ -146,21 +148,30 @@ void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   c->depth = ck.count_blocks();
   if (c->depth == 0) throw Error(file, "missing tensor blocks.0.norm1.weight (no encoder blocks)");
   c->mlp = ck.shape("blocks.0.mlp.fc1.weight")[0];
-  if (!ck.has("head.weight")) throw Error(file, "missing tensor head.weight (a model without a classifier head)");
-  c->classes = ck.shape("head.weight")[0];
+  c->classes = ck.has("head.weight") ? ck.shape("head.weight")[0] : 0;  // none: embeddings only (DINOv2)
   c->class_token = ck.has("cls_token");
+  if (ck.has("reg_token")) {  // timm: reg_token [1, R, D]
+    const auto r = ck.shape("reg_token");
+    if (r.size() != 3 || r[0] != 1 || r[1] < 1 || r[2] != c->width)
+      throw Error(file, "reg_token has shape " + shape_string(r) + ", expected [1, R, " + std::to_string(c->width) + "]");
+    c->reg_tokens = r[1];
+  }
+  c->layer_scale = ck.has("blocks.0.ls1.gamma");
+  c->norm_pre = ck.has("norm_pre.weight");
+  if (ck.has("attn_pool.latent")) c->attn_pool_mlp = ck.shape("attn_pool.mlp.fc1.weight")[0];
   c->dist_token = ck.has("dist_token");
   c->final_norm = ck.has("norm.weight");
   c->fc_norm = ck.has("fc_norm.weight");
   c->qkv_bias = ck.has("blocks.0.attn.qkv.bias");
   c->patch_bias = ck.has("patch_embed.proj.bias");
-  c->pool = c->class_token ? Pool::Token : Pool::Avg;
+  c->pool = c->attn_pool_mlp ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
   c->stored_as = std::string(layout_name(ck.layout())) + " names, " + ck.dtypes();
   for (std::string* k : {&c->origin.patch, &c->origin.width, &c->origin.depth, &c->origin.mlp, &c->origin.classes,
                          &c->origin.tokens, &c->origin.norms})
     *k = "file (tensor shapes)";
   c->origin.pool = c->class_token ? "default (class token present)" : "default (no class token)";
   c->origin.eps = "default";
+  c->origin.act = "default (GELU, erf)";
   c->origin.labels = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
 }
 
@@ -206,14 +217,19 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
     if (has(a, "mlp_ratio") && int64_t(std::llround(get_as<double>(a, "mlp_ratio", where) * double(c->width))) != c->mlp)
       throw Error(where, "mlp_ratio is " + a["mlp_ratio"].dump() + ", but " + file + " has MLP width " +
                              std::to_string(c->mlp) + " for width " + std::to_string(c->width));
-    if (has(a, "reg_tokens") && get_as<int64_t>(a, "reg_tokens", where) != 0)
-      throw Error(where, "reg_tokens (register tokens) are not supported");
     if (a.contains("num_heads")) {
       c->heads = get_as<int64_t>(a, "num_heads", where);
       c->origin.heads = where;
       heads_given = true;
     }
     if (a.contains("no_embed_class")) c->no_embed_class = get_as<bool>(a, "no_embed_class", where);
+    if (a.contains("act_layer")) {
+      const std::string act = get_as<std::string>(a, "act_layer", where);
+      if (act != "gelu" && act != "quick_gelu")
+        throw Error(where, "act_layer '" + act + "' is not supported (gelu, quick_gelu)");
+      c->quick_gelu = act == "quick_gelu";
+      c->origin.act = where;
+    }
     if (a.contains("img_size")) {
       const auto v = a["img_size"].is_array() ? get_as<std::vector<int64_t>>(a, "img_size", where)
                                               : std::vector<int64_t>(2, get_as<int64_t>(a, "img_size", where));
@@ -362,6 +378,39 @@ void position_grid(const Checkpoint& ck, ViTConfig* c) {
   c->pos_grid_h = c->pos_grid_w = g;
 }
 
+// Step 7: which family the model is, for `vit inspect`: named by the architecture where there is one,
+// else by what the tensors hold.
+void name_family(const std::string& arch, ViTConfig* c) {
+  const bool named = !arch.empty();
+  if (c->norm_pre) {
+    // timm's CLIP towers: norm_layer=partial(LayerNorm, eps=1e-5), which no config.json records.
+    c->family = "CLIP image tower";
+    if (c->origin.eps == "default") {
+      c->eps = 1e-5f;
+      c->origin.eps = "default for CLIP towers (timm's clip architectures: 1e-5, not in their config.json)";
+    }
+    if (arch.find("quickgelu") != std::string::npos) {  // timm's *_clip_quickgelu_*: act_layer='quick_gelu'
+      c->quick_gelu = true;
+      c->origin.act = "the architecture " + arch + " (QuickGELU)";
+    }
+    c->origin.family = named ? "the architecture " + arch : "file (norm_pre: a CLIP tower)";
+    if (c->arch.empty()) c->arch = arch;
+    return;
+  }
+  if (c->attn_pool_mlp) {
+    c->family = arch.find("siglip") != std::string::npos || !named ? "SigLIP image tower" : "ViT with attention pooling";
+    c->origin.family = named ? "the architecture " + arch : "file (attn_pool: a SigLIP tower)";
+    if (c->arch.empty()) c->arch = arch;
+    return;
+  }
+  if (arch.find("dinov2") != std::string::npos || (!named && c->reg_tokens > 0)) c->family = "DINOv2";
+  else if (arch.rfind("deit3", 0) == 0 || (!named && c->layer_scale && c->no_embed_class)) c->family = "DeiT III";
+  else if (arch.rfind("deit", 0) == 0 || c->dist_token) c->family = "DeiT";
+  else c->family = c->layer_scale ? "ViT with layer scale" : "ViT";
+  c->origin.family = named ? "the architecture " + arch : "file (tensor names)";
+  if (c->arch.empty()) c->arch = arch;
+}
+
 // Step 8: what must hold whatever the sources said. `where` names the config, else the model file.
 void validate(const ViTConfig& c, const std::string& where, const std::string& file, bool img_size_given) {
   if (c.heads <= 0 || c.width % c.heads != 0)
@@ -372,6 +421,8 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
   if (c.img_h() % c.patch || c.img_w() % c.patch)
     throw Error(where, "input size " + std::to_string(c.img_h()) + "x" + std::to_string(c.img_w()) +
                            " is not a multiple of the patch size " + std::to_string(c.patch));
+  if (c.pool == Pool::Map && !c.attn_pool_mlp)
+    throw Error(file, "global_pool 'map' needs an attention-pool head, and the checkpoint has no attn_pool");
   if (c.pool == Pool::Token && !c.class_token)
     throw Error(file, "global_pool 'token' needs a class token, and the checkpoint has no cls_token");
   if (!c.labels.empty() && int64_t(c.labels.size()) != c.classes)
@@ -385,10 +436,11 @@ int64_t default_heads(int64_t width) { return std::max<int64_t>(1, width / 64); 
 Pool pool_from_name(const std::string& name) {
   if (name == "token") return Pool::Token;
   if (name == "avg") return Pool::Avg;
-  throw Error("global_pool '" + name + "' is not supported (token or avg)");
+  if (name == "map") return Pool::Map;
+  throw Error("global_pool '" + name + "' is not supported (token, avg or map)");
 }
 
-const char* pool_name(Pool p) { return p == Pool::Token ? "token" : "avg"; }
+const char* pool_name(Pool p) { return p == Pool::Token ? "token" : p == Pool::Avg ? "avg" : "map"; }
 
 std::vector<std::string> known_archs() {
   return {"vit_tiny_patch16_224",  "vit_small_patch16_224", "vit_base_patch16_224", "vit_base_patch32_224",
@@ -409,10 +461,13 @@ ViTConfig config_for_arch(const std::string& arch) {
 
 int64_t ViTConfig::parameters() const {
   const int64_t D = width, norm = 2 * D;
-  const int64_t block = 2 * norm + 3 * D * D + (qkv_bias ? 3 * D : 0) + D * D + D + 2 * D * mlp + mlp + D;
+  const int64_t block = 2 * norm + 3 * D * D + (qkv_bias ? 3 * D : 0) + D * D + D + 2 * D * mlp + mlp + D +
+                        (layer_scale ? 2 * D : 0);
   const int64_t head = D * classes + classes;
+  const int64_t Mp = attn_pool_mlp;  // latent, q, kv, proj, norm, MLP
+  const int64_t attn_pool = Mp ? D + (D * D + D) + (2 * D * D + 2 * D) + (D * D + D) + norm + (Mp * D + Mp) + (D * Mp + D) : 0;
   return D * in_chans * patch * patch + (patch_bias ? D : 0) + prefix_tokens() * D + pos_len() * D + depth * block +
-         (final_norm ? norm : 0) + (fc_norm ? norm : 0) + head * (dist_token ? 2 : 1);
+         (norm_pre ? norm : 0) + (final_norm ? norm : 0) + (fc_norm ? norm : 0) + head * (dist_token ? 2 : 1) + attn_pool;
 }
 
 std::string ViTConfig::summary() const {
@@ -420,7 +475,8 @@ std::string ViTConfig::summary() const {
          std::to_string(width) + ", depth " + std::to_string(depth) + ", heads " + std::to_string(heads) +
          ", mlp " + std::to_string(mlp) + ", classes " + std::to_string(classes) + ", input " +
          std::to_string(img_h()) + "x" + std::to_string(img_w()) + ", tokens " + std::to_string(tokens()) +
-         ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "");
+         ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "") +
+         (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "");
 }
 
 ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
@@ -435,6 +491,8 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   std::string arch;
   if (config && !hf && config->contains("architecture")) arch = get_as<std::string>(*config, "architecture", where);
   else if (!config) arch = src.name_hint;
+  const std::string refused = config ? unsupported_family(arch) : "";
+  if (!refused.empty()) throw Error(where, refused + " checkpoint: not supported yet (" + arch + ")");
   const bool known = !arch.empty() && arch_defaults(arch, &c);
   const std::string arch_origin = "timm's defaults for " + c.arch;
   shape_from_tensors(ck, &c);
@@ -480,6 +538,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   // Step 6: the position table's grid; the input size follows it when nothing named one.
   position_grid(ck, &c);
   if (!size_given) set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
+  name_family(config && !hf ? arch : known ? c.arch : "", &c);
 
   // Step 7: --img-size, with the same crop_pct (or Hugging Face resize ratio) at the new size, as timm's.
   if (src.img_size > 0) {

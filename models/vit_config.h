@@ -22,17 +22,19 @@ constexpr int64_t kMaxInputSize = 8192;
 int64_t default_heads(int64_t width);
 
 // How features become the head's input: the class token's row, or the mean of the patch tokens.
-enum class Pool { Token, Avg };
+enum class Pool { Token, Avg, Map };  // Map: SigLIP's attention-pool head (attn_pool)
 Pool pool_from_name(const std::string& name);  // timm's global_pool: "token", "avg"; throws on others
 const char* pool_name(Pool p);
 
 // Where each setting of a ViTConfig came from, for `vit inspect`: "file (tensor shapes)", a config file's
 // path, "default (...)", "timm's defaults for <arch>", "--img-size".
 struct ConfigOrigin {
-  std::string classes, depth, eps, heads, input_size, labels, mlp, norms, patch, pool, preprocessing, tokens, width;
+  std::string act, classes, depth, eps, family, heads, input_size, labels, mlp, norms, patch, pool, preprocessing, tokens,
+      width;
   // (setting, origin) in the order `vit inspect` prints them.
   std::vector<std::pair<const char*, const std::string*>> settings() const {
-    return {{"classes", &classes}, {"depth", &depth},         {"eps", &eps},         {"heads", &heads},
+    return {{"activation", &act}, {"classes", &classes}, {"depth", &depth},         {"eps", &eps},         {"family", &family},
+            {"heads", &heads},
             {"input size", &input_size}, {"labels", &labels}, {"mlp", &mlp},         {"norms", &norms},
             {"patch", &patch},     {"pool", &pool},           {"preprocessing", &preprocessing},
             {"tokens", &tokens},   {"width", &width}};
@@ -47,9 +49,15 @@ struct ViTConfig {
   int64_t depth = 12;                   // L
   int64_t heads = 3;                    // H
   int64_t mlp = 768;                    // M
-  int64_t classes = 1000;               // C
+  int64_t classes = 1000;               // C (0: no head, embeddings only)
   int64_t pos_grid_h = 14, pos_grid_w = 14;  // grid the stored position table was trained at
   bool class_token = true;
+  int64_t reg_tokens = 0;               // DINOv2's register tokens, after the class token
+  bool layer_scale = false;             // ls1/ls2 gammas on each block's branches (DeiT III, DINOv2)
+  std::string family = "ViT";           // what `vit inspect` calls it: ViT, DeiT, DeiT III, DINOv2, CLIP
+  bool norm_pre = false;                // CLIP: a LayerNorm after the position table, before the blocks
+  bool quick_gelu = false;
+  int64_t attn_pool_mlp = 0;            // SigLIP's attention-pool head (attn_pool.*): its MLP width, 0 without              // OpenAI CLIP's MLP activation, x * sigmoid(1.702 x), not GELU
   bool dist_token = false;              // DeiT distilled: second token and head_dist
   bool no_embed_class = false;          // position table covers patches only
   bool final_norm = true;               // LayerNorm over all tokens before pooling
@@ -65,7 +73,7 @@ struct ViTConfig {
 
   int64_t img_h() const { return pre.height; }
   int64_t img_w() const { return pre.width; }
-  int64_t prefix_tokens() const { return int64_t(class_token) + int64_t(dist_token); }
+  int64_t prefix_tokens() const { return int64_t(class_token) + int64_t(dist_token) + reg_tokens; }
   int64_t grid_h() const { return img_h() / patch; }
   int64_t grid_w() const { return img_w() / patch; }
   int64_t patches() const { return grid_h() * grid_w(); }          // N

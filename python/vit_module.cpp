@@ -279,12 +279,58 @@ py::list find_images(const py::object& paths, bool videos) {
   return out;
 }
 
+// Embeddings as `vit embed -o` writes them: the images that worked, in order, and the others' errors.
+// Errors carry their input's index, so a caller can put each embedding row back beside its input.
+py::dict embed_dict(const vit::Classifier& c, const std::vector<vit::Embedding>& r, const vit::EmbedOptions& o) {
+  const bool tokens = o.tokens;
+  const int64_t E = c.embedding_size(o), T = c.tokens(), D = c.width();
+  std::vector<float> emb, tok;
+  py::list files, errors;
+  for (const vit::Embedding& e : r) {
+    if (!e.error.empty()) {
+      py::dict d;
+      d["index"] = py::ssize_t(&e - r.data());
+      d["file"] = fs_str(e.file);
+      d["error"] = fs_str(e.error);
+      errors.append(d);
+      continue;
+    }
+    files.append(fs_str(e.file));
+    emb.insert(emb.end(), e.embedding.begin(), e.embedding.end());
+    tok.insert(tok.end(), e.tokens.begin(), e.tokens.end());
+  }
+  const auto n = py::ssize_t(py::len(files));
+  py::dict d;
+  d["files"] = files;
+  d["embeddings"] = to_array(emb, {n, E});
+  if (tokens) d["tokens"] = to_array(tok, {n, T, D});
+  d["errors"] = errors;
+  return d;
+}
+
+py::dict embed(const vit::Classifier& c, const py::handle& paths, bool head, bool tokens, bool normalize) {
+  std::vector<std::string> p;
+  for (const py::object& h : items(paths, "embed: paths"))
+    p.push_back(path_arg(h, "embed: paths[" + std::to_string(p.size()) + "]"));
+  const vit::EmbedOptions o{head, tokens, normalize};
+  const auto r = interruptible([&](const vit::BetweenBatches& between) { return c.embed(p, o, between); });
+  return embed_dict(c, r, o);
+}
+
+py::dict embed_encoded(const vit::Classifier& c, const py::handle& images, bool head, bool tokens, bool normalize) {
+  const auto in = encoded_items(images, "embed_encoded: images");
+  const vit::EmbedOptions o{head, tokens, normalize};
+  const auto r = interruptible([&](const vit::BetweenBatches& between) { return c.embed_encoded(in, o, between); });
+  return embed_dict(c, r, o);
+}
+
 // What `vit inspect` prints, as a dict.
 py::dict config(const vit::Classifier& c) {
   const vit::ModelInfo m = c.info();
   py::dict d;
   d["file"] = fs_str(m.file);
   d["arch"] = m.arch;
+  d["family"] = m.family;
   d["stored_as"] = m.stored_as;
   d["precision"] = m.precision;
   d["patch"] = m.patch;
@@ -363,6 +409,14 @@ PYBIND11_MODULE(vit, m) {
            "early, ends the list with {'file', 'error'} after the frames that were read.")
       .def("classify_encoded", &classify_encoded, py::arg("images"), py::arg("topk") = 5,
            "Encoded image files in memory, a list of (name, bytes or bytearray) -> dicts as classify() gives.")
+      .def("embed", &embed, py::arg("paths"), py::kw_only(), py::arg("head") = false, py::arg("tokens") = false,
+           py::arg("normalize") = false,
+           "Image files -> {'files', 'embeddings': float32 ndarray [n, E], 'tokens': [n, T, D] (tokens=True),\n"
+           "'errors': [{'index', 'file', 'error'}]}, as `vit embed -o` writes them: by default timm's\n"
+           "forward_head(forward_features(x), pre_logits=True); head=True: model(x); normalize: unit rows.")
+      .def("embed_encoded", &embed_encoded, py::arg("images"), py::kw_only(), py::arg("head") = false,
+           py::arg("tokens") = false, py::arg("normalize") = false,
+           "Encoded image files in memory, a list of (name, bytes or bytearray) -> a dict as embed() gives.")
       .def("logits", &logits, py::arg("images"),
            "Preprocessed images, a C-contiguous float32 ndarray [B, 3, H, W] -> logits [B, classes].")
       .def("preprocess", &preprocess, py::arg("path"),

@@ -23,6 +23,8 @@ $sudo cmake --install build --component python
 # package index into .venv, which sees Debian's packages (the vit module, pytest) too.
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r spark/requirements.txt
+# timm over Debian's torch, for the references of the model-family tests (tests/make_timm_models.py).
+.venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 # KServe v2's Python client, for the `vit serve` test that calls the server through it.
 .venv/bin/python -m pip install -q --disable-pip-version-check "tritonclient[http]"
 weights/get_default_model.sh

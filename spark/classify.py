@@ -49,6 +49,10 @@ def parse_args(argv):
                    help="cores per Spark task, and the engine's threads in it (default: 1)")
     p.add_argument("--format", default="json", choices=["json", "parquet"], help="default: json (JSON lines)")
     p.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    p.add_argument("--embed", action="store_true",
+                   help="write each image's embedding (file, embedding, error) instead of its labels, as vit embed")
+    p.add_argument("--head", action="store_true", help="with --embed: after the head (timm's model(x))")
+    p.add_argument("--normalize", action="store_true", help="with --embed: embeddings of unit length")
     a = p.parse_args(argv)
     for name in ("topk", "batch", "threads"):
         if getattr(a, name) < 1:
@@ -61,6 +65,8 @@ def parse_args(argv):
             usage_error(f"{a.list}: {e.strerror}")
     if not a.inputs:
         usage_error("no INPUT given (image files, folders, or --list FILE)")
+    if (a.head or a.normalize) and not a.embed:
+        usage_error("--head and --normalize go with --embed")
     if os.path.lexists(a.out) and not a.force:
         usage_error(f"{a.out}: already exists (--force replaces it)")
     return a
@@ -155,25 +161,26 @@ def main(argv):
     sys.path.insert(0, here)
     import vit_spark
 
-    parts = [spark.createDataFrame(errors, vit_spark.ROW_SCHEMA)]
+    schema = vit_spark.EMBED_SCHEMA if a.embed else vit_spark.ROW_SCHEMA
+    embed = {"head": a.head, "normalize": a.normalize} if a.embed else None
+    parts = [spark.createDataFrame(errors, schema)]
     if files:
         slices = max(2 * spark.sparkContext.defaultParallelism, len(files) // 1024)
         frame = spark.sparkContext.parallelize(files, slices).toDF("file string, path string")
-        parts.append(frame.mapInPandas(vit_spark.classify_files(model, a.precision, a.batch, a.topk),
-                                       vit_spark.ROW_SCHEMA))
+        parts.append(frame.mapInPandas(vit_spark.classify_files(model, a.precision, a.batch, a.topk, embed), schema))
     if uris:
         uri_files, uri_folders = uri_paths(spark, uris)
         parts.append(uri_images(spark, uri_files, uri_folders).mapInPandas(
-            vit_spark.classify_bytes(model, a.precision, a.batch, a.topk, uri_files, uri_folders),
-            vit_spark.ROW_SCHEMA))
+            vit_spark.classify_bytes(model, a.precision, a.batch, a.topk, uri_files, uri_folders, embed), schema))
     rows = parts[0]
     for part in parts[1:]:
         rows = rows.unionByName(part)
     rows.write.mode("overwrite" if a.force else "errorifexists").format(a.format).save(a.out)
 
-    written = spark.read.schema(vit_spark.ROW_SCHEMA).format(a.format).load(a.out)
+    written = spark.read.schema(schema).format(a.format).load(a.out)
     total, failed = written.count(), written.filter("error IS NOT NULL").count()
-    print(f"{total} images: {total - failed} classified, {failed} failed; rows in {a.out} ({a.format})")
+    done = "embedded" if a.embed else "classified"
+    print(f"{total} images: {total - failed} {done}, {failed} failed; rows in {a.out} ({a.format})")
     spark.stop()
     return 1 if failed else 0
 

@@ -1,7 +1,7 @@
 """The Spark job on a local master of 2 workers (CTest label spark): its rows for the 250 sample photos and
 a few broken files equal `vit classify --json` on the same inputs (top-5 indices identical, probabilities
 within 1e-5, one error row per broken file), as JSON lines from local paths and as Parquet from file: URIs;
-and its usage errors. Run by the .venv Python that scripts/setup.sh makes (PySpark, pyarrow)."""
+the embeddings of --embed equal `vit embed`'s; and its usage errors. Run by the .venv Python that scripts/setup.sh makes (PySpark, pyarrow)."""
 import json
 import os
 import pathlib
@@ -109,6 +109,30 @@ def test_parquet_rows_from_uris_equal_the_cli(inputs, tmp_path):
     cli = {"file://" + name: row for name, row in cli_rows(files).items()}
     assert len(cli) == 15
     assert_same(job, cli)
+
+
+def test_parquet_embeddings_equal_vit_embed(inputs, tmp_path):
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    paths, bad = inputs
+    files = [str(p) for p in sorted(PHOTOS.glob("*.JPEG"))[:10]] + [str(bad / "truncated.JPEG")]
+    out = tmp_path / "out"
+    run_job("--embed", "--normalize", "--format", "parquet", "--out", out, *files, expect=1)
+    rows = {r["file"]: r for r in pq.read_table(out).to_pylist()}
+    assert sorted(rows) == sorted(files)
+    assert rows[files[-1]]["embedding"] is None and rows[files[-1]]["error"]
+    emb = tmp_path / "emb.safetensors"
+    cli = subprocess.run([VIT_BINARY, "embed", "--model", str(DEIT), "--normalize", "-o", str(emb), *files],
+                         capture_output=True, text=True)
+    assert cli.returncode == 1, cli.stderr
+    data = emb.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    want = np.frombuffer(data[8 + n:], dtype="<f4").reshape(header["embeddings"]["shape"])
+    assert json.loads(header["__metadata__"]["files"]) == files[:-1]
+    got = np.array([rows[f]["embedding"] for f in files[:-1]], dtype=np.float32)
+    np.testing.assert_allclose(got, want, atol=1e-6)
 
 
 def test_folder_glob_takes_what_find_images_takes(tmp_path):

@@ -4,6 +4,7 @@ keeps across tasks. Files on a local or shared file system are read by the engin
 arrives as the bytes Spark's binaryFile source read."""
 
 ROW_SCHEMA = "file string, top array<struct<index:int, label:string, prob:double>>, error string"
+EMBED_SCHEMA = "file string, embedding array<float>, error string"  # with --embed
 
 _classifiers = {}  # (model, precision, batch, threads) -> vit.Classifier, per worker process
 
@@ -25,6 +26,16 @@ def rows(results, names):
                          "error": [r.get("error") for r in results]})
 
 
+def embedding_rows(result, names):
+    """embed()'s dict as a pandas frame of EMBED_SCHEMA: each input's embedding or error, in input order."""
+    import pandas as pd
+
+    failed = {e["index"]: e["error"] for e in result["errors"]}
+    good = iter(result["embeddings"])
+    embeddings = [None if i in failed else next(good) for i in range(len(names))]
+    return pd.DataFrame({"file": names, "embedding": embeddings, "error": [failed.get(i) for i in range(len(names))]})
+
+
 def given_name(path, files, folders):
     """The name of one of binaryFile's paths as the user gave it: the file itself, or its folder + the rest."""
     if path in files:
@@ -39,8 +50,9 @@ def given_name(path, files, folders):
 # outlives a task (Spark reuses its Python workers), so the model loads once per worker. The engine runs
 # on the task's cores (spark.task.cpus), so tasks side by side never oversubscribe a machine.
 
-def classify_files(model, precision, batch, topk):
-    """Frames of (file: the name as given, path: absolute) -> rows; the engine reads each file."""
+def classify_files(model, precision, batch, topk, embed=None):
+    """Frames of (file: the name as given, path: absolute) -> rows; the engine reads each file. embed: a
+    dict of Classifier.embed's options to write embeddings (EMBED_SCHEMA) instead of labels."""
 
     def run(frames):
         from pyspark import TaskContext
@@ -49,12 +61,15 @@ def classify_files(model, precision, batch, topk):
 
         c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus())
         for frame in frames:
-            yield vit_spark.rows(c.classify(list(frame["path"]), topk=topk), list(frame["file"]))
+            if embed is not None:
+                yield vit_spark.embedding_rows(c.embed(list(frame["path"]), **embed), list(frame["file"]))
+            else:
+                yield vit_spark.rows(c.classify(list(frame["path"]), topk=topk), list(frame["file"]))
 
     return run
 
 
-def classify_bytes(model, precision, batch, topk, files, folders):
+def classify_bytes(model, precision, batch, topk, files, folders, embed=None):
     """Frames of binaryFile's (path, content) -> rows, named as given (files, folders: see given_name)."""
 
     def run(frames):
@@ -65,6 +80,10 @@ def classify_bytes(model, precision, batch, topk, files, folders):
         c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus())
         for frame in frames:
             names = [vit_spark.given_name(p, files, folders) for p in frame["path"]]
-            yield vit_spark.rows(c.classify_encoded(list(zip(names, frame["content"])), topk=topk), names)
+            images = list(zip(names, frame["content"]))
+            if embed is not None:
+                yield vit_spark.embedding_rows(c.embed_encoded(images, **embed), names)
+            else:
+                yield vit_spark.rows(c.classify_encoded(images, topk=topk), names)
 
     return run

@@ -33,6 +33,7 @@ std::vector<float> ref_layer_norm(const std::vector<float>& x, const std::vector
 }
 
 float ref_gelu(float x) { return float(0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))); }
+float ref_quick_gelu(float x) { return float(x / (1.0 + std::exp(-1.702 * double(x)))); }
 
 std::vector<float> ref_attention(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t H, int64_t Dh) {
   const int64_t D = H * Dh;

@@ -278,6 +278,28 @@ TEST(LoaderErrors, NotAViT) {
   expect_load_error(d.file("model.safetensors"), "not a ViT checkpoint");
 }
 
+// Families the engine does not run yet are named from their tensors (or a timm config's architecture),
+// whatever else the file holds, before any tensor is read.
+TEST(LoaderErrors, UnsupportedFamiliesAreRefusedByName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"blocks.0.attn.relative_position_bias_table", "BEiT checkpoint: not supported yet"},
+      {"blocks.0.mlp.fc1_g.weight", "EVA-02 checkpoint: not supported yet"},
+      {"blocks.0.attn.q_bias", "EVA-02 checkpoint: not supported yet"},
+      {"visual.conv1.weight", "OpenCLIP image tower checkpoint: not supported yet"},
+      {"vision_model.embeddings.class_embedding", "Hugging Face CLIP image tower checkpoint: not supported yet"},
+      {"vision_model.head.probe", "Hugging Face SigLIP image tower checkpoint: not supported yet"},
+      {"embeddings.mask_token", "Hugging Face DINOv2 checkpoint: not supported yet"}};
+  for (const auto& [tensor, message] : cases) {
+    TempDir d;
+    write_tensors(d.file("model.safetensors"), {{tensor, {{2}, {1, 2}}}});
+    expect_load_error(d.file("model.safetensors"), message);
+  }
+  TempDir d;
+  write_tiny_model(d.path(), TinySpec{});
+  write_file(d.file("c.json"), R"({"architecture": "eva02_tiny_patch14_224"})");
+  expect_load_error(d.path(), "EVA-02 checkpoint: not supported yet (eva02_tiny_patch14_224)", d.file("c.json"));
+}
+
 TEST(LoaderErrors, InvalidConfigJson) {
   TempDir d;
   write_tiny_model(d.path(), TinySpec{});

@@ -33,6 +33,7 @@ TEST_P(LinearTest, MatchesReference) {
   auto want = ref_linear(x, w, b, c.M, c.K, c.N);
   for (size_t i = 0; i < want.size(); ++i) {
     if (c.ep == Epilogue::Gelu) want[i] = ref_gelu(want[i]);
+    if (c.ep == Epilogue::QuickGelu) want[i] = ref_quick_gelu(want[i]);
     if (c.ep == Epilogue::AddToDst) want[i] += resid[i];
   }
   Arena store;
@@ -52,6 +53,8 @@ INSTANTIATE_TEST_SUITE_P(
                       LinearCase{197, 768, 192, WeightLayout::Blocked, Epilogue::AddToDst},
                       LinearCase{394, 192, 192, WeightLayout::NK, Epilogue::AddToDst},
                       LinearCase{577, 64, 96, WeightLayout::Blocked, Epilogue::Gelu},
+                      LinearCase{197, 192, 768, WeightLayout::NK, Epilogue::QuickGelu},
+                      LinearCase{257, 64, 256, WeightLayout::Blocked, Epilogue::QuickGelu},
                       LinearCase{1, 192, 1000, WeightLayout::NK, Epilogue::None},
                       LinearCase{13, 7, 5, WeightLayout::Blocked, Epilogue::None}));
 
@@ -97,6 +100,38 @@ TEST_P(AttentionTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                          ::testing::Values(AttnCase{1, 197, 3, 64}, AttnCase{2, 197, 12, 64}, AttnCase{1, 577, 3, 64},
                                            AttnCase{3, 17, 2, 16}, AttnCase{2, 50, 4, 8}));
+
+// AttentionPoolLatent's core with one query, against a naive loop in double.
+TEST(AttentionPoolTest, MatchesReference) {
+  const int64_t shapes[][4] = {{1, 196, 2, 32}, {3, 197, 3, 64}, {2, 5, 1, 7}};  // B, T, H, Dh
+  for (const auto& shape : shapes) {
+    const int64_t B = shape[0], T = shape[1], H = shape[2], Dh = shape[3];
+    std::mt19937 rng(uint32_t(B * 100 + T));
+    const int64_t D = H * Dh;
+    const auto q = random_vector(size_t(D), rng, 2.f), kv = random_vector(size_t(B * T * 2 * D), rng, 2.f);
+    std::vector<float> scores(size_t(B * H * T)), got(size_t(B * D), -7.f), want(size_t(B * D));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        std::vector<double> p(static_cast<size_t>(T));
+        double top = -1e300, sum = 0;
+        for (int64_t t = 0; t < T; ++t) {
+          double dot = 0;
+          for (int64_t d = 0; d < Dh; ++d) dot += double(q[size_t(h * Dh + d)]) * kv[size_t((b * T + t) * 2 * D + h * Dh + d)];
+          p[size_t(t)] = dot / std::sqrt(double(Dh));
+          top = std::max(top, p[size_t(t)]);
+        }
+        for (auto& v : p) sum += (v = std::exp(v - top));
+        for (int64_t d = 0; d < Dh; ++d) {
+          double o = 0;
+          for (int64_t t = 0; t < T; ++t) o += p[size_t(t)] / sum * kv[size_t((b * T + t) * 2 * D + D + h * Dh + d)];
+          want[size_t(b * D + h * Dh + d)] = float(o);
+        }
+      }
+    Step s = attention_pool_step("pool", B, T, H, Dh, q.data(), kv.data(), scores.data(), got.data());
+    run_step(s);
+    EXPECT_LT(max_abs_diff(got, want), 1e-5f) << B << "x" << T << "x" << H << "x" << Dh;
+  }
+}
 
 TEST(PatchifyTest, MatchesConvolutionLayout) {
   // patchify + linear must equal a direct P x P stride-P convolution.

@@ -55,8 +55,9 @@ TEST(Rows, QuantizeRoundsHalfToEvenAndSaturatesAsTheScalarCode) {
   }
 }
 
-// v = float(acc - zero * colsum) * w_scale * sa + bias, in the scalar code's order; then GELU or added.
-TEST(Rows, DequantizeEqualsTheScalarCodeAndGeluIsWithinItsTolerance) {
+// v = float(acc - zero * colsum) * w_scale * sa + bias, in the scalar code's order; then GELU, QuickGELU
+// or added.
+TEST(Rows, DequantizeEqualsTheScalarCodeAndActivationsAreWithinTheirTolerance) {
   std::mt19937 rng(2);
   std::uniform_int_distribution<int32_t> acc_d(-2000000, 2000000), col_d(-5000, 5000);
   for (const RowKernels* k : variants())
@@ -68,10 +69,12 @@ TEST(Rows, DequantizeEqualsTheScalarCodeAndGeluIsWithinItsTolerance) {
                  start = random_vector(static_cast<size_t>(n), rng);
       const int32_t zero = 117;
       const float sa = 0.0173f;
-      for (int mode = 0; mode < 3; ++mode) {  // write, GELU, add
+      for (int mode = 0; mode < 4; ++mode) {  // write, GELU, add, QuickGELU
+        const RowActivation act =
+            mode == 1 ? RowActivation::Gelu : mode == 3 ? RowActivation::QuickGelu : RowActivation::None;
         for (const float* b : {bias.data(), static_cast<const float*>(nullptr)}) {
           std::vector<float> got = start;
-          k->dequantize(acc.data(), n, zero, colsum.data(), w_scale.data(), sa, b, mode == 1, mode == 2, got.data());
+          k->dequantize(acc.data(), n, zero, colsum.data(), w_scale.data(), sa, b, act, mode == 2, got.data());
           for (int64_t i = 0; i < n; ++i) {
             const float v = float(acc[size_t(i)] - zero * colsum[size_t(i)]) * w_scale[size_t(i)] * sa +
                             (b ? b[i] : 0.f);
@@ -80,6 +83,9 @@ TEST(Rows, DequantizeEqualsTheScalarCodeAndGeluIsWithinItsTolerance) {
             if (mode == 2) ASSERT_EQ(got[j], start[j] + v) << k->isa << " n=" << n << " i=" << i;
             if (mode == 1)
               ASSERT_NEAR(got[j], ref_gelu(v), 1e-6f * std::max(1.f, std::fabs(v))) << k->isa << " n=" << n << " v=" << v;
+            if (mode == 3)
+              ASSERT_NEAR(got[j], ref_quick_gelu(v), 1e-6f * std::max(1.f, std::fabs(v)))
+                  << k->isa << " n=" << n << " v=" << v;
           }
         }
       }
@@ -93,11 +99,12 @@ TEST(Rows, DequantizeInPlace) {
     std::vector<int32_t> acc(static_cast<size_t>(n)), colsum(static_cast<size_t>(n), 3);
     for (int64_t i = 0; i < n; ++i) acc[size_t(i)] = int32_t(i * 1000 - 50000);
     std::vector<float> w_scale(static_cast<size_t>(n), 0.01f), want(static_cast<size_t>(n));
-    k->dequantize(acc.data(), n, 2, colsum.data(), w_scale.data(), 0.5f, nullptr, true, false, want.data());
+    k->dequantize(acc.data(), n, 2, colsum.data(), w_scale.data(), 0.5f, nullptr, RowActivation::Gelu, false,
+                  want.data());
     std::vector<float> inplace(static_cast<size_t>(n));
     std::memcpy(inplace.data(), acc.data(), acc.size() * sizeof(int32_t));
     k->dequantize(reinterpret_cast<const int32_t*>(inplace.data()), n, 2, colsum.data(), w_scale.data(), 0.5f, nullptr,
-                  true, false, inplace.data());
+                  RowActivation::Gelu, false, inplace.data());
     EXPECT_EQ(inplace, want) << k->isa;
   }
 }

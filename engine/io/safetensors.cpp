@@ -237,29 +237,53 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   out.commit();
 }
 
-RowWriter::RowWriter(std::string path, int64_t cols) : out_(path), cols_(cols) {
-  rows_file_ = std::tmpfile();
-  if (!rows_file_) throw Error(path, std::string("cannot create a temporary file for the rows: ") + std::strerror(errno));
+RowWriter::RowWriter(std::string path, int64_t cols) : RowWriter(std::move(path), RowShapes{{"", {cols}}}) {}
+
+RowWriter::RowWriter(std::string path, RowShapes tensors) : out_(path), tensors_(std::move(tensors)) {
+  for (const auto& t : tensors_) {
+    int64_t n = 1;
+    for (int64_t d : t.second) n *= d;
+    row_floats_.push_back(n);
+    rows_files_.push_back(std::tmpfile());
+    if (!rows_files_.back())
+      throw Error(path, std::string("cannot create a temporary file for the rows: ") + std::strerror(errno));
+  }
 }
 
 RowWriter::~RowWriter() {
-  if (rows_file_) std::fclose(rows_file_);
+  for (std::FILE* f : rows_files_)
+    if (f) std::fclose(f);
 }
 
-void RowWriter::add(const float* row) {
-  if (std::fwrite(row, sizeof(float), size_t(cols_), rows_file_) != size_t(cols_))
-    throw WriteError(out_.target(), std::string("cannot write the rows' temporary file: ") + std::strerror(errno));
+void RowWriter::add(const float* row) { add(std::vector<const float*>{row}); }
+
+void RowWriter::add(const std::vector<const float*>& rows) {
+  for (size_t t = 0; t < rows_files_.size(); ++t)
+    if (std::fwrite(rows[t], sizeof(float), size_t(row_floats_[t]), rows_files_[t]) != size_t(row_floats_[t]))
+      throw WriteError(out_.target(), std::string("cannot write the rows' temporary file: ") + std::strerror(errno));
   ++rows_;
 }
 
 void RowWriter::finish(const std::string& name, const std::map<std::string, std::string>& metadata) {
-  const std::string head = header_bytes({{name, {rows_, cols_}}}, metadata);
+  tensors_[0].first = name;
+  finish(metadata);
+}
+
+void RowWriter::finish(const std::map<std::string, std::string>& metadata) {
+  RowShapes shapes;
+  for (const auto& [name, row] : tensors_) {
+    shapes.push_back({name, {rows_}});
+    shapes.back().second.insert(shapes.back().second.end(), row.begin(), row.end());
+  }
+  const std::string head = header_bytes(shapes, metadata);
   out_.write(head.data(), head.size());
-  if (std::fflush(rows_file_) != 0) throw WriteError(out_.target(), std::string("write failed: ") + std::strerror(errno));
-  std::rewind(rows_file_);
   std::vector<char> chunk(size_t(1) << 20);
-  for (size_t n; (n = std::fread(chunk.data(), 1, chunk.size(), rows_file_)) > 0;) out_.write(chunk.data(), n);
-  if (std::ferror(rows_file_)) throw WriteError(out_.target(), "cannot read back the rows' temporary file");
+  for (std::FILE* f : rows_files_) {
+    if (std::fflush(f) != 0) throw WriteError(out_.target(), std::string("write failed: ") + std::strerror(errno));
+    std::rewind(f);
+    for (size_t n; (n = std::fread(chunk.data(), 1, chunk.size(), f)) > 0;) out_.write(chunk.data(), n);
+    if (std::ferror(f)) throw WriteError(out_.target(), "cannot read back the rows' temporary file");
+  }
   out_.commit();
 }
 

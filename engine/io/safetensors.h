@@ -65,20 +65,27 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
 // Writes an F32 [rows, cols] tensor given one row at a time, keeping no rows in memory: they go to a
 // temporary file and are copied behind the header by finish(), into an OutputFile (io.h) renamed into
 // place only when complete. The output's folder is checked by the constructor.
+// Several tensors can be written side by side, each getting one row (of any shape) per add().
 class RowWriter {
  public:
-  RowWriter(std::string path, int64_t cols);
+  using RowShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;  // name, one row's shape
+  RowWriter(std::string path, int64_t cols);  // one tensor, named at finish()
+  RowWriter(std::string path, RowShapes tensors);
   ~RowWriter();
   RowWriter(const RowWriter&) = delete;
   RowWriter& operator=(const RowWriter&) = delete;
   void add(const float* row);
+  void add(const std::vector<const float*>& rows);  // a row of each tensor, in their order
   int64_t rows() const { return rows_; }
   void finish(const std::string& name, const std::map<std::string, std::string>& metadata);
+  void finish(const std::map<std::string, std::string>& metadata);
 
  private:
   OutputFile out_;
-  int64_t cols_, rows_ = 0;
-  std::FILE* rows_file_ = nullptr;
+  RowShapes tensors_;
+  std::vector<int64_t> row_floats_;
+  int64_t rows_ = 0;
+  std::vector<std::FILE*> rows_files_;
 };
 
 }  // namespace vit

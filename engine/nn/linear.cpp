@@ -39,6 +39,19 @@ memory stored_reorder(Arena& store, const memory& from, const memory::desc& to_m
 
 memory::desc bias_desc(const LinearWeights& lw) { return lw.b ? lw.b.get_desc() : memory::desc(); }
 
+// The activation epilogues as oneDNN post-ops: GELU (erf), QuickGELU as swish(alpha 1.702).
+constexpr float kQuickGeluAlpha = 1.702f;
+void append_activation(dnnl::post_ops& po, Epilogue ep) {
+  if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  if (ep == Epilogue::QuickGelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, kQuickGeluAlpha, 0.f);
+}
+
+RowActivation row_activation(Epilogue ep) {
+  if (ep == Epilogue::Gelu) return RowActivation::Gelu;
+  if (ep == Epilogue::QuickGelu) return RowActivation::QuickGelu;
+  return RowActivation::None;
+}
+
 // The int8 matmul of one image's T rows with its weight scales, image scale and zero point, bias and
 // epilogue fused (Full), or all but the residual sum (NoSum). Used where it is brgemm (VNNI).
 enum class Fusion { Full, NoSum };
@@ -51,7 +64,7 @@ dnnl::matmul::primitive_desc fused_int8_pd(const LinearWeights& lw, const memory
   dnnl::post_ops po;
   po.append_binary(dnnl::algorithm::binary_mul, memory::desc({1, 1}, dt::f32, tag::ab));  // the image's scale
   if (lw.b) po.append_binary(dnnl::algorithm::binary_add, memory::desc({1, lw.N}, dt::f32, tag::ab));
-  if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  append_activation(po, ep);
   if (ep == Epilogue::AddToDst && f == Fusion::Full) po.append_sum(1.f);
   attr.set_post_ops(po);
   const memory::desc src({T, lw.K}, dt::u8, tag::ab), dst({T, lw.N}, dt::f32, tag::ab);
@@ -86,7 +99,7 @@ dnnl::primitive_desc rows_pd(LinearForm f, const LinearWeights& lw, const memory
 
 dnnl::post_ops epilogue_post_ops(Epilogue ep) {
   dnnl::post_ops po;
-  if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  append_activation(po, ep);
   if (ep == Epilogue::AddToDst) po.append_sum(1.f);
   return po;
 }
@@ -271,7 +284,7 @@ Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t r
     const RowKernels& k = row_kernels();
     parallel_for(rows, [&](int64_t r) {
       k.dequantize(static_cast<const int32_t*>(products) + r * N, N, s.zero[r], colsum, w_scale, s.scale[r], bias,
-                   ep == Epilogue::Gelu, ep == Epilogue::AddToDst, dst + r * N);
+                   row_activation(ep), ep == Epilogue::AddToDst, dst + r * N);
       if (out == LinearOutput::Quantized) {
         float lo, hi;
         k.range(dst + r * N, N, &lo, &hi);

@@ -18,7 +18,9 @@ namespace vit {
 // means a plain layout that runs slower at ViT shapes): docs/PERFORMANCE.md. BF16 and Int8 weights
 // always take the layout their matmul asks for.
 enum class WeightLayout { Auto, NK, Blocked };
-enum class Epilogue { None, Gelu, AddToDst };  // AddToDst: dst += result (residual connection)
+// AddToDst: dst += result (residual connection). QuickGelu: x * sigmoid(1.702 x), OpenAI CLIP's
+// activation (timm's QuickGELU), oneDNN's swish with alpha 1.702.
+enum class Epilogue { None, Gelu, QuickGelu, AddToDst };
 
 // Which oneDNN primitive a layer runs on: a matmul, or the same product as a 1x1 convolution over the
 // rows (src nhwc with N = 1, H = 1, W = rows is exactly [rows, K] row-major, dst likewise [rows, N]).

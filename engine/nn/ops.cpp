@@ -188,6 +188,38 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
   return steps;
 }
 
+Step attention_pool_step(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh, const float* q,
+                         const float* kv, float* scores, float* out) {
+  Step s = host_step(name, [=] {
+    const int64_t D = H * Dh;
+    const float scale = 1.f / std::sqrt(float(Dh));
+    parallel_for(B * H, [&](int64_t bh) {
+      const int64_t b = bh / H, h = bh % H;
+      const float* qh = q + h * Dh;
+      float* p = scores + bh * T;
+      float top = -INFINITY;
+      for (int64_t t = 0; t < T; ++t) {
+        const float* k = kv + (b * T + t) * 2 * D + h * Dh;
+        float dot = 0.f;
+        for (int64_t d = 0; d < Dh; ++d) dot += qh[d] * k[d];
+        p[t] = dot * scale;
+        top = std::max(top, p[t]);
+      }
+      float sum = 0.f;
+      for (int64_t t = 0; t < T; ++t) sum += (p[t] = std::exp(p[t] - top));
+      float* o = out + b * D + h * Dh;
+      for (int64_t d = 0; d < Dh; ++d) o[d] = 0.f;
+      for (int64_t t = 0; t < T; ++t) {
+        const float w = p[t] / sum;
+        const float* v = kv + (b * T + t) * 2 * D + D + h * Dh;
+        for (int64_t d = 0; d < Dh; ++d) o[d] += w * v[d];
+      }
+    });
+  });
+  s.flops = 4.0 * double(B * H * T * Dh);
+  return s;
+}
+
 Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, int64_t Sw, int64_t P,
                    const float* src, float* dst) {
   return host_step(name, [=] {

@@ -87,6 +87,12 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                   const float* qkv, float* heads, float* scores, float* out);
 
+// Attention pooling with one query shared by every image (timm's AttentionPoolLatent with one latent, the
+// MAP head of SigLIP): out [B, H*Dh] = per head h, softmax(q_h . k_h^T / sqrt(Dh)) v_h, from q [H*Dh] and
+// kv [B, T, 2, H, Dh] (a linear layer's output [B*T, 2*H*Dh]); scores [B, H, T] is scratch.
+Step attention_pool_step(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh, const float* q,
+                         const float* kv, float* scores, float* out);
+
 // Rearranges images [B, C, S_h, S_w] into patch rows [B * Nh * Nw, C * P * P] in (c, ky, kx) order,
 // the order of a PyTorch conv weight [D, C, P, P], so the patch embedding is one linear layer.
 Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, int64_t Sw, int64_t P,

@@ -1,11 +1,14 @@
 // Loops over one row of floats, for the host passes around the lower-precision matmuls: a row's range,
-// u8 quantization, the int8 dequantize with bias and GELU or residual, LayerNorm, GELU. Compiled for
+// u8 quantization, the int8 dequantize with bias and GELU, QuickGELU or residual, LayerNorm, GELU. Compiled for
 // SSE2, AVX2 and AVX-512 (rows_impl.h) and picked once by the ISA oneDNN runs with, so that
 // ONEDNN_MAX_CPU_ISA caps them too. Every pass but GELU gives the scalar code's answers bit for bit.
 #pragma once
 #include <cstdint>
 
 namespace vit {
+
+// The activation the dequantize pass applies: none, GELU (erf), or QuickGELU (x * sigmoid(1.702 x), CLIP's).
+enum class RowActivation { None, Gelu, QuickGelu };
 
 struct RowKernels {
   const char* isa;  // "avx512", "avx2", "sse2": for profiles
@@ -14,9 +17,10 @@ struct RowKernels {
   // q = min(255, max(0, round_even(x / scale) + zero)), as quantize_u8; inv = 1 / scale.
   void (*quantize)(const float* x, int64_t n, float inv, float zero, uint8_t* q);
   // The int8 matmul's s32 sums made real: v = float(acc - zero * colsum) * w_scale * sa + bias (bias may
-  // be null); then y = v (gelu false, add false), y = gelu(v) (gelu), or y += v (add).
+  // be null); then y = act(v), or y += v (add; act None). GELU and QuickGELU are within 1e-6 relative of
+  // their double references.
   void (*dequantize)(const int32_t* acc, int64_t n, int32_t zero, const int32_t* colsum, const float* w_scale,
-                     float sa, const float* bias, bool gelu, bool add, float* y);
+                     float sa, const float* bias, RowActivation act, bool add, float* y);
   // y += x.
   void (*add)(const float* x, int64_t n, float* y);
   // y = (x - mean) / sqrt(var + eps) * gamma + beta, as oneDNN's layer normalization (biased variance);

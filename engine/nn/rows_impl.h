@@ -132,6 +132,21 @@ inline vf verf(vf x) {
 
 inline vf vgelu(vf x) { return bc(0.5f) * x * (bc(1.f) + verf(x * bc(0.70710678f))); }
 
+// x * sigmoid(z), z = 1.702 x, from e = e^-|z| (always within vexp's range): 1 / (1 + e) for z >= 0,
+// e / (1 + e) below.
+inline vf vquick_gelu(vf x) {
+  const vf z = bc(1.702f) * x;
+  const vf e = vexp(-vmax(z, -z));
+  const vf s = bc(1.f) / (bc(1.f) + e);
+  return x * (z < bc(0.f) ? e * s : s);
+}
+
+inline vf activate(vf v, RowActivation act) {
+  if (act == RowActivation::Gelu) return vgelu(v);
+  if (act == RowActivation::QuickGelu) return vquick_gelu(v);
+  return v;
+}
+
 // The tail of a row through the vector code: padded into one vector and back.
 template <typename F>
 void tail(const float* x, int64_t n, float* y, F f) {
@@ -155,22 +170,18 @@ void gelu(const float* x, int64_t n, float* y) {
 }
 
 void dequantize(const int32_t* acc, int64_t n, int32_t zero, const int32_t* colsum, const float* w_scale, float sa,
-                const float* bias, bool gelu_after, bool add, float* y) {
+                const float* bias, RowActivation act, bool add, float* y) {
   int64_t i = 0;
   const vi z = vi{} + zero;
   for (; i + W <= n; i += W) {
     vf v = __builtin_convertvector(ldi(acc + i) - z * ldi(colsum + i), vf) * ld(w_scale + i) * bc(sa) +
            (bias ? ld(bias + i) : bc(0.f));
-    if (gelu_after) v = vgelu(v);
+    v = activate(v, act);
     st(y + i, add ? ld(y + i) + v : v);
   }
   for (; i < n; ++i) {
     float v = float(acc[i] - zero * colsum[i]) * w_scale[i] * sa + (bias ? bias[i] : 0.f);
-    if (gelu_after) {
-      float g;
-      gelu(&v, 1, &g);
-      v = g;
-    }
+    if (act != RowActivation::None) tail(&v, 1, &v, [act](vf x) { return activate(x, act); });
     y[i] = add ? y[i] + v : v;
   }
 }

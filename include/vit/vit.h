@@ -60,6 +60,22 @@ struct ClassifierOptions {
   bool keep_logits = false;          // fill Result::logits
   bool exif_transpose = false;       // turn images as their EXIF orientation says (PIL's exif_transpose;
                                      // timm does not, so off by default)
+  std::string pool;                  // "cls" or "mean" to pool otherwise than the checkpoint ("": its own)
+};
+
+// What Classifier::embed returns per image. By default timm's forward_head(forward_features(x),
+// pre_logits=True): the pooled features before any head.
+struct EmbedOptions {
+  bool head = false;       // apply the head too: timm's model(x) (logits; a model without a head: the same features)
+  bool tokens = false;     // also keep the token sequence timm's forward_features returns
+  bool normalize = false;  // scale each embedding to unit length
+};
+
+struct Embedding {
+  std::string file;
+  std::string error;             // empty when it worked
+  std::vector<float> embedding;  // [E]
+  std::vector<float> tokens;     // [T, D] with EmbedOptions::tokens
 };
 
 // Called by a long call between its batches (never while a forward pass runs): return false to stop the
@@ -99,6 +115,7 @@ struct Pixels {
 
 // What the engine understood of the model, as `vit inspect` prints it.
 struct ModelInfo {
+  std::string family;  // ViT, DeiT, DeiT III, DINOv2
   std::string file, arch, stored_as, precision, pool, interpolation, crop_mode;
   int64_t patch, width, depth, heads, mlp, classes, input_height, input_width, tokens, parameters;
   double crop_pct;
@@ -132,6 +149,16 @@ class Classifier {
   int64_t classify_video(const std::string& path, const VideoSampling& sampling,
                          const std::function<void(const std::vector<Result>&)>& on_results, int topk = 5,
                          const BetweenBatches& between = {}) const;
+
+  // One Embedding per input, in order; failures as in classify().
+  std::vector<Embedding> embed(const std::vector<std::string>& paths, const EmbedOptions& options = {},
+                               const BetweenBatches& between = {}) const;
+  std::vector<Embedding> embed_encoded(const std::vector<std::pair<std::string, std::string>>& images,
+                                       const EmbedOptions& options = {}, const BetweenBatches& between = {}) const;
+  // E for these options, and T and D of the tokens.
+  int64_t embedding_size(const EmbedOptions& options = {}) const;
+  int64_t tokens() const;
+  int64_t width() const;
 
   // Preprocessed images [n, 3, H, W] (as preprocess() gives them) -> logits [n, classes].
   std::vector<float> logits(const float* images, int64_t n, const BetweenBatches& between = {}) const;

@@ -194,6 +194,30 @@ def test_encoded_bytes_classify_as_the_files_do(tiny, tiny_classifier):
     assert "error" in results[3] and "error" in results[4]
 
 
+def test_embed_equals_vit_embed(tiny, tiny_classifier, tmp_path):
+    _, good, broken = tiny
+    files = [str(good[0]), str(broken), str(good[1]), str(good[2])]
+    for flags, kwargs in [([], {}), (["--head", "--tokens"], {"head": True, "tokens": True}),
+                          (["--normalize"], {"normalize": True})]:
+        out = tmp_path / "emb.safetensors"
+        run = subprocess.run([VIT_BINARY, "embed", "--model", str(tiny[0]), "-b", "4", "-o", str(out), *flags, *files],
+                             capture_output=True, text=True)
+        assert run.returncode == 1, run.stderr  # the broken image: an error, left out of the file
+        want, meta = read_safetensors(out)
+        got = tiny_classifier.embed(files, **kwargs)
+        assert got["files"] == json.loads(meta["files"]) == [files[0], files[2], files[3]]
+        assert [(e["index"], e["file"]) for e in got["errors"]] == [(1, str(broken))]
+        assert got["embeddings"].dtype == np.float32
+        np.testing.assert_array_equal(got["embeddings"], want["embeddings"])
+        if kwargs.get("tokens"):
+            np.testing.assert_array_equal(got["tokens"], want["tokens"])
+            assert got["embeddings"].shape == (3, 10)  # --head: the logits of the 10 classes
+        if kwargs.get("normalize"):
+            np.testing.assert_allclose(np.linalg.norm(got["embeddings"], axis=1), 1.0, rtol=1e-6)
+    encoded = tiny_classifier.embed_encoded([(f, pathlib.Path(f).read_bytes()) for f in files])
+    np.testing.assert_array_equal(encoded["embeddings"], tiny_classifier.embed(files)["embeddings"])
+
+
 def test_video_frames_classify_as_their_images(tiny, tiny_classifier, tmp_path):
     """A lossless clip of the three images (resized to one size) written by tests/write_clip at 2 frames/s."""
     from PIL import Image

@@ -1,0 +1,148 @@
+// `vit embed`: one embedding per image, as timm computes it: forward_head(forward_features(x),
+// pre_logits=True) by default, model(x) with --head, the token sequence too with --tokens. JSON lines on
+// stdout, or a safetensors file written as --save-logits writes its file (atomically, files listed).
+#include <unistd.h>
+
+#include <memory>
+
+#include "apps/command.h"
+#include "apps/inputs.h"
+#include "apps/options.h"
+#include "apps/output.h"
+#include "engine/io/safetensors.h"
+#include "engine/io/text.h"
+#include "vit/limits.h"
+#include "vit/vit.h"
+
+namespace vit::app {
+namespace {
+
+struct EmbedCommand {
+  ModelOptions model;
+  EmbedOptions embed;
+  std::string out, pool;
+  int batch = 8;
+  int64_t max_pixels = kDefaultMaxPixels;
+  bool force = false, stdin_paths = false, null_separated = false, exif_transpose = false;
+  std::vector<std::string> paths;
+};
+
+// Where embeddings go: JSON lines on stdout, or the -o file (embeddings [N, E], tokens [N, T, D], the
+// files in order in its metadata); errors as `vit classify` prints them.
+class EmbedOutput {
+ public:
+  EmbedOutput(const EmbedCommand& o, const Classifier& c) {
+    if (o.out.empty()) return;
+    RowWriter::RowShapes shapes{{"embeddings", {c.embedding_size(o.embed)}}};
+    if (o.embed.tokens) shapes.push_back({"tokens", {c.tokens(), c.width()}});
+    saved_ = std::make_unique<RowWriter>(o.out, shapes);
+  }
+  void error(const std::string& file, const std::string& why) {
+    ++failed_;
+    if (saved_) std::fprintf(stderr, "error: %s: %s\n", printable(file).c_str(), printable(why).c_str());
+    else std::printf("%s\n", json_line(file, {{"error", why}}).c_str());
+  }
+  void result(const Embedding& e) {
+    if (!e.error.empty()) return error(e.file, e.error);
+    ++done_;
+    if (saved_) {
+      saved_->add(e.tokens.empty() ? std::vector<const float*>{e.embedding.data()}
+                                   : std::vector<const float*>{e.embedding.data(), e.tokens.data()});
+      files_ += (files_.size() > 1 ? "," : "") + json_string(e.file);
+      return;
+    }
+    nlohmann::json rest = {{"embedding", e.embedding}};
+    if (!e.tokens.empty()) rest["tokens"] = e.tokens;
+    std::printf("%s\n", json_line(e.file, rest).c_str());
+  }
+  void finish() {
+    if (saved_) saved_->finish({{"files", files_ + "]"}});
+  }
+  size_t done() const { return done_; }
+  size_t failed() const { return failed_; }
+
+ private:
+  std::unique_ptr<RowWriter> saved_;
+  std::string files_ = "[";
+  size_t done_ = 0, failed_ = 0;
+};
+
+int embed_all(const EmbedCommand& o, std::vector<Input>& inputs, bool missing, const Classifier& c, EmbedOutput& out) {
+  std::unique_ptr<PathStream> stream;
+  if (o.stdin_paths) stream = std::make_unique<PathStream>(STDIN_FILENO, o.null_separated ? '\0' : '\n');
+  size_t seen = 0;
+  for (size_t first = 0;; first += size_t(o.batch)) {
+    std::vector<Input> batch;
+    if (stream) {
+      if (!stream->next(size_t(o.batch), &batch)) break;
+    } else {
+      if (first >= inputs.size()) break;
+      batch.assign(inputs.begin() + long(first), inputs.begin() + long(std::min(first + size_t(o.batch), inputs.size())));
+    }
+    std::vector<std::string> paths;
+    for (const Input& in : batch)
+      if (in.error.empty() && !is_video_name(in.file)) paths.push_back(in.file);
+    const std::vector<Embedding> results = c.embed(paths, o.embed);
+    size_t next = 0;
+    for (const Input& in : batch) {
+      if (!in.error.empty()) out.error(in.file, in.error);
+      else if (is_video_name(in.file)) out.error(in.file, "videos are not embedded yet (vit classify reads them)");
+      else out.result(results[next++]);
+    }
+    check_stdout();
+    seen += batch.size();
+  }
+  if (out.failed() && seen > 1) std::fprintf(stderr, "%zu of %zu images embedded, %zu failed\n", out.done(), seen, out.failed());
+  out.finish();
+  if (missing) return kExitUsage;
+  return out.failed() ? kExitSomeFailed : kExitOk;
+}
+
+std::function<int()> prepare_embed(EmbedCommand o) {
+  if (o.stdin_paths && !o.paths.empty()) throw Error("--stdin reads the paths from standard input: give no PATH");
+  if (!o.stdin_paths && o.paths.empty()) throw Error("no PATH: give image files or folders, or --stdin");
+  if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
+  auto missing = std::make_shared<bool>(false);
+  auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths, missing.get()));
+  if (!o.out.empty()) {
+    std::vector<std::string> files;
+    for (const Input& in : *inputs) files.push_back(in.file);
+    check_output_target("-o", o.out, files, o.force);
+  }
+  if (!o.stdin_paths) o.batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs->size(), 1))));
+  ClassifierOptions co = classifier_options(o.model);
+  co.batch = o.batch;
+  co.max_pixels = o.max_pixels;
+  co.exif_transpose = o.exif_transpose;
+  co.pool = o.pool;
+  auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
+  auto out = std::make_shared<EmbedOutput>(o, *classifier);
+  return [o, inputs, missing, classifier, out] { return embed_all(o, *inputs, *missing, *classifier, *out); };
+}
+
+}  // namespace
+
+void add_embed_command(CLI::App& app, Prepare* prepare) {
+  auto o = std::make_shared<EmbedCommand>();
+  CLI::App* cmd = app.add_subcommand("embed", "one embedding per image: the pooled features before the head (timm's "
+                                               "pre_logits), or after it with --head");
+  add_model_options(cmd, &o->model);
+  cmd->add_flag("--head", o->embed.head, "apply the head too: timm's model(x) (the logits of a classifier)");
+  cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls or mean")
+      ->check(CLI::IsMember({"cls", "mean", "map"}));
+  cmd->add_flag("--tokens", o->embed.tokens, "also write the token sequence timm's forward_features returns");
+  cmd->add_flag("--normalize", o->embed.normalize, "scale each embedding to unit length");
+  cmd->add_option("-o,--out", o->out, "write a .safetensors file (embeddings [N, E], tokens [N, T, D]) instead of "
+                                      "JSON lines on stdout");
+  cmd->add_flag("--force", o->force, "let -o replace a file that is not a safetensors file");
+  add_batch_option(cmd, &o->batch);
+  add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,
+                    "refuse images larger than this many pixels, from their header, before decoding");
+  cmd->add_flag("--stdin", o->stdin_paths, "read the paths from standard input, one per line");
+  cmd->add_flag("-0,--null", o->null_separated, "with --stdin: paths end with NUL, as find -print0 writes them");
+  cmd->add_flag("--exif-transpose", o->exif_transpose, "turn images as their EXIF orientation says");
+  cmd->add_option("PATH", o->paths, "images or folders, searched recursively for images");
+  cmd->callback([o, prepare] { *prepare = [o] { return prepare_embed(*o); }; });
+}
+
+}  // namespace vit::app

@@ -1,0 +1,102 @@
+"""Shrunk random-weight timm models of each ViT family, and timm's own outputs for them on real photos:
+the reference side of tests/test_families.cpp. Run by the project's .venv Python (timm from
+tests/requirements.txt over Debian's torch; scripts/setup.sh installs it); nothing it writes is committed.
+
+  tests/make_timm_models.py OUT_DIR PHOTO...
+
+OUT_DIR/<name>/model.safetensors, config.json   timm's hub layout, as timm.models.push_to_hf_hub writes it
+                                                (save_for_hf: architecture, model_args, pretrained_cfg)
+OUT_DIR/<name>/reference.safetensors            on the photos, through timm's data pipeline
+                                                (resolve_data_config + create_transform, PIL):
+    input      [N, 3, S, S]  what the model was fed
+    tokens     [N, T, D]     model.forward_features(x)
+    embeddings [N, E]        model.forward_head(tokens, pre_logits=True)
+    outputs    [N, C]        model(x) (the logits, or for a model without a head its embedding)
+    __metadata__ {"files": [...], "arch": "..."}
+OUT_DIR/<name>/reference_224.safetensors        the same for the DINOv2 models run at 224 px: timm's model
+                                                made at that size, its position table resampled from the
+                                                518-px one by timm's checkpoint_filter_fn
+Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity
+values, so a step the engine skipped or got wrong changes the outputs.
+"""
+import json
+import os
+import sys
+
+os.environ.setdefault("TIMM_FUSED_ATTN", "0")  # torch 1.13 has no F.scaled_dot_product_attention
+
+import torch  # noqa: E402
+import timm  # noqa: E402
+from PIL import Image  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+from timm.data import create_transform, resolve_data_config  # noqa: E402
+from timm.models import save_for_hf  # noqa: E402
+from timm.models.vision_transformer import checkpoint_filter_fn  # noqa: E402
+
+# name: (timm architecture, shrinking model_args). Two blocks, width 64: every family feature present.
+SMALL = dict(embed_dim=64, depth=2, num_heads=2)
+SPECS = {
+    "vit": ("vit_base_patch16_224", dict(SMALL, num_classes=10)),
+    "deit3": ("deit3_small_patch16_224", dict(SMALL, num_classes=10)),
+    "dinov2": ("vit_small_patch14_dinov2", dict(SMALL)),
+    "dinov2_reg": ("vit_small_patch14_reg4_dinov2", dict(SMALL)),
+    "clip": ("vit_base_patch16_clip_224", dict(SMALL, num_classes=32)),
+    "clip_quickgelu": ("vit_base_patch16_clip_quickgelu_224", dict(SMALL, num_classes=32)),
+    "siglip": ("vit_base_patch16_siglip_224", dict(SMALL)),
+    "beit": ("beit_base_patch16_224", dict(SMALL, num_classes=10)),
+    "eva02": ("eva02_tiny_patch14_224", dict(SMALL)),
+}
+
+
+def randomize(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf in ("gamma", "gamma_1", "gamma_2"):  # layer scales
+                p.copy_(0.5 + 0.2 * torch.randn(p.shape, generator=g))
+            elif p.dim() == 1 and "norm" in name and leaf == "weight":
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            elif p.dim() == 1:
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+            elif name.endswith(("cls_token", "reg_token", "pos_embed", "relative_position_bias_table")):
+                p.copy_(0.5 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_((1.0 / p[0].numel()) ** 0.5 * torch.randn(p.shape, generator=g))
+
+
+def references(model, photos, size=None):
+    cfg = resolve_data_config({"input_size": (3, size, size)} if size else {}, model=model)
+    transform = create_transform(**cfg)
+    x = torch.stack([transform(Image.open(p).convert("RGB")) for p in photos])
+    with torch.no_grad():
+        tokens = model.forward_features(x)
+        return {
+            "input": x,
+            "tokens": tokens,
+            "embeddings": model.forward_head(tokens, pre_logits=True),
+            "outputs": model(x),
+        }
+
+
+def main():
+    out, photos = sys.argv[1], sys.argv[2:]
+    for seed, (name, (arch, args)) in enumerate(SPECS.items()):
+        model = timm.create_model(arch, pretrained=False, **args).eval()
+        randomize(model, seed)
+        d = os.path.join(out, name)
+        save_for_hf(model, d, model_args=args, safe_serialization=True)
+        refs = {k: v.contiguous().float() for k, v in references(model, photos).items()}
+        save_file(refs, os.path.join(d, "reference.safetensors"),
+                  metadata={"files": json.dumps(photos), "arch": arch})
+        print(name, arch, {k: tuple(v.shape) for k, v in refs.items()})
+        if "dinov2" in arch:
+            small = timm.create_model(arch, pretrained=False, img_size=224, **args).eval()
+            small.load_state_dict(checkpoint_filter_fn(model.state_dict(), small))
+            refs = {k: v.contiguous().float() for k, v in references(small, photos, 224).items()}
+            save_file(refs, os.path.join(d, "reference_224.safetensors"),
+                      metadata={"files": json.dumps(photos), "arch": arch})
+
+
+if __name__ == "__main__":
+    main()
