@@ -168,6 +168,226 @@ struct Output {
   bool binary = false;
 };
 
+// A KServe v2 infer request, parsed: its one input ('image' or 'pixel_values') and the outputs it asks
+// for. The parse functions throw a std::string naming what is wrong (a 400).
+struct V2Request {
+  std::string name, datatype;  // the input
+  json shape_json;
+  std::vector<int64_t> shape;
+  bool binary = false;         // its data came as binary (parameters.binary_data_size) ...
+  std::string raw;             // ... these bytes
+  json data;                   // else its JSON data
+  int64_t topk = 0;            // 0: no top-k output
+  std::vector<std::pair<std::string, bool>> wanted;  // outputs: name, binary
+  json id;
+};
+
+// The request's one input; binary_at: where the binary data after the JSON header starts.
+void parse_v2_input(const std::string& body, const json& head, size_t binary_at, V2Request* r) {
+  if (!head.is_object()) throw std::string("the request is not a JSON object");
+  if (!head.contains("inputs") || !head["inputs"].is_array() || head["inputs"].size() != 1)
+    throw std::string("expected 'inputs' with one input, 'image' (BYTES) or 'pixel_values' (FP32)");
+  const json& in = head["inputs"][0];
+  if (!in.is_object() || !in.contains("name") || !in["name"].is_string()) throw std::string("an input without a name");
+  const std::string name = in["name"];
+  if (name != "image" && name != "pixel_values")
+    throw std::string("unknown input '" + name + "'; this model takes 'image' (BYTES) or 'pixel_values' (FP32)");
+  r->name = name;
+  r->datatype = in.value("datatype", "");
+  if (!in.contains("shape") || !in["shape"].is_array()) throw std::string("input '" + name + "' has no shape");
+  r->shape_json = in["shape"];
+  for (const json& d : in["shape"]) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      throw std::string("input '" + name + "': shape " + in["shape"].dump() + " is not a list of sizes");
+    r->shape.push_back(d.get<int64_t>());
+  }
+  const json params = in.value("parameters", json::object());
+  r->binary = params.is_object() && params.contains("binary_data_size");
+  if (r->binary) {
+    const json& size = params["binary_data_size"];
+    if (!size.is_number_unsigned() || size.get<uint64_t>() > body.size() - binary_at)
+      throw std::string("input '" + name + "': binary_data_size " + size.dump() + " is more than the " +
+                        std::to_string(body.size() - binary_at) + " bytes after the JSON header");
+    r->raw = body.substr(binary_at, size.get<size_t>());
+    binary_at += size.get<size_t>();
+  } else if (!in.contains("data")) {
+    throw std::string("input '" + name + "' has neither data nor parameters.binary_data_size");
+  } else {
+    r->data = in["data"];
+  }
+  if (binary_at != body.size())
+    throw std::string(std::to_string(body.size() - binary_at) + " bytes of binary data that no input claims");
+}
+
+// The outputs: those named, else probabilities (and the top-k pair with parameters.topk).
+void parse_v2_outputs(const json& head, int64_t classes, V2Request* r) {
+  const json rparams = head.value("parameters", json::object());
+  if (rparams.is_object() && rparams.contains("topk")) {
+    const json& k = rparams["topk"];
+    if (!k.is_number_integer() || k.get<int64_t>() < 1 || k.get<int64_t>() > classes)
+      throw std::string("parameters.topk: " + k.dump() + " is not a number from 1 to " + std::to_string(classes));
+    r->topk = k.get<int64_t>();
+  }
+  const bool all_binary = rparams.is_object() && rparams.value("binary_data_output", false);
+  if (head.contains("outputs")) {
+    if (!head["outputs"].is_array()) throw std::string("'outputs' is not a list");
+    for (const json& o : head["outputs"]) {
+      const std::string oname = o.is_object() ? o.value("name", "") : "";
+      if (oname != "probabilities" && oname != "logits" && oname != "top_indices" && oname != "top_probabilities")
+        throw std::string("unknown output '" + oname + "'; this model gives probabilities, logits, top_indices, top_probabilities");
+      const json op = o.value("parameters", json::object());
+      r->wanted.push_back({oname, all_binary || (op.is_object() && op.value("binary_data", false))});
+    }
+  } else {
+    r->wanted.push_back({"probabilities", all_binary});
+    if (r->topk) {
+      r->wanted.push_back({"top_indices", all_binary});
+      r->wanted.push_back({"top_probabilities", all_binary});
+    }
+  }
+  for (const auto& w : r->wanted)
+    if (w.first.rfind("top_", 0) == 0 && !r->topk) r->topk = 5;
+  r->id = head.contains("id") ? head["id"] : json();
+}
+
+V2Request parse_v2(const std::string& body, const json& head, size_t header_len, int64_t classes) {
+  V2Request r;
+  parse_v2_input(body, head, header_len, &r);
+  parse_v2_outputs(head, classes, &r);
+  return r;
+}
+
+// The 'image' input's elements: BYTES, each a 4-byte little-endian length and its bytes when binary.
+std::vector<std::pair<std::string, std::string>> v2_images(const V2Request& r) {
+  if (r.datatype != "BYTES") throw std::string("input 'image' has datatype '" + r.datatype + "', expected BYTES");
+  if (r.shape.size() != 1) throw std::string("input 'image' has shape " + r.shape_json.dump() + ", expected [B]");
+  std::vector<std::pair<std::string, std::string>> images;
+  if (r.binary) {
+    for (size_t at = 0; at < r.raw.size();) {
+      if (r.raw.size() - at < 4) throw std::string("input 'image': binary data ends inside an element's length");
+      uint32_t len = 0;
+      for (int b = 3; b >= 0; --b) len = (len << 8) | uint8_t(r.raw[at + size_t(b)]);
+      at += 4;
+      if (len > r.raw.size() - at)
+        throw std::string("input 'image' element " + std::to_string(images.size()) + ": length " + std::to_string(len) +
+                          " runs past the binary data");
+      images.emplace_back("image[" + std::to_string(images.size()) + "]", r.raw.substr(at, len));
+      at += len;
+    }
+  } else {
+    std::vector<std::string> elements;
+    flatten_strings(r.data, &elements);
+    for (std::string& e : elements) images.emplace_back("image[" + std::to_string(images.size()) + "]", std::move(e));
+  }
+  if (int64_t(images.size()) != r.shape[0])
+    throw std::string("input 'image' has shape [" + std::to_string(r.shape[0]) + "] but holds " +
+                      std::to_string(images.size()) + " elements");
+  if (images.empty()) throw std::string("input 'image' holds no images");
+  return images;
+}
+
+// The 'pixel_values' input's batch size, once its datatype and shape are checked against the model's.
+int64_t v2_pixels_batch(const V2Request& r, int64_t height, int64_t width) {
+  if (r.datatype != "FP32") throw std::string("input 'pixel_values' has datatype '" + r.datatype + "', expected FP32");
+  if (r.shape.size() != 4 || r.shape[1] != 3 || r.shape[2] != height || r.shape[3] != width || r.shape[0] < 1)
+    throw std::string("input 'pixel_values' has shape " + r.shape_json.dump() + ", expected [B, 3, " +
+                      std::to_string(height) + ", " + std::to_string(width) + "]");
+  return r.shape[0];
+}
+
+// The 'pixel_values' input's n values, all finite.
+std::vector<float> v2_pixels(const V2Request& r, int64_t n) {
+  std::vector<float> pixels;
+  if (r.binary) {
+    if (int64_t(r.raw.size()) != n * 4)
+      throw std::string("input 'pixel_values': " + std::to_string(r.raw.size()) + " bytes of binary data, expected " +
+                        std::to_string(n * 4) + " for its shape");
+    pixels.resize(size_t(n));
+    std::memcpy(pixels.data(), r.raw.data(), r.raw.size());
+  } else {
+    flatten_numbers(r.data, &pixels);
+    if (int64_t(pixels.size()) != n)
+      throw std::string("input 'pixel_values': " + std::to_string(pixels.size()) + " numbers, expected " +
+                        std::to_string(n) + " for its shape");
+  }
+  for (float v : pixels)
+    if (!std::isfinite(v)) throw std::string("input 'pixel_values' holds a value that is not finite");
+  return pixels;
+}
+
+// What an answer needs besides the logits: the outputs asked for, the request's id, the model.
+struct V2Answer {
+  std::vector<std::pair<std::string, bool>> wanted;
+  json id;
+  std::string model;
+  int64_t C = 0, K = 0;
+};
+
+// The outputs asked for, from [B, C] logits and, for images, their engine-computed top-k.
+std::vector<Output> v2_outputs(const V2Answer& a, const std::vector<float>& logits, const std::vector<Result>* results) {
+  const int64_t B = int64_t(logits.size()) / a.C;
+  std::vector<Output> outs;
+  for (const auto& [oname, bin] : a.wanted) {
+    Output o;
+    o.name = oname;
+    o.binary = bin;
+    if (oname == "probabilities" || oname == "logits") {
+      o.datatype = "FP32";
+      o.shape = {B, a.C};
+      o.f32 = logits;
+      if (oname == "probabilities")
+        for (int64_t b = 0; b < B; ++b) softmax(logits.data() + b * a.C, a.C, o.f32.data() + b * a.C);
+    } else {
+      o.shape = {B, a.K};
+      o.datatype = oname == "top_indices" ? "INT64" : "FP32";
+      for (int64_t b = 0; b < B; ++b) {
+        std::vector<Scored> top;
+        if (results) {
+          for (const Prediction& p : (*results)[size_t(b)].top) top.push_back({p.index, p.prob});
+        } else {
+          top = top_k(logits.data() + b * a.C, a.C, int(a.K));
+        }
+        for (const Scored& s : top) {
+          if (oname == "top_indices") o.i64.push_back(s.index);
+          else o.f32.push_back(s.prob);
+        }
+      }
+    }
+    outs.push_back(std::move(o));
+  }
+  return outs;
+}
+
+// The v2 response: JSON, with the outputs asked for as binary after it (Inference-Header-Content-Length).
+HttpResponse v2_response(const V2Answer& a, const std::vector<float>& logits, const std::vector<Result>* results) {
+  json response{{"model_name", a.model}, {"model_version", "1"}};
+  if (!a.id.is_null()) response["id"] = a.id;
+  response["outputs"] = json::array();
+  std::string binary;
+  for (const Output& o : v2_outputs(a, logits, results)) {
+    json j{{"name", o.name}, {"datatype", o.datatype}, {"shape", o.shape}};
+    if (o.binary) {
+      const size_t n = o.datatype == "INT64" ? o.i64.size() * 8 : o.f32.size() * 4;
+      j["parameters"] = {{"binary_data_size", n}};
+      binary.append(o.datatype == "INT64" ? reinterpret_cast<const char*>(o.i64.data())
+                                          : reinterpret_cast<const char*>(o.f32.data()), n);
+    } else if (o.datatype == "INT64") {
+      j["data"] = o.i64;
+    } else {
+      j["data"] = o.f32;
+    }
+    response["outputs"].push_back(std::move(j));
+  }
+  HttpResponse r = json_ok(response);
+  if (!binary.empty()) {
+    r.headers.push_back({"Inference-Header-Content-Length", std::to_string(r.body.size())});
+    r.content_type = "application/octet-stream";
+    r.body += binary;
+  }
+  return r;
+}
+
+
 }  // namespace
 
 void Metrics::Histogram::observe(double v) {
@@ -432,205 +652,43 @@ void Api::infer_v2(const HttpRequest& req, std::function<void(HttpResponse)> don
   } catch (const json::parse_error& e) {
     return done(json_error(400, std::string("malformed JSON: ") + e.what()));
   }
-  size_t binary_at = header_len;  // the next input's binary data
   try {
-    if (!head.is_object()) throw std::string("the request is not a JSON object");
-    if (!head.contains("inputs") || !head["inputs"].is_array() || head["inputs"].size() != 1)
-      throw std::string("expected 'inputs' with one input, 'image' (BYTES) or 'pixel_values' (FP32)");
-    const json& in = head["inputs"][0];
-    if (!in.is_object() || !in.contains("name") || !in["name"].is_string())
-      throw std::string("an input without a name");
-    const std::string name = in["name"];
-    if (name != "image" && name != "pixel_values")
-      throw std::string("unknown input '" + name + "'; this model takes 'image' (BYTES) or 'pixel_values' (FP32)");
-    const std::string datatype = in.value("datatype", "");
-    std::vector<int64_t> shape;
-    if (!in.contains("shape") || !in["shape"].is_array()) throw std::string("input '" + name + "' has no shape");
-    for (const json& d : in["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw std::string("input '" + name + "': shape " + in["shape"].dump() + " is not a list of sizes");
-      shape.push_back(d.get<int64_t>());
-    }
-    const json params = in.value("parameters", json::object());
-    const bool binary = params.is_object() && params.contains("binary_data_size");
-    std::string raw;
-    if (binary) {
-      const json& size = params["binary_data_size"];
-      if (!size.is_number_unsigned() || size.get<uint64_t>() > req.body.size() - binary_at)
-        throw std::string("input '" + name + "': binary_data_size " + size.dump() + " is more than the " +
-                          std::to_string(req.body.size() - binary_at) + " bytes after the JSON header");
-      raw = req.body.substr(binary_at, size.get<size_t>());
-      binary_at += size.get<size_t>();
-    } else if (!in.contains("data")) {
-      throw std::string("input '" + name + "' has neither data nor parameters.binary_data_size");
-    }
-    if (binary_at != req.body.size())
-      throw std::string(std::to_string(req.body.size() - binary_at) + " bytes of binary data that no input claims");
-    // Outputs: those named, else probabilities (and the top-k pair with parameters.topk).
-    const json rparams = head.value("parameters", json::object());
-    int64_t topk = 0;
-    if (rparams.is_object() && rparams.contains("topk")) {
-      const json& k = rparams["topk"];
-      if (!k.is_number_integer() || k.get<int64_t>() < 1 || k.get<int64_t>() > classes_)
-        throw std::string("parameters.topk: " + k.dump() + " is not a number from 1 to " + std::to_string(classes_));
-      topk = k.get<int64_t>();
-    }
-    const bool all_binary = rparams.is_object() && rparams.value("binary_data_output", false);
-    std::vector<std::pair<std::string, bool>> wanted;  // name, binary
-    if (head.contains("outputs")) {
-      if (!head["outputs"].is_array()) throw std::string("'outputs' is not a list");
-      for (const json& o : head["outputs"]) {
-        const std::string oname = o.is_object() ? o.value("name", "") : "";
-        if (oname != "probabilities" && oname != "logits" && oname != "top_indices" && oname != "top_probabilities")
-          throw std::string("unknown output '" + oname + "'; this model gives probabilities, logits, top_indices, top_probabilities");
-        const json op = o.value("parameters", json::object());
-        wanted.push_back({oname, all_binary || (op.is_object() && op.value("binary_data", false))});
-      }
-    } else {
-      wanted.push_back({"probabilities", all_binary});
-      if (topk) {
-        wanted.push_back({"top_indices", all_binary});
-        wanted.push_back({"top_probabilities", all_binary});
-      }
-    }
-    for (const auto& w : wanted)
-      if (w.first.rfind("top_", 0) == 0 && !topk) topk = 5;
-    const json id = head.contains("id") ? head["id"] : json();
-    const std::string model = opt_.name;
-    const int64_t C = classes_;
-    const int64_t K = topk;
-    // Writes the answer from [B, C] logits and, for images, their engine-computed top-k.
-    auto answer = [done, wanted, id, model, C, K](const std::vector<float>& logits, const std::vector<Result>* results) {
-      const int64_t B = int64_t(logits.size()) / C;
-      std::vector<Output> outs;
-      for (const auto& [oname, bin] : wanted) {
-        Output o;
-        o.name = oname;
-        o.binary = bin;
-        if (oname == "probabilities" || oname == "logits") {
-          o.datatype = "FP32";
-          o.shape = {B, C};
-          o.f32 = logits;
-          if (oname == "probabilities")
-            for (int64_t b = 0; b < B; ++b) softmax(logits.data() + b * C, C, o.f32.data() + b * C);
-        } else {
-          o.shape = {B, K};
-          o.datatype = oname == "top_indices" ? "INT64" : "FP32";
-          for (int64_t b = 0; b < B; ++b) {
-            std::vector<Scored> top;
-            if (results) {
-              for (const Prediction& p : (*results)[size_t(b)].top) top.push_back({p.index, p.prob});
-            } else {
-              top = top_k(logits.data() + b * C, C, int(K));
-            }
-            for (const Scored& s : top) {
-              if (oname == "top_indices") o.i64.push_back(s.index);
-              else o.f32.push_back(s.prob);
-            }
-          }
-        }
-        outs.push_back(std::move(o));
-      }
-      json response{{"model_name", model}, {"model_version", "1"}};
-      if (!id.is_null()) response["id"] = id;
-      response["outputs"] = json::array();
-      std::string binary;
-      for (const Output& o : outs) {
-        json j{{"name", o.name}, {"datatype", o.datatype}, {"shape", o.shape}};
-        if (o.binary) {
-          const size_t n = o.datatype == "INT64" ? o.i64.size() * 8 : o.f32.size() * 4;
-          j["parameters"] = {{"binary_data_size", n}};
-          binary.append(o.datatype == "INT64" ? reinterpret_cast<const char*>(o.i64.data())
-                                              : reinterpret_cast<const char*>(o.f32.data()), n);
-        } else if (o.datatype == "INT64") {
-          j["data"] = o.i64;
-        } else {
-          j["data"] = o.f32;
-        }
-        response["outputs"].push_back(std::move(j));
-      }
-      HttpResponse r = json_ok(response);
-      if (!binary.empty()) {
-        r.headers.push_back({"Inference-Header-Content-Length", std::to_string(r.body.size())});
-        r.content_type = "application/octet-stream";
-        r.body += binary;
-      }
-      done(std::move(r));
-    };
+    const V2Request r = parse_v2(req.body, head, header_len, classes_);
+    const V2Answer answer{r.wanted, r.id, opt_.name, classes_, r.topk};
     Metrics* metrics = &metrics_;
-    if (name == "image") {
-      if (datatype != "BYTES") throw std::string("input 'image' has datatype '" + datatype + "', expected BYTES");
-      if (shape.size() != 1) throw std::string("input 'image' has shape " + in["shape"].dump() + ", expected [B]");
-      std::vector<std::pair<std::string, std::string>> images;
-      if (binary) {
-        // Each element: a 4-byte little-endian length, then that many bytes.
-        for (size_t at = 0; at < raw.size();) {
-          if (raw.size() - at < 4) throw std::string("input 'image': binary data ends inside an element's length");
-          uint32_t len = 0;
-          for (int b = 3; b >= 0; --b) len = (len << 8) | uint8_t(raw[at + size_t(b)]);
-          at += 4;
-          if (len > raw.size() - at)
-            throw std::string("input 'image' element " + std::to_string(images.size()) + ": length " +
-                              std::to_string(len) + " runs past the binary data");
-          images.emplace_back("image[" + std::to_string(images.size()) + "]", raw.substr(at, len));
-          at += len;
-        }
-      } else {
-        std::vector<std::string> elements;
-        flatten_strings(in["data"], &elements);
-        for (std::string& e : elements) images.emplace_back("image[" + std::to_string(images.size()) + "]", std::move(e));
-      }
-      if (int64_t(images.size()) != shape[0])
-        throw std::string("input 'image' has shape [" + std::to_string(shape[0]) + "] but holds " +
-                          std::to_string(images.size()) + " elements");
-      if (images.empty()) throw std::string("input 'image' holds no images");
+    if (r.name == "image") {
+      std::vector<std::pair<std::string, std::string>> images = v2_images(r);
       if (int64_t(images.size()) > opt_.max_queue)
         return done(json_error(413, std::to_string(images.size()) + " images in one request; at most " +
                                         std::to_string(opt_.max_queue) + " (--max-queue)"));
-      const bool ok = batcher_.submit(std::move(images), int(std::max<int64_t>(K, 1)), [answer, done, C, metrics](std::vector<Result> rs) {
-        for (const Result& r : rs)
-          if (!r.error.empty()) {
+      const int64_t C = classes_;
+      const bool ok = batcher_.submit(std::move(images), int(std::max<int64_t>(r.topk, 1)),
+                                      [answer, done, C, metrics](std::vector<Result> rs) {
+        for (const Result& x : rs)
+          if (!x.error.empty()) {
             metrics->images(0, 1);
-            return done(json_error(400, "input 'image' element " + r.file.substr(6, r.file.size() - 7) + ": " + r.error));
+            return done(json_error(400, "input 'image' element " + x.file.substr(6, x.file.size() - 7) + ": " + x.error));
           }
         metrics->images(int64_t(rs.size()), 0);
         std::vector<float> logits;
-        for (const Result& r : rs) logits.insert(logits.end(), r.logits.begin(), r.logits.end());
-        if (int64_t(logits.size()) != int64_t(rs.size()) * C)
-          return done(json_error(500, "the classifier kept no logits"));
-        answer(logits, &rs);
+        for (const Result& x : rs) logits.insert(logits.end(), x.logits.begin(), x.logits.end());
+        if (int64_t(logits.size()) != int64_t(rs.size()) * C) return done(json_error(500, "the classifier kept no logits"));
+        done(v2_response(answer, logits, &rs));
       });
       if (!ok) done(queue_full());
-    } else {
-      if (datatype != "FP32") throw std::string("input 'pixel_values' has datatype '" + datatype + "', expected FP32");
-      if (shape.size() != 4 || shape[1] != 3 || shape[2] != height_ || shape[3] != width_ || shape[0] < 1)
-        throw std::string("input 'pixel_values' has shape " + in["shape"].dump() + ", expected [B, 3, " +
-                          std::to_string(height_) + ", " + std::to_string(width_) + "]");
-      const int64_t B = shape[0], per = 3 * height_ * width_;
-      if (B > opt_.max_queue)
-        return done(json_error(413, std::to_string(B) + " images in one request; at most " +
-                                        std::to_string(opt_.max_queue) + " (--max-queue)"));
-      std::vector<float> pixels;
-      if (binary) {
-        if (int64_t(raw.size()) != B * per * 4)
-          throw std::string("input 'pixel_values': " + std::to_string(raw.size()) + " bytes of binary data, expected " +
-                            std::to_string(B * per * 4) + " for its shape");
-        pixels.resize(size_t(B * per));
-        std::memcpy(pixels.data(), raw.data(), raw.size());
-      } else {
-        flatten_numbers(in["data"], &pixels);
-        if (int64_t(pixels.size()) != B * per)
-          throw std::string("input 'pixel_values': " + std::to_string(pixels.size()) + " numbers, expected " +
-                            std::to_string(B * per) + " for its shape");
-      }
-      for (float v : pixels)
-        if (!std::isfinite(v)) throw std::string("input 'pixel_values' holds a value that is not finite");
-      const bool ok = batcher_.submit(std::move(pixels), B, [answer, done, metrics, B](std::vector<float> logits, std::string error) {
-        if (!error.empty()) return done(json_error(500, error));
-        metrics->images(B, 0);
-        answer(logits, nullptr);
-      });
-      if (!ok) done(queue_full());
+      return;
     }
+    const int64_t B = v2_pixels_batch(r, height_, width_);
+    if (B > opt_.max_queue)
+      return done(json_error(413, std::to_string(B) + " images in one request; at most " + std::to_string(opt_.max_queue) +
+                                      " (--max-queue)"));
+    std::vector<float> pixels = v2_pixels(r, B * 3 * height_ * width_);
+    const bool ok = batcher_.submit(std::move(pixels), B, [answer, done, metrics, B](std::vector<float> logits, std::string error) {
+      if (!error.empty()) return done(json_error(500, error));
+      metrics->images(B, 0);
+      done(v2_response(answer, logits, nullptr));
+    });
+    if (!ok) done(queue_full());
   } catch (const std::string& why) {
     done(json_error(400, why));
   } catch (const json::exception& e) {

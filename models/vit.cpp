@@ -46,6 +46,30 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
+// The stored position table at the input's grid: timm's resample_abs_pos_embed (bicubic, antialiased,
+// prefix tokens kept as they are) when the grid differs from the one it was trained at.
+std::vector<float> position_table(const ViTConfig& c, std::vector<float> pos) {
+  if (c.pos_grid_h == c.grid_h() && c.pos_grid_w == c.grid_w()) return pos;
+  const int64_t D = c.width, prefix = c.no_embed_class ? 0 : c.prefix_tokens();
+  std::vector<float> grid = resample_grid(pos.data() + prefix * D, int(c.pos_grid_h), int(c.pos_grid_w), int(D),
+                                          int(c.grid_h()), int(c.grid_w()), Filter::Bicubic);
+  pos.resize(size_t(prefix * D));
+  pos.insert(pos.end(), grid.begin(), grid.end());
+  spdlog::debug("position table resampled from {}x{} to {}x{}", c.pos_grid_h, c.pos_grid_w, c.grid_h(), c.grid_w());
+  return pos;
+}
+
+// y [N] = W [N, K] x + b, accumulated in double: a product made once, at load.
+std::vector<float> affine(const float* w, const float* b, const float* x, int64_t N, int64_t K) {
+  std::vector<float> y(static_cast<size_t>(N));
+  for (int64_t o = 0; o < N; ++o) {
+    double acc = b[o];
+    for (int64_t k = 0; k < K; ++k) acc += double(w[o * K + k]) * x[k];
+    y[size_t(o)] = float(acc);
+  }
+  return y;
+}
+
 }  // namespace
 
 int usable_threads(int requested) {
@@ -136,17 +160,7 @@ void ViT::load_weights(Checkpoint& ck) {
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
   if (c.reg_tokens) reg_token_ = take("reg_token", {1, c.reg_tokens, D}).to_vector();
-  std::vector<float> pos = take("pos_embed", {1, c.pos_len(), D}).to_vector();
-  if (c.pos_grid_h != c.grid_h() || c.pos_grid_w != c.grid_w()) {
-    // timm resample_abs_pos_embed: bicubic, antialiased, prefix tokens kept as they are.
-    const int64_t prefix = c.no_embed_class ? 0 : c.prefix_tokens();
-    std::vector<float> grid = resample_grid(pos.data() + prefix * D, int(c.pos_grid_h), int(c.pos_grid_w), int(D),
-                                            int(c.grid_h()), int(c.grid_w()), Filter::Bicubic);
-    pos.resize(size_t(prefix * D));
-    pos.insert(pos.end(), grid.begin(), grid.end());
-    spdlog::debug("position table resampled from {}x{} to {}x{}", c.pos_grid_h, c.pos_grid_w, c.grid_h(), c.grid_w());
-  }
-  pos_embed_ = std::move(pos);
+  pos_embed_ = position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector());
   if (c.norm_pre) norm_pre_ = norm("norm_pre");
   blocks_.clear();
   for (int64_t i = 0; i < c.depth; ++i) {
@@ -166,12 +180,7 @@ void ViT::load_weights(Checkpoint& ck) {
     // AttentionPoolLatent: q = self.q(self.latent), the same for every image, so computed here.
     const auto latent = take("attn_pool.latent", {1, 1, D}), qw = take("attn_pool.q.weight", {D, D});
     const auto qb = take("attn_pool.q.bias", {D});
-    attn_pool_.q.assign(size_t(D), 0.f);
-    for (int64_t o = 0; o < D; ++o) {
-      double acc = qb.data()[o];
-      for (int64_t k = 0; k < D; ++k) acc += double(qw.data()[o * D + k]) * latent.data()[k];
-      attn_pool_.q[size_t(o)] = float(acc);
-    }
+    attn_pool_.q = affine(qw.data(), qb.data(), latent.data(), D, D);
     attn_pool_.kv = linear("attn_pool.kv", D, 2 * D, true, Epilogue::None);
     attn_pool_.proj = linear("attn_pool.proj", D, D, true, Epilogue::None);
     attn_pool_.norm = norm("attn_pool.norm");

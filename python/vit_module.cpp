@@ -352,12 +352,8 @@ py::dict config(const vit::Classifier& c) {
   return d;
 }
 
-}  // namespace
-
-PYBIND11_MODULE(vit, m) {
-  m.doc() = "ViT image classification on the CPU (oneDNN), preprocessing and logits as timm's.";
-  m.attr("__version__") = VIT_VERSION;
-
+// vit.Error, and ValueError for an option the engine refuses.
+void register_errors(py::module_& m) {
   // vit.Error carries the engine's message: a model, config or labels file that cannot be used; an option
   // out of range, or not suiting the model, is a ValueError. Its message may name a file that is not UTF-8, hence the file system decoding.
   static py::exception<vit::Error> error(m, "Error", PyExc_RuntimeError);
@@ -370,15 +366,9 @@ PYBIND11_MODULE(vit, m) {
       PyErr_SetObject(error.ptr(), fs_str(e.what()).ptr());
     }
   });
+}
 
-  // The extensions from the code that walks the folders, so the docstring cannot drift from it.
-  static const std::string find_images_doc =
-      "Image files and folders (str, bytes or os.PathLike) -> the files `vit classify` would classify, in its\n"
-      "order: a folder gives its " + vit::image_extensions() + " files (any case), and with videos=True its\n" +
-      vit::video_extensions() + " files, recursively, sorted by name. One dict per file: {'file'}, or\n"
-      "{'file', 'error'} for a path that does not exist, a broken symbolic link or an entry that cannot be an image.";
-  m.def("find_images", &find_images, py::arg("paths"), py::kw_only(), py::arg("videos") = false, find_images_doc.c_str());
-
+void bind_classifier(py::module_& m) {
   const vit::ClassifierOptions defaults;
   py::class_<vit::Classifier>(m, "Classifier",
                               "A ViT image classifier, loaded once. Calls may come from several threads at once.\n\n"
@@ -438,7 +428,9 @@ PYBIND11_MODULE(vit, m) {
         return py::str("<vit.Classifier {!r}: {}, {} classes, {}>")
             .format(fs_str(m.file), m.arch.empty() ? "ViT" : m.arch, m.classes, m.precision);
       });
+}
 
+void bind_batcher(py::module_& m) {
   const vit::BatcherOptions batcher_defaults;
   py::class_<PyBatcher>(m, "Batcher",
                         "Dynamic batching over a Classifier, as `vit serve` runs it: classify_encoded calls from many\n"
@@ -466,4 +458,24 @@ PYBIND11_MODULE(vit, m) {
         py::gil_scoped_release unlocked;
         pb.batcher->close();
       }, "Refuses new calls and answers the queued ones.");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(vit, m) {
+  m.doc() = "ViT image classification on the CPU (oneDNN), preprocessing and logits as timm's.";
+  m.attr("__version__") = VIT_VERSION;
+
+  register_errors(m);
+
+  // The extensions from the code that walks the folders, so the docstring cannot drift from it.
+  static const std::string find_images_doc =
+      "Image files and folders (str, bytes or os.PathLike) -> the files `vit classify` would classify, in its\n"
+      "order: a folder gives its " + vit::image_extensions() + " files (any case), and with videos=True its\n" +
+      vit::video_extensions() + " files, recursively, sorted by name. One dict per file: {'file'}, or\n"
+      "{'file', 'error'} for a path that does not exist, a broken symbolic link or an entry that cannot be an image.";
+  m.def("find_images", &find_images, py::arg("paths"), py::kw_only(), py::arg("videos") = false, find_images_doc.c_str());
+
+  bind_classifier(m);
+  bind_batcher(m);
 }
