@@ -29,6 +29,18 @@ struct Classifier::Impl {
   // is per thread, and a Plan's primitives are made for one count).
   void use_threads() const { set_threads(threads); }
 
+  // How classify and embed read their inputs: image files, or encoded files in memory (name, bytes).
+  DecodeFn files(const std::vector<std::string>& paths) const {
+    return [this, &paths](size_t i) { return decode_image_file(paths[i], opt.max_pixels, opt.exif_transpose); };
+  }
+  DecodeFn encoded(const std::vector<std::pair<std::string, std::string>>& images) const {
+    return [this, &images](size_t i) {
+      const std::string& bytes = images[i].second;
+      return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
+                          opt.max_pixels, opt.exif_transpose);
+    };
+  }
+
   Result answer(const std::string& name, const float* logits, int topk) const {
     Result r;
     r.file = name;
@@ -121,22 +133,12 @@ Classifier& Classifier::operator=(Classifier&&) noexcept = default;
 
 std::vector<Result> Classifier::classify(const std::vector<std::string>& paths, int topk,
                                         const BetweenBatches& between) const {
-  return impl_->run(
-      paths.size(), [&](size_t i) { return paths[i]; },
-      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels, impl_->opt.exif_transpose); }, topk,
-      between);
+  return impl_->run(paths.size(), [&](size_t i) { return paths[i]; }, impl_->files(paths), topk, between);
 }
 
 std::vector<Result> Classifier::classify_encoded(const std::vector<std::pair<std::string, std::string>>& images,
                                                  int topk, const BetweenBatches& between) const {
-  return impl_->run(
-      images.size(), [&](size_t i) { return images[i].first; },
-      [&](size_t i) {
-        const std::string& bytes = images[i].second;
-        return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
-                            impl_->opt.max_pixels, impl_->opt.exif_transpose);
-      },
-      topk, between);
+  return impl_->run(images.size(), [&](size_t i) { return images[i].first; }, impl_->encoded(images), topk, between);
 }
 
 std::vector<Result> Classifier::classify_pixels(const std::vector<Pixels>& images, int topk,
@@ -167,22 +169,12 @@ int64_t Classifier::classify_video(const std::string& path, const VideoSampling&
 
 std::vector<Embedding> Classifier::embed(const std::vector<std::string>& paths, const EmbedOptions& o,
                                          const BetweenBatches& between) const {
-  return impl_->embed(
-      paths.size(), [&](size_t i) { return paths[i]; },
-      [&](size_t i) { return decode_image_file(paths[i], impl_->opt.max_pixels, impl_->opt.exif_transpose); }, o,
-      between);
+  return impl_->embed(paths.size(), [&](size_t i) { return paths[i]; }, impl_->files(paths), o, between);
 }
 
 std::vector<Embedding> Classifier::embed_encoded(const std::vector<std::pair<std::string, std::string>>& images,
                                                  const EmbedOptions& o, const BetweenBatches& between) const {
-  return impl_->embed(
-      images.size(), [&](size_t i) { return images[i].first; },
-      [&](size_t i) {
-        const std::string& bytes = images[i].second;
-        return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
-                            impl_->opt.max_pixels, impl_->opt.exif_transpose);
-      },
-      o, between);
+  return impl_->embed(images.size(), [&](size_t i) { return images[i].first; }, impl_->encoded(images), o, between);
 }
 
 int64_t Classifier::embedding_size(const EmbedOptions& o) const {
