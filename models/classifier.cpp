@@ -190,8 +190,8 @@ std::vector<float> Classifier::logits(const float* images, int64_t n, const Betw
   const ViTConfig& c = impl_->model.config();
   const int64_t per = c.input_floats(), batch = impl_->opt.batch;
   std::vector<float> out(size_t(n * c.classes));
-  for (int64_t first = 0; first < n; first += batch) {
-    const int64_t count = std::min(batch, n - first);
+  for (int64_t first = 0, count = 0; first < n; first += count) {
+    count = plan_size(n - first, batch);
     auto plan = impl_->plans.take(count);
     std::memcpy(plan->input(), images + first * per, size_t(count * per) * sizeof(float));
     std::memcpy(out.data() + first * c.classes, plan->run(), size_t(count * c.classes) * sizeof(float));

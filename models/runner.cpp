@@ -1,5 +1,6 @@
 // The batch runner of runner.h: decode and preprocess in parallel, close the holes failures leave so
-// the good inputs run as one forward pass, hand the batch over, give the Plans back.
+// the good inputs run together (in Plans of the batch size or of powers of two), hand them over, give
+// the Plans back.
 #include "models/runner.h"
 
 #include <cstring>
@@ -31,15 +32,59 @@ void check_between(const BetweenBatches& between) {
   if (between && !between()) throw Interrupted("stopped between batches, as the caller asked");
 }
 
+int64_t plan_size(int64_t left, int64_t batch) {
+  if (left >= batch) return batch;
+  int64_t p = 1;
+  while (p * 2 <= left) p *= 2;
+  return p;
+}
+
+namespace {
+
+// Runs the `good` (< batch) decoded images at src (each good item's row set) in Plans of powers of two, largest
+// first: on_batch once per Plan with the items up to its last row (errors go with the Plan after them,
+// trailing ones with the last), so that the items still reach it in input order.
+void run_in_parts(const PlanPool& plans, const float* src, int64_t good, int64_t batch, size_t per_image,
+                  std::vector<BatchItem>& items, const BatchFn& on_batch) {
+  size_t next = 0;  // the first item not yet handed over
+  for (int64_t first = 0; first < good;) {
+    const int64_t size = plan_size(good - first, batch);
+    auto part = plans.take(size);
+    std::memcpy(part->input(), src + per_image * size_t(first), per_image * size_t(size) * sizeof(float));
+    part->run();
+    std::vector<BatchItem> mine;
+    for (; next < items.size() && items[next].row < first + size; ++next) {
+      mine.push_back(std::move(items[next]));
+      if (mine.back().row >= 0) mine.back().row -= first;
+    }
+    first += size;
+    if (first == good)
+      for (; next < items.size(); ++next) mine.push_back(std::move(items[next]));
+    on_batch(*part, mine);
+    plans.give_back(std::move(part));
+  }
+}
+
+}  // namespace
+
 void run_batches(const PlanPool& plans, size_t n, const RunOptions& o, const DecodeFn& decode,
                  const BatchFn& on_batch, const BetweenBatches& between) {
   check_batch_size(o.batch);
   const ViTConfig& c = plans.model().config();
   const size_t per_image = size_t(c.input_floats()), batch = size_t(o.batch);
+  std::vector<float> staging;  // a batch smaller than o.batch, before it runs in parts
   for (size_t first = 0; first < n; first += batch) {
     const size_t count = std::min(batch, n - first);
-    auto plan = plans.take(int64_t(count));
-    float* pixels = plan->input();
+    // A full batch runs in a Plan of its size; a smaller one (the last, a server's, one with failures)
+    // in Plans of powers of two, so that a process meets a few sizes of Plan, not every size up to the
+    // batch (each Plan keeps its activations: a server would keep them all).
+    std::unique_ptr<ViT::Plan> plan;
+    if (count == batch) {
+      plan = plans.take(int64_t(batch));
+    } else {
+      staging.resize(per_image * count);
+    }
+    float* pixels = plan ? plan->input() : staging.data();
     std::vector<BatchItem> items(count);
 #pragma omp parallel for schedule(dynamic, 1)
     for (size_t j = 0; j < count; ++j) {
@@ -55,21 +100,22 @@ void run_batches(const PlanPool& plans, size_t n, const RunOptions& o, const Dec
         item.error = e.what();
       }
     }
-    int64_t good = 0;  // close the holes the failures left, so the good images run as one batch
+    int64_t good = 0;  // close the holes the failures left, so the good images run together
     for (size_t j = 0; j < count; ++j) {
       if (!items[j].error.empty()) continue;
       if (size_t(good) != j) std::memmove(pixels + per_image * size_t(good), pixels + per_image * j, per_image * sizeof(float));
       items[j].row = good++;
     }
-    if (good > 0 && size_t(good) < count) {
-      auto smaller = plans.take(good);
-      std::memcpy(smaller->input(), pixels, per_image * size_t(good) * sizeof(float));
-      std::swap(plan, smaller);
-      plans.give_back(std::move(smaller));
+    if (plan && good == int64_t(batch)) {
+      plan->run();
+      on_batch(*plan, items);
+    } else if (good > 0) {
+      run_in_parts(plans, pixels, good, int64_t(batch), per_image, items, on_batch);
+    } else {  // nothing ran: the errors are handed over with a Plan they do not read
+      if (!plan) plan = plans.take(1);
+      on_batch(*plan, items);
     }
-    if (good > 0) plan->run();
-    on_batch(*plan, items);
-    plans.give_back(std::move(plan));
+    if (plan) plans.give_back(std::move(plan));
     if (first + count < n) check_between(between);
   }
 }

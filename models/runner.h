@@ -34,6 +34,10 @@ class PlanPool {
   mutable std::map<int64_t, std::vector<std::unique_ptr<ViT::Plan>>> idle_;  // by batch size
 };
 
+// The batch size of the Plan the next `left` images run in: the batch, or for fewer images the largest
+// power of two among them, so that a process meets a few sizes of Plan (each keeps its activations).
+int64_t plan_size(int64_t left, int64_t batch);
+
 // One input of a batch, after its forward pass.
 struct BatchItem {
   size_t index = 0;   // its place among the run's inputs

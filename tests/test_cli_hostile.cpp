@@ -73,8 +73,9 @@ TEST_F(Cli, FullDiskOnStdoutIsExit3WithAMessage) {
 
 TEST_F(Cli, ClosedPipeEndsQuietlyAndLeavesNoPartialOutput) {
   TempDir out;
+  // More output than a pipe holds (64 KiB), so the run must meet the closed pipe however fast it is.
   std::string many;
-  for (int i = 0; i < 40; ++i) many += " " + images_.file("a.jpg");
+  for (int i = 0; i < 400; ++i) many += " " + images_.file("a.jpg");
   const std::string cmd = std::string(VIT_BINARY) + " classify " + model() + " --batch 2 --save-logits " +
                           out.file("l.safetensors") + many + " 2>" + out.file("err") + " | head -1 >/dev/null";
   ASSERT_EQ(std::system(("bash -c '" + cmd + "'").c_str()), 0);

@@ -243,6 +243,40 @@ TEST(Library, ClassifyPixelsAnswersBadPixelsByName) {
   EXPECT_EQ(r[3].file, "big");
 }
 
+// A batch smaller than the Classifier's (13 of 16, three of them failing: first, middle, last) runs in
+// Plans of powers of two: every result in input order, each as the image gives alone (bit for bit in
+// int8), each failure in its place.
+TEST(Library, ShortBatchesRunInPowersOfTwoWithTheSameAnswers) {
+  TempDir d;
+  write_tiny_model(d.path(), TinySpec{}, 3);
+  ClassifierOptions o;
+  o.batch = 16;
+  o.keep_logits = true;
+  o.precision = Precision::Int8;
+  const Classifier c(d.path(), o);
+  std::vector<std::vector<uint8_t>> rgb;
+  std::vector<Pixels> in;
+  for (int i = 0; i < 13; ++i) {
+    rgb.emplace_back(size_t(24 * 24 * 3));
+    for (size_t k = 0; k < rgb.back().size(); ++k) rgb.back()[k] = uint8_t((k * (i + 3) + i * 17) % 251);
+  }
+  for (int i = 0; i < 13; ++i)
+    in.push_back({"image" + std::to_string(i), 24, 24, (i == 0 || i == 6 || i == 12) ? nullptr : rgb[size_t(i)].data()});
+  const std::vector<Result> all = c.classify_pixels(in, 3);
+  ASSERT_EQ(all.size(), 13u);
+  for (int i = 0; i < 13; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(all[size_t(i)].file, in[size_t(i)].name);
+    if (!in[size_t(i)].rgb) {
+      EXPECT_EQ(all[size_t(i)].error, "no pixels (24x24)");
+      continue;
+    }
+    const Result alone = c.classify_pixels({in[size_t(i)]}, 3)[0];
+    EXPECT_EQ(all[size_t(i)].error, "");
+    EXPECT_EQ(all[size_t(i)].logits, alone.logits);
+  }
+}
+
 void expect_load_error(const std::string& model, const std::string& fragment, const std::string& config = "",
                        int64_t img_size = 0) {
   expect_error([&] { ViT::load(model, config, img_size); }, fragment);
