@@ -143,7 +143,8 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
 }
 
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                                  const float* qkv, float* heads, float* scores, float* out) {
+                                  const float* qkv, float* heads, float* scores, float* out,
+                                  const ScoreBias& score_bias) {
   const int64_t D = H * Dh, BHTD = B * H * T * Dh;
   // oneDNN 2.6 runs batched matmuls in brgemm only on dense operands, so the heads are first copied
   // out of the qkv rows into [3, B, H, T, Dh]; strided views run in gemm:jit, slower here and with a
@@ -185,7 +186,53 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
   steps[3].args = {{DNNL_ARG_SRC, view(s_md, scores)}, {DNNL_ARG_WEIGHTS, view(q_md, heads + 2 * BHTD)},
                    {DNNL_ARG_DST, view(o_md, out)}};
   steps[3].flops = 2.0 * B * H * T * T * Dh;
+  // softmax(scale Q K^T + bias): a host pass between the two, so attention without a bias keeps its steps.
+  if (score_bias.table) steps.insert(steps.begin() + 2, score_bias_step(name + ".score_bias", B, H, T, score_bias, scores));
   return steps;
+}
+
+Step score_bias_step(const std::string& name, int64_t B, int64_t H, int64_t T, const ScoreBias& bias, float* scores) {
+  const float* table = bias.table;
+  const int32_t* index = bias.index;
+  return host_step(name, [=] {
+    parallel_for(B * H, [&](int64_t bh) {
+      const int64_t h = bh % H;
+      float* s = scores + bh * T * T;
+      for (int64_t ij = 0; ij < T * T; ++ij) s[ij] += table[int64_t(index[ij]) * H + h];
+    });
+  });
+}
+
+Step rotary_step(const std::string& name, int64_t B, int64_t T, int64_t first, int64_t groups, int64_t Dh,
+                 int64_t stride, const float* sin, const float* cos, float* x) {
+  return host_step(name, [=] {
+    const int64_t rotated = T - first, half = Dh / 2;
+    parallel_for(B * rotated, [&](int64_t bt) {
+      const int64_t b = bt / rotated, t = bt % rotated;
+      const float* s = sin + t * half;
+      const float* c = cos + t * half;
+      float* row = x + (b * T + first + t) * stride;
+      for (int64_t g = 0; g < groups; ++g) {
+        float* v = row + g * Dh;
+        for (int64_t i = 0; i < half; ++i) {
+          const float x0 = v[2 * i], x1 = v[2 * i + 1];
+          v[2 * i] = x0 * c[i] - x1 * s[i];
+          v[2 * i + 1] = x1 * c[i] + x0 * s[i];
+        }
+      }
+    });
+  });
+}
+
+Step swiglu_step(const std::string& name, int64_t M, int64_t H, const float* src, float* dst) {
+  return host_step(name, [=] {
+    parallel_for(M, [&](int64_t m) {
+      const float* g = src + m * 2 * H;
+      const float* v = g + H;
+      float* o = dst + m * H;
+      for (int64_t i = 0; i < H; ++i) o[i] = g[i] / (1.f + std::exp(-g[i])) * v[i];
+    });
+  });
 }
 
 Step attention_pool_step(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh, const float* q,
@@ -246,10 +293,14 @@ Step embed_tokens_step(const std::string& name, int64_t B, int64_t N, int64_t D,
     parallel_for(B, [&](int64_t b) {
       float* xb = x + b * T * D;
       for (int64_t t = 0; t < P; ++t) std::memcpy(xb + t * D, prefix[size_t(t)], size_t(D) * sizeof(float));
+      const float* src = patches + b * N * D;
+      if (!pos) {
+        std::memcpy(xb + P * D, src, size_t(N * D) * sizeof(float));
+        return;
+      }
       if (pos_covers_prefix)
         for (int64_t i = 0; i < P * D; ++i) xb[i] += pos[i];
       const float* pp = pos_covers_prefix ? pos + P * D : pos;
-      const float* src = patches + b * N * D;
       for (int64_t i = 0; i < N * D; ++i) xb[P * D + i] = src[i] + pp[i];
     });
   });
