@@ -264,7 +264,8 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
     check_ints(a, kTimmInts, where, file, *c);
     check_bools(a, kTimmBools, where, file, *c);
     // timm's hidden_features=int(dim * mlp_ratio): truncated (EVA-02's 4 * 2 / 3 of 64 is 170)
-    if (has(a, "mlp_ratio") && int64_t(get_as<double>(a, "mlp_ratio", where) * double(c->width)) != c->mlp)
+    const double hidden = has(a, "mlp_ratio") ? get_as<double>(a, "mlp_ratio", where) * double(c->width) : double(c->mlp);
+    if (!(hidden >= 0.0 && hidden < 1e15) || int64_t(hidden) != c->mlp)
       throw Error(where, "mlp_ratio is " + a["mlp_ratio"].dump() + ", but " + file + " has MLP width " +
                              std::to_string(c->mlp) + " for width " + std::to_string(c->width));
     if (a.contains("num_heads")) {
@@ -569,6 +570,8 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
     if (img_size_given) throw ArgumentError(problem);
     throw Error(where, problem);
   }
+  if (c.rope && !(c.rope_temperature > 0.f))
+    throw Error(where, "rope_temperature must be positive, got " + std::to_string(c.rope_temperature));
   if (c.rope && c.head_dim() % 4)
     throw Error(where, "a rotary embedding needs a head width divisible by 4, got " + std::to_string(c.head_dim()));
   if (c.swiglu && c.family != "EVA-02")
