@@ -347,22 +347,22 @@ bool apply_hf_config(const json& j, const std::string& where, const std::string&
   return heads_given;
 }
 
-// Step 3c: BEiT and EVA-02 (timm's beit.py, eva.py). What the architecture implies beyond the tensors
-// (EVA-02's rotary embedding is in no tensor), and every model_args key either understood, checked by the
-// tensors, or refused by name: an option the engine does not run never loads half-right.
 bool is_one_of(const std::string& key, std::initializer_list<const char*> keys) {
   for (const char* k : keys)
     if (key == k) return true;
   return false;
 }
 
+// Step 3c: BEiT and EVA-02 (timm's beit.py, eva.py). What the architecture implies beyond the tensors
+// (EVA-02's rotary embedding is in no tensor), and every model_args key either understood, checked by the
+// tensors, or refused by name: an option the engine does not run never loads half-right.
 void beit_eva_settings(const json* config, const std::string& arch, const std::string& where,
                        const std::string& file, ViTConfig* c) {
   const bool beit = is_beit_arch(arch) || (arch.empty() && c->family == "BEiT");
   if (!beit && !is_eva02_arch(arch)) {
     if (arch.empty())
-      throw Error(file, c->family + " checkpoint (q and v biases without a k bias) without a timm config.json naming "
-                        "its architecture: its rotary position embedding, if any, is in no tensor");
+      throw Error(file, c->family + " checkpoint (timm's eva.py tensor names) without a timm config.json naming its "
+                        "architecture: its rotary position embedding, if any, is in no tensor");
     throw Error(where, c->family + " checkpoint: not supported yet (" + arch + ")");
   }
   c->family = beit ? "BEiT" : "EVA-02";
@@ -570,8 +570,12 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
     if (img_size_given) throw ArgumentError(problem);
     throw Error(where, problem);
   }
+  if (c.rel_pos_window && (!c.class_token || c.prefix_tokens() != 1))
+    throw Error(file, "a relative position table needs exactly one class token before the patches (BEiT's cls_token)");
   if (c.rope && !(c.rope_temperature > 0.f))
     throw Error(where, "rope_temperature must be positive, got " + std::to_string(c.rope_temperature));
+  if (c.rope && c.patches() * c.head_dim() > (int64_t(1) << 28))  // sines and cosines per patch, made at load
+    throw Error(where, std::to_string(c.patches()) + " patches are too many for a rotary embedding's tables");
   if (c.rope && c.head_dim() % 4)
     throw Error(where, "a rotary embedding needs a head width divisible by 4, got " + std::to_string(c.head_dim()));
   if (c.swiglu && c.family != "EVA-02")
