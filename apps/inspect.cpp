@@ -51,9 +51,14 @@ int print_inspect(ViT& model) {
   if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope)
     std::printf("attention      %s%s%s%s\n", c.k_bias ? "q, k, v biases" : "q and v biases, no k bias",
                 c.qkv_fused ? "" : ", separate q_proj, k_proj, v_proj (run as one)",
-                c.rel_pos_window ? fmt::format(", relative position bias per block ({}x{} window, {} rows per head)",
-                                               c.rel_pos_window, c.rel_pos_window, c.rel_pos_len()).c_str()
-                                 : "",
+                c.rel_pos_window
+                    ? fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})",
+                                  c.rel_pos_window, c.rel_pos_window, c.rel_pos_len(),
+                                  c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
+                                      ? ""
+                                      : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()))
+                          .c_str()
+                    : "",
                 c.rope ? fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, "
                                      "temperature {:g}{})", double(c.rope_temperature),
                                      c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w)

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint.h"
+#include "positions.h"
 #include "vit/error.h"
 #include "engine/preprocess/resample.h"
 
@@ -111,49 +112,6 @@ Dense swiglu_fc1(Checkpoint& ck, const std::string& p, const ViTConfig& c) {
     append(&d.b, ck.take(p + n + ".bias", {M}));
   }
   return d;
-}
-
-// beit.py gen_relative_position_index(window_size): for patches i = (yi, xi), j = (yj, xj) the row
-// (yi - yj + Wh - 1) * (2 Ww - 1) + (xi - xj + Ww - 1) of the table; the class token's own three rows,
-// R - 3 (class to patch), R - 2 (patch to class) and R - 1 (class to class), close the table. [T, T], T = 1 + Wh Ww.
-std::vector<int32_t> relative_position_index(int64_t Wh, int64_t Ww) {
-  const int64_t N = Wh * Ww, T = N + 1, R = (2 * Wh - 1) * (2 * Ww - 1) + 3;
-  std::vector<int32_t> index(size_t(T * T));
-  for (int64_t i = 0; i < N; ++i)
-    for (int64_t j = 0; j < N; ++j)
-      index[size_t((1 + i) * T + 1 + j)] =
-          int32_t((i / Ww - j / Ww + Wh - 1) * (2 * Ww - 1) + (i % Ww - j % Ww + Ww - 1));
-  for (int64_t j = 0; j < T; ++j) index[size_t(j)] = int32_t(R - 3);      // relative_position_index[0, 0:]
-  for (int64_t i = 0; i < T; ++i) index[size_t(i * T)] = int32_t(R - 2);  // relative_position_index[0:, 0]
-  index[0] = int32_t(R - 1);
-  return index;
-}
-
-// EVA-02's rotary angles, as timm's RotaryEmbeddingCat (in_pixels=False) builds them in float32
-// (pos_embed_sincos.py): bands 1 / temperature^(i / (Dh/4)), i < Dh/4 (freq_bands(dim // 4, step=1));
-// coordinates t = arange(s) + grid_offset, rescaled t / s * ref when ref_feat_shape is set (_build_grid,
-// 'index' grid); angle = t * band. Per patch, in row-major (y, x) order ('ij'): the Dh/4 y angles then the
-// Dh/4 x angles, angle k turning channel pair (2k, 2k + 1) (_rope_layout, rotate_half=False).
-void rope_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<float>* cos) {
-  const int64_t bands = c.head_dim() / 4, gh = c.grid_h(), gw = c.grid_w(), half = 2 * bands;
-  std::vector<float> band(static_cast<size_t>(bands));
-  for (int64_t i = 0; i < bands; ++i)
-    band[size_t(i)] = 1.f / std::pow(c.rope_temperature, float(i) / float(bands));
-  const auto coord = [&](int64_t i, int64_t size, int64_t ref) {
-    const float t = float(i) + c.rope_grid_offset;
-    return ref ? t / float(size) * float(ref) : t;
-  };
-  sin->assign(size_t(gh * gw * half), 0.f);
-  cos->assign(sin->size(), 0.f);
-  for (int64_t y = 0; y < gh; ++y)
-    for (int64_t x = 0; x < gw; ++x) {
-      const float ty = coord(y, gh, c.rope_ref_h), tx = coord(x, gw, c.rope_ref_w);
-      for (int64_t k = 0; k < half; ++k) {
-        const float angle = (k < bands ? ty : tx) * band[size_t(k % bands)];
-        (*sin)[size_t((y * gw + x) * half + k)] = std::sin(angle);
-        (*cos)[size_t((y * gw + x) * half + k)] = std::cos(angle);
-      }
-    }
 }
 
 }  // namespace
@@ -268,11 +226,13 @@ void ViT::load_weights(Checkpoint& ck) {
                                    M, c.eps);
     b.fc2 = scaled_linear(p + "mlp.fc2", M, p + (beit_ls ? "gamma_2" : "ls2.gamma"));
     if (c.rel_pos_window)
-      b.rel_pos_table = take(p + "attn.relative_position_bias_table", {c.rel_pos_len(), c.heads}).to_vector();
+      b.rel_pos_table = resize_relative_position_table(
+          take(p + "attn.relative_position_bias_table", {c.rel_pos_len(), c.heads}).to_vector(), c.heads,
+          c.rel_pos_window, c.grid_h(), c.grid_w());
     blocks_.push_back(std::move(b));
   }
   if (c.rel_pos_window) rel_pos_index_ = relative_position_index(c.grid_h(), c.grid_w());
-  if (c.rope) rope_tables(c, &rope_sin_, &rope_cos_);
+  if (c.rope) rotary_tables(c, &rope_sin_, &rope_cos_);
   if (c.final_norm) norm_ = norm("norm");
   if (c.fc_norm) fc_norm_ = norm("fc_norm");
   if (c.attn_pool_mlp) {

@@ -562,14 +562,8 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
     throw Error(file, "global_pool 'map' needs an attention-pool head, and the checkpoint has no attn_pool");
   if (c.pool == Pool::Token && !c.class_token)
     throw Error(file, "global_pool 'token' needs a class token, and the checkpoint has no cls_token");
-  if (c.rel_pos_window && (c.grid_h() != c.rel_pos_window || c.grid_w() != c.rel_pos_window)) {
-    const std::string problem = "BEiT's relative position tables are for " + std::to_string(c.rel_pos_window) + "x" +
-                                std::to_string(c.rel_pos_window) + " patches (" +
-                                std::to_string(c.rel_pos_window * c.patch) +
-                                " px): running it at another size (timm resizes the tables) is not supported yet";
-    if (img_size_given) throw ArgumentError(problem);
-    throw Error(where, problem);
-  }
+  if (c.rel_pos_window && c.tokens() * c.tokens() > (int64_t(1) << 28))  // the index over token pairs, made at load
+    throw Error(where, std::to_string(c.tokens()) + " tokens are too many for a relative position index");
   if (c.rel_pos_window && (!c.class_token || c.prefix_tokens() != 1))
     throw Error(file, "a relative position table needs exactly one class token before the patches (BEiT's cls_token)");
   if (c.rope && !(c.rope_temperature > 0.f))

@@ -67,7 +67,8 @@ struct ViTConfig {
   bool k_bias = true;                   // false: q and v biases only (q_bias, v_bias), k's is zero
   bool qkv_fused = true;                // false: separate q_proj, k_proj, v_proj (EVA-02 base), fused at load
   bool abs_pos = true;                  // a position table (pos_embed); BEiT's blocks have relative biases instead
-  int64_t rel_pos_window = 0;           // BEiT: each block's relative position table's (square) window, 0 without
+  int64_t rel_pos_window = 0;           // BEiT: the (square) window its relative position tables were trained
+                                        // at, 0 without; resized for the input's grid as timm does
   bool swiglu = false;                  // MLP silu(fc1_g x) * fc1_x x then fc2 (EVA-02); mlp is fc2's input width
   bool scale_mlp = false;               // a LayerNorm inside the MLP before fc2 (mlp.norm, EVA-02 base)
   bool rope = false;                    // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)

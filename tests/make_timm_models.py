@@ -18,6 +18,8 @@ OUT_DIR/<name>/reference_224.safetensors        the same for the DINOv2 models r
                                                 518-px one by timm's checkpoint_filter_fn
 OUT_DIR/<name>/reference_168.safetensors        the same for the EVA-02 models at 168 px (12x12 patches): the
                                                 position table resampled, the rotary grid rebuilt for 12x12
+OUT_DIR/beit/reference_256.safetensors          the same for BEiT at 256 px (16x16 patches): its relative
+                                                position tables resized by timm's resize_rel_pos_bias_table
 Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity
 values, so a step the engine skipped or got wrong changes the outputs.
 """
@@ -33,6 +35,7 @@ from PIL import Image  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 from timm.data import create_transform, resolve_data_config  # noqa: E402
 from timm.models import save_for_hf  # noqa: E402
+from timm.models.beit import checkpoint_filter_fn as beit_filter_fn  # noqa: E402
 from timm.models.eva import checkpoint_filter_fn as eva_filter_fn  # noqa: E402
 from timm.models.vision_transformer import checkpoint_filter_fn  # noqa: E402
 
@@ -94,7 +97,8 @@ def main():
         save_file(refs, os.path.join(d, "reference.safetensors"),
                   metadata={"files": json.dumps(photos), "arch": arch})
         print(name, arch, {k: tuple(v.shape) for k, v in refs.items()})
-        for family, size, filter_fn in (("dinov2", 224, checkpoint_filter_fn), ("eva02", 168, eva_filter_fn)):
+        for family, size, filter_fn in (("dinov2", 224, checkpoint_filter_fn), ("eva02", 168, eva_filter_fn),
+                                        ("beit", 256, beit_filter_fn)):
             if family not in arch:
                 continue
             small = timm.create_model(arch, pretrained=False, **dict(args, img_size=size)).eval()

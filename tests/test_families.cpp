@@ -109,6 +109,9 @@ TEST_F(Families, EVA02TinyLikeTimm) { expect_like_timm("eva02"); }
 TEST_F(Families, EVA02BaseLikeTimm) { expect_like_timm("eva02_base"); }
 // At 168 px the position table is resampled and the rotary grid rebuilt at 12x12, rescaled to the 16x16
 // it was trained at (ref_feat_shape), as timm's model made at that size computes it.
+// At 256 px BEiT's 14x14 relative position tables are resized for 16x16 (timm's resize_rel_pos_bias_table:
+// the source offsets on a geometric progression, then linear interpolation between them).
+TEST_F(Families, BEiTAt256LikeTimm) { expect_like_timm("beit", "reference_256.safetensors", 256); }
 TEST_F(Families, EVA02At168LikeTimm) {
   expect_like_timm("eva02", "reference_168.safetensors", 168);
   expect_like_timm("eva02_base", "reference_168.safetensors", 168);
@@ -222,8 +225,6 @@ TEST_F(Families, UnsupportedVariantsRefusedByName) {
   const std::string bare = d.file("bare");
   ASSERT_EQ(run("mkdir -p " + bare + " && ln -s " + model("eva02") + "/model.safetensors " + bare + "/"), 0);
   expect_error([&] { ViT::load(bare); }, "without a timm config.json naming its architecture");
-  // BEiT's relative position tables are for its own grid.
-  expect_error([&] { ViT::load(model("beit"), "", 256); }, "relative position tables are for 14x14 patches");
 }
 
 // The whole path: our decoding and preprocessing of the photos, then the model, against timm's pipeline.
