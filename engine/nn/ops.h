@@ -81,21 +81,20 @@ LayerNormWeights make_layer_norm(Arena& store, const float* gamma, const float* 
 Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_t M, const float* src, float* dst);
 
 // Multi-head self-attention core on qkv [B, T, 3, H, Dh] (a linear layer's output, [B*T, 3*H*Dh]):
-// heads [3, B, H, T, Dh] (scratch) = the heads split out, scores [B, H, T, T] = softmax(Q K^T / sqrt(Dh)),
-// out [B, T, H*Dh] = scores V, written straight into the heads-concatenated layout. All heads and
-// images in one matmul each.
-// score_bias, when it has a table: a bias added to every image's scores before the softmax (see ScoreBias).
-struct ScoreBias {
-  // scores[b, h, i, j] += table[index[i * T + j] * H + h]: a learned bias per head looked up through an
-  // index over token pairs (a relative position bias: table [R, H], index [T, T] of values below R).
-  const float* table = nullptr;
-  const int32_t* index = nullptr;
-};
+// out [B, T, H*Dh] = softmax(Q K^T / sqrt(Dh) + bias) V per image and head, written straight into the
+// heads-concatenated layout, by the fused kernel of attention.h. heads: scratch of
+// attention_scratch_floats(B, T, H, Dh) (each head's K and V packed); scores [B, H, T, T]: the softmax
+// written out, or null; bias [H, T, T] (the same for every image) or null. An image's result does not
+// depend on the images beside it.
+int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh);
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                   const float* qkv, float* heads, float* scores, float* out,
-                                  const ScoreBias& score_bias = {});
-// The bias step alone: scores [B, H, T, T] += the looked-up bias.
-Step score_bias_step(const std::string& name, int64_t B, int64_t H, int64_t T, const ScoreBias& bias, float* scores);
+                                  const float* bias = nullptr);
+// A bias per head looked up through an index over token pairs, written out dense for attention_steps:
+// bias[h, i, j] = table[index[i * T + j] * H + h] (a relative position bias: table [R, H], index [T, T] of
+// values below R), bias [H, T, T].
+Step lookup_bias_step(const std::string& name, int64_t H, int64_t T, const float* table, const int32_t* index,
+                      float* bias);
 
 // Rotary position embedding, in place on rows x [B, T, stride]: in the rows of tokens first..T-1, each of
 // the first `groups` groups of Dh channels (the heads of q and k in a fused qkv row) has its channel pairs
