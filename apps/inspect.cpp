@@ -30,8 +30,8 @@ int print_inspect(ViT& model) {
   if (c.class_token) tokens += " + class token";
   if (c.dist_token) tokens += " + distillation token";
   if (c.reg_tokens) tokens += fmt::format(" + {} register tokens (reg_token, not in the position table)", c.reg_tokens);
-  std::string pos = fmt::format("{}x{} grid", c.pos_grid_h, c.pos_grid_w);
-  if (c.pos_grid_h != c.grid_h()) pos += fmt::format(", resampled to {}x{} (bicubic, antialiased)", c.grid_h(), c.grid_w());
+  std::string pos = c.abs_pos ? fmt::format("{}x{} grid", c.pos_grid_h, c.pos_grid_w) : "none";
+  if (c.abs_pos && c.pos_grid_h != c.grid_h()) pos += fmt::format(", resampled to {}x{} (bicubic, antialiased)", c.grid_h(), c.grid_w());
   pos += c.no_embed_class ? ", patches only (no_embed_class)" : "";
   const std::string resize = p.crop_mode == CropMode::Squash
                                  ? fmt::format("{}x{}", p.resize_width(), p.resize_height())
@@ -43,9 +43,31 @@ int print_inspect(ViT& model) {
               c.arch.empty() ? "ViT" : c.arch.c_str(), (long long)c.patch, (long long)c.width, (long long)c.depth,
               (long long)c.heads, (long long)c.mlp, (long long)c.classes);
   std::printf("family         %s%s%s%s\n", c.family.c_str(),
-              c.layer_scale ? ", layer scale on both branches of every block (ls1, ls2)" : "",
+              c.layer_scale ? (c.family == "BEiT" ? ", layer scale on both branches of every block (gamma_1, gamma_2)"
+                                                  : ", layer scale on both branches of every block (ls1, ls2)")
+                            : "",
               c.norm_pre ? ", LayerNorm before the blocks (norm_pre)" : "",
               c.quick_gelu ? ", QuickGELU in the MLPs" : "");
+  if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope)
+    std::printf("attention      %s%s%s%s\n", c.k_bias ? "q, k, v biases" : "q and v biases, no k bias",
+                c.qkv_fused ? "" : ", separate q_proj, k_proj, v_proj (run as one)",
+                c.rel_pos_window
+                    ? fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})",
+                                  c.rel_pos_window, c.rel_pos_window, c.rel_pos_len(),
+                                  c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
+                                      ? ""
+                                      : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()))
+                          .c_str()
+                    : "",
+                c.rope ? fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, "
+                                     "temperature {:g}{})", double(c.rope_temperature),
+                                     c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w)
+                                                  : std::string())
+                                .c_str()
+                       : "");
+  if (c.swiglu)
+    std::printf("mlp            SwiGLU: silu(fc1_g x) * fc1_x x%s, then fc2\n",
+                c.scale_mlp ? ", LayerNorm (mlp.norm)" : "");
   std::printf("input          %lldx%lld RGB\n", (long long)c.img_h(), (long long)c.img_w());
   std::printf("tokens         %s\n", tokens.c_str());
   std::printf("position table %s\n", pos.c_str());

@@ -1,7 +1,9 @@
-// The tensor names that mark each family the engine does not run yet. Checked before anything is
-// loaded, so a DINOv2 in Hugging Face's layout or a BEiT never reaches the classic ViT's loader, whose
-// errors ("missing tensor ...") would not say what the file is.
+// The tensor names and architecture names that mark each family, or variant of one, the engine does not
+// run yet. Checked before anything is loaded, so a DINOv2 in Hugging Face's layout or an EVA-02 CLIP tower
+// never reaches the loader, whose errors ("missing tensor ...") would not say what the file is.
 #include "families.h"
+
+#include <regex>
 
 #include "engine/io/safetensors.h"
 
@@ -9,17 +11,17 @@ namespace vit {
 namespace {
 
 struct Marker {
-  const char* tensor;  // a tensor only this family (and layout) has
+  const char* tensor;  // a tensor only this family (and layout, or variant) has
   const char* family;
 };
 const Marker kMarkers[] = {
-    // timm's eva.py: SwiGLU's fc1_g, separate q/k/v; q/v biases without a relative position table.
-    {"blocks.0.mlp.fc1_g.weight", "EVA-02"},
-    {"blocks.0.attn.q_proj.weight", "EVA-02"},
-    // timm's beit.py: per-block relative position bias, gamma_1/gamma_2 layer scales.
-    {"blocks.0.attn.relative_position_bias_table", "BEiT"},
-    {"rel_pos_bias.relative_position_bias_table", "BEiT"},
-    {"blocks.0.gamma_1", "BEiT"},
+    // timm's eva.py options beyond EVA-02's image models (EvaAttention, Eva).
+    {"blocks.0.attn.norm.weight", "EVA-02 with a LayerNorm inside attention (scale_attn_inner, EVA-02 CLIP)"},
+    {"blocks.0.attn.q_norm.weight", "EVA with qk_norm"},
+    {"blocks.0.attn.gate.weight", "EVA with gated attention"},
+    {"rope.freqs", "EVA with learned rotary frequencies (rope_type 'mixed')"},
+    // timm's beit.py: one relative position table shared by every block.
+    {"rel_pos_bias.relative_position_bias_table", "BEiT with a shared relative position bias (use_shared_rel_pos_bias)"},
     // OpenCLIP's and Hugging Face's CLIP layouts (timm's CLIP towers load: norm_pre).
     {"visual.conv1.weight", "OpenCLIP image tower"},
     {"vision_model.embeddings.class_embedding", "Hugging Face CLIP image tower"},
@@ -30,21 +32,26 @@ const Marker kMarkers[] = {
     {"encoder.layer.0.layer_scale1.lambda1", "Hugging Face DINOv2"},
 };
 
+const std::regex kBeit(R"(^beit(v2)?_(base|large)_patch16_(224|384|512)(\..*)?$)");
+const std::regex kEva02(R"(^eva02_(tiny|small|base|large)_patch14_(224|336|448)(\..*)?$)");
+
 }  // namespace
+
+bool is_beit_arch(const std::string& arch) { return std::regex_match(arch, kBeit); }
+bool is_eva02_arch(const std::string& arch) { return std::regex_match(arch, kEva02); }
 
 std::string unsupported_family(const SafeTensors& st) {
   for (const Marker& m : kMarkers)
     if (st.has(m.tensor)) return m.family;
-  // EVA-02 with fused qkv: q and v biases as BEiT has them, but no relative position table (above).
-  if (st.has("blocks.0.attn.q_bias")) return "EVA-02";
   return "";
 }
 
 std::string unsupported_family(const std::string& arch) {
+  if (is_beit_arch(arch) || is_eva02_arch(arch)) return "";
   const struct {
     const char* prefix;
     const char* family;
-  } kArchs[] = {{"eva02_", "EVA-02"}, {"eva_", "EVA"}, {"beit", "BEiT"}};
+  } kArchs[] = {{"eva02_", "EVA-02 CLIP tower"}, {"eva_", "EVA"}, {"beit", "BEiT"}};
   for (const auto& a : kArchs)
     if (arch.rfind(a.prefix, 0) == 0) return a.family;
   return "";

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint.h"
+#include "positions.h"
 #include "vit/error.h"
 #include "engine/preprocess/resample.h"
 
@@ -68,6 +69,49 @@ std::vector<float> affine(const float* w, const float* b, const float* x, int64_
     y[size_t(o)] = float(acc);
   }
   return y;
+}
+
+// A linear layer's weight [N, K] and bias [N] assembled from several tensors.
+struct Dense {
+  std::vector<float> w, b;
+};
+void append(std::vector<float>* v, Checkpoint::Tensor t) {
+  const std::vector<float> part = std::move(t).to_vector();
+  v->insert(v->end(), part.begin(), part.end());
+}
+
+// BEiT's and EVA-02's q, k, v as one layer [3D, D] with bias [q, 0, v]: beit.py Attention.forward and
+// eva.py EvaAttention.forward, F.linear(x, qkv.weight, torch.cat((q_bias, k_bias, v_bias))) with k_bias a
+// zero buffer; EvaAttention's qkv_fused=False (q_proj, k_proj without a bias, v_proj) gives the same rows.
+Dense fused_qkv(Checkpoint& ck, const std::string& p, const ViTConfig& c) {
+  const int64_t D = c.width;
+  Dense d;
+  if (c.qkv_fused) append(&d.w, ck.take(p + "attn.qkv.weight", {3 * D, D}));
+  else
+    for (const char* n : {"q_proj", "k_proj", "v_proj"}) append(&d.w, ck.take(p + "attn." + n + ".weight", {D, D}));
+  if (!c.qkv_bias) return d;
+  append(&d.b, ck.take(p + (c.qkv_fused ? "attn.q_bias" : "attn.q_proj.bias"), {D}));
+  d.b.resize(size_t(2 * D), 0.f);
+  append(&d.b, ck.take(p + (c.qkv_fused ? "attn.v_bias" : "attn.v_proj.bias"), {D}));
+  return d;
+}
+
+// SwiGLU's gate and value layers as one [2M, D], the gate's rows first: timm's SwiGLU (fc1_g, fc1_x:
+// act(fc1_g(x)) * fc1_x(x)), or GluMlp's packed fc1 (gate_last=False: x1, x2 = fc1(x).chunk(2);
+// act(x1) * x2), which is already that.
+Dense swiglu_fc1(Checkpoint& ck, const std::string& p, const ViTConfig& c) {
+  const int64_t D = c.width, M = c.mlp;
+  Dense d;
+  if (!ck.has(p + "mlp.fc1_g.weight")) {
+    append(&d.w, ck.take(p + "mlp.fc1.weight", {2 * M, D}));
+    append(&d.b, ck.take(p + "mlp.fc1.bias", {2 * M}));
+    return d;
+  }
+  for (const char* n : {"mlp.fc1_g", "mlp.fc1_x"}) {
+    append(&d.w, ck.take(p + n + ".weight", {M, D}));
+    append(&d.b, ck.take(p + n + ".bias", {M}));
+  }
+  return d;
 }
 
 }  // namespace
@@ -137,6 +181,9 @@ void ViT::load_weights(Checkpoint& ck) {
     const auto b = bias ? take(n + ".bias", {N}) : opt(n + ".bias", {N});
     return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), K, N, c.tokens(), ep, precision_of(n));
   };
+  auto dense = [&](const std::string& n, const Dense& d, int64_t K, int64_t N, Epilogue ep) {
+    return make_linear(store_, d.w.data(), d.b.empty() ? nullptr : d.b.data(), K, N, c.tokens(), ep, precision_of(n));
+  };
   auto norm = [&](const std::string& n) {
     const auto w = take(n + ".weight", {D}), b = take(n + ".bias", {D});
     return make_layer_norm(store_, w.data(), b.data(), D, c.eps);
@@ -160,20 +207,32 @@ void ViT::load_weights(Checkpoint& ck) {
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
   if (c.reg_tokens) reg_token_ = take("reg_token", {1, c.reg_tokens, D}).to_vector();
-  pos_embed_ = position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector());
+  if (c.abs_pos) pos_embed_ = position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector());
   if (c.norm_pre) norm_pre_ = norm("norm_pre");
   blocks_.clear();
   for (int64_t i = 0; i < c.depth; ++i) {
     const std::string p = "blocks." + std::to_string(i) + ".";
     BlockWeights b;
     b.norm1 = norm(p + "norm1");
-    b.qkv = linear(p + "attn.qkv", D, 3 * D, c.qkv_bias, Epilogue::None);
-    b.proj = scaled_linear(p + "attn.proj", D, p + "ls1.gamma");
+    const bool beit_ls = ck.has(p + "gamma_1");  // BEiT's gamma_1 * attn(...), gamma_2 * mlp(...)
+    if (c.qkv_fused && c.k_bias) b.qkv = linear(p + "attn.qkv", D, 3 * D, c.qkv_bias, Epilogue::None);
+    else b.qkv = dense(p + "attn.qkv", fused_qkv(ck, p, c), D, 3 * D, Epilogue::None);
+    b.proj = scaled_linear(p + "attn.proj", D, p + (beit_ls ? "gamma_1" : "ls1.gamma"));
     b.norm2 = norm(p + "norm2");
-    b.fc1 = linear(p + "mlp.fc1", D, M, true, mlp_act);
-    b.fc2 = scaled_linear(p + "mlp.fc2", M, p + "ls2.gamma");
+    b.fc1 = c.swiglu ? dense(p + "mlp.fc1", swiglu_fc1(ck, p, c), D, 2 * M, Epilogue::None)
+                     : linear(p + "mlp.fc1", D, M, true, mlp_act);
+    if (c.scale_mlp)
+      b.mlp_norm = make_layer_norm(store_, take(p + "mlp.norm.weight", {M}).data(), take(p + "mlp.norm.bias", {M}).data(),
+                                   M, c.eps);
+    b.fc2 = scaled_linear(p + "mlp.fc2", M, p + (beit_ls ? "gamma_2" : "ls2.gamma"));
+    if (c.rel_pos_window)
+      b.rel_pos_table = resize_relative_position_table(
+          take(p + "attn.relative_position_bias_table", {c.rel_pos_len(), c.heads}).to_vector(), c.heads,
+          c.rel_pos_window, c.grid_h(), c.grid_w());
     blocks_.push_back(std::move(b));
   }
+  if (c.rel_pos_window) rel_pos_index_ = relative_position_index(c.grid_h(), c.grid_w());
+  if (c.rope) rotary_tables(c, &rope_sin_, &rope_cos_);
   if (c.final_norm) norm_ = norm("norm");
   if (c.fc_norm) fc_norm_ = norm("fc_norm");
   if (c.attn_pool_mlp) {
@@ -224,7 +283,7 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
     m.blocks_.push_back({norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv", Epilogue::None),
                          linear(D, D, "blocks.attn.proj", Epilogue::AddToDst),
                          linear(D, M, "blocks.mlp.fc1", cfg.quick_gelu ? Epilogue::QuickGelu : Epilogue::Gelu),
-                         linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst)});
+                         linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst), LayerNormWeights{}, {}});
   if (cfg.norm_pre) m.norm_pre_ = norm();
   if (cfg.final_norm) m.norm_ = norm();
   if (cfg.fc_norm) m.fc_norm_ = norm();
@@ -287,6 +346,8 @@ BufferTable ViT::activation_table(const PlanLayout& l, Plan::Activations* a) con
   t.add("heads", &a->heads, attention_scratch_floats(pass, T, c.heads, c.head_dim()));
   t.add("scores", &a->scores, l.keep_attention ? c.depth * B * c.heads * T * T : 0);
   t.add("mlp", &a->mlp, BT * c.mlp);
+  t.add("mlp_gate", &a->mlp_gate, c.swiglu ? BT * 2 * c.mlp : 0);
+  t.add("rel_bias", &a->rel_bias, c.rel_pos_window ? c.heads * T * T : 0);
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
   t.add("pooled_dist", &a->pooled_dist, B * D);
@@ -316,7 +377,10 @@ std::vector<std::pair<std::string, const LinearWeights*>> ViT::linear_layers() c
 size_t ViT::weight_bytes() const {
   size_t n = patch_embed_.bytes() + head_.bytes() + head_dist_.bytes() +
              (cls_token_.size() + dist_token_.size() + reg_token_.size() + pos_embed_.size()) * sizeof(float);
-  for (const BlockWeights& b : blocks_) n += b.qkv.bytes() + b.proj.bytes() + b.fc1.bytes() + b.fc2.bytes();
+  for (const BlockWeights& b : blocks_)
+    n += b.qkv.bytes() + b.proj.bytes() + b.fc1.bytes() + b.fc2.bytes() + b.rel_pos_table.size() * sizeof(float) +
+         (cfg_.scale_mlp ? size_t(2 * cfg_.mlp) * sizeof(float) : 0);
+  n += rel_pos_index_.size() * sizeof(int32_t) + (rope_sin_.size() + rope_cos_.size()) * sizeof(float);
   n += attn_pool_.q.size() * sizeof(float) + attn_pool_.kv.bytes() + attn_pool_.proj.bytes() + attn_pool_.fc1.bytes() +
        attn_pool_.fc2.bytes() + (cfg_.attn_pool_mlp ? size_t(2 * cfg_.width) * sizeof(float) : 0);
   const size_t norms = size_t(2 * cfg_.width) * sizeof(float);
@@ -373,8 +437,8 @@ struct ViT::PlanBuilder {
     if (c.class_token) prefix_rows.push_back(m.cls_token_.data());
     if (c.dist_token) prefix_rows.push_back(m.dist_token_.data());
     for (int64_t r = 0; r < c.reg_tokens; ++r) prefix_rows.push_back(m.reg_token_.data() + r * D);  // [cls, reg...]
-    add(embed_tokens_step("embed", B, N, D, prefix_rows, m.pos_embed_.data(), !c.no_embed_class, a().patch_embed,
-                          a().x));
+    add(embed_tokens_step("embed", B, N, D, prefix_rows, c.abs_pos ? m.pos_embed_.data() : nullptr, !c.no_embed_class,
+                          a().patch_embed, a().x));
     tap("embed", a().x, B * c.tokens() * D);
     // x = self.norm_pre(x) (CLIP), in place: the blocks read the residual stream x.
     if (c.norm_pre) add(layer_norm_step("norm_pre", m.norm_pre_, B * c.tokens(), a().x, a().x));
@@ -387,11 +451,22 @@ struct ViT::PlanBuilder {
     const int64_t B = layout.B, D = c.width, T = c.tokens(), H = c.heads, BT = B * T;
     const std::string p = "blocks." + std::to_string(i);
     norm_linear(p + ".norm1", w.norm1, p + ".attn.qkv", w.qkv, a().qkv);
+    // EvaAttention.forward: q, k = apply_rot_embed_cat(q[:, :, npt:], rope), the same for k: the patch
+    // tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles.
+    if (c.rope)
+      add(rotary_step(p + ".attn.rope", B, T, c.prefix_tokens(), 2 * H, c.head_dim(), 3 * D, m.rope_sin_.data(),
+                      m.rope_cos_.data(), a().qkv));
+    // beit.py Attention.forward: attn = attn + self._get_rel_pos_bias() (the table looked up through the
+    // index, [H, T, T]), before the softmax.
+    if (c.rel_pos_window)
+      add(lookup_bias_step(p + ".attn.rel_pos_bias", H, T, w.rel_pos_table.data(), m.rel_pos_index_.data(), a().rel_bias));
     float* scores = layout.keep_attention ? a().scores + i * B * H * T * T : nullptr;
     for (const auto& [first, n] : layout.attention_passes)
       add(attention_steps(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
-                          scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D));
+                          scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
+                          c.rel_pos_window ? a().rel_bias : nullptr));
     linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
+    if (c.swiglu) return swiglu_mlp(p, w);
     // On int8's per-row grid, fc1's pass after its product also quantizes its rows for fc2.
     const LinearOutput fc1_out = can_quantize_for(w.fc1, w.fc2) ? LinearOutput::Quantized : LinearOutput::F32;
     norm_linear(p + ".norm2", w.norm2, p + ".mlp.fc1", w.fc1, a().mlp, fc1_out);
@@ -401,6 +476,19 @@ struct ViT::PlanBuilder {
     else
       linear(p + ".mlp.fc2", w.fc2, T, a().mlp, a().x);
     tap(p, a().x, BT * D);
+  }
+
+  // x = x + mlp(norm2(x)) with timm's SwiGLU (EVA-02): x = act(fc1_g(x)) * fc1_x(x); x = norm(x) (scale_mlp);
+  // x = fc2(x). fc1 holds both halves, gate first.
+  void swiglu_mlp(const std::string& p, const BlockWeights& w) {
+    const ViTConfig& c = m.cfg_;
+    const int64_t B = layout.B, T = c.tokens(), BT = B * T;
+    norm_linear(p + ".norm2", w.norm2, p + ".mlp.fc1", w.fc1, a().mlp_gate);
+    add(swiglu_step(p + ".mlp.swiglu", BT, c.mlp, a().mlp_gate, a().mlp));
+    tap(p + ".mlp.swiglu", a().mlp, BT * c.mlp);
+    if (c.scale_mlp) add(layer_norm_step(p + ".mlp.norm", w.mlp_norm, BT, a().mlp, a().mlp));
+    linear(p + ".mlp.fc2", w.fc2, T, a().mlp, a().x);
+    tap(p, a().x, BT * c.width);
   }
 
   // x = self.norm(x); x = self.forward_head(x): pool (token 0, the mean of the patch tokens, or the

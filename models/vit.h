@@ -29,8 +29,10 @@ struct BlockWeights {
   LayerNormWeights norm1, norm2;  // [D]
   LinearWeights qkv;              // [3D, D]
   LinearWeights proj;             // [D, D]
-  LinearWeights fc1;              // [M, D]
+  LinearWeights fc1;              // [M, D]; SwiGLU: [2M, D], the gate's rows then the values'
   LinearWeights fc2;              // [D, M]
+  LayerNormWeights mlp_norm;      // [M]: the norm inside the MLP (scale_mlp)
+  std::vector<float> rel_pos_table;  // [R, H]: BEiT's relative position bias table (rel_pos_window)
 };
 
 class ViT {
@@ -85,6 +87,8 @@ class ViT {
       float* heads;        // [3, c, H, T, Dh]: the c images of one attention pass
       float* scores;       // [c, H, T, T]; [L, B, H, T, T] when the Plan keeps the attention
       float* mlp;          // [B, T, M]
+      float* mlp_gate;     // [B, T, 2M]: SwiGLU's fc1 output, the gate then the values
+      float* rel_bias;     // [H, T, T]: the block's relative position bias, looked up (BEiT)
       float* pooled;       // [B, D]
       float* pooled_norm;  // [B, D]
       float* pooled_dist;  // [B, D]
@@ -165,6 +169,8 @@ class ViT {
   std::vector<float> dist_token_;     // [D] (empty unless distilled)
   std::vector<float> reg_token_;      // [R, D] (empty without register tokens)
   std::vector<float> pos_embed_;      // [pos_len, D], resampled to the input grid
+  std::vector<int32_t> rel_pos_index_;  // [T, T]: every block's row of its relative position table (BEiT)
+  std::vector<float> rope_sin_, rope_cos_;  // [N, Dh / 2]: the rotary angles of each patch (EVA-02)
   std::vector<BlockWeights> blocks_;
   LayerNormWeights norm_pre_;         // CLIP's norm before the blocks (cfg_.norm_pre)
   LayerNormWeights norm_;             // final norm over tokens (cfg_.final_norm)

@@ -135,6 +135,55 @@ void check_bools(const json& j, const BoolFact (&facts)[N], const std::string& w
                              (c.*f.field ? " has " : " has no ") + f.what);
 }
 
+int64_t isqrt_exact(int64_t n) {
+  const auto r = int64_t(std::llround(std::sqrt(double(n))));
+  return r * r == n ? r : -1;
+}
+
+// The MLP's hidden width M (fc2's input), and whether it is SwiGLU: timm's SwiGLU keeps the gate and the
+// values apart (fc1_g, fc1_x), its GluMlp packs them into one fc1 of 2M rows (EVA-02 tiny and small).
+void mlp_from_tensors(const Checkpoint& ck, ViTConfig* c) {
+  if (ck.has("blocks.0.mlp.fc1_g.weight")) {
+    c->swiglu = true;
+    c->mlp = ck.shape("blocks.0.mlp.fc1_g.weight")[0];
+  } else {
+    c->mlp = ck.shape("blocks.0.mlp.fc1.weight")[0];
+    if (ck.has("blocks.0.mlp.fc2.weight") && ck.shape("blocks.0.mlp.fc2.weight").size() == 2 &&
+        ck.shape("blocks.0.mlp.fc2.weight")[1] * 2 == c->mlp) {
+      c->swiglu = true;
+      c->mlp /= 2;
+    }
+  }
+  c->scale_mlp = ck.has("blocks.0.mlp.norm.weight");
+}
+
+// q/k/v biases and relative position tables. BEiT and EVA-02 have q and v biases but none for k (timm
+// concatenates a zero k_bias): q_bias, v_bias beside a fused qkv, or q_proj.bias, v_proj.bias.
+void attention_from_tensors(const Checkpoint& ck, ViTConfig* c) {
+  const std::string& file = ck.path();
+  c->qkv_fused = !ck.has("blocks.0.attn.q_proj.weight");
+  const bool qv = ck.has("blocks.0.attn.q_bias") || ck.has("blocks.0.attn.q_proj.bias");
+  c->qkv_bias = qv || ck.has("blocks.0.attn.qkv.bias");
+  c->k_bias = !qv;
+  c->abs_pos = ck.has("pos_embed");
+  const std::string table = "blocks.0.attn.relative_position_bias_table";
+  if (ck.has(table)) {  // [(2W - 1)^2 + 3, H]
+    const auto s = ck.shape(table);
+    const int64_t side = s.size() == 2 && s[0] > 3 ? isqrt_exact(s[0] - 3) : -1;
+    if (side <= 0 || side % 2 == 0 || s[1] < 1)
+      throw Error(file, table + " has shape " + shape_string(s) + ", expected [(2W - 1)^2 + 3, H] for a square window");
+    c->rel_pos_window = (side + 1) / 2;
+    c->heads = s[1];
+    c->origin.heads = "file (relative_position_bias_table: a column per head)";
+  }
+  if (c->rel_pos_window) c->family = "BEiT";
+  else if (!c->k_bias || !c->qkv_fused || c->swiglu || c->scale_mlp || ck.has("blocks.0.gamma_1")) c->family = "EVA";
+  if (c->rel_pos_window || !c->k_bias || !c->qkv_fused)
+    c->origin.attention = std::string("file (") + (c->k_bias ? "" : "q and v biases, no k bias; ") +
+                          (c->qkv_fused ? "" : "q_proj, k_proj, v_proj; ") +
+                          (c->rel_pos_window ? "relative_position_bias_table per block; " : "") + "tensor names)";
+}
+
 // Step 1: the shape, always from the tensors.
 void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   const std::string& file = ck.path();
@@ -147,7 +196,7 @@ void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   if (c->in_chans != 3) throw Error(file, "the model takes " + std::to_string(c->in_chans) + " channels, not RGB");
   c->depth = ck.count_blocks();
   if (c->depth == 0) throw Error(file, "missing tensor blocks.0.norm1.weight (no encoder blocks)");
-  c->mlp = ck.shape("blocks.0.mlp.fc1.weight")[0];
+  mlp_from_tensors(ck, c);
   c->classes = ck.has("head.weight") ? ck.shape("head.weight")[0] : 0;  // none: embeddings only (DINOv2)
   c->class_token = ck.has("cls_token");
   if (ck.has("reg_token")) {  // timm: reg_token [1, R, D]
@@ -156,13 +205,13 @@ void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
       throw Error(file, "reg_token has shape " + shape_string(r) + ", expected [1, R, " + std::to_string(c->width) + "]");
     c->reg_tokens = r[1];
   }
-  c->layer_scale = ck.has("blocks.0.ls1.gamma");
+  c->layer_scale = ck.has("blocks.0.ls1.gamma") || ck.has("blocks.0.gamma_1");
+  attention_from_tensors(ck, c);
   c->norm_pre = ck.has("norm_pre.weight");
   if (ck.has("attn_pool.latent")) c->attn_pool_mlp = ck.shape("attn_pool.mlp.fc1.weight")[0];
   c->dist_token = ck.has("dist_token");
   c->final_norm = ck.has("norm.weight");
   c->fc_norm = ck.has("fc_norm.weight");
-  c->qkv_bias = ck.has("blocks.0.attn.qkv.bias");
   c->patch_bias = ck.has("patch_embed.proj.bias");
   c->pool = c->attn_pool_mlp ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
   c->stored_as = std::string(layout_name(ck.layout())) + " names, " + ck.dtypes();
@@ -171,7 +220,7 @@ void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
     *k = "file (tensor shapes)";
   c->origin.pool = c->class_token ? "default (class token present)" : "default (no class token)";
   c->origin.eps = "default";
-  c->origin.act = "default (GELU, erf)";
+  c->origin.act = c->swiglu ? "file (SwiGLU: mlp.fc1_g and fc1_x, or fc1 twice fc2's inputs)" : "default (GELU, erf)";
   c->origin.labels = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
 }
 
@@ -214,7 +263,9 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
     const json& a = *args;
     check_ints(a, kTimmInts, where, file, *c);
     check_bools(a, kTimmBools, where, file, *c);
-    if (has(a, "mlp_ratio") && int64_t(std::llround(get_as<double>(a, "mlp_ratio", where) * double(c->width))) != c->mlp)
+    // timm's hidden_features=int(dim * mlp_ratio): truncated (EVA-02's 4 * 2 / 3 of 64 is 170)
+    const double hidden = has(a, "mlp_ratio") ? get_as<double>(a, "mlp_ratio", where) * double(c->width) : double(c->mlp);
+    if (!(hidden >= 0.0 && hidden < 1e15) || int64_t(hidden) != c->mlp)
       throw Error(where, "mlp_ratio is " + a["mlp_ratio"].dump() + ", but " + file + " has MLP width " +
                              std::to_string(c->mlp) + " for width " + std::to_string(c->width));
     if (a.contains("num_heads")) {
@@ -296,6 +347,88 @@ bool apply_hf_config(const json& j, const std::string& where, const std::string&
   return heads_given;
 }
 
+bool is_one_of(const std::string& key, std::initializer_list<const char*> keys) {
+  for (const char* k : keys)
+    if (key == k) return true;
+  return false;
+}
+
+// Step 3c: BEiT and EVA-02 (timm's beit.py, eva.py). What the architecture implies beyond the tensors
+// (EVA-02's rotary embedding is in no tensor), and every model_args key either understood, checked by the
+// tensors, or refused by name: an option the engine does not run never loads half-right.
+void beit_eva_settings(const json* config, const std::string& arch, const std::string& where,
+                       const std::string& file, ViTConfig* c) {
+  const bool beit = is_beit_arch(arch) || (arch.empty() && c->family == "BEiT");
+  if (!beit && !is_eva02_arch(arch)) {
+    if (arch.empty())
+      throw Error(file, c->family + " checkpoint (timm's eva.py tensor names) without a timm config.json naming its "
+                        "architecture: its rotary position embedding, if any, is in no tensor");
+    throw Error(where, c->family + " checkpoint: not supported yet (" + arch + ")");
+  }
+  c->family = beit ? "BEiT" : "EVA-02";
+  if (!beit) {  // every eva02_*_patch14_* (eva.py): use_rot_pos_emb=True, ref_feat_shape=(16, 16), SwiGLU
+    c->rope = true;
+    c->rope_ref_h = c->rope_ref_w = 16;
+    c->origin.rope = "timm's defaults for " + arch + " (ref_feat_shape 16x16, temperature 10000, interleaved pairs)";
+    if (!c->swiglu)
+      throw Error(file, arch + " has a SwiGLU MLP, but blocks.0.mlp.fc1 has " + std::to_string(c->mlp) + " rows for fc2's " +
+                            std::to_string(c->mlp) + " inputs (expected twice as many, or fc1_g and fc1_x)");
+  } else if (c->swiglu || c->scale_mlp) {
+    throw Error(file, "BEiT with a SwiGLU MLP or a norm inside it (swiglu_mlp, scale_mlp): not supported yet");
+  }
+  if (c->origin.pool.rfind("default", 0) == 0) {  // Beit and Eva: global_pool='avg'
+    c->pool = Pool::Avg;
+    c->origin.pool = "default for " + c->family + " (timm's global_pool 'avg')";
+  }
+  const json* args = config && config->contains("model_args") ? &(*config)["model_args"] : nullptr;
+  if (!args) return;
+  const auto refuse = [&](const std::string& key) {
+    throw Error(where, c->family + " with model_args " + key + " " + (*args)[key].dump() + ": not supported yet");
+  };
+  const auto want_bool = [&](const std::string& key, bool supported) {
+    if (get_as<bool>(*args, key.c_str(), where) != supported) refuse(key);
+  };
+  for (const auto& [key, value] : args->items()) {
+    if (value.is_null()) continue;
+    // Settings the tensors decide (checked against them elsewhere, or simply what the file holds) and
+    // training-only ones.
+    if (is_one_of(key, {"embed_dim", "depth", "num_heads", "num_classes", "in_chans", "img_size", "patch_size",
+                        "mlp_ratio", "qkv_bias", "global_pool", "drop_rate", "pos_drop_rate", "proj_drop_rate",
+                        "attn_drop_rate", "drop_path_rate", "patch_drop_rate", "head_init_scale", "init_values",
+                        "use_abs_pos_emb", "use_fc_norm"}))
+      continue;
+    if (beit && is_one_of(key, {"use_rel_pos_bias"})) continue;
+    if (beit && key == "use_shared_rel_pos_bias") want_bool(key, false);
+    else if (beit && is_one_of(key, {"swiglu_mlp", "scale_mlp"})) want_bool(key, false);
+    else if (!beit && is_one_of(key, {"qkv_fused", "scale_mlp", "class_token", "no_embed_class",
+                                      "use_post_transformer_norm"}))
+      continue;  // the tensors say
+    else if (!beit && key == "swiglu_mlp") want_bool(key, true);
+    else if (!beit && key == "use_rot_pos_emb") c->rope = get_as<bool>(*args, "use_rot_pos_emb", where);
+    else if (!beit && key == "ref_feat_shape") {
+      const auto v = value.is_array() ? get_as<std::vector<int64_t>>(*args, "ref_feat_shape", where)
+                                      : std::vector<int64_t>(2, get_as<int64_t>(*args, "ref_feat_shape", where));
+      if (v.size() != 2 || v[0] <= 0 || v[1] <= 0) refuse(key);
+      c->rope_ref_h = v[0];
+      c->rope_ref_w = v[1];
+    } else if (!beit && key == "rope_temperature") {
+      c->rope_temperature = get_as<float>(*args, "rope_temperature", where);
+    } else if (!beit && key == "rope_grid_offset") {
+      c->rope_grid_offset = get_as<float>(*args, "rope_grid_offset", where);
+    } else if (!beit && key == "rope_type") {
+      if (get_as<std::string>(*args, "rope_type", where) != "cat") refuse(key);
+    } else if (!beit && key == "rope_grid_indexing") {
+      if (get_as<std::string>(*args, "rope_grid_indexing", where) != "ij") refuse(key);
+    } else if (!beit && key == "rope_rotate_half") {
+      want_bool(key, false);
+    } else {
+      refuse(key);  // use_post_norm, qk_norm, scale_attn_inner, attn_type, num_kv_heads, dynamic_img_size, ...
+    }
+    if (is_one_of(key, {"use_rot_pos_emb", "ref_feat_shape", "rope_temperature", "rope_grid_offset"}))
+      c->origin.rope = where;
+  }
+}
+
 // Step 4: a Hugging Face preprocessor_config.json (ViTImageProcessor and its relatives): resize,
 // optional center crop, rescale and normalize, folded into timm's form.
 void apply_hf_preprocessor(const json& p, const std::string& where, ViTConfig* c) {
@@ -355,15 +488,14 @@ void apply_hf_preprocessor(const json& p, const std::string& where, ViTConfig* c
   c->origin.preprocessing = c->origin.input_size = where;
 }
 
-int64_t isqrt_exact(int64_t n) {
-  const auto r = int64_t(std::llround(std::sqrt(double(n))));
-  return r * r == n ? r : -1;
-}
-
 // Step 6: the position table's grid, from its tensor. Without a class slot in it, the table covers the
 // patches only (timm's no_embed_class).
 void position_grid(const Checkpoint& ck, ViTConfig* c) {
   const std::string& file = ck.path();
+  if (!c->abs_pos) {  // BEiT: its grid is its relative position tables' window
+    c->pos_grid_h = c->pos_grid_w = c->rel_pos_window ? c->rel_pos_window : c->img_h() / c->patch;
+    return;
+  }
   const auto pe = ck.shape("pos_embed");
   if (pe.size() != 3 || pe[0] != 1 || pe[2] != c->width)
     throw Error(file, "pos_embed has shape " + shape_string(pe) + ", expected [1, T, " + std::to_string(c->width) + "]");
@@ -403,6 +535,11 @@ void name_family(const std::string& arch, ViTConfig* c) {
     if (c->arch.empty()) c->arch = arch;
     return;
   }
+  if (c->family == "BEiT" || c->family == "EVA-02") {  // named by beit_eva_settings
+    c->origin.family = named ? "the architecture " + arch : "file (relative_position_bias_table)";
+    if (c->arch.empty()) c->arch = arch;
+    return;
+  }
   if (arch.find("dinov2") != std::string::npos || (!named && c->reg_tokens > 0)) c->family = "DINOv2";
   else if (arch.rfind("deit3", 0) == 0 || (!named && c->layer_scale && c->no_embed_class)) c->family = "DeiT III";
   else if (arch.rfind("deit", 0) == 0 || c->dist_token) c->family = "DeiT";
@@ -425,6 +562,18 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
     throw Error(file, "global_pool 'map' needs an attention-pool head, and the checkpoint has no attn_pool");
   if (c.pool == Pool::Token && !c.class_token)
     throw Error(file, "global_pool 'token' needs a class token, and the checkpoint has no cls_token");
+  if (c.rel_pos_window && c.tokens() * c.tokens() > (int64_t(1) << 28))  // the index over token pairs, made at load
+    throw Error(where, std::to_string(c.tokens()) + " tokens are too many for a relative position index");
+  if (c.rel_pos_window && (!c.class_token || c.prefix_tokens() != 1))
+    throw Error(file, "a relative position table needs exactly one class token before the patches (BEiT's cls_token)");
+  if (c.rope && !(c.rope_temperature > 0.f))
+    throw Error(where, "rope_temperature must be positive, got " + std::to_string(c.rope_temperature));
+  if (c.rope && c.patches() * c.head_dim() > (int64_t(1) << 28))  // sines and cosines per patch, made at load
+    throw Error(where, std::to_string(c.patches()) + " patches are too many for a rotary embedding's tables");
+  if (c.rope && c.head_dim() % 4)
+    throw Error(where, "a rotary embedding needs a head width divisible by 4, got " + std::to_string(c.head_dim()));
+  if (c.swiglu && c.family != "EVA-02")
+    throw Error(file, "a SwiGLU MLP (fc1 of twice fc2's inputs, or fc1_g) in a " + c.family + " checkpoint: not supported");
   if (!c.labels.empty() && int64_t(c.labels.size()) != c.classes)
     throw Error(where, std::to_string(c.labels.size()) + " labels for " + std::to_string(c.classes) + " classes");
 }
@@ -461,8 +610,9 @@ ViTConfig config_for_arch(const std::string& arch) {
 
 int64_t ViTConfig::parameters() const {
   const int64_t D = width, norm = 2 * D;
-  const int64_t block = 2 * norm + 3 * D * D + (qkv_bias ? 3 * D : 0) + D * D + D + 2 * D * mlp + mlp + D +
-                        (layer_scale ? 2 * D : 0);
+  const int64_t fc1 = (swiglu ? 2 : 1) * (D * mlp + mlp), rel = rel_pos_window ? rel_pos_len() * heads : 0;
+  const int64_t block = 2 * norm + 3 * D * D + (qkv_bias ? (k_bias ? 3 : 2) * D : 0) + D * D + D + fc1 + D * mlp + D +
+                        (layer_scale ? 2 * D : 0) + (scale_mlp ? 2 * mlp : 0) + rel;
   const int64_t head = D * classes + classes;
   const int64_t Mp = attn_pool_mlp;  // latent, q, kv, proj, norm, MLP
   const int64_t attn_pool = Mp ? D + (D * D + D) + (2 * D * D + 2 * D) + (D * D + D) + norm + (Mp * D + Mp) + (D * Mp + D) : 0;
@@ -476,7 +626,9 @@ std::string ViTConfig::summary() const {
          ", mlp " + std::to_string(mlp) + ", classes " + std::to_string(classes) + ", input " +
          std::to_string(img_h()) + "x" + std::to_string(img_w()) + ", tokens " + std::to_string(tokens()) +
          ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "") +
-         (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "");
+         (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "") +
+         (rel_pos_window ? ", relative position bias" : "") + (rope ? ", rotary position embedding" : "") +
+         (swiglu ? ", SwiGLU" : "");
 }
 
 ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
@@ -496,7 +648,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   const bool known = !arch.empty() && arch_defaults(arch, &c);
   const std::string arch_origin = "timm's defaults for " + c.arch;
   shape_from_tensors(ck, &c);
-  c.origin.heads = known ? arch_origin : "default (width / 64)";
+  if (!c.rel_pos_window) c.origin.heads = known ? arch_origin : "default (width / 64)";
   c.origin.input_size = known ? arch_origin : "file (position table grid)";
   c.origin.preprocessing = known ? arch_origin : "default (timm's ImageNet defaults)";
 
@@ -511,6 +663,8 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
                  (config->contains("model_args") && (*config)["model_args"].contains("img_size"));
   }
   if (config && !c.labels.empty()) c.origin.labels = where;
+  if (c.family == "BEiT" || c.family == "EVA" || is_beit_arch(arch) || is_eva02_arch(arch))
+    beit_eva_settings(config && !hf ? config : nullptr, config && !hf ? arch : "", where, file, &c);
 
   // Step 4: a Hugging Face preprocessor_config.json.
   if (src.preprocessor) {
@@ -519,7 +673,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   }
 
   // Step 5: what nothing named.
-  if (!heads_given) c.heads = default_heads(c.width);
+  if (!heads_given && !c.rel_pos_window) c.heads = default_heads(c.width);
   if (!config && ck.layout() == CheckpointLayout::Torchvision) {
     // torchvision's ViT weights are evaluated with a bilinear resize to 256 and a 224 center crop.
     c.pre.interpolation = Filter::Bilinear;

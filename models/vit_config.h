@@ -29,15 +29,15 @@ const char* pool_name(Pool p);
 // Where each setting of a ViTConfig came from, for `vit inspect`: "file (tensor shapes)", a config file's
 // path, "default (...)", "timm's defaults for <arch>", "--img-size".
 struct ConfigOrigin {
-  std::string act, classes, depth, eps, family, heads, input_size, labels, mlp, norms, patch, pool, preprocessing, tokens,
-      width;
+  std::string act, attention, classes, depth, eps, family, heads, input_size, labels, mlp, norms, patch, pool,
+      preprocessing, rope, tokens, width;
   // (setting, origin) in the order `vit inspect` prints them.
   std::vector<std::pair<const char*, const std::string*>> settings() const {
-    return {{"activation", &act}, {"classes", &classes}, {"depth", &depth},         {"eps", &eps},         {"family", &family},
-            {"heads", &heads},
-            {"input size", &input_size}, {"labels", &labels}, {"mlp", &mlp},         {"norms", &norms},
-            {"patch", &patch},     {"pool", &pool},           {"preprocessing", &preprocessing},
-            {"tokens", &tokens},   {"width", &width}};
+    return {{"activation", &act},   {"attention", &attention},     {"classes", &classes}, {"depth", &depth},
+            {"eps", &eps},          {"family", &family},           {"heads", &heads},     {"input size", &input_size},
+            {"labels", &labels},    {"mlp", &mlp},                 {"norms", &norms},     {"patch", &patch},
+            {"pool", &pool},        {"preprocessing", &preprocessing}, {"rotary", &rope}, {"tokens", &tokens},
+            {"width", &width}};
   }
 };
 
@@ -63,6 +63,18 @@ struct ViTConfig {
   bool final_norm = true;               // LayerNorm over all tokens before pooling
   bool fc_norm = false;                 // LayerNorm after pooling instead
   bool qkv_bias = true;
+  // BEiT (timm's beit.py) and EVA-02 (eva.py):
+  bool k_bias = true;                   // false: q and v biases only (q_bias, v_bias), k's is zero
+  bool qkv_fused = true;                // false: separate q_proj, k_proj, v_proj (EVA-02 base), fused at load
+  bool abs_pos = true;                  // a position table (pos_embed); BEiT's blocks have relative biases instead
+  int64_t rel_pos_window = 0;           // BEiT: the (square) window its relative position tables were trained
+                                        // at, 0 without; resized for the input's grid as timm does
+  bool swiglu = false;                  // MLP silu(fc1_g x) * fc1_x x then fc2 (EVA-02); mlp is fc2's input width
+  bool scale_mlp = false;               // a LayerNorm inside the MLP before fc2 (mlp.norm, EVA-02 base)
+  bool rope = false;                    // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
+  int64_t rope_ref_h = 0, rope_ref_w = 0;  // its ref_feat_shape: positions rescaled to this grid (0: none)
+  float rope_temperature = 10000.f;
+  float rope_grid_offset = 0.f;
   bool patch_bias = true;               // the patch embedding has a bias
   Pool pool = Pool::Token;
   float eps = 1e-6f;
@@ -80,7 +92,10 @@ struct ViTConfig {
   int64_t tokens() const { return patches() + prefix_tokens(); }   // T
   int64_t head_dim() const { return width / heads; }               // Dh
   int64_t pos_len() const {
-    return pos_grid_h * pos_grid_w + (no_embed_class ? 0 : prefix_tokens());
+    return abs_pos ? pos_grid_h * pos_grid_w + (no_embed_class ? 0 : prefix_tokens()) : 0;
+  }
+  int64_t rel_pos_len() const {  // rows of a relative position table: every offset, and 3 for the class token
+    return (2 * rel_pos_window - 1) * (2 * rel_pos_window - 1) + 3;
   }
   int64_t input_floats() const { return in_chans * img_h() * img_w(); }  // one image, [C, H, W]
   int64_t parameters() const;

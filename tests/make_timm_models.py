@@ -16,6 +16,10 @@ OUT_DIR/<name>/reference.safetensors            on the photos, through timm's da
 OUT_DIR/<name>/reference_224.safetensors        the same for the DINOv2 models run at 224 px: timm's model
                                                 made at that size, its position table resampled from the
                                                 518-px one by timm's checkpoint_filter_fn
+OUT_DIR/<name>/reference_168.safetensors        the same for the EVA-02 models at 168 px (12x12 patches): the
+                                                position table resampled, the rotary grid rebuilt for 12x12
+OUT_DIR/beit/reference_256.safetensors          the same for BEiT at 256 px (16x16 patches): its relative
+                                                position tables resized by timm's resize_rel_pos_bias_table
 Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity
 values, so a step the engine skipped or got wrong changes the outputs.
 """
@@ -31,6 +35,8 @@ from PIL import Image  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 from timm.data import create_transform, resolve_data_config  # noqa: E402
 from timm.models import save_for_hf  # noqa: E402
+from timm.models.beit import checkpoint_filter_fn as beit_filter_fn  # noqa: E402
+from timm.models.eva import checkpoint_filter_fn as eva_filter_fn  # noqa: E402
 from timm.models.vision_transformer import checkpoint_filter_fn  # noqa: E402
 
 # name: (timm architecture, shrinking model_args). Two blocks, width 64: every family feature present.
@@ -45,6 +51,7 @@ SPECS = {
     "siglip": ("vit_base_patch16_siglip_224", dict(SMALL)),
     "beit": ("beit_base_patch16_224", dict(SMALL, num_classes=10)),
     "eva02": ("eva02_tiny_patch14_224", dict(SMALL)),
+    "eva02_base": ("eva02_base_patch14_224", dict(SMALL, num_classes=10)),
 }
 
 
@@ -90,11 +97,14 @@ def main():
         save_file(refs, os.path.join(d, "reference.safetensors"),
                   metadata={"files": json.dumps(photos), "arch": arch})
         print(name, arch, {k: tuple(v.shape) for k, v in refs.items()})
-        if "dinov2" in arch:
-            small = timm.create_model(arch, pretrained=False, img_size=224, **args).eval()
-            small.load_state_dict(checkpoint_filter_fn(model.state_dict(), small))
-            refs = {k: v.contiguous().float() for k, v in references(small, photos, 224).items()}
-            save_file(refs, os.path.join(d, "reference_224.safetensors"),
+        for family, size, filter_fn in (("dinov2", 224, checkpoint_filter_fn), ("eva02", 168, eva_filter_fn),
+                                        ("beit", 256, beit_filter_fn)):
+            if family not in arch:
+                continue
+            small = timm.create_model(arch, pretrained=False, **dict(args, img_size=size)).eval()
+            small.load_state_dict(filter_fn(model.state_dict(), small))
+            refs = {k: v.contiguous().float() for k, v in references(small, photos, size).items()}
+            save_file(refs, os.path.join(d, f"reference_{size}.safetensors"),
                       metadata={"files": json.dumps(photos), "arch": arch})
 
 

@@ -35,7 +35,8 @@ std::vector<float> ref_layer_norm(const std::vector<float>& x, const std::vector
 float ref_gelu(float x) { return float(0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))); }
 float ref_quick_gelu(float x) { return float(x / (1.0 + std::exp(-1.702 * double(x)))); }
 
-std::vector<float> ref_attention(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t H, int64_t Dh) {
+std::vector<float> ref_attention(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                                 const std::vector<float>& bias) {
   const int64_t D = H * Dh;
   std::vector<float> out(static_cast<size_t>(B * T * D));
   std::vector<double> p(static_cast<size_t>(T));
@@ -48,7 +49,7 @@ std::vector<float> ref_attention(const std::vector<float>& qkv, int64_t B, int64
           const float* k = &qkv[size_t((b * T + j) * 3 * D + D + h * Dh)];
           double s = 0;
           for (int64_t d = 0; d < Dh; ++d) s += double(q[d]) * k[d];
-          p[size_t(j)] = s / std::sqrt(double(Dh));
+          p[size_t(j)] = s / std::sqrt(double(Dh)) + (bias.empty() ? 0.0 : double(bias[size_t((h * T + i) * T + j)]));
           mx = std::max(mx, p[size_t(j)]);
         }
         for (auto& v : p) sum += (v = std::exp(v - mx));

@@ -16,7 +16,9 @@ std::vector<float> ref_layer_norm(const std::vector<float>& x, const std::vector
 float ref_gelu(float x);
 float ref_quick_gelu(float x);  // x * sigmoid(1.702 x), timm's QuickGELU
 // qkv [B, T, 3, H, Dh] -> out [B, T, H*Dh]
-std::vector<float> ref_attention(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t H, int64_t Dh);
+// bias: [H, T, T] added to every image's scaled scores before the softmax (none when empty).
+std::vector<float> ref_attention(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                                 const std::vector<float>& bias = {});
 // images [B, 3, S, S] -> logits [B, C], the tiny model of TinySpec
 std::vector<float> ref_vit_forward(const TensorMap& w, const TinySpec& s, const std::vector<float>& images, int64_t B);
 

@@ -316,9 +316,12 @@ TEST(LoaderErrors, NotAViT) {
 // whatever else the file holds, before any tensor is read.
 TEST(LoaderErrors, UnsupportedFamiliesAreRefusedByName) {
   const std::pair<const char*, const char*> cases[] = {
-      {"blocks.0.attn.relative_position_bias_table", "BEiT checkpoint: not supported yet"},
-      {"blocks.0.mlp.fc1_g.weight", "EVA-02 checkpoint: not supported yet"},
-      {"blocks.0.attn.q_bias", "EVA-02 checkpoint: not supported yet"},
+      {"rel_pos_bias.relative_position_bias_table",
+       "BEiT with a shared relative position bias (use_shared_rel_pos_bias) checkpoint: not supported yet"},
+      {"blocks.0.attn.norm.weight", "EVA-02 with a LayerNorm inside attention (scale_attn_inner, EVA-02 CLIP) checkpoint"},
+      {"blocks.0.attn.q_norm.weight", "EVA with qk_norm checkpoint: not supported yet"},
+      {"blocks.0.attn.gate.weight", "EVA with gated attention checkpoint: not supported yet"},
+      {"rope.freqs", "EVA with learned rotary frequencies (rope_type 'mixed') checkpoint: not supported yet"},
       {"visual.conv1.weight", "OpenCLIP image tower checkpoint: not supported yet"},
       {"vision_model.embeddings.class_embedding", "Hugging Face CLIP image tower checkpoint: not supported yet"},
       {"vision_model.head.probe", "Hugging Face SigLIP image tower checkpoint: not supported yet"},
@@ -330,8 +333,14 @@ TEST(LoaderErrors, UnsupportedFamiliesAreRefusedByName) {
   }
   TempDir d;
   write_tiny_model(d.path(), TinySpec{});
-  write_file(d.file("c.json"), R"({"architecture": "eva02_tiny_patch14_224"})");
-  expect_load_error(d.path(), "EVA-02 checkpoint: not supported yet (eva02_tiny_patch14_224)", d.file("c.json"));
+  write_file(d.file("c.json"), R"({"architecture": "eva02_base_patch16_clip_224"})");
+  expect_load_error(d.path(), "EVA-02 CLIP tower checkpoint: not supported yet (eva02_base_patch16_clip_224)",
+                    d.file("c.json"));
+  write_file(d.file("e.json"), R"({"architecture": "eva_giant_patch14_224"})");
+  expect_load_error(d.path(), "EVA checkpoint: not supported yet (eva_giant_patch14_224)", d.file("e.json"));
+  // An architecture the engine runs, over tensors that are not it.
+  write_file(d.file("t.json"), R"({"architecture": "eva02_tiny_patch14_224"})");
+  expect_load_error(d.path(), "eva02_tiny_patch14_224 has a SwiGLU MLP", d.file("t.json"));
 }
 
 TEST(LoaderErrors, InvalidConfigJson) {

@@ -171,6 +171,83 @@ TEST(AttentionSteps, ScoresAndBatchIndependence) {
   }
 }
 
+// A bias looked up per head through an index (BEiT's relative position bias): written out dense, then
+// given to the attention, against the naive attention with that bias added to the scores.
+TEST_P(AttentionTest, WithLookedUpBiasMatchesReference) {
+  const auto c = GetParam();
+  const int64_t D = c.H * c.Dh, R = 7 + c.T % 5;
+  std::mt19937 rng(uint32_t(c.B * 77 + c.T));
+  const auto qkv = random_vector(size_t(c.B * c.T * 3 * D), rng), table = random_vector(size_t(R * c.H), rng, 3.f);
+  std::vector<int32_t> index(size_t(c.T * c.T));
+  for (auto& v : index) v = int32_t(rng() % uint32_t(R));
+  std::vector<float> want_bias(size_t(c.H * c.T * c.T)), bias(want_bias.size(), -9.f);
+  for (int64_t h = 0; h < c.H; ++h)
+    for (int64_t ij = 0; ij < c.T * c.T; ++ij)
+      want_bias[size_t(h * c.T * c.T + ij)] = table[size_t(index[size_t(ij)] * c.H + h)];
+  const auto want = ref_attention(qkv, c.B, c.T, c.H, c.Dh, want_bias);
+  std::vector<float> heads(size_t(attention_scratch_floats(c.B, c.T, c.H, c.Dh))), out(size_t(c.B * c.T * D), -3.f);
+  Program p;
+  p.add(lookup_bias_step("bias", c.H, c.T, table.data(), index.data(), bias.data()));
+  for (Step& s : attention_steps("attn", c.B, c.T, c.H, c.Dh, qkv.data(), heads.data(), nullptr, out.data(), bias.data()))
+    p.add(std::move(s));
+  p.run();
+  EXPECT_EQ(bias, want_bias);
+  EXPECT_LT(max_abs_diff(out.data(), want.data(), want.size()), 1e-4f);
+}
+
+// Rotary embedding in place on fused q/k/v rows: the first `groups` heads of tokens first.. turned, the
+// rest of every row and the prefix tokens untouched; against the rotation written out in double.
+TEST(RotaryTest, MatchesReference) {
+  const int64_t shapes[][5] = {{1, 257, 1, 4, 64}, {2, 197, 1, 6, 64}, {3, 17, 2, 4, 8}, {1, 5, 0, 2, 2}, {2, 50, 3, 6, 32}};
+  for (const auto& sh : shapes) {  // B, T, first, groups, Dh; rows of 3 * groups / 2 heads (q, k and v)
+    const int64_t B = sh[0], T = sh[1], first = sh[2], groups = sh[3], Dh = sh[4], stride = groups / 2 * 3 * Dh;
+    std::mt19937 rng(uint32_t(B * 31 + T));
+    const auto x = random_vector(size_t(B * T * stride), rng, 2.f);
+    const auto angle = random_vector(size_t((T - first) * Dh / 2), rng, 20.f);
+    std::vector<float> sin(angle.size()), cos(angle.size());
+    for (size_t i = 0; i < angle.size(); ++i) sin[i] = std::sin(angle[i]), cos[i] = std::cos(angle[i]);
+    std::vector<float> got = x;
+    Step s = rotary_step("rope", B, T, first, groups, Dh, stride, sin.data(), cos.data(), got.data());
+    run_step(s);
+    float worst = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t ch = 0; ch < stride; ++ch) {
+          const size_t at = size_t((b * T + t) * stride + ch);
+          double want = x[at];
+          if (t >= first && ch < groups * Dh) {
+            const int64_t pair = (ch % Dh) / 2;
+            const double a = angle[size_t((t - first) * Dh / 2 + pair)];
+            const double x0 = x[at - size_t(ch % 2)], x1 = x[at - size_t(ch % 2) + 1];
+            want = ch % 2 == 0 ? x0 * std::cos(a) - x1 * std::sin(a) : x1 * std::cos(a) + x0 * std::sin(a);
+          }
+          worst = std::max(worst, float(std::fabs(want - got[at])));
+        }
+    EXPECT_LT(worst, 2e-6f) << B << "x" << T << " from " << first << ", " << groups << " groups of " << Dh;
+  }
+}
+
+// SwiGLU's gate: silu(gate) * values, against the formula in double.
+TEST(SwigluTest, MatchesReference) {
+  const int64_t shapes[][2] = {{197, 170}, {257, 512}, {3, 1}, {50, 2048}};  // M, H
+  for (const auto& sh : shapes) {
+    const int64_t M = sh[0], H = sh[1];
+    std::mt19937 rng(uint32_t(M + H));
+    const auto x = random_vector(size_t(M * 2 * H), rng, 8.f);
+    std::vector<float> got(size_t(M * H), -5.f);
+    Step s = swiglu_step("swiglu", M, H, x.data(), got.data());
+    run_step(s);
+    float worst = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < H; ++i) {
+        const double g = x[size_t(m * 2 * H + i)], v = x[size_t(m * 2 * H + H + i)];
+        const double want = g / (1.0 + std::exp(-g)) * v;
+        worst = std::max(worst, float(std::fabs(want - got[size_t(m * H + i)]) / std::max(1.0, std::fabs(want))));
+      }
+    EXPECT_LT(worst, 1e-6f) << M << "x" << H;
+  }
+}
+
 // AttentionPoolLatent's core with one query, against a naive loop in double.
 TEST(AttentionPoolTest, MatchesReference) {
   const int64_t shapes[][4] = {{1, 196, 2, 32}, {3, 197, 3, 64}, {2, 5, 1, 7}};  // B, T, H, Dh

@@ -195,6 +195,48 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
   return steps;
 }
 
+Step lookup_bias_step(const std::string& name, int64_t H, int64_t T, const float* table, const int32_t* index,
+                      float* bias) {
+  return host_step(name, [=] {
+    parallel_for(H, [&](int64_t h) {
+      float* dst = bias + h * T * T;
+      for (int64_t ij = 0; ij < T * T; ++ij) dst[ij] = table[int64_t(index[ij]) * H + h];
+    });
+  });
+}
+
+Step rotary_step(const std::string& name, int64_t B, int64_t T, int64_t first, int64_t groups, int64_t Dh,
+                 int64_t stride, const float* sin, const float* cos, float* x) {
+  return host_step(name, [=] {
+    const int64_t rotated = T - first, half = Dh / 2;
+    parallel_for(B * rotated, [&](int64_t bt) {
+      const int64_t b = bt / rotated, t = bt % rotated;
+      const float* s = sin + t * half;
+      const float* c = cos + t * half;
+      float* row = x + (b * T + first + t) * stride;
+      for (int64_t g = 0; g < groups; ++g) {
+        float* v = row + g * Dh;
+        for (int64_t i = 0; i < half; ++i) {
+          const float x0 = v[2 * i], x1 = v[2 * i + 1];
+          v[2 * i] = x0 * c[i] - x1 * s[i];
+          v[2 * i + 1] = x1 * c[i] + x0 * s[i];
+        }
+      }
+    });
+  });
+}
+
+Step swiglu_step(const std::string& name, int64_t M, int64_t H, const float* src, float* dst) {
+  return host_step(name, [=] {
+    parallel_for(M, [&](int64_t m) {
+      const float* g = src + m * 2 * H;
+      const float* v = g + H;
+      float* o = dst + m * H;
+      for (int64_t i = 0; i < H; ++i) o[i] = g[i] / (1.f + std::exp(-g[i])) * v[i];
+    });
+  });
+}
+
 Step attention_pool_step(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh, const float* q,
                          const float* kv, float* scores, float* out) {
   Step s = host_step(name, [=] {
@@ -253,10 +295,14 @@ Step embed_tokens_step(const std::string& name, int64_t B, int64_t N, int64_t D,
     parallel_for(B, [&](int64_t b) {
       float* xb = x + b * T * D;
       for (int64_t t = 0; t < P; ++t) std::memcpy(xb + t * D, prefix[size_t(t)], size_t(D) * sizeof(float));
+      const float* src = patches + b * N * D;
+      if (!pos) {
+        std::memcpy(xb + P * D, src, size_t(N * D) * sizeof(float));
+        return;
+      }
       if (pos_covers_prefix)
         for (int64_t i = 0; i < P * D; ++i) xb[i] += pos[i];
       const float* pp = pos_covers_prefix ? pos + P * D : pos;
-      const float* src = patches + b * N * D;
       for (int64_t i = 0; i < N * D; ++i) xb[P * D + i] = src[i] + pp[i];
     });
   });

@@ -90,6 +90,22 @@ int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh);
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                   const float* qkv, float* heads, float* scores, float* out,
                                   const float* bias = nullptr);
+// A bias per head looked up through an index over token pairs, written out dense for attention_steps:
+// bias[h, i, j] = table[index[i * T + j] * H + h] (a relative position bias: table [R, H], index [T, T] of
+// values below R), bias [H, T, T].
+Step lookup_bias_step(const std::string& name, int64_t H, int64_t T, const float* table, const int32_t* index,
+                      float* bias);
+
+// Rotary position embedding, in place on rows x [B, T, stride]: in the rows of tokens first..T-1, each of
+// the first `groups` groups of Dh channels (the heads of q and k in a fused qkv row) has its channel pairs
+// (2i, 2i+1) rotated by that token's angle i: x'[2i] = x[2i] cos - x[2i+1] sin, x'[2i+1] = x[2i+1] cos +
+// x[2i] sin. sin, cos: [T - first, Dh / 2], one row per rotated token.
+Step rotary_step(const std::string& name, int64_t B, int64_t T, int64_t first, int64_t groups, int64_t Dh,
+                 int64_t stride, const float* sin, const float* cos, float* x);
+
+// The gated unit of a SwiGLU MLP: dst [M, H] = silu(src[:, :H]) * src[:, H:] for src [M, 2H] (the gate's
+// H columns first, then the values'), silu(g) = g * sigmoid(g).
+Step swiglu_step(const std::string& name, int64_t M, int64_t H, const float* src, float* dst);
 
 // Attention pooling with one query shared by every image (timm's AttentionPoolLatent with one latent, the
 // MAP head of SigLIP): out [B, H*Dh] = per head h, softmax(q_h . k_h^T / sqrt(Dh)) v_h, from q [H*Dh] and
@@ -105,7 +121,7 @@ Step patchify_step(const std::string& name, int64_t B, int64_t C, int64_t Sh, in
 // x [B, T, D] = prefix token rows, then the patch rows [B, N, D], plus the position table: timm's
 // _pos_embed. prefix: vectors [D] (class, distillation token) put before each image's patches, so
 // T = prefix.size() + N. pos is [T, D], or [N, D] added to the patch rows only (pos_covers_prefix false:
-// timm's no_embed_class).
+// timm's no_embed_class), or null for no position table (BEiT).
 Step embed_tokens_step(const std::string& name, int64_t B, int64_t N, int64_t D,
                        const std::vector<const float*>& prefix, const float* pos, bool pos_covers_prefix,
                        const float* patches, float* x);

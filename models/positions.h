@@ -1,0 +1,24 @@
+// Position tables that are computed rather than stored, as timm computes them: BEiT's relative position
+// index and its tables resized for another grid (beit.py, layers/pos_embed_rel.py), and EVA-02's rotary
+// angles (layers/pos_embed_sincos.py).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "vit_config.h"
+
+namespace vit {
+
+// beit.py gen_relative_position_index((Wh, Ww)): each token pair's row of a relative position table,
+// [T, T] with T = 1 + Wh Ww (the class token first).
+std::vector<int32_t> relative_position_index(int64_t Wh, int64_t Ww);
+
+// timm's resize_rel_pos_bias_table (without scipy): a table [(2W - 1)^2 + 3, H] for a square W x W window,
+// resampled for an Wh x Ww one, [(2Wh - 1)(2Ww - 1) + 3, H]; the class token's 3 rows kept.
+std::vector<float> resize_relative_position_table(const std::vector<float>& table, int64_t H, int64_t W, int64_t Wh,
+                                                  int64_t Ww);
+
+// EVA-02's rotary angles for the model's input grid: sin and cos [N, Dh / 2], one row per patch.
+void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<float>* cos);
+
+}  // namespace vit
