@@ -20,14 +20,13 @@ const Marker kMarkers[] = {
     {"blocks.0.attn.relative_position_bias_table", "BEiT"},
     {"rel_pos_bias.relative_position_bias_table", "BEiT"},
     {"blocks.0.gamma_1", "BEiT"},
-    // OpenCLIP's and Hugging Face's CLIP layouts (timm's CLIP towers load: norm_pre).
-    {"visual.conv1.weight", "OpenCLIP image tower"},
-    {"vision_model.embeddings.class_embedding", "Hugging Face CLIP image tower"},
-    // Hugging Face's SigLIP (timm's, with attn_pool, loads).
-    {"vision_model.head.probe", "Hugging Face SigLIP image tower"},
-    // Hugging Face's Dinov2Model.
-    {"embeddings.mask_token", "Hugging Face DINOv2"},
-    {"encoder.layer.0.layer_scale1.lambda1", "Hugging Face DINOv2"},
+    // Variants of the layouts in layouts.h that the engine does not run: OpenCLIP towers built on a timm
+    // model or with an attentional pool, DINOv2 giant's SwiGLU MLP, DINOv2 with a classifier.
+    {"visual.trunk.patch_embed.proj.weight", "OpenCLIP image tower on a timm model (visual.trunk)"},
+    {"visual.attn_pool.query", "OpenCLIP image tower with an attentional pool"},
+    {"encoder.layer.0.mlp.weights_in.weight", "Hugging Face DINOv2 with a SwiGLU MLP (giant)"},
+    {"dinov2.embeddings.cls_token", "Hugging Face Dinov2ForImageClassification"},
+    {"dinov2_with_registers.embeddings.cls_token", "Hugging Face Dinov2WithRegistersForImageClassification"},
 };
 
 }  // namespace

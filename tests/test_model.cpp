@@ -285,10 +285,10 @@ TEST(LoaderErrors, UnsupportedFamiliesAreRefusedByName) {
       {"blocks.0.attn.relative_position_bias_table", "BEiT checkpoint: not supported yet"},
       {"blocks.0.mlp.fc1_g.weight", "EVA-02 checkpoint: not supported yet"},
       {"blocks.0.attn.q_bias", "EVA-02 checkpoint: not supported yet"},
-      {"visual.conv1.weight", "OpenCLIP image tower checkpoint: not supported yet"},
-      {"vision_model.embeddings.class_embedding", "Hugging Face CLIP image tower checkpoint: not supported yet"},
-      {"vision_model.head.probe", "Hugging Face SigLIP image tower checkpoint: not supported yet"},
-      {"embeddings.mask_token", "Hugging Face DINOv2 checkpoint: not supported yet"}};
+      {"visual.trunk.patch_embed.proj.weight", "OpenCLIP image tower on a timm model (visual.trunk) checkpoint: not supported yet"},
+      {"visual.attn_pool.query", "OpenCLIP image tower with an attentional pool checkpoint: not supported yet"},
+      {"encoder.layer.0.mlp.weights_in.weight", "Hugging Face DINOv2 with a SwiGLU MLP (giant) checkpoint: not supported yet"},
+      {"dinov2.embeddings.cls_token", "Hugging Face Dinov2ForImageClassification checkpoint: not supported yet"}};
   for (const auto& [tensor, message] : cases) {
     TempDir d;
     write_tensors(d.file("model.safetensors"), {{tensor, {{2}, {1, 2}}}});
