@@ -3,6 +3,8 @@
 // processors, and open_clip's model_cfg / preprocess_cfg (CLIPVisionCfg, PreprocessCfg).
 #include "layout_config.h"
 
+#include <spdlog/spdlog.h>
+
 #include <nlohmann/json.hpp>
 
 #include "vit/error.h"
@@ -39,10 +41,23 @@ void set_size(ViTConfig* c, int64_t s, const std::string& where) {
   c->origin.input_size = where;
 }
 
+// What transformers' config classes take when config.json leaves a setting out (as the vision_config of a
+// whole CLIPModel or SiglipModel does for every value at its class default): Dinov2Config, CLIPVisionConfig,
+// SiglipVisionConfig.
+struct HfDefaults {
+  const char* config_class;
+  const char* hidden_act;
+  float layer_norm_eps;
+  int64_t image_size, num_attention_heads;
+};
+HfDefaults hf_defaults(OtherLayout l) {
+  if (l == OtherLayout::HfClip) return {"CLIPVisionConfig", "quick_gelu", 1e-5f, 224, 12};
+  if (l == OtherLayout::HfSiglip) return {"SiglipVisionConfig", "gelu_pytorch_tanh", 1e-6f, 224, 12};
+  return {"Dinov2Config", "gelu", 1e-6f, 224, 12};
+}
+
 // transformers' ACT2FN names for the MLP activations the engine runs.
-void hidden_act(const json& j, const std::string& where, ViTConfig* c) {
-  if (!has(j, "hidden_act")) return;
-  const std::string act = get<std::string>(j, "hidden_act", where);
+void hidden_act(const std::string& act, const std::string& where, ViTConfig* c) {
   if (act == "quick_gelu") c->quick_gelu = true;
   else if (act == "gelu_pytorch_tanh" || act == "gelu_new") c->gelu_tanh = true;
   else if (act != "gelu")
@@ -96,16 +111,16 @@ bool apply_hf(OtherLayout l, const json& top, const std::string& where, const st
     throw Error(where, "use_swiglu_ffn: DINOv2 with a SwiGLU MLP (giant) is not supported yet");
   const json& proj = whole ? top : j;
   agree(proj, "projection_dim", c->classes, "a projection to", where, file);
-  if (has(j, "layer_norm_eps")) {
-    c->eps = get<float>(j, "layer_norm_eps", where);
-    c->origin.eps = where;
-  }
-  if (has(j, "image_size")) set_size(c, get<int64_t>(j, "image_size", where), where);
-  hidden_act(j, where, c);
+  const HfDefaults d = hf_defaults(l);
+  const std::string by_default = "default (transformers' " + std::string(d.config_class) + ")";
+  const auto origin = [&](const char* key) { return has(j, key) ? where : by_default; };
+  c->eps = has(j, "layer_norm_eps") ? get<float>(j, "layer_norm_eps", where) : d.layer_norm_eps;
+  c->origin.eps = origin("layer_norm_eps");
+  set_size(c, has(j, "image_size") ? get<int64_t>(j, "image_size", where) : d.image_size, origin("image_size"));
+  hidden_act(has(j, "hidden_act") ? get<std::string>(j, "hidden_act", where) : d.hidden_act, origin("hidden_act"), c);
   hf_processor_defaults(l, c);
-  if (!has(j, "num_attention_heads")) return false;
-  c->heads = get<int64_t>(j, "num_attention_heads", where);
-  c->origin.heads = where;
+  c->heads = has(j, "num_attention_heads") ? get<int64_t>(j, "num_attention_heads", where) : d.num_attention_heads;
+  c->origin.heads = origin("num_attention_heads");
   return true;
 }
 
@@ -118,7 +133,12 @@ bool apply_open_clip(const json* config, const std::string& where, const std::st
   c->pre.std = {0.26862954f, 0.26130258f, 0.27577711f};
   c->origin.preprocessing = "default (open_clip's PreprocessCfg)";
   c->origin.act = "default (GELU, erf: open_clip's, without quick_gelu)";
-  if (!config) return false;
+  if (!config) {
+    // The tensors cannot tell GELU from QuickGELU, and OpenAI's weights need the latter.
+    spdlog::warn("{}: no open_clip_config.json: GELU in the MLPs, heads width / 64; OpenAI's CLIP weights need "
+                 "QuickGELU (a config with \"quick_gelu\": true, or --config)", file);
+    return false;
+  }
   const json& top = *config;
   if (!top.is_object() || !has(top, "model_cfg") || !top["model_cfg"].is_object() ||
       !top["model_cfg"].contains("vision_cfg"))

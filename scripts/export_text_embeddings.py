@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """Writes the class names and their text embeddings that `vit classify --text-embeddings` labels images with,
-from an OpenCLIP CLIP model's text tower, as open_clip's own zero-shot classifier builds them: every class name
-in every prompt template ("a photo of a {}." ...), each text embedding normalised, their mean per class
-normalised again (open_clip.build_zero_shot_classifier). Runs with the project's .venv Python (open_clip_torch
-from tests/requirements.txt); the engine itself stays image-only.
+from the model's own text tower, as its library's zero-shot classification builds them. OpenCLIP CLIP models:
+every class name in every prompt template ("a photo of a {}." ...), each text embedding normalised, their mean
+per class normalised again (open_clip.build_zero_shot_classifier), scored by softmax. Hugging Face SiglipModel:
+"This is a photo of {}." (transformers' zero-shot pipeline for SigLIP), padded to max_length as SigLIP was
+trained, scored by a sigmoid with the model's logit bias. Runs with the project's .venv Python (open_clip_torch,
+transformers and sentencepiece from tests/requirements.txt); the engine itself stays image-only.
 
   scripts/export_text_embeddings.py --model DIR -o classes.safetensors tench "Siamese cat" airliner
   scripts/export_text_embeddings.py --model ViT-B-32 --pretrained open_clip_model.safetensors \
       --classes labels.txt --templates simple -o classes.safetensors
 
 --model: a folder holding open_clip_model.safetensors and open_clip_config.json (an OpenCLIP hub repository),
-or one of open_clip's model names with --pretrained FILE. Output: F32 `text_embeddings` [C, E], unit rows, and
-__metadata__ {"labels": JSON list of the C names, "logit_scale": the model's logit_scale.exp(), "activation":
-"softmax", "templates": how many, "model": --model}.
+one of open_clip's model names with --pretrained FILE, or a Hugging Face SiglipModel folder (config.json,
+model.safetensors and its tokenizer, as google/siglip-* hold them). Output: F32 `text_embeddings` [C, E], unit
+rows, and __metadata__ {"labels": JSON list of the C names, "logit_scale": the model's logit_scale.exp(),
+"logit_bias" (SigLIP), "activation": "softmax" or "sigmoid", "templates": how many, "model": --model}.
 """
 import argparse
 import json
@@ -23,7 +26,34 @@ import torch
 import open_clip
 from safetensors.torch import load_file, save_file
 
-TEMPLATES = {"openai": open_clip.OPENAI_IMAGENET_TEMPLATES, "simple": (lambda c: f"a photo of a {c}.",)}
+TEMPLATES = {"openai": open_clip.OPENAI_IMAGENET_TEMPLATES, "simple": (lambda c: f"a photo of a {c}.",),
+             "siglip": ("This is a photo of {}.",)}
+
+
+def is_siglip(folder):
+    path = os.path.join(folder, "config.json")
+    if not os.path.isdir(folder) or not os.path.exists(path):
+        return False
+    with open(path) as f:
+        return json.load(f).get("model_type") == "siglip"
+
+
+def siglip_classifier(args, names, templates):
+    """SiglipModel.get_text_features of each prompt, normalised (as SiglipModel.forward does), averaged over the
+    templates and normalised again."""
+    from transformers import AutoTokenizer, SiglipModel
+    model = SiglipModel.from_pretrained(args.model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    rows = []
+    with torch.no_grad():
+        for name in names:
+            texts = [t.format(name) if isinstance(t, str) else t(name) for t in templates]
+            ids = tokenizer(texts, padding="max_length", return_tensors="pt")["input_ids"]
+            e = torch.nn.functional.normalize(model.get_text_features(input_ids=ids), dim=-1).mean(dim=0)
+            rows.append(e / e.norm())
+    meta = {"logit_scale": repr(float(model.logit_scale.exp())), "logit_bias": repr(float(model.logit_bias)),
+            "activation": "sigmoid"}
+    return torch.stack(rows), meta
 
 
 def load(args):
@@ -49,8 +79,9 @@ def main():
     p.add_argument("--model", required=True, help="OpenCLIP folder, or an open_clip model name with --pretrained")
     p.add_argument("--pretrained", help="the weights file for an open_clip model name")
     p.add_argument("--classes", help="a file of class names, one per line")
-    p.add_argument("--templates", choices=sorted(TEMPLATES), default="openai",
-                   help="openai: CLIP's 80 ImageNet prompts (default); simple: 'a photo of a {}.'")
+    p.add_argument("--templates", choices=sorted(TEMPLATES),
+                   help="openai: CLIP's 80 ImageNet prompts (OpenCLIP's default); simple: 'a photo of a {}.'; "
+                        "siglip: 'This is a photo of {}.' (SigLIP's default)")
     p.add_argument("-o", "--out", required=True)
     p.add_argument("names", nargs="*", help="class names (or --classes)")
     args = p.parse_args()
@@ -62,15 +93,19 @@ def main():
         sys.exit("error: no class names (give them as arguments or with --classes)")
     if len(set(names)) != len(names):
         sys.exit("error: a class name is given twice")
-    model, tokenizer = load(args)
-    templates = TEMPLATES[args.templates]
-    with torch.no_grad():
-        classifier = open_clip.build_zero_shot_classifier(model, tokenizer, names, templates)  # [E, C]
-        scale = float(model.logit_scale.exp())
-    meta = {"labels": json.dumps(names), "logit_scale": repr(scale), "activation": "softmax",
-            "templates": str(len(templates)), "model": args.model}
-    save_file({"text_embeddings": classifier.T.contiguous().float()}, args.out, metadata=meta)
-    print(f"{args.out}: {len(names)} classes, width {classifier.shape[0]}, logit scale {scale:.4g}")
+    if is_siglip(args.model):
+        templates = TEMPLATES[args.templates or "siglip"]
+        text, meta = siglip_classifier(args, names, templates)
+    else:
+        model, tokenizer = load(args)
+        templates = TEMPLATES[args.templates or "openai"]
+        with torch.no_grad():
+            text = open_clip.build_zero_shot_classifier(model, tokenizer, names, templates).T  # [C, E]
+            meta = {"logit_scale": repr(float(model.logit_scale.exp())), "activation": "softmax"}
+    meta.update({"labels": json.dumps(names), "templates": str(len(templates)), "model": args.model})
+    save_file({"text_embeddings": text.contiguous().float()}, args.out, metadata=meta)
+    print(f"{args.out}: {len(names)} classes, width {text.shape[1]}, logit scale {float(meta['logit_scale']):.4g}, "
+          f"{meta['activation']}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ OUT_DIR/hf_dinov2, hf_dinov2_reg   Hugging Face Dinov2Model / Dinov2WithRegister
                                    model.safetensors, config.json, preprocessor_config.json), made at 518 px
 OUT_DIR/hf_clip                    Hugging Face CLIPVisionModelWithProjection (QuickGELU, as OpenAI's)
 OUT_DIR/hf_siglip                  Hugging Face SiglipVisionModel (tanh GELU, the attention-pool head)
+OUT_DIR/hf_siglip_full             a whole Hugging Face SiglipModel, image and text towers, with a SiglipTokenizer
+                                   whose sentencepiece model is trained here on the prompts
 OUT_DIR/openclip, openclip_quickgelu  OpenCLIP CLIP models, image and text towers (open_clip_model.safetensors,
                                    open_clip_config.json, as open_clip's save_for_hf writes them)
 OUT_DIR/<name>/reference.safetensors  on the photos, through the layout's own image processor:
@@ -19,25 +21,33 @@ OUT_DIR/<name>/reference.safetensors  on the photos, through the layout's own im
     outputs    [N, C]        with a projection, the image embedding (image_embeds, encode_image), else
                              the embeddings again
 OUT_DIR/hf_dinov2*/reference_518.safetensors  the same at the model's own 518 px
-OUT_DIR/openclip*/classes.safetensors  scripts/export_text_embeddings.py's file for a few class names, and in
-                                   reference.safetensors `zero_shot` [N, classes]: open_clip's own zero-shot
-                                   probabilities, softmax(logit_scale.exp() * image_features @ classifier)
+OUT_DIR/hf_clip, hf_siglip, openclip/reference_288.safetensors  at 288 px: Hugging Face's models called with
+                                   interpolate_pos_encoding=True, OpenCLIP's made at 288 and loaded through its
+                                   resize_pos_embed
+OUT_DIR/openclip*, hf_siglip_full/classes.safetensors  scripts/export_text_embeddings.py's file for a few class
+                                   names, and in reference.safetensors `zero_shot` [N, classes]: the library's own
+                                   zero-shot probabilities, open_clip's softmax(logit_scale.exp() * image_features @
+                                   classifier), SiglipModel's sigmoid(logits_per_image)
 Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity values.
 """
+import io
 import json
 import os
 import subprocess
 import sys
 
+import sentencepiece
 import torch
 import open_clip
 from PIL import Image
 from safetensors.torch import save_file
 from transformers import (BitImageProcessor, CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModelWithProjection,
                           Dinov2Config, Dinov2Model, Dinov2WithRegistersConfig, Dinov2WithRegistersModel,
-                          SiglipImageProcessor, SiglipVisionConfig, SiglipVisionModel)
+                          SiglipConfig, SiglipImageProcessor, SiglipModel, SiglipTokenizer, SiglipVisionConfig,
+                          SiglipVisionModel)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+EXPORT = os.path.join(HERE, "..", "scripts", "export_text_embeddings.py")
 SMALL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2)
 CLASSES = ["tench", "Siamese cat", "airliner", "goldfish", "golden retriever"]
 
@@ -46,12 +56,12 @@ def randomize(model, seed):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            leaf = name.rsplit(".", 1)[-1]
+            leaf, parent = name.rsplit(".", 1)[-1], (name.split(".")[-2:-1] or [""])[0]
             if leaf in ("gamma", "lambda1"):  # layer scales
                 p.copy_(0.5 + 0.2 * torch.randn(p.shape, generator=g))
             elif leaf == "logit_scale":
                 p.fill_(2.0 + torch.rand((), generator=g).item())
-            elif p.dim() == 1 and ("norm" in name or name.split(".")[-2].startswith("ln")) and leaf == "weight":
+            elif p.dim() == 1 and ("norm" in name or parent.startswith("ln")) and leaf == "weight":
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             elif p.dim() <= 1 and leaf != "class_embedding":
                 p.copy_(0.1 * torch.randn(p.shape, generator=g))
@@ -110,6 +120,13 @@ def hf_clip(out, photos, seed):
         v = model.vision_model(pixel_values=x)
     save_refs(d, "reference.safetensors", {"input": x, "tokens": v.last_hidden_state, "embeddings": v.pooler_output,
                                            "outputs": o.image_embeds}, photos, type(model).__name__)
+    x = hf_input(CLIPImageProcessor(size={"shortest_edge": 288}, crop_size={"height": 288, "width": 288}), photos)
+    with torch.no_grad():
+        o = model(pixel_values=x, interpolate_pos_encoding=True)
+        v = model.vision_model(pixel_values=x, interpolate_pos_encoding=True)
+    save_refs(d, "reference_288.safetensors", {"input": x, "tokens": v.last_hidden_state,
+                                               "embeddings": v.pooler_output, "outputs": o.image_embeds},
+              photos, type(model).__name__)
 
 
 def hf_siglip(out, photos, seed):
@@ -125,6 +142,44 @@ def hf_siglip(out, photos, seed):
         o = model(pixel_values=x)
     save_refs(d, "reference.safetensors", {"input": x, "tokens": o.last_hidden_state, "embeddings": o.pooler_output,
                                            "outputs": o.pooler_output}, photos, type(model).__name__)
+    x = hf_input(SiglipImageProcessor(size={"height": 288, "width": 288}), photos)
+    with torch.no_grad():
+        o = model(pixel_values=x, interpolate_pos_encoding=True)
+    save_refs(d, "reference_288.safetensors", {"input": x, "tokens": o.last_hidden_state,
+                                               "embeddings": o.pooler_output, "outputs": o.pooler_output},
+              photos, type(model).__name__)
+
+
+def hf_siglip_full(out, photos, seed):
+    vision = dict(SMALL, intermediate_size=256, image_size=224, patch_size=16, hidden_act="gelu_pytorch_tanh")
+    text = dict(SMALL, intermediate_size=256, vocab_size=64, max_position_embeddings=64,
+                hidden_act="gelu_pytorch_tanh")
+    model = SiglipModel(SiglipConfig(text_config=text, vision_config=vision)).eval()
+    randomize(model, seed)
+    d = os.path.join(out, "hf_siglip_full")
+    model.save_pretrained(d, safe_serialization=True)
+    SiglipImageProcessor().save_pretrained(d)
+    # A tokenizer of the model's own kind: sentencepiece trained on the prompts (no download needed).
+    spm = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter([f"This is a photo of {c}." for c in CLASSES] * 20), model_writer=spm,
+        vocab_size=48, model_type="unigram", hard_vocab_limit=False, minloglevel=2)
+    with open(os.path.join(d, "spiece.model"), "wb") as f:
+        f.write(spm.getvalue())
+    tokenizer = SiglipTokenizer(vocab_file=os.path.join(d, "spiece.model"))
+    tokenizer.save_pretrained(d)
+    x = hf_input(SiglipImageProcessor(), photos)
+    subprocess.run([sys.executable, EXPORT, "--model", d, "-o", os.path.join(d, "classes.safetensors"), *CLASSES],
+                   check=True)
+    # SiglipModel's own zero-shot: its logits_per_image through a sigmoid, one prompt per class as
+    # transformers' zero-shot pipeline words it for SigLIP.
+    texts = tokenizer([f"This is a photo of {c}." for c in CLASSES], padding="max_length", return_tensors="pt")
+    with torch.no_grad():
+        o = model(input_ids=texts["input_ids"], pixel_values=x)
+        v = o.vision_model_output
+    save_refs(d, "reference.safetensors", {"input": x, "tokens": v.last_hidden_state, "embeddings": v.pooler_output,
+                                           "outputs": v.pooler_output,
+                                           "zero_shot": torch.sigmoid(o.logits_per_image)}, photos, "SiglipModel")
 
 
 def openclip(out, photos, name, seed, quick_gelu):
@@ -150,14 +205,33 @@ def openclip(out, photos, name, seed, quick_gelu):
         embeddings = model.visual(x)
         model.visual.proj = proj
         # The zero-shot file as scripts/export_text_embeddings.py writes it, and open_clip's own probabilities.
-        subprocess.run([sys.executable, os.path.join(HERE, "..", "scripts", "export_text_embeddings.py"),
-                        "--model", d, "-o", os.path.join(d, "classes.safetensors"), *CLASSES], check=True)
+        subprocess.run([sys.executable, EXPORT, "--model", d, "-o", os.path.join(d, "classes.safetensors"), *CLASSES],
+                       check=True)
         classifier = open_clip.build_zero_shot_classifier(
             model, open_clip.get_tokenizer("ViT-B-32"), CLASSES, open_clip.OPENAI_IMAGENET_TEMPLATES)
         features = torch.nn.functional.normalize(outputs, dim=-1)
         zero_shot = (model.logit_scale.exp() * features @ classifier).softmax(dim=-1)
     save_refs(d, "reference.safetensors", {"input": x, "tokens": tokens["t"], "embeddings": embeddings,
                                            "outputs": outputs, "zero_shot": zero_shot}, photos, "OpenCLIP")
+    if quick_gelu:
+        return
+    # At 288 px: the model made at that size, the checkpoint loaded through open_clip's resize_pos_embed.
+    cfg = json.loads(json.dumps(model_cfg))
+    cfg["vision_cfg"]["image_size"] = 288
+    big = open_clip.CLIP(**cfg).eval()
+    state = model.state_dict()
+    open_clip.model.resize_pos_embed(state, big)
+    big.load_state_dict(state)
+    x = torch.stack([open_clip.image_transform(288, is_train=False)(Image.open(p).convert("RGB")) for p in photos])
+    tokens = {}
+    hook = big.visual.ln_post.register_forward_hook(lambda m, i, o: tokens.setdefault("t", o))
+    with torch.no_grad():
+        outputs = big.encode_image(x)
+        hook.remove()
+        big.visual.proj = None
+        embeddings = big.visual(x)
+    save_refs(d, "reference_288.safetensors", {"input": x, "tokens": tokens["t"], "embeddings": embeddings,
+                                               "outputs": outputs}, photos, "OpenCLIP")
 
 
 def main():
@@ -166,6 +240,7 @@ def main():
     dinov2(out, photos, "hf_dinov2_reg", 101, registers=True)
     hf_clip(out, photos, 102)
     hf_siglip(out, photos, 103)
+    hf_siglip_full(out, photos, 106)
     openclip(out, photos, "openclip", 104, quick_gelu=False)
     openclip(out, photos, "openclip_quickgelu", 105, quick_gelu=True)
 

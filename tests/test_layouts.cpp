@@ -127,9 +127,19 @@ TEST_F(Layouts, HfDinov2WithRegistersLikeTransformers) {
   expect_like_reference("hf_dinov2_reg");  // antialiased, as its own code resamples
   expect_like_reference("hf_dinov2_reg", "reference_518.safetensors", 518);
 }
-TEST_F(Layouts, HfClipLikeTransformers) { expect_like_reference("hf_clip"); }
-TEST_F(Layouts, HfSiglipLikeTransformers) { expect_like_reference("hf_siglip"); }
-TEST_F(Layouts, OpenClipLikeOpenClip) { expect_like_reference("openclip"); }
+TEST_F(Layouts, HfClipLikeTransformers) {
+  expect_like_reference("hf_clip");
+  expect_like_reference("hf_clip", "reference_288.safetensors", 288);  // interpolate_pos_encoding=True
+}
+TEST_F(Layouts, HfSiglipLikeTransformers) {
+  expect_like_reference("hf_siglip");
+  expect_like_reference("hf_siglip", "reference_288.safetensors", 288);
+  expect_like_reference("hf_siglip_full");  // the image tower of a whole SiglipModel, its text tower left alone
+}
+TEST_F(Layouts, OpenClipLikeOpenClip) {
+  expect_like_reference("openclip");
+  expect_like_reference("openclip", "reference_288.safetensors", 288);  // through open_clip's resize_pos_embed
+}
 TEST_F(Layouts, OpenClipQuickGeluLikeOpenClip) { expect_like_reference("openclip_quickgelu"); }
 
 TEST_F(Layouts, FromPhotosLikeReference) {
@@ -155,6 +165,7 @@ TEST_F(Layouts, SettingsFromEachLayout) {
   EXPECT_EQ(siglip.family, "SigLIP image tower");
   EXPECT_TRUE(siglip.gelu_tanh && !siglip.class_token);
   EXPECT_EQ(siglip.pool, Pool::Map);
+  EXPECT_EQ(ViT::load(model("hf_siglip_full")).config().family, "SigLIP image tower");
   const ViTConfig oc = ViT::load(model("openclip")).config(), quick = ViT::load(model("openclip_quickgelu")).config();
   EXPECT_EQ(oc.stored_as, "OpenCLIP names, F32");
   EXPECT_EQ(oc.eps, 1e-5f);
@@ -163,9 +174,10 @@ TEST_F(Layouts, SettingsFromEachLayout) {
   EXPECT_EQ(oc.heads, 2);  // width 64 / head_width 32
 }
 
-// vit classify --text-embeddings: open_clip's own zero-shot probabilities on the photos.
-TEST_F(Layouts, ZeroShotLikeOpenClip) {
-  for (const std::string name : {"openclip", "openclip_quickgelu"}) {
+// vit classify --text-embeddings: open_clip's own zero-shot probabilities on the photos (softmax over the
+// classes), and SiglipModel's (each class's sigmoid, with its logit bias).
+TEST_F(Layouts, ZeroShotLikeReference) {
+  for (const std::string name : {"openclip", "openclip_quickgelu", "hf_siglip_full"}) {
     const SafeTensors ref(model(name) + "/reference.safetensors");
     const auto want = ref.to_f32("zero_shot");
     const int64_t C = ref.get("zero_shot").shape[1];
@@ -185,7 +197,7 @@ TEST_F(Layouts, ZeroShotLikeOpenClip) {
     }
     EXPECT_LT(worst, 1e-4f) << name;
     EXPECT_EQ(lines[0]["top"][0]["label"].get<std::string>().empty(), false);
-    std::printf("%s zero-shot: max |probability difference| from open_clip %.2e\n", name.c_str(), double(worst));
+    std::printf("%s zero-shot: max |probability difference| from its library %.2e\n", name.c_str(), double(worst));
   }
 }
 
