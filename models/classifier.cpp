@@ -27,7 +27,11 @@ struct Classifier::Impl {
   std::unique_ptr<ZeroShot> zero_shot;  // with ClassifierOptions::text_embeddings
   int threads = 1;
 
-  int64_t classes() const { return zero_shot ? zero_shot->classes() : model.config().classes; }
+  // A projection into a joint image-text space labels nothing without text embeddings.
+  int64_t classes() const {
+    const ViTConfig& c = model.config();
+    return zero_shot ? zero_shot->classes() : c.head_is_projection ? 0 : c.classes;
+  }
   // Row `row` of a batch's logits: the model's, or with zero-shot labels its image embedding's scores
   // (written into `scores`, [classes]).
   const float* logits(const ViT::Plan& plan, int64_t row, std::vector<float>& scores) const {
@@ -73,7 +77,8 @@ struct Classifier::Impl {
   std::vector<Result> run(size_t n, const std::function<std::string(size_t)>& name, const DecodeFn& decode, int topk,
                           const BetweenBatches& between) const {
     if (classes() == 0)
-      throw Error(model.source(), "the model has no classifier head (embeddings only): use embed (vit embed)");
+      throw Error(model.source(), "the model has no classifier head (embeddings only): use embed (vit embed), or for a "
+                                  "CLIP or SigLIP tower text embeddings (--text-embeddings)");
     use_threads();
     std::vector<Result> out(n);
     run_batches(plans, n, {opt.batch, false}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {

@@ -59,6 +59,8 @@ struct ViTConfig {
   bool quick_gelu = false;              // OpenAI CLIP's MLP activation, x * sigmoid(1.702 x), not GELU
   bool gelu_tanh = false;               // GELU's tanh approximation (Hugging Face SigLIP's gelu_pytorch_tanh)
   int64_t attn_pool_mlp = 0;            // SigLIP's attention-pool head (attn_pool.*): its MLP width, 0 without
+  bool head_is_projection = false;      // the head maps into a joint image-text space (OpenCLIP's proj,
+                                        // Hugging Face's visual_projection): no classes to label with
   bool pos_antialias = true;            // position table resampled antialiased (timm's), else as torch's plain bicubic
   bool dist_token = false;              // DeiT distilled: second token and head_dist
   bool no_embed_class = false;          // position table covers patches only

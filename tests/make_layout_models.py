@@ -8,6 +8,7 @@ nothing it writes is committed.
 OUT_DIR/hf_dinov2, hf_dinov2_reg   Hugging Face Dinov2Model / Dinov2WithRegistersModel (save_pretrained:
                                    model.safetensors, config.json, preprocessor_config.json), made at 518 px
 OUT_DIR/hf_clip                    Hugging Face CLIPVisionModelWithProjection (QuickGELU, as OpenAI's)
+OUT_DIR/hf_clip_full               a whole Hugging Face CLIPModel (its vision_config leaves its defaults out)
 OUT_DIR/hf_siglip                  Hugging Face SiglipVisionModel (tanh GELU, the attention-pool head)
 OUT_DIR/hf_siglip_full             a whole Hugging Face SiglipModel, image and text towers, with a SiglipTokenizer
                                    whose sentencepiece model is trained here on the prompts
@@ -41,7 +42,8 @@ import torch
 import open_clip
 from PIL import Image
 from safetensors.torch import save_file
-from transformers import (BitImageProcessor, CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModelWithProjection,
+from transformers import (BitImageProcessor, CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPVisionConfig,
+                          CLIPVisionModelWithProjection,
                           Dinov2Config, Dinov2Model, Dinov2WithRegistersConfig, Dinov2WithRegistersModel,
                           SiglipConfig, SiglipImageProcessor, SiglipModel, SiglipTokenizer, SiglipVisionConfig,
                           SiglipVisionModel)
@@ -127,6 +129,22 @@ def hf_clip(out, photos, seed):
     save_refs(d, "reference_288.safetensors", {"input": x, "tokens": v.last_hidden_state,
                                                "embeddings": v.pooler_output, "outputs": o.image_embeds},
               photos, type(model).__name__)
+
+
+def hf_clip_full(out, photos, seed):
+    small = dict(SMALL, intermediate_size=256)
+    model = CLIPModel(CLIPConfig(text_config=small, vision_config=dict(small, image_size=224, patch_size=16),
+                                 projection_dim=32)).eval()
+    randomize(model, seed)
+    d = os.path.join(out, "hf_clip_full")
+    model.save_pretrained(d, safe_serialization=True)
+    CLIPImageProcessor().save_pretrained(d)
+    x = hf_input(CLIPImageProcessor(), photos)
+    with torch.no_grad():
+        v = model.vision_model(pixel_values=x)
+        image_embeds = model.get_image_features(pixel_values=x)
+    save_refs(d, "reference.safetensors", {"input": x, "tokens": v.last_hidden_state, "embeddings": v.pooler_output,
+                                           "outputs": image_embeds}, photos, type(model).__name__)
 
 
 def hf_siglip(out, photos, seed):
@@ -239,6 +257,7 @@ def main():
     dinov2(out, photos, "hf_dinov2", 100, registers=False)
     dinov2(out, photos, "hf_dinov2_reg", 101, registers=True)
     hf_clip(out, photos, 102)
+    hf_clip_full(out, photos, 107)
     hf_siglip(out, photos, 103)
     hf_siglip_full(out, photos, 106)
     openclip(out, photos, "openclip", 104, quick_gelu=False)

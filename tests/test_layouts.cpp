@@ -130,6 +130,7 @@ TEST_F(Layouts, HfDinov2WithRegistersLikeTransformers) {
 TEST_F(Layouts, HfClipLikeTransformers) {
   expect_like_reference("hf_clip");
   expect_like_reference("hf_clip", "reference_288.safetensors", 288);  // interpolate_pos_encoding=True
+  expect_like_reference("hf_clip_full");  // the image tower of a whole CLIPModel
 }
 TEST_F(Layouts, HfSiglipLikeTransformers) {
   expect_like_reference("hf_siglip");
@@ -207,7 +208,7 @@ TEST_F(Layouts, BadTextEmbeddingsNamed) {
   const float zeros[4] = {1, 0, 0, 0};
   write_safetensors(d.file("other.safetensors"), {{"embeddings", {1, 4}, zeros}}, {{"labels", "[\"a\"]"}});
   write_file(d.file("text.safetensors"), "tench\ngoldfish\n");
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  std::vector<std::pair<std::string, std::string>> cases = {
       {"-m " + model("hf_siglip") + " --text-embeddings " + classes,
        "text embeddings of width 32, but the model's image embeddings have width 64"},
       {"-m " + model("openclip") + " --text-embeddings " + d.file("other.safetensors"), "no tensor text_embeddings"},
@@ -216,6 +217,10 @@ TEST_F(Layouts, BadTextEmbeddingsNamed) {
       {"-m " + model("openclip") + " --text-embeddings " + classes + " --labels " + d.file("text.safetensors"),
        "excludes"},
   };
+  // OpenCLIP's and Hugging Face's CLIP heads are projections, not classes: no labels without text embeddings.
+  for (const std::string name : {"openclip", "hf_clip"})
+    cases.push_back({"-m " + model(name), "no classifier head (embeddings only): use vit embed, or for a CLIP or "
+                                          "SigLIP image tower vit classify --text-embeddings"});
   for (const auto& [args, message] : cases) {
     const Result r = run_vit("classify " + args + " " + photo);
     EXPECT_EQ(r.code, 2) << args << ": " << r.err;
