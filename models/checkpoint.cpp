@@ -179,16 +179,20 @@ bool Checkpoint::has(const std::string& timm_name) const {
 std::vector<int64_t> Checkpoint::shape(const std::string& timm_name) const {
   const auto names = source_names(timm_name);
   if (names.empty() || !has(timm_name)) throw Error(path(), "missing tensor " + timm_name);
-  if (layout_ == CheckpointLayout::Other) {
-    const StoredTensor t = other_layout_tensor(other_, timm_name);
-    std::vector<int64_t> s = part_shape(t.parts[0]);
-    for (size_t i = 1; i < t.parts.size(); ++i) s[0] += part_shape(t.parts[i])[0];
-    s.insert(s.begin(), size_t(t.lead_ones), 1);
-    return s;
+  // Hugging Face's and torchvision's tensors have timm's shapes; Hugging Face's q, k, v stack on dim 0, and
+  // must agree in every other dimension (else the stacked values would not fill the shape claimed).
+  std::vector<std::vector<int64_t>> parts;
+  const StoredTensor t = layout_ == CheckpointLayout::Other ? other_layout_tensor(other_, timm_name) : StoredTensor{};
+  for (size_t i = 0; i < names.size(); ++i)
+    parts.push_back(layout_ == CheckpointLayout::Other ? part_shape(t.parts[i]) : st_->get(names[i]).shape);
+  std::vector<int64_t> s = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    if (s.empty() || parts[i].size() != s.size() || !std::equal(s.begin() + 1, s.end(), parts[i].begin() + 1))
+      throw Error(path(), names[i] + " has shape " + shape_string(parts[i]) + ", which does not stack with " +
+                              names[0] + "'s " + shape_string(parts[0]) + " into " + timm_name);
+    s[0] += parts[i][0];
   }
-  std::vector<int64_t> s = st_->get(names[0]).shape;
-  for (size_t i = 1; i < names.size(); ++i) s[0] += st_->get(names[i]).shape[0];
-  // Hugging Face's and torchvision's tensors have timm's shapes; Hugging Face's q, k, v stack on dim 0.
+  s.insert(s.begin(), size_t(t.lead_ones), 1);
   return s;
 }
 

@@ -267,6 +267,17 @@ TEST(LoaderErrors, WrongShape) {
                        "blocks.1.attn.qkv.weight has shape [64,48], expected [96,32]");
 }
 
+// Hugging Face's q, k and v stack into timm's qkv only when their other dimensions agree.
+TEST(LoaderErrors, QueryKeyValueThatDoNotStack) {
+  TempDir d;
+  TensorMap t = to_hf_layout(tiny_vit_tensors(TinySpec{}, 1), 2, 32);
+  t["vit.encoder.layer.1.attention.attention.key.weight"] = {{32, 16}, std::vector<float>(512, 0.f)};
+  write_tensors(d.file("model.safetensors"), t);
+  expect_load_error(d.file("model.safetensors"),
+                    "vit.encoder.layer.1.attention.attention.key.weight has shape [32,16], which does not stack with "
+                    "vit.encoder.layer.1.attention.attention.query.weight's [32,32] into blocks.1.attn.qkv.weight");
+}
+
 TEST(LoaderErrors, UnusedTensor) {
   expect_tensors_error([](TensorMap& t) { t["blocks.0.attn.extra_scale"] = {{1}, {1.f}}; },
                        "does not use: blocks.0.attn.extra_scale");
