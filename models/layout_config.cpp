@@ -132,6 +132,8 @@ bool apply_open_clip(const json* config, const std::string& where, const std::st
   c->pre.mean = {0.48145466f, 0.4578275f, 0.40821073f};
   c->pre.std = {0.26862954f, 0.26130258f, 0.27577711f};
   c->origin.preprocessing = "default (open_clip's PreprocessCfg)";
+  c->eps = 1e-5f;  // open_clip's LayerNorm: torch's default eps, which its configs never write
+  c->origin.eps = "default (open_clip's nn.LayerNorm: 1e-5)";
   c->origin.act = "default (GELU, erf: open_clip's, without quick_gelu)";
   if (!config) {
     // The tensors cannot tell GELU from QuickGELU, and OpenAI's weights need the latter.
