@@ -208,7 +208,10 @@ TEST_F(Layouts, BadTextEmbeddingsNamed) {
   const float zeros[4] = {1, 0, 0, 0};
   write_safetensors(d.file("other.safetensors"), {{"embeddings", {1, 4}, zeros}}, {{"labels", "[\"a\"]"}});
   write_file(d.file("text.safetensors"), "tench\ngoldfish\n");
-  std::vector<std::pair<std::string, std::string>> cases = {
+  struct Case {
+    std::string args, message, command = "classify";
+  };
+  std::vector<Case> cases = {
       {"-m " + model("hf_siglip") + " --text-embeddings " + classes,
        "text embeddings of width 32, but the model's image embeddings have width 64"},
       {"-m " + model("openclip") + " --text-embeddings " + d.file("other.safetensors"), "no tensor text_embeddings"},
@@ -217,12 +220,17 @@ TEST_F(Layouts, BadTextEmbeddingsNamed) {
       {"-m " + model("openclip") + " --text-embeddings " + classes + " --labels " + d.file("text.safetensors"),
        "excludes"},
   };
-  // OpenCLIP's and Hugging Face's CLIP heads are projections, not classes: no labels without text embeddings.
-  for (const std::string name : {"openclip", "hf_clip"})
-    cases.push_back({"-m " + model(name), "no classifier head (embeddings only): use vit embed, or for a CLIP or "
-                                          "SigLIP image tower vit classify --text-embeddings"});
-  for (const auto& [args, message] : cases) {
-    const Result r = run_vit("classify " + args + " " + photo);
+  // OpenCLIP's and Hugging Face's CLIP heads are projections, not classes: no labels without text embeddings,
+  // nothing for vit eval or vit explain.
+  const std::string no_head = "no classifier head (embeddings only): use vit embed, or for a CLIP or SigLIP image "
+                              "tower vit classify --text-embeddings";
+  for (const std::string name : {"openclip", "hf_clip"}) {
+    cases.push_back({"-m " + model(name), no_head});
+    cases.push_back({"-m " + model(name), no_head, "eval"});
+    cases.push_back({"-m " + model(name) + " --out " + d.path(), no_head, "explain"});
+  }
+  for (const auto& [args, message, command] : cases) {
+    const Result r = run_vit(command + " " + args + " " + photo);
     EXPECT_EQ(r.code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
   }
