@@ -54,25 +54,6 @@ RowActivation row_activation(Epilogue ep) {
   return RowActivation::None;
 }
 
-// The int8 matmul of one image's T rows with its weight scales, image scale and zero point, bias and
-// epilogue fused (Full), or all but the residual sum (NoSum). Used where it is brgemm (VNNI).
-enum class Fusion { Full, NoSum };
-
-dnnl::matmul::primitive_desc fused_int8_pd(const LinearWeights& lw, const memory::desc& w_md, int64_t T,
-                                           Epilogue ep, Fusion f) {
-  dnnl::primitive_attr attr;
-  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  attr.set_output_scales(1 << 1, lw.w_scale);
-  dnnl::post_ops po;
-  po.append_binary(dnnl::algorithm::binary_mul, memory::desc({1, 1}, dt::f32, tag::ab));  // the image's scale
-  if (lw.b) po.append_binary(dnnl::algorithm::binary_add, memory::desc({1, lw.N}, dt::f32, tag::ab));
-  append_activation(po, ep);
-  if (ep == Epilogue::AddToDst && f == Fusion::Full) po.append_sum(1.f);
-  attr.set_post_ops(po);
-  const memory::desc src({T, lw.K}, dt::u8, tag::ab), dst({T, lw.N}, dt::f32, tag::ab);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w_md, dst), attr, cpu_engine());
-}
-
 // A layer's weights as a checkpoint stores them ([N, K] row-major), described for its form, and the
 // layout left to the primitive.
 memory::desc plain_weights(LinearForm f, const LinearWeights& lw, dt t) {
@@ -106,8 +87,8 @@ dnnl::post_ops epilogue_post_ops(Epilogue ep) {
   return po;
 }
 
-// What a layer of this precision and path runs in form f at M rows, its weights in layout w_md: f32 with
-// bias and epilogue fused, or the int8 Batched path's plain s32 product.
+// What a layer of this precision runs in form f at M rows, its weights in layout w_md: f32 or bf16 with
+// bias and epilogue fused, or int8's plain s32 product.
 dnnl::primitive_desc layer_pd(LinearForm f, const LinearWeights& lw, const memory::desc& w_md, int64_t M) {
   if (lw.precision == Precision::Int8) return rows_pd(f, lw, w_md, M, dt::u8, dt::s32, false);
   dnnl::primitive_attr attr;
@@ -145,11 +126,9 @@ double seconds_per_run(LinearForm f, const LinearWeights& lw, int64_t M) {
 // Rules measured per kernel family (docs/PERFORMANCE.md): where oneDNN's matmul is brgemm (AVX-512 and
 // newer) it stays a matmul; where it is gemm:jit (AVX2), the 1x1 convolution (jit_uni_int8_1x1,
 // jit_1x1) runs faster for int8 at every ViT shape measured, and for f32 where the layer is narrow
-// (min(K, N) <= 384: DeiT-Tiny's and ViT-S's layers), not at ViT-B's widths.
+// (min(K, N) <= 384: DeiT-Tiny's and ViT-S's layers), not at ViT-B's widths. bf16 stays a matmul.
 LinearForm choose_form(const LinearWeights& lw, int64_t T, LinearForm asked) {
-  const bool may_convolve =
-      lw.precision == Precision::F32 || (lw.precision == Precision::Int8 && lw.int8_path == Int8Path::Batched);
-  if (!may_convolve) return LinearForm::Matmul;
+  if (lw.precision == Precision::BF16) return LinearForm::Matmul;
   const char* env = std::getenv("VIT_LINEAR_FORM");
   const std::string how = env ? env : "";
   if (asked == LinearForm::Auto && how == "matmul") asked = LinearForm::Matmul;
@@ -225,51 +204,22 @@ Step host_pass(const std::string& name, std::function<void()> loop) {
   return host_step(name, std::move(loop), std::string("host:") + row_kernels().isa);
 }
 
-// Each group of G rows (an image's T rows, or each row alone) gets the u8 grid of its rows' ranges
-// (s.ranges [rows, 2]); scale[r / G] and zero[r / G].
-void group_grids(int64_t rows, int64_t G, const LinearScratch& s) {
-  for (int64_t g = 0; g < rows / G; ++g) {
-    float lo = s.ranges[2 * g * G], hi = s.ranges[2 * g * G + 1];
-    for (int64_t t = 1; t < G; ++t) {
-      lo = std::min(lo, s.ranges[2 * (g * G + t)]);
-      hi = std::max(hi, s.ranges[2 * (g * G + t) + 1]);
-    }
-    const Affine a = activation_affine(lo, hi);
-    s.scale[g] = a.scale;
-    s.zero[g] = a.zero;
-  }
-}
-
-void quantize_rows(int64_t rows, int64_t G, int64_t K, const float* src, const LinearScratch& s) {
-  const RowKernels& k = row_kernels();
-  parallel_for(rows, [&](int64_t r) {
-    k.quantize(src + r * K, K, 1.f / s.scale[r / G], float(s.zero[r / G]), s.input + r * K);
-  });
-}
-
-// src's rows in groups of G: each group's range, then its rows quantized to u8 on that group's grid.
-Step quantize_step(const std::string& name, int64_t rows, int64_t G, int64_t K, const float* src,
-                   const LinearScratch& s) {
+// Each row quantized to u8 on the grid of its own range, while it sits in L1: scale[r] and zero[r].
+Step quantize_step(const std::string& name, int64_t rows, int64_t K, const float* src, const LinearScratch& s) {
   return host_pass(name, [=] {
     const RowKernels& k = row_kernels();
-    parallel_for(rows, [&](int64_t r) { k.range(src + r * K, K, &s.ranges[2 * r], &s.ranges[2 * r + 1]); });
-    group_grids(rows, G, s);
-    quantize_rows(rows, G, K, src, s);
+    parallel_for(rows, [&](int64_t r) {
+      float lo, hi;
+      k.range(src + r * K, K, &lo, &hi);
+      const Affine a = activation_affine(lo, hi);
+      s.scale[r] = a.scale;
+      s.zero[r] = a.zero;
+      k.quantize(src + r * K, K, 1.f / a.scale, float(a.zero), s.input + r * K);
+    });
   });
 }
 
-// The group of rows each int8 path quantizes on one grid: an image's T rows, or each row alone.
-int64_t grid_rows(const LinearWeights& lw, int64_t T) { return lw.int8_path == Int8Path::Batched ? 1 : T; }
-
-// FusedThenAdd: dst += the fused result the matmul wrote to `out`.
-Step add_step(const std::string& name, int64_t rows, int64_t N, const float* out, float* dst) {
-  return host_pass(name, [=] {
-    const RowKernels& k = row_kernels();
-    parallel_for(rows, [&](int64_t r) { k.add(out + r * N, N, dst + r * N); });
-  });
-}
-
-// The Batched path's second half: each row's s32 products sum(q w) made real with its own grid,
+// The int8 product's second half: each row's s32 products sum(q w) made real with its own grid,
 // (acc - zero * colsum[n]) * w_scale[n] * scale + bias[n], then GELU, then written or added into dst.
 // The products may sit in dst itself (an s32 is the size of an f32): each vector is read before it
 // is written.
@@ -299,44 +249,17 @@ Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t r
   });
 }
 
-// The per-image matmuls of the Fused paths: inputs quantized per image, scales in the kernel.
-std::vector<Step> fused_int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
-                                   const float* src, float* dst, const LinearScratch& s, LinearInput in) {
-  const bool then_add = lw.int8_path == Int8Path::FusedThenAdd;
-  const auto pd = fused_int8_pd(lw, lw.w.get_desc(), T, lw.epilogue, then_add ? Fusion::NoSum : Fusion::Full);
-  float* out = then_add ? s.out : dst;
-  const dnnl::matmul prim(pd);
-  std::vector<Step> steps;
-  if (in == LinearInput::F32) steps.push_back(quantize_step(name + ".quantize", B * T, T, lw.K, src, s));
-  for (int64_t b = 0; b < B; ++b) {
-    Step st;
-    st.name = name;
-    st.prim = prim;
-    st.args = {{DNNL_ARG_SRC, view(pd.src_desc(), s.input + b * T * lw.K)},
-               {DNNL_ARG_WEIGHTS, lw.w},
-               {DNNL_ARG_DST, view(pd.dst_desc(), out + b * T * lw.N)},
-               {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, view(memory::desc({1}, dt::s32, tag::a), s.zero + b)},
-               {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                view(memory::desc({1, 1}, dt::f32, tag::ab), s.scale + b)}};
-    if (lw.b) st.args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] = lw.b;
-    st.flops = 2.0 * double(T) * double(lw.K) * double(lw.N);
-    steps.push_back(std::move(st));
-  }
-  if (then_add) steps.push_back(add_step(name + ".residual", B * T, lw.N, s.out, dst));
-  return steps;
-}
-
-// The Batched path: inputs quantized per row (finer, and free here), one matmul over the whole batch
-// giving exact s32 sums, then dequantize_step. An image's logits do not depend on its batch: integer
-// sums are exact, and every grid is the row's own.
-std::vector<Step> batched_int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
+// int8: inputs quantized per row, one matmul over the whole batch giving exact s32 sums, then
+// dequantize_step. An image's logits do not depend on its batch: integer sums are exact, and every grid
+// is the row's own.
+std::vector<Step> int8_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
                                      const float* src, float* dst, const LinearScratch& s, LinearInput in,
                                      LinearOutput out) {
   const auto pd = layer_pd(lw.form, lw, lw.w.get_desc(), B * T);
   // The products go to dst when the epilogue overwrites it, else to the scratch rows.
   void* products = lw.epilogue == Epilogue::AddToDst ? static_cast<void*>(s.out) : static_cast<void*>(dst);
   std::vector<Step> steps;
-  if (in == LinearInput::F32) steps.push_back(quantize_step(name + ".quantize", B * T, 1, lw.K, src, s));
+  if (in == LinearInput::F32) steps.push_back(quantize_step(name + ".quantize", B * T, lw.K, src, s));
   Step st;
   st.name = name;
   st.prim = dnnl::primitive(pd);
@@ -348,44 +271,21 @@ std::vector<Step> batched_int8_steps(const std::string& name, const LinearWeight
   return steps;
 }
 
-// Whether oneDNN can make the fused per-image matmul with this fusion, and makes it in brgemm.
-bool fused_is_brgemm(const LinearWeights& lw, int64_t T, Fusion f) {
-  try {
-    return kernel_kind(impl_name(fused_int8_pd(lw, any_weights(LinearForm::Matmul, lw, dt::s8), T, lw.epilogue, f))) ==
-           KernelKind::Brgemm;
-  } catch (const dnnl::error&) {  // not implemented with this fusion here
-    return false;
-  }
-}
-
-// The one place an int8 layer's path is chosen: fused per image where oneDNN runs that in brgemm (VNNI),
-// else the batched s32 product (AVX2's gemm:jit, whose int8 speed falls by half at one image's rows).
-Int8Path int8_path(const LinearWeights& lw, int64_t T) {
-  if (fused_is_brgemm(lw, T, Fusion::Full)) return Int8Path::Fused;
-  if (lw.epilogue == Epilogue::AddToDst && fused_is_brgemm(lw, T, Fusion::NoSum)) return Int8Path::FusedThenAdd;
+// Refuses int8 where oneDNN has only its reference kernel for the product.
+void check_int8_kernel(const LinearWeights& lw, int64_t T) {
   const auto pd = layer_pd(LinearForm::Matmul, lw, plain_weights(LinearForm::Matmul, lw, dt::s8), T);
   if (kernel_kind(impl_name(pd)) == KernelKind::Reference)
     throw Error("this CPU's oneDNN has no int8 matmul kernel but its reference one; use --precision f32");
-  return Int8Path::Batched;
 }
 
-// The quantized weights kept in the layout the layer's path and form run from: the fused brgemm
-// matmul's, the convolution's, or as stored (AVX2's gemm:jit matmul takes them plain).
+// The quantized weights in the layout the layer's form runs from: the convolution's, brgemm's (VNNI),
+// or as stored (AVX2's gemm:jit matmul takes them plain).
 memory store_int8(Arena& store, const std::vector<int8_t>& q, const LinearWeights& lw, int64_t T) {
-  const memory::desc plain = plain_weights(lw.form, lw, dt::s8), any = any_weights(lw.form, lw, dt::s8);
-  switch (lw.int8_path) {
-    case Int8Path::Fused:
-    case Int8Path::FusedThenAdd: {
-      const Fusion f = lw.int8_path == Int8Path::Fused ? Fusion::Full : Fusion::NoSum;
-      return stored_reorder(store, view(plain, q.data()), fused_int8_pd(lw, any, T, lw.epilogue, f).weights_desc());
-    }
-    case Int8Path::Batched:
-      if (lw.form == LinearForm::Conv1x1)
-        return stored_reorder(store, view(plain, q.data()), layer_pd(lw.form, lw, any, T).weights_desc());
-      return stored_copy(store, plain, q.data());
-    case Int8Path::None: break;
-  }
-  throw Error("internal: int8 weights without a path");
+  const memory::desc plain = plain_weights(lw.form, lw, dt::s8);
+  const auto pd = layer_pd(lw.form, lw, any_weights(lw.form, lw, dt::s8), T);
+  if (lw.form == LinearForm::Conv1x1 || kernel_kind(impl_name(pd)) == KernelKind::Brgemm)
+    return stored_reorder(store, view(plain, q.data()), pd.weights_desc());
+  return stored_copy(store, plain, q.data());
 }
 
 // f32 or bf16 src [M, K] (bf16 in the scratch) -> dst [M, N] in the layer's form, bias and epilogue fused.
@@ -415,12 +315,7 @@ const char* form_name(LinearForm f) {
 
 std::string linear_summary(const LinearWeights& lw) {
   std::string s = form_name(lw.form);
-  switch (lw.int8_path) {
-    case Int8Path::None: break;
-    case Int8Path::Fused: s += ", int8 fused per image"; break;
-    case Int8Path::FusedThenAdd: s += ", int8 fused per image, residual added after"; break;
-    case Int8Path::Batched: s += ", int8 batched (s32) then dequantized"; break;
-  }
+  if (lw.precision == Precision::Int8) s += ", s32 product, then dequantized per row";
   return s;
 }
 
@@ -448,7 +343,7 @@ LinearWeights make_linear(Arena& store, const float* weight, const float* bias, 
       return bf16_weights(store, weight, typical_rows, std::move(lw));
     case Precision::Int8: {
       const std::vector<int8_t> q = int8_quantized(weight, lw);
-      lw.int8_path = int8_path(lw, typical_rows);
+      check_int8_kernel(lw, typical_rows);
       lw.form = choose_form(lw, typical_rows, form);
       lw.w = store_int8(store, q, lw, typical_rows);
       return lw;
@@ -458,38 +353,29 @@ LinearWeights make_linear(Arena& store, const float* weight, const float* bias, 
 }
 
 bool can_quantize_for(const LinearWeights& lw, const LinearWeights& next) {
-  return lw.int8_path == Int8Path::Batched && lw.epilogue != Epilogue::AddToDst &&
-         next.int8_path == Int8Path::Batched && next.K == lw.N;
+  return lw.precision == Precision::Int8 && lw.epilogue != Epilogue::AddToDst && next.precision == Precision::Int8 &&
+         next.K == lw.N;
 }
 
 Step norm_quantize_step(const std::string& name, const LayerNormWeights& ln, const LinearWeights& lw, int64_t B,
                         int64_t T, const float* src, float* h, const LinearScratch& s) {
   if (lw.precision != Precision::Int8 || ln.D != lw.K)
     throw Error(name, "internal: LayerNorm of width " + std::to_string(ln.D) + " quantized for a layer that is not int8 of that width");
-  const int64_t K = lw.K, G = grid_rows(lw, T), rows = B * T;
+  const int64_t K = lw.K, rows = B * T;
   const float* gamma = static_cast<const float*>(ln.gamma.get_data_handle());
   const float* beta = static_cast<const float*>(ln.beta.get_data_handle());
   const float eps = ln.eps;
+  // Each row normalized and quantized on its own grid while it sits in L1.
   return host_pass(name, [=] {
     const RowKernels& k = row_kernels();
-    if (G == 1) {  // each row on its own grid: normalized and quantized while it sits in L1
-      parallel_for(rows, [&](int64_t r) {
-        float lo, hi;
-        k.layer_norm(src + r * K, K, gamma, beta, eps, h + r * K, &lo, &hi);
-        const Affine a = activation_affine(lo, hi);
-        s.scale[r] = a.scale;
-        s.zero[r] = a.zero;
-        k.quantize(h + r * K, K, 1.f / a.scale, float(a.zero), s.input + r * K);
-      });
-      return;
-    }
-    // An image's grid needs all its rows' ranges first: one sweep normalizes and takes each row's
-    // range, a second quantizes.
     parallel_for(rows, [&](int64_t r) {
-      k.layer_norm(src + r * K, K, gamma, beta, eps, h + r * K, &s.ranges[2 * r], &s.ranges[2 * r + 1]);
+      float lo, hi;
+      k.layer_norm(src + r * K, K, gamma, beta, eps, h + r * K, &lo, &hi);
+      const Affine a = activation_affine(lo, hi);
+      s.scale[r] = a.scale;
+      s.zero[r] = a.zero;
+      k.quantize(h + r * K, K, 1.f / a.scale, float(a.zero), s.input + r * K);
     });
-    group_grids(rows, G, s);
-    quantize_rows(rows, G, K, h, s);
   });
 }
 
@@ -498,7 +384,6 @@ void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64
   if (p == Precision::F32) return;
   table.add("linear.input", &s->input, B * T * max_K * (p == Precision::BF16 ? 2 : 1));
   if (p != Precision::Int8) return;
-  table.add("linear.ranges", &s->ranges, 2 * B * T);
   table.add("linear.scale", &s->scale, B * T);
   table.add("linear.zero", &s->zero, B * T);
   table.add("linear.out", &s->out, B * T * max_add_N);
@@ -510,8 +395,8 @@ std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw,
   const int64_t M = B * T;
   if (in == LinearInput::Quantized && lw.precision != Precision::Int8)
     throw Error(name, "internal: a quantized input given to a layer that is not int8");
-  if (out == LinearOutput::Quantized && (lw.int8_path != Int8Path::Batched || lw.epilogue == Epilogue::AddToDst))
-    throw Error(name, "internal: only a batched int8 layer that writes its output can quantize it");
+  if (out == LinearOutput::Quantized && (lw.precision != Precision::Int8 || lw.epilogue == Epilogue::AddToDst))
+    throw Error(name, "internal: only an int8 layer that writes its output can quantize it");
   switch (lw.precision) {
     case Precision::F32:
       return {float_step(name, lw, M, src, dst)};
@@ -525,8 +410,7 @@ std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw,
       return {std::move(convert), float_step(name, lw, M, scratch.input, dst)};
     }
     case Precision::Int8:
-      if (lw.int8_path == Int8Path::Batched) return batched_int8_steps(name, lw, B, T, src, dst, scratch, in, out);
-      return fused_int8_steps(name, lw, B, T, src, dst, scratch, in);
+      return int8_steps(name, lw, B, T, src, dst, scratch, in, out);
   }
   throw Error("internal: unknown precision");
 }

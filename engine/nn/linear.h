@@ -1,7 +1,7 @@
 // Linear layers y = x W^T + b, then GELU or added into y, in three precisions. Weights are prepared once,
 // at load: F32 as timm computes; BF16 (bf16 inputs and weights, f32 accumulation; CPUs with avx512_bf16
-// or AMX); Int8 (weights s8 per output channel; inputs u8, quantized as the layer runs, each image on
-// its own grid, so that an image's answer never depends on the images sharing its batch).
+// or AMX); Int8 (weights s8 per output channel; inputs u8, quantized as the layer runs, each row (token)
+// on its own grid, so that an image's answer never depends on the images sharing its batch).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,28 +25,17 @@ enum class Epilogue { None, Gelu, QuickGelu, GeluTanh, AddToDst };
 // Which oneDNN primitive a layer runs on: a matmul, or the same product as a 1x1 convolution over the
 // rows (src nhwc with N = 1, H = 1, W = rows is exactly [rows, K] row-major, dst likewise [rows, N]).
 // Chosen per layer at load, for its shape at one image's rows (so the same at every batch size), by
-// rules measured per kernel family (choose_form in linear.cpp, docs/PERFORMANCE.md); f32 and the int8
-// Batched path may take either, bf16 and the fused int8 paths run as matmuls. Auto: by those rules, or
+// rules measured per kernel family (choose_form in linear.cpp, docs/PERFORMANCE.md); f32 and int8 may
+// take either, bf16 runs as a matmul. Auto: by those rules, or
 // with VIT_LINEAR_FORM=timed in the environment by timing both at load (opt-in: timing noise can change
 // the choice, and with it the last bits of f32 results, from run to run); =matmul or =conv forces one.
 enum class LinearForm { Auto, Matmul, Conv1x1 };
 const char* form_name(LinearForm f);
 
-// How an int8 layer runs on this CPU, chosen once at load by what oneDNN offers for the layer and its
-// epilogue (int8_path in linear.cpp):
-//   Fused:        inputs quantized per image, one brgemm matmul per image with the weight and image
-//                 scales, zero point, bias and epilogue inside it (VNNI);
-//   FusedThenAdd: the same without the residual sum, which a pass adds afterwards (where brgemm takes
-//                 the scales and bias but not the sum beside them);
-//   Batched:      inputs quantized per row, one s32 matmul over the whole batch, then a pass applying
-//                 each row's scales, bias and epilogue (AVX2's gemm:jit, slow at one image's rows).
-enum class Int8Path { None, Fused, FusedThenAdd, Batched };
-
 struct LinearWeights {
   Precision precision = Precision::F32;
   Epilogue epilogue = Epilogue::None;
   LinearForm form = LinearForm::Matmul;
-  Int8Path int8_path = Int8Path::None;  // Int8 only
   int64_t K = 0, N = 0;
   dnnl::memory w;              // [K, N] (a matmul's) or [N, K, 1, 1] (a convolution's): f32, bf16 or s8,
                                // in the layout the primitive runs from
@@ -55,17 +44,16 @@ struct LinearWeights {
   std::vector<int32_t> w_colsum;  // Int8: [N], sum over k of w[k, n], to take an input's zero point out
   size_t bytes() const;        // resident size of the weights and bias
 };
-// How a layer runs, for `vit inspect`: "matmul", "1x1 convolution", "matmul, int8 fused per image", ...
+// How a layer runs, for `vit inspect`: "matmul", "1x1 convolution, s32 product, then dequantized per row", ...
 std::string linear_summary(const LinearWeights& lw);
 
 // The largest |q| of int8 weights on this CPU: 127 with VNNI (u8 x s8 products summed in 32 bits);
 // 64 without, where oneDNN's int8 kernels add pairs of products in saturating 16 bits (2 x 255 x 64 fits).
 int int8_weight_max();
 
-// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; ep: what follows the product
-// (the int8 path depends on it); the copies oneDNN runs from are placed in `store`, which must outlive
-// them. typical_rows: the M the layer will mostly run at (a model's tokens per image), for which the
-// layout and the int8 path are chosen. Throws when this CPU has no fast kernel for the precision (bf16
+// weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; ep: what follows the product;
+// the copies oneDNN runs from are placed in `store`, which must outlive them. typical_rows: the M the layer will mostly run at (a model's tokens per image), for which the
+// layout and the form are chosen. Throws when this CPU has no fast kernel for the precision (bf16
 // without avx512_bf16 or AMX, int8 with only oneDNN's reference matmul).
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
                           int64_t typical_rows, Epilogue ep, Precision precision = Precision::F32,
@@ -75,8 +63,7 @@ LinearWeights make_linear(Arena& store, const float* weight, const float* bias, 
 // largest layer by add_linear_scratch (nothing for F32).
 struct LinearScratch {
   uint8_t* input = nullptr;  // [B*T, K]: the input as u8 or bf16
-  float* ranges = nullptr;   // [B*T, 2]: each row's minimum and maximum
-  float* scale = nullptr;    // [B*T]: per image or per row, x = scale * (q - zero)
+  float* scale = nullptr;    // [B*T]: each row's grid, x = scale * (q - zero)
   int32_t* zero = nullptr;   // [B*T]
   float* out = nullptr;      // [B*T, max_add_N]: results a second pass adds into dst
 };
@@ -86,7 +73,7 @@ void add_linear_scratch(BufferTable& table, LinearScratch* s, Precision p, int64
 // Where a layer's input is: f32 rows at src, or (int8 only) already quantized into the scratch by
 // norm_quantize_step.
 enum class LinearInput { F32, Quantized };
-// What a layer leaves: f32 rows at dst, or (an int8 layer on the Batched path, before another) those
+// What a layer leaves: f32 rows at dst, or (an int8 layer before another) those
 // rows and also their quantization for the next layer's per-row grid in the scratch, made in the same
 // sweep (fc1's dequantize + bias + GELU + quantize for fc2); the next layer then takes
 // LinearInput::Quantized. can_quantize_for says when.
@@ -95,14 +82,15 @@ bool can_quantize_for(const LinearWeights& lw, const LinearWeights& next);
 
 // dst [B*T, N] = epilogue(src [B*T, K] x W^T + b), rows in images of T rows, the epilogue the layer
 // was made with. F32: one matmul, bias and epilogue fused. BF16: src converted to bf16, then the matmul.
-// Int8: the steps of its path (Int8Path above). Never a reference kernel: throws if there is none else.
+// Int8: each row quantized on its own grid, one s32 product over the batch, then one pass applying each
+// row's scales, the bias and the epilogue. Never a reference kernel: throws if there is none else.
 std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw, int64_t B, int64_t T,
                                const float* src, float* dst, const LinearScratch& scratch = {},
                                LinearInput in = LinearInput::F32, LinearOutput out = LinearOutput::F32);
 
 // For an int8 layer whose input is LayerNorm(src [B*T, K]): the LayerNorm into h (as oneDNN's, within
-// rounding) and its quantization for the layer's path in one step, each row's range taken as it is
-// normalized; the layer's steps then take LinearInput::Quantized.
+// rounding) and its quantization in one sweep, each row quantized on its own range as it is normalized;
+// the layer's steps then take LinearInput::Quantized.
 Step norm_quantize_step(const std::string& name, const LayerNormWeights& ln, const LinearWeights& lw, int64_t B,
                         int64_t T, const float* src, float* h, const LinearScratch& scratch);
 

@@ -1,0 +1,43 @@
+// The fused attention kernel behind attention_steps (ops.h): for one (image, head), its queries' rows of
+// softmax(q k^T / sqrt(Dh) + bias) v in one sweep per tile of query rows, the scores of a tile staying in
+// L1, read straight from the qkv rows. Compiled for SSE2, AVX2 and AVX-512 (attention_impl.h), picked once
+// by the ISA oneDNN runs with, as rows.h is.
+#pragma once
+#include <cstdint>
+
+namespace vit {
+
+struct AttendArgs {
+  const float* q;      // the first query row; row r at q + r * ld
+  int64_t ld;          // row stride of q (3 * H * Dh in a qkv row)
+  int64_t rows;        // query rows to compute
+  int64_t T, Dh;       // keys, head width
+  int64_t Tp, Dhp;     // T and Dh rounded up to 16: the packed layouts' widths
+  float scale;         // 1 / sqrt(Dh), applied to q first, as timm does
+  const float* kt;     // k transposed [Dh, Tp], zero past T (pack)
+  const float* vp;     // v [T, Dhp], zero past Dh (pack)
+  const float* bias;   // added to the scores before softmax, [rows, T] (row stride T), or null
+  float* probs;        // the softmax rows written out [rows, T] (row stride T), or null
+  float* out;          // row r's result at out + r * ldo, Dh floats
+  int64_t ldo;
+  float* work;         // kAttendWorkRows * (Tp + Dh) floats
+};
+
+// The most query rows a kernel computes at once, for sizing AttendArgs::work.
+constexpr int64_t kAttendWorkRows = 8;
+
+struct AttentionKernels {
+  const char* isa;     // "avx512", "avx2", "sse2": for profiles
+  int64_t tile_rows;   // query rows per register tile
+  // kt [Dh, Tp] = k transposed and vp [T, Dhp] = v, from T rows of stride ld, zero padded.
+  void (*pack)(const float* k, const float* v, int64_t ld, int64_t T, int64_t Dh, int64_t Tp, int64_t Dhp, float* kt,
+               float* vp);
+  void (*attend)(const AttendArgs& a);
+};
+
+// The kernels for the ISA oneDNN runs with (chosen on the first call).
+const AttentionKernels& attention_kernels();
+// Every variant this CPU can run, widest first (for tests).
+const AttentionKernels* const* all_attention_kernels(int* count);
+
+}  // namespace vit

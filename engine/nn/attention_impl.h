@@ -1,0 +1,152 @@
+// The AttentionKernels of attention.h, written once over GCC vectors of ROWS_W floats; attention_sse2.cpp,
+// attention_avx2.cpp and attention_avx512.cpp each include it with their own ROWS_NS, ROWS_W, tile sizes
+// and target flags (multiply-adds fused: these are matmuls, tested against a double reference).
+// A tile of R query rows: S [R, Tp] = (q scale) kt in registers R x CS vectors at a time, a softmax per
+// row in place, then out = S vp in registers R x CV vectors at a time.
+#include <cstdint>
+
+#include "engine/nn/attention.h"
+
+namespace vit::ROWS_NS {
+namespace {
+
+#include "engine/nn/vec_impl.h"
+
+constexpr int R = ATTN_R;    // query rows per tile
+constexpr int CS = ATTN_CS;  // vectors of keys per register block of the scores
+constexpr int CV = ATTN_CV;  // vectors of head width per register block of the output
+static_assert(R <= kAttendWorkRows, "work is sized for kAttendWorkRows rows");
+
+void pack(const float* k, const float* v, int64_t ld, int64_t T, int64_t Dh, int64_t Tp, int64_t Dhp, float* kt,
+          float* vp) {
+  // Key by key: each k row read once, written down a column of kt (Dh lines in flight, all in L1).
+  for (int64_t j = 0; j < T; ++j)
+    for (int64_t d = 0; d < Dh; ++d) kt[d * Tp + j] = k[j * ld + d];
+  for (int64_t d = 0; d < Dh; ++d)
+    for (int64_t j = T; j < Tp; ++j) kt[d * Tp + j] = 0.f;
+  for (int64_t j = 0; j < T; ++j) {
+    __builtin_memcpy(vp + j * Dhp, v + j * ld, Dh * sizeof(float));
+    for (int64_t d = Dh; d < Dhp; ++d) vp[j * Dhp + d] = 0.f;
+  }
+}
+
+// S[r, j0 + c W + lane] = sum_d qs[r, d] kt[d, j0 + c W + lane] for NR rows and C vectors of keys.
+template <int NR, int C>
+inline void score_block(const float* qs, int64_t Dh, const float* kt, int64_t Tp, int64_t j0, float* S) {
+  vf acc[NR][C] = {};
+  for (int64_t d = 0; d < Dh; ++d) {
+    vf kv[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) kv[c] = ld(kt + d * Tp + j0 + c * W);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const vf qb = bc(qs[r * Dh + d]);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) acc[r][c] += qb * kv[c];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) st(S + r * Tp + j0 + c * W, acc[r][c]);
+}
+
+// out[r, d0 + c W + lane] = sum_j S[r, j] vp[j, d0 + c W + lane], the lanes past Dh not written.
+template <int NR, int C>
+inline void value_block(const float* S, int64_t Tp, int64_t T, const float* vp, int64_t Dhp, int64_t d0, int64_t Dh,
+                        float* out, int64_t ldo) {
+  vf acc[NR][C] = {};
+  for (int64_t j = 0; j < T; ++j) {
+    vf vv[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) vv[c] = ld(vp + j * Dhp + d0 + c * W);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const vf pb = bc(S[r * Tp + j]);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) acc[r][c] += pb * vv[c];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const int64_t col = d0 + c * W;
+      if (col + W <= Dh) {
+        st(out + r * ldo + col, acc[r][c]);
+      } else {
+        for (int64_t l = 0; col + l < Dh; ++l) out[r * ldo + col + l] = acc[r][c][l];
+      }
+    }
+}
+
+// Row s [Tp] in place: + bias, softmax over its first T entries, zeros after them.
+void softmax_row(float* s, int64_t T, const float* bias) {
+  vi lane;
+  for (int l = 0; l < W; ++l) lane[l] = l;
+  vf top = bc(-3.4e38f);
+  for (int64_t j = 0; j < T; j += W) {
+    vf v = ld(s + j);
+    if (bias) {
+      vf b = {};
+      for (int l = 0; l < W && j + l < T; ++l) b[l] = bias[j + l];
+      v += b;
+    }
+    v = (lane + int32_t(j)) < int32_t(T) ? v : bc(-3.4e38f);
+    st(s + j, v);
+    top = vmax(top, v);
+  }
+  float m = top[0];
+  for (int l = 1; l < W; ++l) m = smax(m, top[l]);
+  vf sum = {};
+  for (int64_t j = 0; j < T; j += W) {
+    const vf e = vexp(ld(s + j) - bc(m));
+    const vf z = (lane + int32_t(j)) < int32_t(T) ? e : bc(0.f);
+    st(s + j, z);
+    sum += z;
+  }
+  float total = 0.f;
+  for (int l = 0; l < W; ++l) total += sum[l];
+  const vf inv = bc(1.f / total);
+  for (int64_t j = 0; j < T; j += W) st(s + j, ld(s + j) * inv);
+}
+
+template <int NR>
+void tile(const AttendArgs& a, int64_t r0) {
+  float* S = a.work;
+  float* qs = a.work + kAttendWorkRows * a.Tp;
+  for (int r = 0; r < NR; ++r)
+    for (int64_t d = 0; d < a.Dh; ++d) qs[r * a.Dh + d] = a.q[(r0 + r) * a.ld + d] * a.scale;
+  int64_t j = 0;
+  for (; j + CS * W <= a.Tp; j += CS * W) score_block<NR, CS>(qs, a.Dh, a.kt, a.Tp, j, S);
+  for (; j < a.Tp; j += W) score_block<NR, 1>(qs, a.Dh, a.kt, a.Tp, j, S);
+  for (int r = 0; r < NR; ++r) {
+    softmax_row(S + r * a.Tp, a.T, a.bias ? a.bias + (r0 + r) * a.T : nullptr);
+    if (a.probs) __builtin_memcpy(a.probs + (r0 + r) * a.T, S + r * a.Tp, a.T * sizeof(float));
+  }
+  float* out = a.out + r0 * a.ldo;
+  int64_t d = 0;
+  for (; d + CV * W <= a.Dhp; d += CV * W) value_block<NR, CV>(S, a.Tp, a.T, a.vp, a.Dhp, d, a.Dh, out, a.ldo);
+  for (; d < a.Dhp; d += W) value_block<NR, 1>(S, a.Tp, a.T, a.vp, a.Dhp, d, a.Dh, out, a.ldo);
+}
+
+template <int NR>
+void tail(const AttendArgs& a, int64_t r0, int64_t n) {
+  if constexpr (NR > 0) {
+    if (n == NR) return tile<NR>(a, r0);
+    tail<NR - 1>(a, r0, n);
+  }
+}
+
+void attend(const AttendArgs& a) {
+  int64_t r0 = 0;
+  for (; r0 + R <= a.rows; r0 += R) tile<R>(a, r0);
+  if (r0 < a.rows) tail<R - 1>(a, r0, a.rows - r0);
+}
+
+}  // namespace
+
+extern const AttentionKernels attention;
+const AttentionKernels attention = {ROWS_NAME, R, pack, attend};
+
+}  // namespace vit::ROWS_NS
