@@ -1,7 +1,7 @@
 """Shrunk random-weight models in the layouts other than timm's, made by each layout's own code, and that code's
-outputs for them on real photos: the reference side of the layout tests in tests/test_families.cpp. Run by the
-project's .venv Python (transformers and open_clip_torch from tests/requirements.txt over Debian's torch);
-nothing it writes is committed.
+outputs for them on real photos: the reference side of tests/test_layouts.cpp. Run by the project's .venv Python
+(transformers, open_clip_torch and sentencepiece from tests/requirements.txt over Debian's torch); nothing it
+writes is committed.
 
   tests/make_layout_models.py OUT_DIR PHOTO...
 
