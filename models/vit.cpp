@@ -251,11 +251,12 @@ Precision ViT::precision_of(const std::string& layer) const {
 }
 
 int64_t ViT::attention_chunk(int64_t B) const {
-  // Images per attention pass: their packed keys and values (attention_scratch_floats) about 1 MiB per
-  // thread, so they are still in cache when the pass reads them. An image's result does not depend on
-  // the pass it runs in.
-  const int64_t per_image = attention_scratch_floats(1, cfg_.tokens(), cfg_.heads, cfg_.head_dim()) * int64_t(sizeof(float));
-  return std::min(B, std::max(int64_t(1), max_threads() * (int64_t(1) << 20) / per_image));
+  // One image's scores and heads: H T^2 + 3 T D floats; about 1 MiB of them stays in a core's L2. At
+  // least enough images for two (head, image) pairs per thread: with fewer, oneDNN splits each matmul
+  // across threads and sums in another order than the whole batch does.
+  const int64_t T = cfg_.tokens(), per_image = (cfg_.heads * T * T + 3 * T * cfg_.width) * int64_t(sizeof(float));
+  const int64_t least = (2 * max_threads() + cfg_.heads - 1) / cfg_.heads;
+  return std::min(B, std::max(least, (int64_t(1) << 20) / per_image));
 }
 
 ViT::PlanLayout ViT::plan_layout(int64_t B, const PlanOptions& o) const {
@@ -263,10 +264,12 @@ ViT::PlanLayout ViT::plan_layout(int64_t B, const PlanOptions& o) const {
   PlanLayout l;
   l.B = B;
   l.keep_attention = o.keep_attention;
-  // In bf16 every linear layer runs image by image, so an image's logits do not depend on the images
-  // beside it; f32 keeps its batched matmuls (its results may differ in the last bits between batches).
-  l.linear_by_image = precision_ != Precision::F32;
-  const int64_t chunk = attention_chunk(B);
+  // In bf16 and int8 every batched step runs image by image, so an image's logits do not depend on the
+  // images beside it; f32 keeps its batched matmuls (its results may differ in the last bits between
+  // batches).
+  const bool by_image = precision_ != Precision::F32;
+  l.linear_by_image = by_image;
+  const int64_t chunk = o.keep_attention ? B : by_image ? 1 : attention_chunk(B);
   for (int64_t b = 0; b < B; b += chunk) {
     const int64_t n = B - b < 2 * chunk ? B - b : chunk;  // the last pass takes the remainder
     l.attention_passes.push_back({b, n});
@@ -295,8 +298,8 @@ BufferTable ViT::activation_table(const PlanLayout& l, Plan::Activations* a) con
   t.add("attn", &a->attn, BT * D);
   t.add("qkv", &a->qkv, BT * 3 * D);
   const int64_t pass = l.largest_pass();
-  t.add("heads", &a->heads, attention_scratch_floats(pass, T, c.heads, c.head_dim()));
-  t.add("scores", &a->scores, l.keep_attention ? c.depth * B * c.heads * T * T : 0);
+  t.add("heads", &a->heads, pass * T * 3 * D);
+  t.add("scores", &a->scores, l.keep_attention ? c.depth * B * c.heads * T * T : pass * c.heads * T * T);
   t.add("mlp", &a->mlp, BT * c.mlp);
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
@@ -398,10 +401,10 @@ struct ViT::PlanBuilder {
     const int64_t B = layout.B, D = c.width, T = c.tokens(), H = c.heads, BT = B * T;
     const std::string p = "blocks." + std::to_string(i);
     norm_linear(p + ".norm1", w.norm1, p + ".attn.qkv", w.qkv, a().qkv);
-    float* scores = layout.keep_attention ? a().scores + i * B * H * T * T : nullptr;
+    float* scores = a().scores + (layout.keep_attention ? i * B * H * T * T : 0);
     for (const auto& [first, n] : layout.attention_passes)
       add(attention_steps(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
-                          scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D));
+                          scores + first * H * T * T * int64_t(layout.keep_attention), a().attn + first * T * D));
     linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
     // On int8's per-row grid, fc1's pass after its product also quantizes its rows for fc2.
     const LinearOutput fc1_out = can_quantize_for(w.fc1, w.fc2) ? LinearOutput::Quantized : LinearOutput::F32;

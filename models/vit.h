@@ -148,8 +148,8 @@ class ViT {
     // Each image through the linear layers alone (bf16: so that its answer never depends on its batch);
     // int8 layers keep every image on its own grid and sum exactly, so they always take the batch.
     bool linear_by_image = false;
-    // The attention passes in order, {first image, images}: chunks of images whose packed keys and
-    // values stay in cache (attention_chunk).
+    // The attention passes in order, {first image, images}: the whole batch, chunks of images whose
+    // scores stay in cache (f32), or one image at a time (bf16, int8).
     std::vector<std::pair<int64_t, int64_t>> attention_passes;
     int64_t largest_pass() const;
   };

@@ -123,7 +123,8 @@ auto interruptible(const Call& call) {
 
 vit::Classifier make_classifier(const py::object& model, const std::string& precision, int threads,
                                 const py::object& labels, int img_size, int batch, const py::object& config,
-                                int64_t max_pixels, bool exif_transpose, const py::object& text_embeddings) {
+                                int64_t max_pixels, bool exif_transpose, const py::object& pool,
+                                const py::object& text_embeddings) {
   vit::ClassifierOptions o;
   try {
     o.precision = vit::precision_from_name(precision);
@@ -147,6 +148,11 @@ vit::Classifier make_classifier(const py::object& model, const std::string& prec
   o.batch = batch;
   o.max_pixels = max_pixels;
   o.exif_transpose = exif_transpose;
+  if (!pool.is_none()) {
+    o.pool = py::cast<std::string>(pool);
+    if (o.pool != "cls" && o.pool != "mean" && o.pool != "map")
+      throw py::value_error("pool '" + o.pool + "' is not one of 'cls', 'mean', 'map'");
+  }
   const std::string path = path_arg(model, "model");
   py::gil_scoped_release unlocked;  // loading reads and reorders all the weights
   return vit::Classifier(path, o);
@@ -382,7 +388,8 @@ void bind_classifier(py::module_& m) {
       .def(py::init(&make_classifier), py::arg("model"), py::kw_only(), py::arg("precision") = "f32",
            py::arg("threads") = defaults.threads, py::arg("labels") = py::none(), py::arg("img_size") = defaults.img_size,
            py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
-           py::arg("exif_transpose") = defaults.exif_transpose, py::arg("text_embeddings") = py::none(),
+           py::arg("exif_transpose") = defaults.exif_transpose, py::arg("pool") = py::none(),
+           py::arg("text_embeddings") = py::none(),
            "model: a .safetensors file or the folder holding model.safetensors (and config.json); paths are str,\n"
            "bytes or os.PathLike. Options out of range (or not suiting the model) raise ValueError; more threads\n"
            "than cores warn (RuntimeWarning) and use the cores.\n"
@@ -390,6 +397,7 @@ void bind_classifier(py::module_& m) {
            "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
            "overriding the one beside the weights; max_pixels: larger images are refused from their header;\n"
            "exif_transpose: turn images as their EXIF orientation says (PIL's exif_transpose; timm does not);\n"
+           "pool: 'cls', 'mean' or 'map' to pool the tokens otherwise than the model does (as `vit embed --pool`);\n"
            "text_embeddings: zero-shot labels for a CLIP or SigLIP image tower, a .safetensors file of class names and\n"
            "text embeddings (scripts/export_text_embeddings.py) whose classes replace the model's.")
       .def("classify", &classify, py::arg("paths"), py::arg("topk") = 5,

@@ -53,6 +53,8 @@ def parse_args(argv):
                    help="write each image's embedding (file, embedding, error) instead of its labels, as vit embed")
     p.add_argument("--head", action="store_true", help="with --embed: after the head (timm's model(x))")
     p.add_argument("--normalize", action="store_true", help="with --embed: embeddings of unit length")
+    p.add_argument("--pool", choices=["cls", "mean", "map"],
+                   help="pool the tokens otherwise than the model does, as vit embed --pool")
     a = p.parse_args(argv)
     for name in ("topk", "batch", "threads"):
         if getattr(a, name) < 1:
@@ -82,7 +84,7 @@ def check_model(a):
     import vit
 
     try:
-        vit.Classifier(a.model, precision=a.precision, threads=1, batch=a.batch)
+        vit.Classifier(a.model, precision=a.precision, threads=1, batch=a.batch, pool=a.pool)
     except (vit.Error, ValueError) as e:
         usage_error(str(e))
     # Executors open the model by this path: an absolute one, the same on every machine of the cluster.
@@ -167,11 +169,11 @@ def main(argv):
     if files:
         slices = max(2 * spark.sparkContext.defaultParallelism, len(files) // 1024)
         frame = spark.sparkContext.parallelize(files, slices).toDF("file string, path string")
-        parts.append(frame.mapInPandas(vit_spark.classify_files(model, a.precision, a.batch, a.topk, embed), schema))
+        parts.append(frame.mapInPandas(vit_spark.classify_files(model, a.precision, a.batch, a.topk, embed, a.pool), schema))
     if uris:
         uri_files, uri_folders = uri_paths(spark, uris)
         parts.append(uri_images(spark, uri_files, uri_folders).mapInPandas(
-            vit_spark.classify_bytes(model, a.precision, a.batch, a.topk, uri_files, uri_folders, embed), schema))
+            vit_spark.classify_bytes(model, a.precision, a.batch, a.topk, uri_files, uri_folders, embed, a.pool), schema))
     rows = parts[0]
     for part in parts[1:]:
         rows = rows.unionByName(part)

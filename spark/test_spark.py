@@ -118,12 +118,13 @@ def test_parquet_embeddings_equal_vit_embed(inputs, tmp_path):
     paths, bad = inputs
     files = [str(p) for p in sorted(PHOTOS.glob("*.JPEG"))[:10]] + [str(bad / "truncated.JPEG")]
     out = tmp_path / "out"
-    run_job("--embed", "--normalize", "--format", "parquet", "--out", out, *files, expect=1)
+    run_job("--embed", "--normalize", "--pool", "mean", "--format", "parquet", "--out", out, *files, expect=1)
     rows = {r["file"]: r for r in pq.read_table(out).to_pylist()}
     assert sorted(rows) == sorted(files)
     assert rows[files[-1]]["embedding"] is None and rows[files[-1]]["error"]
     emb = tmp_path / "emb.safetensors"
-    cli = subprocess.run([VIT_BINARY, "embed", "--model", str(DEIT), "--normalize", "-o", str(emb), *files],
+    cli = subprocess.run([VIT_BINARY, "embed", "--model", str(DEIT), "--normalize", "--pool", "mean", "-o", str(emb),
+                          *files],
                          capture_output=True, text=True)
     assert cli.returncode == 1, cli.stderr
     data = emb.read_bytes()
@@ -169,6 +170,7 @@ def test_usage_errors_exit_2_before_any_work(inputs, tmp_path):
         (["--out", tmp_path / "o", tmp_path / "absent"], "absent: no such file or folder"),
         (["--out", tmp_path / "o", "--topk", "0", paths[1]], "--topk must be at least 1, got 0"),
         (["--out", tmp_path / "o"], "no INPUT given"),
+        (["--out", tmp_path / "o", "--pool", "max", paths[1]], "invalid choice: 'max'"),
         (["--out", tmp_path / "o", "--model", tmp_path / "no-model", paths[1]], "no-model"),
     ]
     for args, message in cases:

@@ -9,12 +9,12 @@ EMBED_SCHEMA = "file string, embedding array<float>, error string"  # with --emb
 _classifiers = {}  # (model, precision, batch, threads) -> vit.Classifier, per worker process
 
 
-def classifier(model, precision, batch, threads):
+def classifier(model, precision, batch, threads, pool=None):
     import vit
 
-    key = (model, precision, batch, threads)
+    key = (model, precision, batch, threads, pool)
     if key not in _classifiers:
-        _classifiers[key] = vit.Classifier(model, precision=precision, threads=threads, batch=batch)
+        _classifiers[key] = vit.Classifier(model, precision=precision, threads=threads, batch=batch, pool=pool)
     return _classifiers[key]
 
 
@@ -50,16 +50,17 @@ def given_name(path, files, folders):
 # outlives a task (Spark reuses its Python workers), so the model loads once per worker. The engine runs
 # on the task's cores (spark.task.cpus), so tasks side by side never oversubscribe a machine.
 
-def classify_files(model, precision, batch, topk, embed=None):
+def classify_files(model, precision, batch, topk, embed=None, pool=None):
     """Frames of (file: the name as given, path: absolute) -> rows; the engine reads each file. embed: a
-    dict of Classifier.embed's options to write embeddings (EMBED_SCHEMA) instead of labels."""
+    dict of Classifier.embed's options to write embeddings (EMBED_SCHEMA) instead of labels; pool: the
+    Classifier's pool option."""
 
     def run(frames):
         from pyspark import TaskContext
 
         import vit_spark
 
-        c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus())
+        c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus(), pool)
         for frame in frames:
             if embed is not None:
                 yield vit_spark.embedding_rows(c.embed(list(frame["path"]), **embed), list(frame["file"]))
@@ -69,7 +70,7 @@ def classify_files(model, precision, batch, topk, embed=None):
     return run
 
 
-def classify_bytes(model, precision, batch, topk, files, folders, embed=None):
+def classify_bytes(model, precision, batch, topk, files, folders, embed=None, pool=None):
     """Frames of binaryFile's (path, content) -> rows, named as given (files, folders: see given_name)."""
 
     def run(frames):
@@ -77,7 +78,7 @@ def classify_bytes(model, precision, batch, topk, files, folders, embed=None):
 
         import vit_spark
 
-        c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus())
+        c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus(), pool)
         for frame in frames:
             names = [vit_spark.given_name(p, files, folders) for p in frame["path"]]
             images = list(zip(names, frame["content"]))

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/nn/attention.h"
 #include "engine/nn/signals.h"
 #include "vit/error.h"
 
@@ -143,55 +142,49 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
   return s;
 }
 
-namespace {
-int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
-}  // namespace
-
-int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh) {
-  return B * H * (Dh * round_up(T, 16) + T * round_up(Dh, 16));
-}
-
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                                  const float* qkv, float* heads, float* scores, float* out, const float* bias) {
-  const int64_t D = H * Dh, Tp = round_up(T, 16), Dhp = round_up(Dh, 16), per_head = Dh * Tp + T * Dhp;
-  const AttentionKernels& k = attention_kernels();
-  // Query rows per task: enough tasks for every thread even at one image, few enough to keep the tiles full.
-  const int64_t chunk = 6 * k.tile_rows, chunks = (T + chunk - 1) / chunk;
-  const std::string impl = std::string("host:") + k.isa;
-  std::vector<Step> steps;
-  steps.push_back(host_step(name + ".pack", [=, &k] {
-    parallel_for(B * H, [&](int64_t bh) {
-      const float* row = qkv + (bh / H) * T * 3 * D + (bh % H) * Dh;
-      k.pack(row + D, row + 2 * D, 3 * D, T, Dh, Tp, Dhp, heads + bh * per_head, heads + bh * per_head + Dh * Tp);
+                                  const float* qkv, float* heads, float* scores, float* out) {
+  const int64_t D = H * Dh, BHTD = B * H * T * Dh;
+  // oneDNN 2.6 runs batched matmuls in brgemm only on dense operands, so the heads are first copied
+  // out of the qkv rows into [3, B, H, T, Dh]; strided views run in gemm:jit, slower here and with a
+  // one-time warm-up of tens of milliseconds (docs/PERFORMANCE.md).
+  const memory::desc q_md({B, H, T, Dh}, dt::f32, tag::abcd);
+  const memory::desc kt_md({B, H, Dh, T}, dt::f32, tag::abdc);
+  const memory::desc s_md({B, H, T, T}, dt::f32, tag::abcd);
+  const memory::desc o_md({B, H, T, Dh}, dt::f32, memory::dims{T * D, Dh, D, 1});
+
+  std::vector<Step> steps(4);
+  steps[0] = host_step(name + ".split_heads", [=] {
+    parallel_for(B * T, [&](int64_t bt) {
+      const int64_t b = bt / T, t = bt % T;
+      const float* row = qkv + bt * 3 * D;
+      for (int64_t s3 = 0; s3 < 3; ++s3)
+        for (int64_t h = 0; h < H; ++h)
+          std::memcpy(heads + s3 * BHTD + ((b * H + h) * T + t) * Dh, row + s3 * D + h * Dh, size_t(Dh) * sizeof(float));
     });
-  }, impl));
-  Step fused = host_step(name + ".attend", [=, &k] {
-    parallel_for(B * H * chunks, [&](int64_t task) {
-      // Each thread's score tile, made on its first forward pass and kept.
-      thread_local std::vector<float> work;
-      work.resize(std::max(work.size(), size_t(kAttendWorkRows * (Tp + Dh))));
-      const int64_t bh = task / chunks, b = bh / H, h = bh % H, r0 = (task % chunks) * chunk;
-      AttendArgs a;
-      a.q = qkv + (b * T + r0) * 3 * D + h * Dh;
-      a.ld = 3 * D;
-      a.rows = std::min(chunk, T - r0);
-      a.T = T;
-      a.Dh = Dh;
-      a.Tp = Tp;
-      a.Dhp = Dhp;
-      a.scale = 1.f / std::sqrt(float(Dh));
-      a.kt = heads + bh * per_head;
-      a.vp = a.kt + Dh * Tp;
-      a.bias = bias ? bias + (h * T + r0) * T : nullptr;
-      a.probs = scores ? scores + (bh * T + r0) * T : nullptr;
-      a.out = out + (b * T + r0) * D + h * Dh;
-      a.ldo = D;
-      a.work = work.data();
-      k.attend(a);
-    });
-  }, impl);
-  fused.flops = 4.0 * double(B * H) * double(T) * double(T) * double(Dh);
-  steps.push_back(std::move(fused));
+  });
+
+  dnnl::primitive_attr scale_attr;
+  scale_attr.set_output_scales(0, {1.f / std::sqrt(float(Dh))});
+  dnnl::matmul::primitive_desc qk_pd(dnnl::matmul::desc(q_md, kt_md, s_md), scale_attr, cpu_engine());
+  steps[1].name = name + ".qk";
+  steps[1].prim = dnnl::matmul(qk_pd);
+  steps[1].args = {{DNNL_ARG_SRC, view(q_md, heads)}, {DNNL_ARG_WEIGHTS, view(kt_md, heads + BHTD)},
+                   {DNNL_ARG_DST, view(s_md, scores)}};
+  steps[1].flops = 2.0 * B * H * T * T * Dh;
+
+  dnnl::softmax_forward::primitive_desc sm_pd(
+      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, s_md, 3), cpu_engine());
+  steps[2].name = name + ".softmax";
+  steps[2].prim = dnnl::softmax_forward(sm_pd);
+  steps[2].args = {{DNNL_ARG_SRC, view(s_md, scores)}, {DNNL_ARG_DST, view(s_md, scores)}};
+
+  dnnl::matmul::primitive_desc pv_pd(dnnl::matmul::desc(s_md, q_md, o_md), cpu_engine());
+  steps[3].name = name + ".pv";
+  steps[3].prim = dnnl::matmul(pv_pd);
+  steps[3].args = {{DNNL_ARG_SRC, view(s_md, scores)}, {DNNL_ARG_WEIGHTS, view(q_md, heads + 2 * BHTD)},
+                   {DNNL_ARG_DST, view(o_md, out)}};
+  steps[3].flops = 2.0 * B * H * T * T * Dh;
   return steps;
 }
 

@@ -81,15 +81,11 @@ LayerNormWeights make_layer_norm(Arena& store, const float* gamma, const float* 
 Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_t M, const float* src, float* dst);
 
 // Multi-head self-attention core on qkv [B, T, 3, H, Dh] (a linear layer's output, [B*T, 3*H*Dh]):
-// out [B, T, H*Dh] = softmax(Q K^T / sqrt(Dh) + bias) V per image and head, written straight into the
-// heads-concatenated layout, by the fused kernel of attention.h. heads: scratch of
-// attention_scratch_floats(B, T, H, Dh) (each head's K and V packed); scores [B, H, T, T]: the softmax
-// written out, or null; bias [H, T, T] (the same for every image) or null. An image's result does not
-// depend on the images beside it.
-int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh);
+// heads [3, B, H, T, Dh] (scratch) = the heads split out, scores [B, H, T, T] = softmax(Q K^T / sqrt(Dh)),
+// out [B, T, H*Dh] = scores V, written straight into the heads-concatenated layout. All heads and
+// images in one matmul each.
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                                  const float* qkv, float* heads, float* scores, float* out,
-                                  const float* bias = nullptr);
+                                  const float* qkv, float* heads, float* scores, float* out);
 
 // Attention pooling with one query shared by every image (timm's AttentionPoolLatent with one latent, the
 // MAP head of SigLIP): out [B, H*Dh] = per head h, softmax(q_h . k_h^T / sqrt(Dh)) v_h, from q [H*Dh] and

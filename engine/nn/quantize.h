@@ -1,5 +1,5 @@
 // The int8 arithmetic: weights symmetric per output channel (|q| <= qmax), activations asymmetric u8
-// per image (x = scale * (q - zero), zero exactly representable). Rounding is to nearest, ties to even,
+// per row (x = scale * (q - zero), zero exactly representable). Rounding is to nearest, ties to even,
 // and saturating, as torch's quantize_per_channel / quantize_per_tensor.
 #pragma once
 #include <cstdint>

@@ -10,7 +10,44 @@
 namespace vit::ROWS_NS {
 namespace {
 
-#include "engine/nn/vec_impl.h"
+constexpr int W = ROWS_W;
+typedef float vf __attribute__((vector_size(W * 4)));
+typedef int32_t vi __attribute__((vector_size(W * 4)));
+typedef uint8_t vb __attribute__((vector_size(W)));
+
+inline vf ld(const float* p) {
+  vf v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline vi ldi(const int32_t* p) {
+  vi v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void st(float* p, vf v) { __builtin_memcpy(p, &v, sizeof v); }
+// x in every lane; as x * 1 (exact), which the compiler folds into a broadcast, from memory when x is there.
+inline vf bc(float x) { return (vf{} + 1.f) * x; }
+// As std::min(a, b) and std::max(a, b) lane by lane (b when a is NaN for max: what the scalar code does).
+inline vf vmin(vf a, vf b) { return b < a ? b : a; }
+inline vf vmax(vf a, vf b) { return a < b ? b : a; }
+inline float smin(float a, float b) { return b < a ? b : a; }
+inline float smax(float a, float b) { return a < b ? b : a; }
+
+// a * b + c rounded once where the ISA has the instruction (AVX2, AVX-512), else twice: for polynomials
+// that need not match the scalar code bit for bit (the files are compiled without contraction).
+inline vf fma(vf a, vf b, vf c) {
+#if ROWS_W == 16
+  return __builtin_ia32_vfmaddps512_mask(a, b, c, -1, 4);
+#elif ROWS_W == 8
+  return __builtin_ia32_vfmaddps256(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+// Round to nearest, ties to even, for |v| < 2^22: as quantize.cpp's round_even.
+constexpr float kRound = 12582912.f;
 
 void range(const float* x, int64_t n, float* lo, float* hi) {
   float l = x[0], h = x[0];
@@ -49,6 +86,26 @@ void quantize(const float* x, int64_t n, float inv, float zero, uint8_t* q) {
     __builtin_memcpy(q + i, &b, sizeof b);
   }
   for (; i < n; ++i) q[i] = uint8_t(int32_t(quantize1(x[i], inv, zero)));
+}
+
+// e^x for x in [-88, 0]: 2^k e^r with |r| <= ln2 / 2, e^r by its Taylor polynomial to r^7
+// (relative error below 2e-8 before rounding).
+inline vf vexp(vf x) {
+  x = vmax(x, bc(-87.f));
+  const vf k = (x * bc(1.44269504f) + bc(kRound)) - bc(kRound);
+  const vf r = (x - k * bc(0.693359375f)) - k * bc(-2.12194440e-4f);  // ln 2 in two parts, the first exact in k
+  vf p = bc(1.f / 5040);
+  p = fma(p, r, bc(1.f / 720));
+  p = fma(p, r, bc(1.f / 120));
+  p = fma(p, r, bc(1.f / 24));
+  p = fma(p, r, bc(1.f / 6));
+  p = fma(p, r, bc(0.5f));
+  p = fma(p, r, bc(1.f));
+  p = fma(p, r, bc(1.f));
+  const vi bits = (__builtin_convertvector(k, vi) + 127) << 23;
+  vf scale;
+  __builtin_memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
 }
 
 // erf: below |x| = 1 its Taylor series to x^21 (terms alternate and shrink, the last below 2e-8);

@@ -218,6 +218,24 @@ def test_embed_equals_vit_embed(tiny, tiny_classifier, tmp_path):
     np.testing.assert_array_equal(encoded["embeddings"], tiny_classifier.embed(files)["embeddings"])
 
 
+def test_pool_overrides_the_models_own(tiny, tmp_path):
+    """pool='mean' pools the final-normed patch tokens by their mean, as `vit embed --pool mean` does."""
+    _, good, _ = tiny
+    files = [str(g) for g in good]
+    c = vit.Classifier(tiny[0], pool="mean")
+    got = c.embed(files, tokens=True)
+    np.testing.assert_allclose(got["embeddings"], got["tokens"][:, 1:].mean(axis=1), rtol=1e-5, atol=1e-6)
+    out = tmp_path / "emb.safetensors"
+    run = subprocess.run([VIT_BINARY, "embed", "--model", str(tiny[0]), "--pool", "mean", "-o", str(out), *files],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_array_equal(got["embeddings"], read_safetensors(out)[0]["embeddings"])
+    with pytest.raises(ValueError, match="pool 'max'"):
+        vit.Classifier(tiny[0], pool="max")
+    with pytest.raises(vit.Error, match="attention"):
+        vit.Classifier(tiny[0], pool="map").embed(files)
+
+
 def test_video_frames_classify_as_their_images(tiny, tiny_classifier, tmp_path):
     """A lossless clip of the three images (resized to one size) written by tests/write_clip at 2 frames/s."""
     from PIL import Image
