@@ -29,7 +29,7 @@ namespace {
 
 struct ClassifyOptions {
   ModelOptions model;
-  std::string labels, save_logits;
+  std::string labels, save_logits, text_embeddings;
   int topk = 5, batch = 8;
   int64_t max_pixels = kDefaultMaxPixels;
   bool json = false, stats = false, force = false, stdin_paths = false, null_separated = false;
@@ -195,6 +195,7 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   if (!o.stdin_paths && !videos) o.batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs.size(), 1))));
   ClassifierOptions co = classifier_options(o.model);
   co.labels = o.labels;
+  co.text_embeddings = o.text_embeddings;
   co.batch = o.batch;
   co.max_pixels = o.max_pixels;
   co.exif_transpose = o.exif_transpose;
@@ -213,7 +214,12 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<ClassifyOptions>();
   CLI::App* cmd = app.add_subcommand("classify", "classify images with a ViT and print the top-k classes");
   add_model_options(cmd, &o->model);
-  cmd->add_option("--labels", o->labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
+  CLI::Option* labels =
+      cmd->add_option("--labels", o->labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
+  cmd->add_option("--text-embeddings", o->text_embeddings,
+                  "zero-shot labels for a CLIP or SigLIP image tower: class names and text embeddings in a .safetensors "
+                  "file (scripts/export_text_embeddings.py), scored by cosine similarity times the model's logit scale")
+      ->excludes(labels);
   add_number_option(cmd, "-k,--topk", &o->topk, 1, 100000, "classes to print per image");
   add_batch_option(cmd, &o->batch);
   cmd->add_flag("--json", o->json, "one JSON object per line");

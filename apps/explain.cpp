@@ -237,7 +237,8 @@ std::function<int()> prepare_explain(ExplainOptions o) {
   }
   o.model.precision = Precision::F32;
   ViT model = load_model(o.model);
-  require_head(model.config().classes, model.source());
+  // A projection into a joint image-text space (OpenCLIP's, Hugging Face's CLIP) has no classes to explain.
+  require_head(model.config().head_is_projection ? 0 : model.config().classes, model.source());
   auto explainer = std::make_shared<Explainer>(o, std::move(model));
   return [inputs, explainer] { return explainer->run(*inputs); };
 }

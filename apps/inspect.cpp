@@ -31,7 +31,9 @@ int print_inspect(ViT& model) {
   if (c.dist_token) tokens += " + distillation token";
   if (c.reg_tokens) tokens += fmt::format(" + {} register tokens (reg_token, not in the position table)", c.reg_tokens);
   std::string pos = c.abs_pos ? fmt::format("{}x{} grid", c.pos_grid_h, c.pos_grid_w) : "none";
-  if (c.abs_pos && c.pos_grid_h != c.grid_h()) pos += fmt::format(", resampled to {}x{} (bicubic, antialiased)", c.grid_h(), c.grid_w());
+  if (c.abs_pos && c.pos_grid_h != c.grid_h())
+    pos += fmt::format(", resampled to {}x{} ({})", c.grid_h(), c.grid_w(),
+                       c.pos_antialias ? "bicubic, antialiased" : "bicubic, not antialiased: torch's, as the layout's code");
   pos += c.no_embed_class ? ", patches only (no_embed_class)" : "";
   const std::string resize = p.crop_mode == CropMode::Squash
                                  ? fmt::format("{}x{}", p.resize_width(), p.resize_height())
@@ -47,7 +49,7 @@ int print_inspect(ViT& model) {
                                                   : ", layer scale on both branches of every block (ls1, ls2)")
                             : "",
               c.norm_pre ? ", LayerNorm before the blocks (norm_pre)" : "",
-              c.quick_gelu ? ", QuickGELU in the MLPs" : "");
+              c.quick_gelu ? ", QuickGELU in the MLPs" : c.gelu_tanh ? ", GELU's tanh form in the MLPs" : "");
   if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope)
     std::printf("attention      %s%s%s%s\n", c.k_bias ? "q, k, v biases" : "q and v biases, no k bias",
                 c.qkv_fused ? "" : ", separate q_proj, k_proj, v_proj (run as one)",

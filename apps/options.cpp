@@ -119,7 +119,9 @@ ClassifierOptions classifier_options(const ModelOptions& o) {
 Classifier load_classifier(const ModelOptions& o, const ClassifierOptions& co) { return Classifier(model_path(o), co); }
 
 void require_head(int64_t classes, const std::string& model_file) {
-  if (classes == 0) throw Error(model_file, "the model has no classifier head (embeddings only): use vit embed");
+  if (classes == 0)
+    throw Error(model_file, "the model has no classifier head (embeddings only): use vit embed, or for a CLIP or "
+                            "SigLIP image tower vit classify --text-embeddings");
 }
 
 std::vector<int> parse_batch_list(const std::string& s, const std::string& flag) {

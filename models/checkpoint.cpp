@@ -18,6 +18,7 @@ const char* layout_name(CheckpointLayout l) {
     case CheckpointLayout::Timm: return "timm";
     case CheckpointLayout::HuggingFace: return "Hugging Face";
     case CheckpointLayout::Torchvision: return "torchvision";
+    case CheckpointLayout::Other: return "other";
   }
   return "?";
 }
@@ -25,7 +26,9 @@ const char* layout_name(CheckpointLayout l) {
 Checkpoint::Checkpoint(const std::string& path) : st_(std::make_unique<SafeTensors>(path)) {
   const std::string family = unsupported_family(*st_);
   if (!family.empty()) throw Error(path, family + " checkpoint: not supported yet");
-  if (st_->has("vit.embeddings.patch_embeddings.projection.weight")) layout_ = CheckpointLayout::HuggingFace;
+  other_ = detect_other_layout(*st_);
+  if (other_ != OtherLayout::None) layout_ = CheckpointLayout::Other;
+  else if (st_->has("vit.embeddings.patch_embeddings.projection.weight")) layout_ = CheckpointLayout::HuggingFace;
   else if (st_->has("conv_proj.weight")) layout_ = CheckpointLayout::Torchvision;
   else if (!st_->has("patch_embed.proj.weight"))
     throw Error(path, "not a ViT checkpoint: no patch embedding tensor (patch_embed.proj.weight, "
@@ -64,10 +67,81 @@ const NameRule kBlockModules[] = {
     {"mlp.fc2", {"output.dense"}, "mlp.3"},
 };
 
+// A NaN or infinite weight makes every answer NaN: loaded still (a model is the user's to judge), but
+// named now, where the cause can be seen, rather than only in results that are not numbers.
+void warn_not_finite(const std::string& path, const std::string& name, const std::vector<float>& v) {
+  const size_t bad = size_t(std::count_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); }));
+  if (bad)
+    spdlog::warn("{}: tensor {} holds {} value(s) that are not finite (NaN or infinity): the model's answers will "
+                 "not be numbers", path, name, bad);
+}
+
 }  // namespace
+
+std::string Checkpoint::layout_label() const {
+  return layout_ == CheckpointLayout::Other ? other_layout_name(other_) : layout_name(layout_);
+}
+
+std::vector<int64_t> Checkpoint::part_shape(const StoredPart& p) const {
+  std::vector<int64_t> s = st_->get(p.name).shape;
+  if (p.dim >= 0) {
+    if (p.dim >= int(s.size())) throw Error(path(), p.name + " has shape " + shape_string(s) + ", too few dimensions");
+    const int64_t n = s[size_t(p.dim)];
+    const int64_t b = p.thirds ? p.begin * n / 3 : p.begin, e = p.thirds ? p.end * n / 3 : p.end < 0 ? n : p.end;
+    if ((p.thirds && n % 3) || b > e || e > n)
+      throw Error(path(), p.name + " has shape " + shape_string(s) + ", too small for its parts");
+    s[size_t(p.dim)] = e - b;
+  }
+  if (p.transpose) {
+    if (s.size() != 2) throw Error(path(), p.name + " has shape " + shape_string(s) + ", expected 2 dimensions");
+    std::swap(s[0], s[1]);
+  }
+  return s;
+}
+
+std::vector<float> Checkpoint::read_part(const StoredPart& p) {
+  used_.insert(p.name);
+  std::vector<float> v = st_->to_f32(p.name);
+  const std::vector<int64_t> full = st_->get(p.name).shape, s = part_shape(p);
+  if (p.dim >= 0) {
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < p.dim; ++d) outer *= full[size_t(d)];
+    for (size_t d = size_t(p.dim) + 1; d < full.size(); ++d) inner *= full[d];
+    const int64_t n = full[size_t(p.dim)], kept = s[size_t(p.dim)];
+    const int64_t b = p.thirds ? p.begin * n / 3 : p.begin;
+    std::vector<float> out;
+    out.reserve(size_t(outer * kept * inner));
+    for (int64_t o = 0; o < outer; ++o) {
+      const auto* from = v.data() + (o * n + b) * inner;
+      out.insert(out.end(), from, from + kept * inner);
+    }
+    v = std::move(out);
+  }
+  if (p.transpose) {
+    const int64_t r = full[0], c = full[1];  // stored [r, c] -> [c, r]
+    std::vector<float> t(v.size());
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) t[size_t(j * r + i)] = v[size_t(i * c + j)];
+    v = std::move(t);
+  }
+  return v;
+}
+
+bool Checkpoint::has_other(const StoredTensor& t) const {
+  if (t.parts.empty()) return false;
+  for (const auto* list : {&t.parts, &t.add})
+    for (const StoredPart& p : *list)
+      if (!st_->has(p.name)) return false;
+  return true;
+}
 
 std::vector<std::string> Checkpoint::source_names(const std::string& timm_name) const {
   if (layout_ == CheckpointLayout::Timm) return {timm_name};
+  if (layout_ == CheckpointLayout::Other) {
+    std::vector<std::string> names;
+    for (const StoredPart& p : other_layout_tensor(other_, timm_name).parts) names.push_back(p.name);
+    return names;
+  }
   const bool hf = layout_ == CheckpointLayout::HuggingFace;
   for (const NameRule& r : kTensors)
     if (timm_name == r.timm) return hf ? std::vector<std::string>{r.hf[0]} : std::vector<std::string>{r.tv};
@@ -94,6 +168,7 @@ std::vector<std::string> Checkpoint::source_names(const std::string& timm_name) 
 }
 
 bool Checkpoint::has(const std::string& timm_name) const {
+  if (layout_ == CheckpointLayout::Other) return has_other(other_layout_tensor(other_, timm_name));
   const auto names = source_names(timm_name);
   if (names.empty()) return false;
   for (const auto& n : names)
@@ -104,9 +179,20 @@ bool Checkpoint::has(const std::string& timm_name) const {
 std::vector<int64_t> Checkpoint::shape(const std::string& timm_name) const {
   const auto names = source_names(timm_name);
   if (names.empty() || !has(timm_name)) throw Error(path(), "missing tensor " + timm_name);
-  std::vector<int64_t> s = st_->get(names[0]).shape;
-  for (size_t i = 1; i < names.size(); ++i) s[0] += st_->get(names[i]).shape[0];
-  // Hugging Face's and torchvision's tensors have timm's shapes; Hugging Face's q, k, v stack on dim 0.
+  // Hugging Face's and torchvision's tensors have timm's shapes; Hugging Face's q, k, v stack on dim 0, and
+  // must agree in every other dimension (else the stacked values would not fill the shape claimed).
+  std::vector<std::vector<int64_t>> parts;
+  const StoredTensor t = layout_ == CheckpointLayout::Other ? other_layout_tensor(other_, timm_name) : StoredTensor{};
+  for (size_t i = 0; i < names.size(); ++i)
+    parts.push_back(layout_ == CheckpointLayout::Other ? part_shape(t.parts[i]) : st_->get(names[i]).shape);
+  std::vector<int64_t> s = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    if (s.empty() || parts[i].size() != s.size() || !std::equal(s.begin() + 1, s.end(), parts[i].begin() + 1))
+      throw Error(path(), names[i] + " has shape " + shape_string(parts[i]) + ", which does not stack with " +
+                              names[0] + "'s " + shape_string(parts[0]) + " into " + timm_name);
+    s[0] += parts[i][0];
+  }
+  s.insert(s.begin(), size_t(t.lead_ones), 1);
   return s;
 }
 
@@ -121,15 +207,26 @@ Checkpoint::Tensor Checkpoint::take(const std::string& timm_name, const std::vec
     throw Error(path(), "" + (names.size() == 1 ? names[0] : timm_name) + " has shape " + shape_string(got) +
                 ", expected " + shape_string(expected));
   std::vector<float> values;
+  if (layout_ == CheckpointLayout::Other) {
+    const StoredTensor t = other_layout_tensor(other_, timm_name);
+    for (const StoredPart& p : t.parts) {
+      std::vector<float> part = read_part(p);
+      values.insert(values.end(), part.begin(), part.end());
+    }
+    for (const StoredPart& p : t.add) {
+      const std::vector<float> part = read_part(p);
+      if (part.size() != values.size())
+        throw Error(path(), p.name + ": the part added to " + timm_name + " has " + std::to_string(part.size()) +
+                                " values, expected " + std::to_string(values.size()));
+      for (size_t i = 0; i < values.size(); ++i) values[i] += part[i];
+    }
+    warn_not_finite(path(), names[0], values);
+    return Tensor(std::move(values));
+  }
   for (const auto& n : names) {
     used_.insert(n);
     std::vector<float> part = st_->to_f32(n);
-    // A NaN or infinite weight makes every answer NaN: loaded still (a model is the user's to judge), but
-    // named now, where the cause can be seen, rather than only in results that are not numbers.
-    const size_t bad = size_t(std::count_if(part.begin(), part.end(), [](float v) { return !std::isfinite(v); }));
-    if (bad)
-      spdlog::warn("{}: tensor {} holds {} value(s) that are not finite (NaN or infinity): the model's answers will "
-                   "not be numbers", path(), n, bad);
+    warn_not_finite(path(), n, part);
     if (values.empty()) values = std::move(part);
     else values.insert(values.end(), part.begin(), part.end());
   }
@@ -141,6 +238,7 @@ void Checkpoint::check_all_used() const {
   int count = 0;
   for (const auto& [name, t] : st_->tensors()) {
     if (used_.count(name) || name.rfind("vit.pooler.", 0) == 0) continue;  // HF's pooler feeds no classifier
+    if (other_layout_ignores(other_, name)) continue;
     if (count++ < 5) unused += (unused.empty() ? "" : ", ") + name;
   }
   if (count)

@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "engine/io/safetensors.h"
+#include "layouts.h"
 
 namespace vit {
 
-enum class CheckpointLayout { Timm, HuggingFace, Torchvision };
+// Other: one of layouts.h's (Hugging Face DINOv2, CLIP and SigLIP, OpenCLIP), named by other_layout().
+enum class CheckpointLayout { Timm, HuggingFace, Torchvision, Other };
 const char* layout_name(CheckpointLayout l);
 
 class Checkpoint {
@@ -22,6 +24,8 @@ class Checkpoint {
 
   const std::string& path() const { return st_->path(); }
   CheckpointLayout layout() const { return layout_; }
+  OtherLayout other_layout() const { return other_; }
+  std::string layout_label() const;  // "timm", "OpenCLIP", ...
   bool has(const std::string& timm_name) const;
   std::vector<int64_t> shape(const std::string& timm_name) const;  // throws when missing
   // A taken tensor, read from the file as f32 (F16 and BF16 widened; Hugging Face's q, k, v assembled).
@@ -46,8 +50,12 @@ class Checkpoint {
 
  private:
   std::vector<std::string> source_names(const std::string& timm_name) const;
+  std::vector<int64_t> part_shape(const StoredPart& p) const;
+  std::vector<float> read_part(const StoredPart& p);
+  bool has_other(const StoredTensor& t) const;
   std::unique_ptr<SafeTensors> st_;
   CheckpointLayout layout_ = CheckpointLayout::Timm;
+  OtherLayout other_ = OtherLayout::None;
   std::set<std::string> used_;
 };
 

@@ -12,6 +12,7 @@
 #include "models/labels.h"
 #include "models/runner.h"
 #include "models/video.h"
+#include "models/zero_shot.h"
 #include "models/vit.h"
 #include "vit/vit.h"
 
@@ -23,7 +24,24 @@ struct Classifier::Impl {
   ClassifierOptions opt;
   PlanPool plans;
   std::vector<std::string> labels;
+  std::unique_ptr<ZeroShot> zero_shot;  // with ClassifierOptions::text_embeddings
   int threads = 1;
+
+  // A projection into a joint image-text space labels nothing without text embeddings.
+  int64_t classes() const {
+    const ViTConfig& c = model.config();
+    return zero_shot ? zero_shot->classes() : c.head_is_projection ? 0 : c.classes;
+  }
+  // Row `row` of a batch's logits: the model's, or with zero-shot labels its image embedding's scores
+  // (written into `scores`, [classes]).
+  const float* logits(const ViT::Plan& plan, int64_t row, std::vector<float>& scores) const {
+    const ViTConfig& c = model.config();
+    if (!zero_shot) return plan.logits() + row * c.classes;
+    const int64_t E = c.classes > 0 ? c.classes : c.width;  // timm's model(x): after the projection, if any
+    scores.resize(size_t(zero_shot->classes()));
+    zero_shot->score((c.classes > 0 ? plan.logits() : plan.features()) + row * E, scores.data());
+    return scores.data();
+  }
 
   // Each call runs with the Classifier's thread count, whichever thread it comes from (OpenMP's count
   // is per thread, and a Plan's primitives are made for one count).
@@ -44,13 +62,13 @@ struct Classifier::Impl {
   Result answer(const std::string& name, const float* logits, int topk) const {
     Result r;
     r.file = name;
-    const int64_t C = model.config().classes;
+    const int64_t C = classes();
     // No ranking of NaNs: a model with non-finite weights (warned about at load) answers nothing.
     if (!std::all_of(logits, logits + C, [](float v) { return std::isfinite(v); })) {
       r.error = "the model's logits are not numbers (NaN or infinity): its weights hold non-finite values";
       return r;
     }
-    for (const Scored& s : top_k(logits, C, topk)) r.top.push_back({s.index, labels[size_t(s.index)], s.prob});
+    for (const Scored& s : zero_shot ? zero_shot->top(logits, topk) : top_k(logits, C, topk)) r.top.push_back({s.index, labels[size_t(s.index)], s.prob});
     if (opt.keep_logits) r.logits.assign(logits, logits + C);
     return r;
   }
@@ -58,18 +76,19 @@ struct Classifier::Impl {
   // Classifies n inputs through the batch runner: decode(i) gives input i's image (or throws).
   std::vector<Result> run(size_t n, const std::function<std::string(size_t)>& name, const DecodeFn& decode, int topk,
                           const BetweenBatches& between) const {
-    if (model.config().classes == 0)
-      throw Error(model.source(), "the model has no classifier head (embeddings only): use embed (vit embed)");
+    if (classes() == 0)
+      throw Error(model.source(), "the model has no classifier head (embeddings only): use embed (vit embed), or for a "
+                                  "CLIP or SigLIP tower text embeddings (--text-embeddings)");
     use_threads();
     std::vector<Result> out(n);
-    const int64_t C = model.config().classes;
     run_batches(plans, n, {opt.batch, false}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+      std::vector<float> scores;
       for (const BatchItem& item : items) {
         if (item.row < 0) {
           out[item.index].file = name(item.index);
           out[item.index].error = item.error;
         } else {
-          out[item.index] = answer(name(item.index), plan.logits() + item.row * C, topk);
+          out[item.index] = answer(name(item.index), logits(plan, item.row, scores), topk);
         }
       }
     }, between);
@@ -124,6 +143,16 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   else if (options.pool == "mean" || options.pool == "avg") impl_->model.set_pool(Pool::Avg);
   else if (options.pool == "map") impl_->model.set_pool(Pool::Map);
   else if (!options.pool.empty()) throw Error("pool '" + options.pool + "' is not supported (cls, mean or map)");
+  if (!options.text_embeddings.empty()) {
+    const ViTConfig& c = impl_->model.config();
+    if (!options.labels.empty()) throw ArgumentError("labels and text embeddings both name the classes: give one");
+    if (c.family.find("CLIP") == std::string::npos && c.family.find("SigLIP") == std::string::npos)
+      throw Error(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower, and " +
+                                               impl_->model.source() + " is a " + c.family);
+    impl_->zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(options.text_embeddings, c.classes > 0 ? c.classes : c.width));
+    impl_->labels = impl_->zero_shot->labels();
+    return;
+  }
   impl_->labels = resolve_labels(options.labels, impl_->model.config());
 }
 
@@ -188,13 +217,15 @@ std::vector<float> Classifier::logits(const float* images, int64_t n, const Betw
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();
-  const int64_t per = c.input_floats(), batch = impl_->opt.batch;
-  std::vector<float> out(size_t(n * c.classes));
+  const int64_t per = c.input_floats(), batch = impl_->opt.batch, C = impl_->classes();
+  std::vector<float> out(size_t(n * C)), scores;
   for (int64_t first = 0, count = 0; first < n; first += count) {
     count = plan_size(n - first, batch);
     auto plan = impl_->plans.take(count);
     std::memcpy(plan->input(), images + first * per, size_t(count * per) * sizeof(float));
-    std::memcpy(out.data() + first * c.classes, plan->run(), size_t(count * c.classes) * sizeof(float));
+    plan->run();
+    for (int64_t b = 0; b < count; ++b)
+      std::memcpy(out.data() + (first + b) * C, impl_->logits(*plan, b, scores), size_t(C) * sizeof(float));
     impl_->plans.give_back(std::move(plan));
     if (first + count < n) check_between(between);
   }
@@ -210,7 +241,7 @@ std::vector<float> Classifier::preprocess(const std::string& path) const {
 }
 
 const std::vector<std::string>& Classifier::labels() const { return impl_->labels; }
-int64_t Classifier::classes() const { return impl_->model.config().classes; }
+int64_t Classifier::classes() const { return impl_->classes(); }
 
 ModelInfo Classifier::info() const {
   const ViTConfig& c = impl_->model.config();

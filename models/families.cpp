@@ -22,14 +22,13 @@ const Marker kMarkers[] = {
     {"rope.freqs", "EVA with learned rotary frequencies (rope_type 'mixed')"},
     // timm's beit.py: one relative position table shared by every block.
     {"rel_pos_bias.relative_position_bias_table", "BEiT with a shared relative position bias (use_shared_rel_pos_bias)"},
-    // OpenCLIP's and Hugging Face's CLIP layouts (timm's CLIP towers load: norm_pre).
-    {"visual.conv1.weight", "OpenCLIP image tower"},
-    {"vision_model.embeddings.class_embedding", "Hugging Face CLIP image tower"},
-    // Hugging Face's SigLIP (timm's, with attn_pool, loads).
-    {"vision_model.head.probe", "Hugging Face SigLIP image tower"},
-    // Hugging Face's Dinov2Model.
-    {"embeddings.mask_token", "Hugging Face DINOv2"},
-    {"encoder.layer.0.layer_scale1.lambda1", "Hugging Face DINOv2"},
+    // Variants of the layouts in layouts.h that the engine does not run: OpenCLIP towers built on a timm
+    // model or with an attentional pool, DINOv2 giant's SwiGLU MLP, DINOv2 with a classifier.
+    {"visual.trunk.patch_embed.proj.weight", "OpenCLIP image tower on a timm model (visual.trunk)"},
+    {"visual.attn_pool.query", "OpenCLIP image tower with an attentional pool"},
+    {"encoder.layer.0.mlp.weights_in.weight", "Hugging Face DINOv2 with a SwiGLU MLP (giant)"},
+    {"dinov2.embeddings.cls_token", "Hugging Face Dinov2ForImageClassification"},
+    {"dinov2_with_registers.embeddings.cls_token", "Hugging Face Dinov2WithRegistersForImageClassification"},
 };
 
 const std::regex kBeit(R"(^beit(v2)?_(base|large)_patch16_(224|384|512)(\..*)?$)");

@@ -1,6 +1,6 @@
 // Which ViT family a checkpoint belongs to, from its tensor names: the families the engine runs (classic
-// ViT and DeiT, DeiT III, DINOv2, timm's CLIP and SigLIP towers, BEiT, EVA-02) and those it recognises but
-// does not run yet, refused by name rather than loaded half-right.
+// ViT and DeiT, DeiT III, DINOv2, CLIP and SigLIP towers, BEiT, EVA-02, in timm's layout and those of
+// layouts.h) and those it recognises but does not run yet, refused by name rather than loaded half-right.
 #pragma once
 #include <string>
 

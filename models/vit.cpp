@@ -48,12 +48,17 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 // The stored position table at the input's grid: timm's resample_abs_pos_embed (bicubic, antialiased,
-// prefix tokens kept as they are) when the grid differs from the one it was trained at.
+// prefix tokens kept as they are) when the grid differs from the one it was trained at; for the layouts
+// whose code interpolates without antialiasing (transformers' Dinov2, CLIP, SigLIP), torch's plain bicubic.
 std::vector<float> position_table(const ViTConfig& c, std::vector<float> pos) {
   if (c.pos_grid_h == c.grid_h() && c.pos_grid_w == c.grid_w()) return pos;
   const int64_t D = c.width, prefix = c.no_embed_class ? 0 : c.prefix_tokens();
-  std::vector<float> grid = resample_grid(pos.data() + prefix * D, int(c.pos_grid_h), int(c.pos_grid_w), int(D),
-                                          int(c.grid_h()), int(c.grid_w()), Filter::Bicubic);
+  const float* patches = pos.data() + prefix * D;
+  std::vector<float> grid =
+      c.pos_antialias ? resample_grid(patches, int(c.pos_grid_h), int(c.pos_grid_w), int(D), int(c.grid_h()),
+                                      int(c.grid_w()), Filter::Bicubic)
+                      : interpolate_bicubic(patches, int(c.pos_grid_h), int(c.pos_grid_w), int(D), int(c.grid_h()),
+                                            int(c.grid_w()));
   pos.resize(size_t(prefix * D));
   pos.insert(pos.end(), grid.begin(), grid.end());
   spdlog::debug("position table resampled from {}x{} to {}x{}", c.pos_grid_h, c.pos_grid_w, c.grid_h(), c.grid_w());
@@ -133,13 +138,18 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
   if (!exists(model)) throw Error(model, "no such file or directory");
   if (is_dir(model)) {
     dir = model;
-    file = model + (model.back() == '/' ? "" : "/") + "model.safetensors";
-    if (!exists(file)) throw Error(model, "folder has no model.safetensors");
+    const std::string slash = model.back() == '/' ? "" : "/";
+    file = model + slash + "model.safetensors";
+    // An OpenCLIP hub folder: open_clip_model.safetensors beside open_clip_config.json.
+    if (!exists(file) && exists(model + slash + "open_clip_model.safetensors")) file = model + slash + "open_clip_model.safetensors";
+    if (!exists(file)) throw Error(model, "folder has no model.safetensors (or open_clip_model.safetensors)");
   } else {
     dir = parent_dir(model);
   }
   std::string cfg_file = config_path;
-  if (cfg_file.empty() && exists(dir + "/config.json")) cfg_file = dir + "/config.json";
+  const bool open_clip = base_name(file).rfind("open_clip", 0) == 0;
+  const std::string beside = dir + (open_clip ? "/open_clip_config.json" : "/config.json");
+  if (cfg_file.empty() && exists(beside)) cfg_file = beside;
   nlohmann::json cfg_json, pre_json;
   ConfigSources src;
   if (!cfg_file.empty()) {
@@ -152,7 +162,7 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
     pre_json = read_json(src.preprocessor_name);
     src.preprocessor = &pre_json;
   }
-  src.name_hint = base_name(is_dir(model) ? model : (base_name(file) == "model.safetensors" ? dir : file));
+  src.name_hint = base_name(is_dir(model) ? model : (base_name(file) == "model.safetensors" || open_clip ? dir : file));
   src.img_size = img_size;
 
   Checkpoint ck(file);
@@ -202,7 +212,7 @@ void ViT::load_weights(Checkpoint& ck) {
     }
     return make_linear(store_, w.data(), b.data(), K, D, c.tokens(), Epilogue::AddToDst, precision_of(n));
   };
-  const Epilogue mlp_act = c.quick_gelu ? Epilogue::QuickGelu : Epilogue::Gelu;
+  const Epilogue mlp_act = c.quick_gelu ? Epilogue::QuickGelu : c.gelu_tanh ? Epilogue::GeluTanh : Epilogue::Gelu;
   patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, Epilogue::None, {D, Cin, P, P});
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
@@ -246,7 +256,7 @@ void ViT::load_weights(Checkpoint& ck) {
     attn_pool_.fc1 = linear("attn_pool.mlp.fc1", D, c.attn_pool_mlp, true, mlp_act);
     attn_pool_.fc2 = linear("attn_pool.mlp.fc2", c.attn_pool_mlp, D, true, Epilogue::AddToDst);
   }
-  if (C > 0) head_ = linear("head", D, C, true, Epilogue::None);
+  if (C > 0) head_ = linear("head", D, C, other_layout_head_has_bias(ck.other_layout()), Epilogue::None);
   if (c.dist_token) head_dist_ = linear("head_dist", D, C, true, Epilogue::None);
 }
 
@@ -282,7 +292,8 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
   for (int64_t i = 0; i < cfg.depth; ++i)
     m.blocks_.push_back({norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv", Epilogue::None),
                          linear(D, D, "blocks.attn.proj", Epilogue::AddToDst),
-                         linear(D, M, "blocks.mlp.fc1", cfg.quick_gelu ? Epilogue::QuickGelu : Epilogue::Gelu),
+                         linear(D, M, "blocks.mlp.fc1",
+                                cfg.quick_gelu ? Epilogue::QuickGelu : cfg.gelu_tanh ? Epilogue::GeluTanh : Epilogue::Gelu),
                          linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst), LayerNormWeights{}, {}});
   if (cfg.norm_pre) m.norm_pre_ = norm();
   if (cfg.final_norm) m.norm_ = norm();

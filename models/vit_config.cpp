@@ -12,6 +12,7 @@
 
 #include "checkpoint.h"
 #include "families.h"
+#include "layout_config.h"
 #include "vit/error.h"
 
 namespace vit {
@@ -214,7 +215,7 @@ void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   c->fc_norm = ck.has("fc_norm.weight");
   c->patch_bias = ck.has("patch_embed.proj.bias");
   c->pool = c->attn_pool_mlp ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
-  c->stored_as = std::string(layout_name(ck.layout())) + " names, " + ck.dtypes();
+  c->stored_as = ck.layout_label() + " names, " + ck.dtypes();
   for (std::string* k : {&c->origin.patch, &c->origin.width, &c->origin.depth, &c->origin.mlp, &c->origin.classes,
                          &c->origin.tokens, &c->origin.norms})
     *k = "file (tensor shapes)";
@@ -636,13 +637,14 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   const json* config = src.config;
   const std::string where = config ? src.config_name : file;
   if (config && !config->is_object()) throw Error(where, "not a JSON object");
-  const bool hf = config && (config->contains("model_type") || config->contains("architectures"));
+  const bool other = ck.layout() == CheckpointLayout::Other;  // layouts.h's: settings from their own configs
+  const bool hf = !other && config && (config->contains("model_type") || config->contains("architectures"));
 
   // Step 2: timm's defaults for an architecture named by a timm config, or with no config by the file name.
   ViTConfig c;
   std::string arch;
-  if (config && !hf && config->contains("architecture")) arch = get_as<std::string>(*config, "architecture", where);
-  else if (!config) arch = src.name_hint;
+  if (config && !hf && !other && config->contains("architecture")) arch = get_as<std::string>(*config, "architecture", where);
+  else if (!config && !other) arch = src.name_hint;
   const std::string refused = config ? unsupported_family(arch) : "";
   if (!refused.empty()) throw Error(where, refused + " checkpoint: not supported yet (" + arch + ")");
   const bool known = !arch.empty() && arch_defaults(arch, &c);
@@ -654,7 +656,10 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
 
   // Step 3: the config.json.
   bool heads_given = known, size_given = known;
-  if (hf) {
+  if (other) {
+    heads_given = apply_other_layout_config(ck.other_layout(), config, where, file, &c);
+    size_given = config != nullptr;
+  } else if (hf) {
     heads_given = apply_hf_config(*config, where, file, &c);
     size_given = true;
   } else if (config) {
@@ -693,6 +698,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   position_grid(ck, &c);
   if (!size_given) set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
   name_family(config && !hf ? arch : known ? c.arch : "", &c);
+  if (other) name_other_layout_family(ck.other_layout(), &c);
 
   // Step 7: --img-size, with the same crop_pct (or Hugging Face resize ratio) at the new size, as timm's.
   if (src.img_size > 0) {

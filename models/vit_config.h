@@ -56,8 +56,12 @@ struct ViTConfig {
   bool layer_scale = false;             // ls1/ls2 gammas on each block's branches (DeiT III, DINOv2)
   std::string family = "ViT";           // what `vit inspect` calls it: ViT, DeiT, DeiT III, DINOv2, CLIP
   bool norm_pre = false;                // CLIP: a LayerNorm after the position table, before the blocks
-  bool quick_gelu = false;
-  int64_t attn_pool_mlp = 0;            // SigLIP's attention-pool head (attn_pool.*): its MLP width, 0 without              // OpenAI CLIP's MLP activation, x * sigmoid(1.702 x), not GELU
+  bool quick_gelu = false;              // OpenAI CLIP's MLP activation, x * sigmoid(1.702 x), not GELU
+  bool gelu_tanh = false;               // GELU's tanh approximation (Hugging Face SigLIP's gelu_pytorch_tanh)
+  int64_t attn_pool_mlp = 0;            // SigLIP's attention-pool head (attn_pool.*): its MLP width, 0 without
+  bool head_is_projection = false;      // the head maps into a joint image-text space (OpenCLIP's proj,
+                                        // Hugging Face's visual_projection): no classes to label with
+  bool pos_antialias = true;            // position table resampled antialiased (timm's), else as torch's plain bicubic
   bool dist_token = false;              // DeiT distilled: second token and head_dist
   bool no_embed_class = false;          // position table covers patches only
   bool final_norm = true;               // LayerNorm over all tokens before pooling

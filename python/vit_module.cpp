@@ -123,7 +123,8 @@ auto interruptible(const Call& call) {
 
 vit::Classifier make_classifier(const py::object& model, const std::string& precision, int threads,
                                 const py::object& labels, int img_size, int batch, const py::object& config,
-                                int64_t max_pixels, bool exif_transpose, const py::object& pool) {
+                                int64_t max_pixels, bool exif_transpose, const py::object& pool,
+                                const py::object& text_embeddings) {
   vit::ClassifierOptions o;
   try {
     o.precision = vit::precision_from_name(precision);
@@ -142,6 +143,7 @@ vit::Classifier make_classifier(const py::object& model, const std::string& prec
   o.threads = threads;
   if (!labels.is_none()) o.labels = path_arg(labels, "labels");
   if (!config.is_none()) o.config = path_arg(config, "config");
+  if (!text_embeddings.is_none()) o.text_embeddings = path_arg(text_embeddings, "text_embeddings");
   o.img_size = img_size;
   o.batch = batch;
   o.max_pixels = max_pixels;
@@ -387,6 +389,7 @@ void bind_classifier(py::module_& m) {
            py::arg("threads") = defaults.threads, py::arg("labels") = py::none(), py::arg("img_size") = defaults.img_size,
            py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
            py::arg("exif_transpose") = defaults.exif_transpose, py::arg("pool") = py::none(),
+           py::arg("text_embeddings") = py::none(),
            "model: a .safetensors file or the folder holding model.safetensors (and config.json); paths are str,\n"
            "bytes or os.PathLike. Options out of range (or not suiting the model) raise ValueError; more threads\n"
            "than cores warn (RuntimeWarning) and use the cores.\n"
@@ -394,7 +397,9 @@ void bind_classifier(py::module_& m) {
            "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
            "overriding the one beside the weights; max_pixels: larger images are refused from their header;\n"
            "exif_transpose: turn images as their EXIF orientation says (PIL's exif_transpose; timm does not);\n"
-           "pool: 'cls', 'mean' or 'map' to pool the tokens otherwise than the model does (as `vit embed --pool`).")
+           "pool: 'cls', 'mean' or 'map' to pool the tokens otherwise than the model does (as `vit embed --pool`);\n"
+           "text_embeddings: zero-shot labels for a CLIP or SigLIP image tower, a .safetensors file of class names and\n"
+           "text embeddings (scripts/export_text_embeddings.py) whose classes replace the model's.")
       .def("classify", &classify, py::arg("paths"), py::arg("topk") = 5,
            "Image files -> one dict per file, in order: {'file', 'top': [{'index', 'label', 'prob'}, ...]},\n"
            "or {'file', 'error'} for a file that could not be classified.")

@@ -177,4 +177,166 @@ TensorMap read_tensors(const std::string& path) {
   return out;
 }
 
+namespace {
+
+void add_random(TensorMap& t, std::mt19937& rng, const std::string& n, std::vector<int64_t> shape, float scale,
+                float offset = 0.f) {
+  size_t count = 1;
+  for (auto d : shape) count *= size_t(d);
+  t[n] = {shape, random_vector(count, rng, scale, offset)};
+}
+
+// Hugging Face's query, key and value (each [D, ...]) from timm's qkv, under `prefix` + name + suffix.
+void split_qkv(TensorMap& out, const TensorMap& t, int64_t depth, int64_t D, const std::function<std::string(int64_t)>& layer,
+               const char* const names[3], const std::string& suffix) {
+  for (int64_t i = 0; i < depth; ++i) {
+    const std::string p = "blocks." + std::to_string(i) + ".";
+    const auto& w = t.at(p + "attn.qkv.weight").second;
+    const auto& b = t.at(p + "attn.qkv.bias").second;
+    const size_t d = size_t(D);
+    for (size_t k = 0; k < 3; ++k) {
+      out[layer(i) + names[k] + suffix + ".weight"] = {{D, D}, {w.begin() + long(k * d * d), w.begin() + long((k + 1) * d * d)}};
+      out[layer(i) + names[k] + suffix + ".bias"] = {{D}, {b.begin() + long(k * d), b.begin() + long((k + 1) * d)}};
+    }
+  }
+}
+
+// A tensor with its leading 1s dropped ([1, 1, D] -> [D], [1, T, D] -> [T, D]).
+std::pair<std::vector<int64_t>, std::vector<float>> squeeze(const std::pair<std::vector<int64_t>, std::vector<float>>& v,
+                                                           size_t ones) {
+  return {std::vector<int64_t>(v.first.begin() + long(ones), v.first.end()), v.second};
+}
+
+const Renames kHfEncoderBlock = {{"norm1.weight", "layer_norm1.weight"}, {"norm1.bias", "layer_norm1.bias"},
+                                 {"attn.proj.weight", "self_attn.out_proj.weight"},
+                                 {"attn.proj.bias", "self_attn.out_proj.bias"},
+                                 {"norm2.weight", "layer_norm2.weight"}, {"norm2.bias", "layer_norm2.bias"},
+                                 {"mlp.fc1.weight", "mlp.fc1.weight"}, {"mlp.fc1.bias", "mlp.fc1.bias"},
+                                 {"mlp.fc2.weight", "mlp.fc2.weight"}, {"mlp.fc2.bias", "mlp.fc2.bias"}};
+const char* const kHfQkv[3] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
+
+}  // namespace
+
+void add_layer_scale(TensorMap& t, int64_t depth, int64_t D, uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < depth; ++i)
+    for (const char* g : {"ls1.gamma", "ls2.gamma"}) add_random(t, rng, "blocks." + std::to_string(i) + "." + g, {D}, 0.2f, 0.5f);
+}
+
+void add_norm_pre(TensorMap& t, int64_t D, uint32_t seed) {
+  std::mt19937 rng(seed);
+  add_random(t, rng, "norm_pre.weight", {D}, 0.2f, 1.f);
+  add_random(t, rng, "norm_pre.bias", {D}, 0.2f);
+}
+
+void add_attn_pool(TensorMap& t, int64_t D, int64_t mlp, uint32_t seed) {
+  std::mt19937 rng(seed);
+  add_random(t, rng, "attn_pool.latent", {1, 1, D}, 0.5f);
+  add_random(t, rng, "attn_pool.q.weight", {D, D}, 0.3f);
+  add_random(t, rng, "attn_pool.q.bias", {D}, 0.1f);
+  add_random(t, rng, "attn_pool.kv.weight", {2 * D, D}, 0.3f);
+  add_random(t, rng, "attn_pool.kv.bias", {2 * D}, 0.1f);
+  add_random(t, rng, "attn_pool.proj.weight", {D, D}, 0.15f);
+  add_random(t, rng, "attn_pool.proj.bias", {D}, 0.1f);
+  add_random(t, rng, "attn_pool.norm.weight", {D}, 0.2f, 1.f);
+  add_random(t, rng, "attn_pool.norm.bias", {D}, 0.2f);
+  add_random(t, rng, "attn_pool.mlp.fc1.weight", {mlp, D}, 0.15f);
+  add_random(t, rng, "attn_pool.mlp.fc1.bias", {mlp}, 0.1f);
+  add_random(t, rng, "attn_pool.mlp.fc2.weight", {D, mlp}, 0.1f);
+  add_random(t, rng, "attn_pool.mlp.fc2.bias", {D}, 0.1f);
+}
+
+TensorMap to_openclip_layout(const TensorMap& t, int64_t depth) {
+  TensorMap oc = rename(t, depth,
+                        {{"patch_embed.proj.weight", "visual.conv1.weight"},
+                         {"norm_pre.weight", "visual.ln_pre.weight"}, {"norm_pre.bias", "visual.ln_pre.bias"},
+                         {"norm.weight", "visual.ln_post.weight"}, {"norm.bias", "visual.ln_post.bias"}},
+                        {{"norm1.weight", "ln_1.weight"}, {"norm1.bias", "ln_1.bias"},
+                         {"attn.qkv.weight", "attn.in_proj_weight"}, {"attn.qkv.bias", "attn.in_proj_bias"},
+                         {"attn.proj.weight", "attn.out_proj.weight"}, {"attn.proj.bias", "attn.out_proj.bias"},
+                         {"norm2.weight", "ln_2.weight"}, {"norm2.bias", "ln_2.bias"},
+                         {"mlp.fc1.weight", "mlp.c_fc.weight"}, {"mlp.fc1.bias", "mlp.c_fc.bias"},
+                         {"mlp.fc2.weight", "mlp.c_proj.weight"}, {"mlp.fc2.bias", "mlp.c_proj.bias"},
+                         {"ls1.gamma", "ls_1.gamma"}, {"ls2.gamma", "ls_2.gamma"}},
+                        [](int64_t i) { return "visual.transformer.resblocks." + std::to_string(i) + "."; });
+  oc["visual.class_embedding"] = squeeze(t.at("cls_token"), 2);
+  oc["visual.positional_embedding"] = squeeze(t.at("pos_embed"), 1);
+  const auto& [shape, w] = t.at("head.weight");  // [C, D] -> proj [D, C]
+  std::vector<float> proj(w.size());
+  for (int64_t c = 0; c < shape[0]; ++c)
+    for (int64_t d = 0; d < shape[1]; ++d) proj[size_t(d * shape[0] + c)] = w[size_t(c * shape[1] + d)];
+  oc["visual.proj"] = {{shape[1], shape[0]}, proj};
+  oc["logit_scale"] = {{}, {4.6f}};  // a text tower's tensors beside it are left alone
+  oc["token_embedding.weight"] = {{4, shape[0]}, std::vector<float>(size_t(4 * shape[0]), 0.1f)};
+  return oc;
+}
+
+TensorMap to_hf_dinov2_layout(const TensorMap& t, int64_t depth, int64_t D) {
+  const auto layer = [](int64_t i) { return "encoder.layer." + std::to_string(i) + "."; };
+  TensorMap hf = rename(t, depth,
+                        {{"cls_token", "embeddings.cls_token"},
+                         {"pos_embed", "embeddings.position_embeddings"},
+                         {"patch_embed.proj.weight", "embeddings.patch_embeddings.projection.weight"},
+                         {"patch_embed.proj.bias", "embeddings.patch_embeddings.projection.bias"},
+                         {"norm.weight", "layernorm.weight"}, {"norm.bias", "layernorm.bias"}},
+                        {{"norm1.weight", "norm1.weight"}, {"norm1.bias", "norm1.bias"},
+                         {"attn.proj.weight", "attention.output.dense.weight"},
+                         {"attn.proj.bias", "attention.output.dense.bias"},
+                         {"ls1.gamma", "layer_scale1.lambda1"}, {"ls2.gamma", "layer_scale2.lambda1"},
+                         {"norm2.weight", "norm2.weight"}, {"norm2.bias", "norm2.bias"},
+                         {"mlp.fc1.weight", "mlp.fc1.weight"}, {"mlp.fc1.bias", "mlp.fc1.bias"},
+                         {"mlp.fc2.weight", "mlp.fc2.weight"}, {"mlp.fc2.bias", "mlp.fc2.bias"}},
+                        layer);
+  const char* const qkv[3] = {"attention.attention.query", "attention.attention.key", "attention.attention.value"};
+  split_qkv(hf, t, depth, D, layer, qkv, "");
+  hf["embeddings.mask_token"] = {{1, D}, std::vector<float>(size_t(D), 0.f)};  // for masked training only
+  return hf;
+}
+
+TensorMap to_hf_clip_layout(const TensorMap& t, int64_t depth, int64_t D) {
+  const auto layer = [](int64_t i) { return "vision_model.encoder.layers." + std::to_string(i) + "."; };
+  TensorMap hf = rename(t, depth,
+                        {{"patch_embed.proj.weight", "vision_model.embeddings.patch_embedding.weight"},
+                         {"norm_pre.weight", "vision_model.pre_layrnorm.weight"},
+                         {"norm_pre.bias", "vision_model.pre_layrnorm.bias"},
+                         {"fc_norm.weight", "vision_model.post_layernorm.weight"},
+                         {"fc_norm.bias", "vision_model.post_layernorm.bias"},
+                         {"head.weight", "visual_projection.weight"}},
+                        kHfEncoderBlock, layer);
+  split_qkv(hf, t, depth, D, layer, kHfQkv, "");
+  hf["vision_model.embeddings.class_embedding"] = squeeze(t.at("cls_token"), 2);
+  hf["vision_model.embeddings.position_embedding.weight"] = squeeze(t.at("pos_embed"), 1);
+  return hf;
+}
+
+TensorMap to_hf_siglip_layout(const TensorMap& t, int64_t depth, int64_t D) {
+  const auto layer = [](int64_t i) { return "vision_model.encoder.layers." + std::to_string(i) + "."; };
+  TensorMap hf = rename(t, depth,
+                        {{"patch_embed.proj.weight", "vision_model.embeddings.patch_embedding.weight"},
+                         {"patch_embed.proj.bias", "vision_model.embeddings.patch_embedding.bias"},
+                         {"norm.weight", "vision_model.post_layernorm.weight"},
+                         {"norm.bias", "vision_model.post_layernorm.bias"},
+                         {"attn_pool.latent", "vision_model.head.probe"},
+                         {"attn_pool.proj.weight", "vision_model.head.attention.out_proj.weight"},
+                         {"attn_pool.proj.bias", "vision_model.head.attention.out_proj.bias"},
+                         {"attn_pool.norm.weight", "vision_model.head.layernorm.weight"},
+                         {"attn_pool.norm.bias", "vision_model.head.layernorm.bias"},
+                         {"attn_pool.mlp.fc1.weight", "vision_model.head.mlp.fc1.weight"},
+                         {"attn_pool.mlp.fc1.bias", "vision_model.head.mlp.fc1.bias"},
+                         {"attn_pool.mlp.fc2.weight", "vision_model.head.mlp.fc2.weight"},
+                         {"attn_pool.mlp.fc2.bias", "vision_model.head.mlp.fc2.bias"}},
+                        kHfEncoderBlock, layer);
+  split_qkv(hf, t, depth, D, layer, kHfQkv, "");
+  hf["vision_model.embeddings.position_embedding.weight"] = squeeze(t.at("pos_embed"), 1);
+  // nn.MultiheadAttention's in_proj: q, k, v stacked, timm's q then kv.
+  for (const char* p : {"weight", "bias"}) {
+    auto stacked = t.at(std::string("attn_pool.q.") + p);
+    const auto& kv = t.at(std::string("attn_pool.kv.") + p);
+    stacked.first[0] += kv.first[0];
+    stacked.second.insert(stacked.second.end(), kv.second.begin(), kv.second.end());
+    hf[std::string("vision_model.head.attention.in_proj_") + p] = stacked;
+  }
+  return hf;
+}
+
 }  // namespace vit::test

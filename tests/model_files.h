@@ -29,6 +29,18 @@ void write_tiny_model(const std::string& dir, const TinySpec& s, uint32_t seed =
 // q, k and v split; and in torchvision's vit_b_16 names.
 TensorMap to_hf_layout(const TensorMap& timm, int64_t depth, int64_t D);
 TensorMap to_torchvision_layout(const TensorMap& timm, int64_t depth);
+// The timm tensors of the other layouts' features, random: layer scales (blocks.{i}.ls1.gamma, ls2.gamma),
+// norm_pre, and SigLIP's attention-pool head (attn_pool.*, MLP width mlp).
+void add_layer_scale(TensorMap& t, int64_t depth, int64_t D, uint32_t seed);
+void add_norm_pre(TensorMap& t, int64_t D, uint32_t seed);
+void add_attn_pool(TensorMap& t, int64_t D, int64_t mlp, uint32_t seed);
+// A timm-named checkpoint in the names of OpenCLIP's visual tower (patch embedding and head without
+// biases: drop them), Hugging Face's Dinov2Model (q, k, v split; mask_token added), CLIPVisionModelWithProjection
+// (fc_norm as post_layernorm) and SiglipVisionModel (no class token; attn_pool as its head).
+TensorMap to_openclip_layout(const TensorMap& timm, int64_t depth);
+TensorMap to_hf_dinov2_layout(const TensorMap& timm, int64_t depth, int64_t D);
+TensorMap to_hf_clip_layout(const TensorMap& timm, int64_t depth, int64_t D);
+TensorMap to_hf_siglip_layout(const TensorMap& timm, int64_t depth, int64_t D);
 // All tensors of a safetensors file as f32.
 TensorMap read_tensors(const std::string& path);
 

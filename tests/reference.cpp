@@ -34,6 +34,10 @@ std::vector<float> ref_layer_norm(const std::vector<float>& x, const std::vector
 
 float ref_gelu(float x) { return float(0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))); }
 float ref_quick_gelu(float x) { return float(x / (1.0 + std::exp(-1.702 * double(x)))); }
+float ref_gelu_tanh(float x) {
+  const double v = x;
+  return float(0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))));
+}
 
 std::vector<float> ref_attention(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                  const std::vector<float>& bias) {

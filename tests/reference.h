@@ -15,6 +15,7 @@ std::vector<float> ref_layer_norm(const std::vector<float>& x, const std::vector
                                   int64_t M, int64_t D, float eps);
 float ref_gelu(float x);
 float ref_quick_gelu(float x);  // x * sigmoid(1.702 x), timm's QuickGELU
+float ref_gelu_tanh(float x);   // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), torch's approximate='tanh'
 // qkv [B, T, 3, H, Dh] -> out [B, T, H*Dh]
 // bias: [H, T, T] added to every image's scaled scores before the softmax (none when empty).
 std::vector<float> ref_attention(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t H, int64_t Dh,

@@ -56,7 +56,7 @@ struct Case {
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& i) {
-  const char* ep[] = {"none", "gelu", "quickgelu", "residual"};
+  const char* ep[] = {"none", "gelu", "quickgelu", "gelutanh", "residual"};
   return std::to_string(i.param.B) + "x" + std::to_string(i.param.T) + "x" + std::to_string(i.param.K) + "x" +
          std::to_string(i.param.N) + "_" + ep[int(i.param.ep)];
 }
@@ -68,6 +68,7 @@ std::vector<float> naive(const std::vector<float>& x, const std::vector<float>& 
   for (size_t i = 0; i < y.size(); ++i) {
     if (c.ep == Epilogue::Gelu) y[i] = ref_gelu(y[i]);
     if (c.ep == Epilogue::QuickGelu) y[i] = ref_quick_gelu(y[i]);
+    if (c.ep == Epilogue::GeluTanh) y[i] = ref_gelu_tanh(y[i]);
     if (c.ep == Epilogue::AddToDst) y[i] += start[i];
   }
   return y;
@@ -135,7 +136,8 @@ TEST_P(Int8Linear, WithinRoundingOnRandomValues) {
 const Case kShapes[] = {Case{1, 197, 192, 576, Epilogue::None},     Case{2, 197, 192, 768, Epilogue::Gelu},
                         Case{2, 197, 768, 192, Epilogue::AddToDst}, Case{1, 197, 192, 192, Epilogue::AddToDst},
                         Case{3, 50, 64, 96, Epilogue::Gelu},        Case{1, 197, 768, 2304, Epilogue::None},
-                        Case{2, 13, 7, 5, Epilogue::AddToDst},      Case{2, 197, 192, 768, Epilogue::QuickGelu}};
+                        Case{2, 13, 7, 5, Epilogue::AddToDst},      Case{2, 197, 192, 768, Epilogue::QuickGelu},
+                        Case{2, 196, 64, 256, Epilogue::GeluTanh}};
 
 INSTANTIATE_TEST_SUITE_P(VitShapes, Int8Linear, ::testing::ValuesIn(kShapes), case_name);
 

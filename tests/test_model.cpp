@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -183,6 +185,102 @@ TEST(TinyModel, HuggingFaceLayoutGivesTheSameLogits) {
   EXPECT_EQ(b.config().pre.crop_mode, CropMode::Squash);  // Hugging Face's processor resizes straight to the input size
 }
 
+// The same weights renamed into OpenCLIP's and Hugging Face's DINOv2, CLIP and SigLIP layouts (each with its own
+// settings written to match) give the same features and outputs as in timm's: the name tables, the class
+// token's and the position table's shapes, OpenCLIP's transposed proj, SigLIP's stacked in_proj.
+struct LayoutCase {
+  const char* name;
+  std::function<void(TensorMap&, TinySpec&, nlohmann::json&)> timm;        // the timm side's tensors and config
+  std::function<TensorMap(const TensorMap&, const TinySpec&)> convert;     // into the layout
+  const char* file;                                                         // its weights file
+  const char* config_file;
+  nlohmann::json config;
+};
+
+TEST(TinyModel, OtherLayoutsGiveTheSameOutputs) {
+  const auto zero = [](TensorMap& t, const std::string& n) { std::fill(t[n].second.begin(), t[n].second.end(), 0.f); };
+  const auto no_head = [](TensorMap& t, TinySpec& s, nlohmann::json& cfg) {
+    t.erase("head.weight");
+    t.erase("head.bias");
+    s.classes = 0;
+    cfg["num_classes"] = 0;
+  };
+  const std::vector<LayoutCase> cases = {
+      {"OpenCLIP",
+       [&](TensorMap& t, TinySpec& s, nlohmann::json&) {
+         zero(t, "patch_embed.proj.bias");  // OpenCLIP's conv1 and proj have no biases
+         zero(t, "head.bias");
+         add_norm_pre(t, s.D, 11);
+         add_layer_scale(t, s.depth, s.D, 12);
+       },
+       [](const TensorMap& t, const TinySpec& s) { return to_openclip_layout(t, s.depth); },
+       "open_clip_model.safetensors", "open_clip_config.json",
+       {{"model_cfg", {{"embed_dim", 10}, {"vision_cfg", {{"width", 32}, {"layers", 2}, {"head_width", 16},
+                                                           {"patch_size", 8}, {"image_size", 32}}}}}}},
+      {"Hugging Face Dinov2Model",
+       [&](TensorMap& t, TinySpec& s, nlohmann::json& cfg) {
+         no_head(t, s, cfg);
+         add_layer_scale(t, s.depth, s.D, 13);
+       },
+       [](const TensorMap& t, const TinySpec& s) { return to_hf_dinov2_layout(t, s.depth, s.D); },
+       "model.safetensors", "config.json",
+       {{"model_type", "dinov2"}, {"hidden_size", 32}, {"num_attention_heads", 2}, {"mlp_ratio", 2},
+        {"image_size", 32}, {"patch_size", 8}, {"layer_norm_eps", 1e-6}}},
+      {"Hugging Face CLIP",
+       [&](TensorMap& t, TinySpec& s, nlohmann::json&) {
+         t["fc_norm.weight"] = t["norm.weight"];  // post_layernorm: on the pooled class token only
+         t["fc_norm.bias"] = t["norm.bias"];
+         t.erase("norm.weight");
+         t.erase("norm.bias");
+         zero(t, "patch_embed.proj.bias");
+         zero(t, "head.bias");
+         add_norm_pre(t, s.D, 14);
+       },
+       [](const TensorMap& t, const TinySpec& s) { return to_hf_clip_layout(t, s.depth, s.D); },
+       "model.safetensors", "config.json",
+       {{"model_type", "clip_vision_model"}, {"num_attention_heads", 2}, {"projection_dim", 10}, {"image_size", 32},
+        {"patch_size", 8}, {"hidden_act", "gelu"}}},
+      {"Hugging Face SigLIP",
+       [&](TensorMap& t, TinySpec& s, nlohmann::json& cfg) {
+         no_head(t, s, cfg);
+         add_attn_pool(t, s.D, 48, 15);
+         cfg["global_pool"] = "map";
+       },
+       [](const TensorMap& t, const TinySpec& s) { return to_hf_siglip_layout(t, s.depth, s.D); },
+       "model.safetensors", "config.json",
+       {{"model_type", "siglip_vision_model"}, {"num_attention_heads", 2}, {"image_size", 32}, {"patch_size", 8},
+        {"hidden_act", "gelu"}}},
+  };
+  for (const LayoutCase& c : cases) {
+    TempDir timm_dir, other_dir;
+    TinySpec s;
+    s.class_token = std::string(c.name) != "Hugging Face SigLIP";
+    TensorMap t = tiny_vit_tensors(s, 21);
+    nlohmann::json cfg = {{"architecture", "vit_test"}, {"num_classes", s.classes},
+                          {"global_pool", s.class_token ? "token" : "avg"}, {"model_args", {{"num_heads", s.heads}}}};
+    c.timm(t, s, cfg);
+    if (std::string(c.name) == "Hugging Face CLIP") cfg["global_pool"] = "token";
+    write_tensors(timm_dir.file("model.safetensors"), t);
+    write_file(timm_dir.file("config.json"), cfg.dump());
+    write_tensors(other_dir.file(c.file), c.convert(t, s));
+    write_file(other_dir.file(c.config_file), c.config.dump());
+    ViT a = ViT::load(timm_dir.path()), b = ViT::load(other_dir.path());
+    EXPECT_EQ(b.config().heads, 2) << c.name;
+    EXPECT_EQ(b.config().eps, a.config().eps) << c.name;
+    std::mt19937 rng(22);
+    const auto images = random_vector(size_t(2 * 3 * s.img * s.img), rng);
+    auto pa = a.make_plan(2), pb = b.make_plan(2);
+    std::memcpy(pa->input(), images.data(), images.size() * sizeof(float));
+    std::memcpy(pb->input(), images.data(), images.size() * sizeof(float));
+    pa->run();
+    pb->run();
+    EXPECT_LT(max_abs_diff(pa->features(), pb->features(), size_t(2 * s.D)), 1e-5f) << c.name;
+    if (s.classes) EXPECT_LT(max_abs_diff(pa->logits(), pb->logits(), size_t(2 * s.classes)), 1e-5f) << c.name;
+    EXPECT_NE(b.config().stored_as.find(std::string(c.name) == "OpenCLIP" ? "OpenCLIP names" : "Hugging Face"),
+              std::string::npos) << b.config().stored_as;
+  }
+}
+
 TEST(TinyModel, TorchvisionLayoutGivesTheSameLogits) {
   TempDir timm_dir, tv_dir;
   TinySpec s;
@@ -301,6 +399,17 @@ TEST(LoaderErrors, WrongShape) {
                        "blocks.1.attn.qkv.weight has shape [64,48], expected [96,32]");
 }
 
+// Hugging Face's q, k and v stack into timm's qkv only when their other dimensions agree.
+TEST(LoaderErrors, QueryKeyValueThatDoNotStack) {
+  TempDir d;
+  TensorMap t = to_hf_layout(tiny_vit_tensors(TinySpec{}, 1), 2, 32);
+  t["vit.encoder.layer.1.attention.attention.key.weight"] = {{32, 16}, std::vector<float>(512, 0.f)};
+  write_tensors(d.file("model.safetensors"), t);
+  expect_load_error(d.file("model.safetensors"),
+                    "vit.encoder.layer.1.attention.attention.key.weight has shape [32,16], which does not stack with "
+                    "vit.encoder.layer.1.attention.attention.query.weight's [32,32] into blocks.1.attn.qkv.weight");
+}
+
 TEST(LoaderErrors, UnusedTensor) {
   expect_tensors_error([](TensorMap& t) { t["blocks.0.attn.extra_scale"] = {{1}, {1.f}}; },
                        "does not use: blocks.0.attn.extra_scale");
@@ -322,10 +431,10 @@ TEST(LoaderErrors, UnsupportedFamiliesAreRefusedByName) {
       {"blocks.0.attn.q_norm.weight", "EVA with qk_norm checkpoint: not supported yet"},
       {"blocks.0.attn.gate.weight", "EVA with gated attention checkpoint: not supported yet"},
       {"rope.freqs", "EVA with learned rotary frequencies (rope_type 'mixed') checkpoint: not supported yet"},
-      {"visual.conv1.weight", "OpenCLIP image tower checkpoint: not supported yet"},
-      {"vision_model.embeddings.class_embedding", "Hugging Face CLIP image tower checkpoint: not supported yet"},
-      {"vision_model.head.probe", "Hugging Face SigLIP image tower checkpoint: not supported yet"},
-      {"embeddings.mask_token", "Hugging Face DINOv2 checkpoint: not supported yet"}};
+      {"visual.trunk.patch_embed.proj.weight", "OpenCLIP image tower on a timm model (visual.trunk) checkpoint: not supported yet"},
+      {"visual.attn_pool.query", "OpenCLIP image tower with an attentional pool checkpoint: not supported yet"},
+      {"encoder.layer.0.mlp.weights_in.weight", "Hugging Face DINOv2 with a SwiGLU MLP (giant) checkpoint: not supported yet"},
+      {"dinov2.embeddings.cls_token", "Hugging Face Dinov2ForImageClassification checkpoint: not supported yet"}};
   for (const auto& [tensor, message] : cases) {
     TempDir d;
     write_tensors(d.file("model.safetensors"), {{tensor, {{2}, {1, 2}}}});

@@ -35,6 +35,7 @@ TEST_P(LinearTest, MatchesReference) {
   for (size_t i = 0; i < want.size(); ++i) {
     if (c.ep == Epilogue::Gelu) want[i] = ref_gelu(want[i]);
     if (c.ep == Epilogue::QuickGelu) want[i] = ref_quick_gelu(want[i]);
+    if (c.ep == Epilogue::GeluTanh) want[i] = ref_gelu_tanh(want[i]);
     if (c.ep == Epilogue::AddToDst) want[i] += resid[i];
   }
   Arena store;
@@ -56,6 +57,7 @@ INSTANTIATE_TEST_SUITE_P(
                       LinearCase{577, 64, 96, WeightLayout::Blocked, Epilogue::Gelu},
                       LinearCase{197, 192, 768, WeightLayout::NK, Epilogue::QuickGelu},
                       LinearCase{257, 64, 256, WeightLayout::Blocked, Epilogue::QuickGelu},
+                      LinearCase{196, 64, 256, WeightLayout::NK, Epilogue::GeluTanh},
                       LinearCase{1, 192, 1000, WeightLayout::NK, Epilogue::None},
                       LinearCase{13, 7, 5, WeightLayout::Blocked, Epilogue::None}));
 

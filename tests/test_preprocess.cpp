@@ -52,6 +52,28 @@ TEST(Resample, GridMatchesTorchAntialiasedBicubic) {
   }
 }
 
+// torch.nn.functional.interpolate(bicubic, align_corners=False) without antialiasing, given a size, as
+// transformers' Dinov2, CLIP and SigLIP resample their position tables: torch 1.13's values for a 2 x 4 grid
+// (one channel) upscaled, downscaled, and both at once.
+TEST(Resample, InterpolateMatchesTorchPlainBicubic) {
+  const std::vector<float> in = {0.f, 1.f, 4.f, 9.f, 2.f, -1.f, 0.5f, 3.f};
+  const struct {
+    int h, w;
+    std::vector<float> want;
+  } cases[] = {{2, 7, {-0.09921646f, 0.1562487f, 0.8042082f, 2.125f, 4.424653f, 7.480775f, 9.496082f, 2.29765f,
+                       0.8855231f, -0.8976402f, -0.7656248f, 0.7123265f, 2.240388f, 3.248041f}},
+               {2, 3, {0.09143502f, 2.125f, 8.334492f, 1.543403f, -0.7656248f, 2.667245f}},
+               {3, 2, {0.206543f, 7.205785f, 0.2890625f, 4.335938f, 0.371582f, 1.466093f}}};
+  for (const auto& c : cases)
+    EXPECT_LT(max_abs_diff(interpolate_bicubic(in.data(), 2, 4, 1, c.h, c.w), c.want), 1e-5f) << c.h << "x" << c.w;
+  // Three channels, each its own grid; at the same size, the grid itself.
+  std::vector<float> rgb;
+  for (float v : in) rgb.insert(rgb.end(), {v, 2 * v, -v});
+  const auto got = interpolate_bicubic(rgb.data(), 2, 4, 3, 2, 7);
+  for (size_t i = 0; i < cases[0].want.size(); ++i) EXPECT_NEAR(got[3 * i + 1], 2 * cases[0].want[i], 2e-5f);
+  EXPECT_EQ(interpolate_bicubic(rgb.data(), 2, 4, 3, 2, 4), rgb);
+}
+
 // A CMYK JPEG written by Pillow (Adobe marker, inverted) and the RGB Pillow's convert('RGB') gives.
 TEST(Decode, CmykJpegMatchesPillow) {
   const Image img = decode_image_file(test_data("cmyk.jpg"));

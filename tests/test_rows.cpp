@@ -69,9 +69,11 @@ TEST(Rows, DequantizeEqualsTheScalarCodeAndActivationsAreWithinTheirTolerance) {
                  start = random_vector(static_cast<size_t>(n), rng);
       const int32_t zero = 117;
       const float sa = 0.0173f;
-      for (int mode = 0; mode < 4; ++mode) {  // write, GELU, add, QuickGELU
-        const RowActivation act =
-            mode == 1 ? RowActivation::Gelu : mode == 3 ? RowActivation::QuickGelu : RowActivation::None;
+      for (int mode = 0; mode < 5; ++mode) {  // write, GELU, add, QuickGELU, GELU's tanh form
+        const RowActivation act = mode == 1   ? RowActivation::Gelu
+                                  : mode == 3 ? RowActivation::QuickGelu
+                                  : mode == 4 ? RowActivation::GeluTanh
+                                              : RowActivation::None;
         for (const float* b : {bias.data(), static_cast<const float*>(nullptr)}) {
           std::vector<float> got = start;
           k->dequantize(acc.data(), n, zero, colsum.data(), w_scale.data(), sa, b, act, mode == 2, got.data());
@@ -85,6 +87,9 @@ TEST(Rows, DequantizeEqualsTheScalarCodeAndActivationsAreWithinTheirTolerance) {
               ASSERT_NEAR(got[j], ref_gelu(v), 1e-6f * std::max(1.f, std::fabs(v))) << k->isa << " n=" << n << " v=" << v;
             if (mode == 3)
               ASSERT_NEAR(got[j], ref_quick_gelu(v), 1e-6f * std::max(1.f, std::fabs(v)))
+                  << k->isa << " n=" << n << " v=" << v;
+            if (mode == 4)
+              ASSERT_NEAR(got[j], ref_gelu_tanh(v), 1e-6f * std::max(1.f, std::fabs(v)))
                   << k->isa << " n=" << n << " v=" << v;
           }
         }

@@ -39,16 +39,18 @@ memory stored_reorder(Arena& store, const memory& from, const memory::desc& to_m
 
 memory::desc bias_desc(const LinearWeights& lw) { return lw.b ? lw.b.get_desc() : memory::desc(); }
 
-// The activation epilogues as oneDNN post-ops: GELU (erf), QuickGELU as swish(alpha 1.702).
+// The activation epilogues as oneDNN post-ops: GELU (erf), QuickGELU as swish(alpha 1.702), GELU's tanh form.
 constexpr float kQuickGeluAlpha = 1.702f;
 void append_activation(dnnl::post_ops& po, Epilogue ep) {
   if (ep == Epilogue::Gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
   if (ep == Epilogue::QuickGelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, kQuickGeluAlpha, 0.f);
+  if (ep == Epilogue::GeluTanh) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
 }
 
 RowActivation row_activation(Epilogue ep) {
   if (ep == Epilogue::Gelu) return RowActivation::Gelu;
   if (ep == Epilogue::QuickGelu) return RowActivation::QuickGelu;
+  if (ep == Epilogue::GeluTanh) return RowActivation::GeluTanh;
   return RowActivation::None;
 }
 

@@ -20,7 +20,7 @@ namespace vit {
 enum class WeightLayout { Auto, NK, Blocked };
 // AddToDst: dst += result (residual connection). QuickGelu: x * sigmoid(1.702 x), OpenAI CLIP's
 // activation (timm's QuickGELU), oneDNN's swish with alpha 1.702.
-enum class Epilogue { None, Gelu, QuickGelu, AddToDst };
+enum class Epilogue { None, Gelu, QuickGelu, GeluTanh, AddToDst };
 
 // Which oneDNN primitive a layer runs on: a matmul, or the same product as a 1x1 convolution over the
 // rows (src nhwc with N = 1, H = 1, W = rows is exactly [rows, K] row-major, dst likewise [rows, N]).

@@ -8,7 +8,7 @@
 namespace vit {
 
 // The activation the dequantize pass applies: none, GELU (erf), or QuickGELU (x * sigmoid(1.702 x), CLIP's).
-enum class RowActivation { None, Gelu, QuickGelu };
+enum class RowActivation { None, Gelu, QuickGelu, GeluTanh };
 
 struct RowKernels {
   const char* isa;  // "avx512", "avx2", "sse2": for profiles

@@ -114,9 +114,18 @@ inline vf vquick_gelu(vf x) {
   return x * (z < bc(0.f) ? e * s : s);
 }
 
+// 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3), is x * sigmoid(2u): as vquick_gelu, with z = 2u.
+inline vf vgelu_tanh(vf x) {
+  const vf z = bc(1.5957691216f) * (x + bc(0.044715f) * x * x * x);
+  const vf e = vexp(-vmax(z, -z));
+  const vf s = bc(1.f) / (bc(1.f) + e);
+  return x * (z < bc(0.f) ? e * s : s);
+}
+
 inline vf activate(vf v, RowActivation act) {
   if (act == RowActivation::Gelu) return vgelu(v);
   if (act == RowActivation::QuickGelu) return vquick_gelu(v);
+  if (act == RowActivation::GeluTanh) return vgelu_tanh(v);
   return v;
 }
 

@@ -301,4 +301,56 @@ std::vector<float> resample_grid(const float* src, int in_h, int in_w, int C, in
   return out;
 }
 
+namespace {
+
+// torch's get_cubic_upsample_coefficients (a = -0.75) for each output index along one axis: four source
+// indices, clamped to the edge, and their weights.
+struct CubicTaps {
+  std::vector<int> index;     // [out, 4]
+  std::vector<double> weight;  // [out, 4]
+};
+CubicTaps cubic_taps(int in, int out) {
+  constexpr double A = -0.75;
+  const auto near = [](double x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };      // |x| <= 1
+  const auto far = [](double x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };  // 1 < |x| < 2
+  // area_pixel_compute_scale in the input's type (float): in / out, as torch computes it when given a size.
+  const float scale = float(in) / float(out);
+  CubicTaps t{std::vector<int>(size_t(out) * 4), std::vector<double>(size_t(out) * 4)};
+  for (int o = 0; o < out; ++o) {
+    const float real = scale * (float(o) + 0.5f) - 0.5f;  // area_pixel_compute_source_index, cubic: unclamped
+    const int i0 = int(std::floor(real));
+    const double f = double(real) - i0;
+    const double w[4] = {far(f + 1), near(f), near(1 - f), far(2 - f)};
+    for (int k = 0; k < 4; ++k) {
+      t.index[size_t(o) * 4 + k] = std::clamp(i0 - 1 + k, 0, in - 1);
+      t.weight[size_t(o) * 4 + k] = w[k];
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+std::vector<float> interpolate_bicubic(const float* src, int in_h, int in_w, int C, int out_h, int out_w) {
+  const CubicTaps tx = cubic_taps(in_w, out_w), ty = cubic_taps(in_h, out_h);
+  std::vector<float> out(size_t(out_h) * out_w * C);
+  std::vector<double> acc(static_cast<size_t>(C));
+  for (int y = 0; y < out_h; ++y)
+    for (int x = 0; x < out_w; ++x) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int j = 0; j < 4; ++j) {
+        const int sy = ty.index[size_t(y) * 4 + j];
+        const double wy = ty.weight[size_t(y) * 4 + j];
+        for (int i = 0; i < 4; ++i) {
+          const double w = wy * tx.weight[size_t(x) * 4 + i];
+          const float* s = src + (size_t(sy) * in_w + tx.index[size_t(x) * 4 + i]) * C;
+          for (int c = 0; c < C; ++c) acc[size_t(c)] += w * s[c];
+        }
+      }
+      float* o = &out[(size_t(y) * out_w + x) * C];
+      for (int c = 0; c < C; ++c) o[c] = float(acc[size_t(c)]);
+    }
+  return out;
+}
+
 }  // namespace vit

@@ -25,4 +25,9 @@ Image resize_like_pil_window(const Image& src, int out_w, int out_h, Filter f, i
 std::vector<float> resample_grid(const float* src, int in_h, int in_w, int C, int out_h, int out_w,
                                  Filter f);
 
+// The same as torch's F.interpolate(mode="bicubic", size=(out_h, out_w), align_corners=False) without
+// antialiasing: 4 x 4 taps of the cubic convolution with a = -0.75 at src = (dst + 0.5) * in / out - 0.5,
+// indices clamped to the edge, whatever the scale (so a downscale is not low-passed).
+std::vector<float> interpolate_bicubic(const float* src, int in_h, int in_w, int C, int out_h, int out_w);
+
 }  // namespace vit

@@ -61,6 +61,10 @@ struct ClassifierOptions {
   bool exif_transpose = false;       // turn images as their EXIF orientation says (PIL's exif_transpose;
                                      // timm does not, so off by default)
   std::string pool;                  // "cls" or "mean" to pool otherwise than the checkpoint ("": its own)
+  // Zero-shot labels for a CLIP or SigLIP image tower: a safetensors file of class names and their text
+  // embeddings (scripts/export_text_embeddings.py). Its classes replace the model's: each image is scored
+  // by the cosine similarity of its embedding (timm's model(x)) with theirs times the model's logit scale.
+  std::string text_embeddings;
 };
 
 // What Classifier::embed returns per image. By default timm's forward_head(forward_features(x),

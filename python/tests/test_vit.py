@@ -35,9 +35,9 @@ def require_shared_data():
 # ---- a tiny random model and images written at test time, so most tests need nothing from ../shared
 
 
-def write_safetensors(path, tensors):
+def write_safetensors(path, tensors, metadata=None):
     """safetensors: u64 little-endian header length, the JSON header, then the raw little-endian data."""
-    header, offset = {}, 0
+    header, offset = ({"__metadata__": metadata} if metadata else {}), 0
     for name, a in tensors.items():
         header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
         offset += a.nbytes
@@ -503,3 +503,36 @@ def test_ctrl_c_stops_a_long_classify_within_a_batch_and_the_classifier_stays_us
     # Within about one batch (the one running when the signal came), never the rest of the call.
     assert latency < max(2.0, 3 * one_batch)
     assert c.classify(photos[:8], topk=5) == before
+
+
+def test_zero_shot_labels_from_text_embeddings(tmp_path):
+    """A CLIP tower (timm's names: norm_pre) labels images by its text embeddings: softmax over logit_scale times
+    the cosine similarity of model(x) (the projection) with each class's embedding, as open_clip scores them
+    (tests/test_layouts.cpp checks that against open_clip itself)."""
+    t, config = tiny_vit(classes=8)
+    rng = np.random.default_rng(5)
+    t["norm_pre.weight"] = (1 + 0.2 * rng.standard_normal(32)).astype(np.float32)
+    t["norm_pre.bias"] = (0.2 * rng.standard_normal(32)).astype(np.float32)
+    write_safetensors(tmp_path / "model.safetensors", t)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    text = rng.standard_normal((3, 8)).astype(np.float32)
+    labels = ["tench", "cat", "airliner"]
+    write_safetensors(tmp_path / "classes.safetensors", {"text_embeddings": text},
+                      {"labels": json.dumps(labels), "logit_scale": "30.0", "activation": "softmax"})
+    photos = [str(tmp_path / "a.png")]
+    from PIL import Image
+    Image.fromarray(rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)).save(photos[0])
+    image = vit.Classifier(str(tmp_path)).embed(photos, head=True)["embeddings"][0]
+    zs = vit.Classifier(str(tmp_path), text_embeddings=str(tmp_path / "classes.safetensors"))
+    assert zs.labels == labels and zs.classes == 3
+    cos = (text / np.linalg.norm(text, axis=1, keepdims=True)) @ (image / np.linalg.norm(image))
+    want = np.exp(30 * cos - np.max(30 * cos))
+    want /= want.sum()
+    (got,) = zs.classify(photos, topk=3)
+    assert [p["label"] for p in got["top"]] == [labels[i] for i in np.argsort(-want)]
+    for p in got["top"]:
+        assert abs(p["prob"] - want[p["index"]]) < 1e-5
+    write_safetensors(tmp_path / "narrow.safetensors", {"text_embeddings": np.ones((3, 5), np.float32)},
+                      {"labels": json.dumps(labels), "logit_scale": "1"})
+    with pytest.raises(vit.Error, match="text embeddings of width 5, but the model's image embeddings have width 8"):
+        vit.Classifier(str(tmp_path), text_embeddings=str(tmp_path / "narrow.safetensors"))

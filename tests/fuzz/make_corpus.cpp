@@ -154,6 +154,33 @@ void write_checkpoints(const std::string& dir) {
   write_case(dir + "/hf", read_file(tmp + "/hf.safetensors"), hf_cfg.dump());
   vit::test::write_tensors(tmp + "/tv.safetensors", vit::test::to_torchvision_layout(t, base.depth));
   write_case(dir + "/torchvision", read_file(tmp + "/tv.safetensors"), "");
+  // The layouts of other model code (models/layouts.cpp): slices, transposes and stacked parts.
+  auto extra = t;
+  vit::test::add_norm_pre(extra, base.D, 3);
+  vit::test::add_layer_scale(extra, base.depth, base.D, 4);
+  vit::test::write_tensors(tmp + "/oc.safetensors", vit::test::to_openclip_layout(extra, base.depth));
+  const nlohmann::json oc_cfg = {{"model_cfg", {{"embed_dim", 3}, {"quick_gelu", true},
+                                                {"vision_cfg", {{"width", 8}, {"layers", 1}, {"head_width", 4},
+                                                                {"patch_size", 4}, {"image_size", 8}}}}}};
+  write_case(dir + "/openclip", read_file(tmp + "/oc.safetensors"), oc_cfg.dump());
+  vit::test::write_tensors(tmp + "/dino.safetensors", vit::test::to_hf_dinov2_layout(extra, base.depth, base.D));
+  const nlohmann::json dino_cfg = {{"model_type", "dinov2"}, {"num_attention_heads", 2}, {"image_size", 8},
+                                   {"patch_size", 4}, {"mlp_ratio", 2}};
+  write_case(dir + "/hf_dinov2", read_file(tmp + "/dino.safetensors"), dino_cfg.dump());
+  extra["fc_norm.weight"] = extra["norm.weight"];
+  extra["fc_norm.bias"] = extra["norm.bias"];
+  vit::test::write_tensors(tmp + "/clip.safetensors", vit::test::to_hf_clip_layout(extra, base.depth, base.D));
+  const nlohmann::json clip_cfg = {{"model_type", "clip_vision_model"}, {"num_attention_heads", 2},
+                                   {"image_size", 8}, {"projection_dim", 3}};
+  write_case(dir + "/hf_clip", read_file(tmp + "/clip.safetensors"), clip_cfg.dump());
+  vit::test::TinySpec no_cls = base;
+  no_cls.class_token = false;
+  auto siglip = vit::test::tiny_vit_tensors(no_cls, 5);
+  vit::test::add_attn_pool(siglip, base.D, 16, 6);
+  vit::test::write_tensors(tmp + "/siglip.safetensors", vit::test::to_hf_siglip_layout(siglip, base.depth, base.D));
+  const nlohmann::json siglip_cfg = {{"model_type", "siglip_vision_model"}, {"num_attention_heads", 2},
+                                     {"image_size", 8}};
+  write_case(dir + "/hf_siglip", read_file(tmp + "/siglip.safetensors"), siglip_cfg.dump());
   fs::remove_all(tmp);
 }
 

@@ -1,0 +1,268 @@
+"""Shrunk random-weight models in the layouts other than timm's, made by each layout's own code, and that code's
+outputs for them on real photos: the reference side of tests/test_layouts.cpp. Run by the project's .venv Python
+(transformers, open_clip_torch and sentencepiece from tests/requirements.txt over Debian's torch); nothing it
+writes is committed.
+
+  tests/make_layout_models.py OUT_DIR PHOTO...
+
+OUT_DIR/hf_dinov2, hf_dinov2_reg   Hugging Face Dinov2Model / Dinov2WithRegistersModel (save_pretrained:
+                                   model.safetensors, config.json, preprocessor_config.json), made at 518 px
+OUT_DIR/hf_clip                    Hugging Face CLIPVisionModelWithProjection (QuickGELU, as OpenAI's)
+OUT_DIR/hf_clip_full               a whole Hugging Face CLIPModel (its vision_config leaves its defaults out)
+OUT_DIR/hf_siglip                  Hugging Face SiglipVisionModel (tanh GELU, the attention-pool head)
+OUT_DIR/hf_siglip_full             a whole Hugging Face SiglipModel, image and text towers, with a SiglipTokenizer
+                                   whose sentencepiece model is trained here on the prompts
+OUT_DIR/openclip, openclip_quickgelu  OpenCLIP CLIP models, image and text towers (open_clip_model.safetensors,
+                                   open_clip_config.json, as open_clip's save_for_hf writes them)
+OUT_DIR/<name>/reference.safetensors  on the photos, through the layout's own image processor:
+    input      [N, 3, S, S]  what the model was fed
+    tokens     [N, T, D]     the token sequence the layout returns (Hugging Face: last_hidden_state;
+                             OpenCLIP: after ln_post)
+    embeddings [N, E]        the pooled features before any projection (Hugging Face: pooler_output)
+    outputs    [N, C]        with a projection, the image embedding (image_embeds, encode_image), else
+                             the embeddings again
+OUT_DIR/hf_dinov2*/reference_518.safetensors  the same at the model's own 518 px
+OUT_DIR/hf_clip, hf_siglip, openclip/reference_288.safetensors  at 288 px: Hugging Face's models called with
+                                   interpolate_pos_encoding=True, OpenCLIP's made at 288 and loaded through its
+                                   resize_pos_embed
+OUT_DIR/openclip*, hf_siglip_full/classes.safetensors  scripts/export_text_embeddings.py's file for a few class
+                                   names, and in reference.safetensors `zero_shot` [N, classes]: the library's own
+                                   zero-shot probabilities, open_clip's softmax(logit_scale.exp() * image_features @
+                                   classifier), SiglipModel's sigmoid(logits_per_image)
+Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity values.
+"""
+import io
+import json
+import os
+import subprocess
+import sys
+
+import sentencepiece
+import torch
+import open_clip
+from PIL import Image
+from safetensors.torch import save_file
+from transformers import (BitImageProcessor, CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPVisionConfig,
+                          CLIPVisionModelWithProjection,
+                          Dinov2Config, Dinov2Model, Dinov2WithRegistersConfig, Dinov2WithRegistersModel,
+                          SiglipConfig, SiglipImageProcessor, SiglipModel, SiglipTokenizer, SiglipVisionConfig,
+                          SiglipVisionModel)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXPORT = os.path.join(HERE, "..", "scripts", "export_text_embeddings.py")
+SMALL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2)
+CLASSES = ["tench", "Siamese cat", "airliner", "goldfish", "golden retriever"]
+
+
+def randomize(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            leaf, parent = name.rsplit(".", 1)[-1], (name.split(".")[-2:-1] or [""])[0]
+            if leaf in ("gamma", "lambda1"):  # layer scales
+                p.copy_(0.5 + 0.2 * torch.randn(p.shape, generator=g))
+            elif leaf == "logit_scale":
+                p.fill_(2.0 + torch.rand((), generator=g).item())
+            elif p.dim() == 1 and ("norm" in name or parent.startswith("ln")) and leaf == "weight":
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            elif p.dim() <= 1 and leaf != "class_embedding":
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+            elif leaf in ("cls_token", "register_tokens", "class_embedding", "position_embeddings", "probe"):
+                p.copy_(0.5 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_((1.0 / p[0].numel()) ** 0.5 * torch.randn(p.shape, generator=g))
+
+
+def hf_input(processor, photos):
+    return processor([Image.open(p).convert("RGB") for p in photos], return_tensors="pt")["pixel_values"]
+
+
+def save_refs(d, file, refs, photos, layout):
+    refs = {k: v.float().contiguous().clone() for k, v in refs.items()}
+    save_file(refs, os.path.join(d, file), metadata={"files": json.dumps(photos), "layout": layout})
+    print(os.path.basename(d), file, {k: tuple(v.shape) for k, v in refs.items()})
+
+
+def dinov2(out, photos, name, seed, registers):
+    cfg = dict(SMALL, mlp_ratio=4, image_size=518, patch_size=14)
+    model = (Dinov2WithRegistersModel(Dinov2WithRegistersConfig(num_register_tokens=4, **cfg)) if registers
+             else Dinov2Model(Dinov2Config(**cfg))).eval()
+    randomize(model, seed)
+    d = os.path.join(out, name)
+    model.save_pretrained(d, safe_serialization=True)
+    # facebook/dinov2-*'s processor: shorter side 256, bicubic, center crop 224, ImageNet mean and std; so the
+    # model runs at 224 and its 37 x 37 position table is resampled by the model's own code.
+    processor = BitImageProcessor(size={"shortest_edge": 256}, crop_size={"height": 224, "width": 224},
+                                  do_center_crop=True, resample=3, image_mean=[0.485, 0.456, 0.406],
+                                  image_std=[0.229, 0.224, 0.225])
+    processor.save_pretrained(d)
+    for file, proc in (("reference.safetensors", processor),
+                       ("reference_518.safetensors", BitImageProcessor(
+                           size={"shortest_edge": 592}, crop_size={"height": 518, "width": 518}, do_center_crop=True,
+                           resample=3, image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]))):
+        x = hf_input(proc, photos)
+        with torch.no_grad():
+            o = model(pixel_values=x)
+        save_refs(d, file, {"input": x, "tokens": o.last_hidden_state, "embeddings": o.pooler_output,
+                            "outputs": o.pooler_output}, photos, type(model).__name__)
+
+
+def hf_clip(out, photos, seed):
+    model = CLIPVisionModelWithProjection(CLIPVisionConfig(
+        intermediate_size=256, image_size=224, patch_size=16, projection_dim=32, hidden_act="quick_gelu",
+        **SMALL)).eval()
+    randomize(model, seed)
+    d = os.path.join(out, "hf_clip")
+    model.save_pretrained(d, safe_serialization=True)
+    processor = CLIPImageProcessor()  # openai/clip-vit-*'s: shorter side 224, bicubic, crop 224, CLIP mean/std
+    processor.save_pretrained(d)
+    x = hf_input(processor, photos)
+    with torch.no_grad():
+        o = model(pixel_values=x)
+        v = model.vision_model(pixel_values=x)
+    save_refs(d, "reference.safetensors", {"input": x, "tokens": v.last_hidden_state, "embeddings": v.pooler_output,
+                                           "outputs": o.image_embeds}, photos, type(model).__name__)
+    x = hf_input(CLIPImageProcessor(size={"shortest_edge": 288}, crop_size={"height": 288, "width": 288}), photos)
+    with torch.no_grad():
+        o = model(pixel_values=x, interpolate_pos_encoding=True)
+        v = model.vision_model(pixel_values=x, interpolate_pos_encoding=True)
+    save_refs(d, "reference_288.safetensors", {"input": x, "tokens": v.last_hidden_state,
+                                               "embeddings": v.pooler_output, "outputs": o.image_embeds},
+              photos, type(model).__name__)
+
+
+def hf_clip_full(out, photos, seed):
+    small = dict(SMALL, intermediate_size=256)
+    model = CLIPModel(CLIPConfig(text_config=small, vision_config=dict(small, image_size=224, patch_size=16),
+                                 projection_dim=32)).eval()
+    randomize(model, seed)
+    d = os.path.join(out, "hf_clip_full")
+    model.save_pretrained(d, safe_serialization=True)
+    CLIPImageProcessor().save_pretrained(d)
+    x = hf_input(CLIPImageProcessor(), photos)
+    with torch.no_grad():
+        v = model.vision_model(pixel_values=x)
+        image_embeds = model.get_image_features(pixel_values=x)
+    save_refs(d, "reference.safetensors", {"input": x, "tokens": v.last_hidden_state, "embeddings": v.pooler_output,
+                                           "outputs": image_embeds}, photos, type(model).__name__)
+
+
+def hf_siglip(out, photos, seed):
+    model = SiglipVisionModel(SiglipVisionConfig(intermediate_size=256, image_size=224, patch_size=16,
+                                                 hidden_act="gelu_pytorch_tanh", **SMALL)).eval()
+    randomize(model, seed)
+    d = os.path.join(out, "hf_siglip")
+    model.save_pretrained(d, safe_serialization=True)
+    processor = SiglipImageProcessor()  # google/siglip-*'s: 224 x 224, bicubic, mean and std 0.5
+    processor.save_pretrained(d)
+    x = hf_input(processor, photos)
+    with torch.no_grad():
+        o = model(pixel_values=x)
+    save_refs(d, "reference.safetensors", {"input": x, "tokens": o.last_hidden_state, "embeddings": o.pooler_output,
+                                           "outputs": o.pooler_output}, photos, type(model).__name__)
+    x = hf_input(SiglipImageProcessor(size={"height": 288, "width": 288}), photos)
+    with torch.no_grad():
+        o = model(pixel_values=x, interpolate_pos_encoding=True)
+    save_refs(d, "reference_288.safetensors", {"input": x, "tokens": o.last_hidden_state,
+                                               "embeddings": o.pooler_output, "outputs": o.pooler_output},
+              photos, type(model).__name__)
+
+
+def hf_siglip_full(out, photos, seed):
+    vision = dict(SMALL, intermediate_size=256, image_size=224, patch_size=16, hidden_act="gelu_pytorch_tanh")
+    text = dict(SMALL, intermediate_size=256, vocab_size=64, max_position_embeddings=64,
+                hidden_act="gelu_pytorch_tanh")
+    model = SiglipModel(SiglipConfig(text_config=text, vision_config=vision)).eval()
+    randomize(model, seed)
+    d = os.path.join(out, "hf_siglip_full")
+    model.save_pretrained(d, safe_serialization=True)
+    SiglipImageProcessor().save_pretrained(d)
+    # A tokenizer of the model's own kind: sentencepiece trained on the prompts (no download needed).
+    spm = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter([f"This is a photo of {c}." for c in CLASSES] * 20), model_writer=spm,
+        vocab_size=48, model_type="unigram", hard_vocab_limit=False, minloglevel=2)
+    with open(os.path.join(d, "spiece.model"), "wb") as f:
+        f.write(spm.getvalue())
+    tokenizer = SiglipTokenizer(vocab_file=os.path.join(d, "spiece.model"))
+    tokenizer.save_pretrained(d)
+    x = hf_input(SiglipImageProcessor(), photos)
+    subprocess.run([sys.executable, EXPORT, "--model", d, "-o", os.path.join(d, "classes.safetensors"), *CLASSES],
+                   check=True)
+    # SiglipModel's own zero-shot: its logits_per_image through a sigmoid, one prompt per class as
+    # transformers' zero-shot pipeline words it for SigLIP.
+    texts = tokenizer([f"This is a photo of {c}." for c in CLASSES], padding="max_length", return_tensors="pt")
+    with torch.no_grad():
+        o = model(input_ids=texts["input_ids"], pixel_values=x)
+        v = o.vision_model_output
+    save_refs(d, "reference.safetensors", {"input": x, "tokens": v.last_hidden_state, "embeddings": v.pooler_output,
+                                           "outputs": v.pooler_output,
+                                           "zero_shot": torch.sigmoid(o.logits_per_image)}, photos, "SiglipModel")
+
+
+def openclip(out, photos, name, seed, quick_gelu):
+    model_cfg = {"embed_dim": 32, "quick_gelu": quick_gelu,
+                 "vision_cfg": {"image_size": 224, "layers": 2, "width": 64, "head_width": 32, "patch_size": 16},
+                 "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2}}
+    model = open_clip.CLIP(**model_cfg).eval()
+    randomize(model, seed)
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    save_file(model.state_dict(), os.path.join(d, "open_clip_model.safetensors"))
+    with open(os.path.join(d, "open_clip_config.json"), "w") as f:
+        json.dump({"model_cfg": model_cfg, "preprocess_cfg": {"mean": list(open_clip.OPENAI_DATASET_MEAN),
+                                                              "std": list(open_clip.OPENAI_DATASET_STD)}}, f, indent=2)
+    transform = open_clip.image_transform(224, is_train=False)
+    x = torch.stack([transform(Image.open(p).convert("RGB")) for p in photos])
+    tokens = {}
+    hook = model.visual.ln_post.register_forward_hook(lambda m, i, o: tokens.setdefault("t", o))
+    with torch.no_grad():
+        outputs = model.encode_image(x)
+        hook.remove()
+        proj, model.visual.proj = model.visual.proj, None
+        embeddings = model.visual(x)
+        model.visual.proj = proj
+        # The zero-shot file as scripts/export_text_embeddings.py writes it, and open_clip's own probabilities.
+        subprocess.run([sys.executable, EXPORT, "--model", d, "-o", os.path.join(d, "classes.safetensors"), *CLASSES],
+                       check=True)
+        classifier = open_clip.build_zero_shot_classifier(
+            model, open_clip.get_tokenizer("ViT-B-32"), CLASSES, open_clip.OPENAI_IMAGENET_TEMPLATES)
+        features = torch.nn.functional.normalize(outputs, dim=-1)
+        zero_shot = (model.logit_scale.exp() * features @ classifier).softmax(dim=-1)
+    save_refs(d, "reference.safetensors", {"input": x, "tokens": tokens["t"], "embeddings": embeddings,
+                                           "outputs": outputs, "zero_shot": zero_shot}, photos, "OpenCLIP")
+    if quick_gelu:
+        return
+    # At 288 px: the model made at that size, the checkpoint loaded through open_clip's resize_pos_embed.
+    cfg = json.loads(json.dumps(model_cfg))
+    cfg["vision_cfg"]["image_size"] = 288
+    big = open_clip.CLIP(**cfg).eval()
+    state = model.state_dict()
+    open_clip.model.resize_pos_embed(state, big)
+    big.load_state_dict(state)
+    x = torch.stack([open_clip.image_transform(288, is_train=False)(Image.open(p).convert("RGB")) for p in photos])
+    tokens = {}
+    hook = big.visual.ln_post.register_forward_hook(lambda m, i, o: tokens.setdefault("t", o))
+    with torch.no_grad():
+        outputs = big.encode_image(x)
+        hook.remove()
+        big.visual.proj = None
+        embeddings = big.visual(x)
+    save_refs(d, "reference_288.safetensors", {"input": x, "tokens": tokens["t"], "embeddings": embeddings,
+                                               "outputs": outputs}, photos, "OpenCLIP")
+
+
+def main():
+    out, photos = sys.argv[1], sys.argv[2:]
+    dinov2(out, photos, "hf_dinov2", 100, registers=False)
+    dinov2(out, photos, "hf_dinov2_reg", 101, registers=True)
+    hf_clip(out, photos, 102)
+    hf_clip_full(out, photos, 107)
+    hf_siglip(out, photos, 103)
+    hf_siglip_full(out, photos, 106)
+    openclip(out, photos, "openclip", 104, quick_gelu=False)
+    openclip(out, photos, "openclip_quickgelu", 105, quick_gelu=True)
+
+
+if __name__ == "__main__":
+    main()

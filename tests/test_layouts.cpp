@@ -1,0 +1,240 @@
+// The checkpoint layouts other than timm's against their own code: shrunk random-weight Hugging Face Dinov2Model,
+// Dinov2WithRegistersModel, CLIPVisionModelWithProjection, SiglipVisionModel and OpenCLIP CLIP models
+// (tests/make_layout_models.py, run at test time by the .venv's transformers and open_clip over Debian's torch)
+// and those libraries' outputs on sample photos through their own image processors. Tokens, embeddings and
+// outputs within 1e-4 from the reference's input tensor (DINOv2 at the processor's 224 px, its 518-px position
+// table resampled as each model's code does it, and at 518 px), and from the photos through our preprocessing
+// where the pipelines are the same; zero-shot labels equal to open_clip's own; bad text-embeddings files named.
+// Skipped without transformers and open_clip in .venv (scripts/setup.sh installs them), except under CI=true.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "engine/io/safetensors.h"
+#include "models/vit.h"
+#include "test_util.h"
+
+namespace vit::test {
+namespace {
+
+const std::string kPython = VIT_SOURCE_DIR "/.venv/bin/python";
+
+int run(const std::string& cmd) {
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::vector<std::string> photos() {
+  const std::string dir = shared_data() + "/images/imagenet-samples/";
+  return {dir + "n01440764_tench.JPEG", dir + "n02123597_Siamese_cat.JPEG", dir + "n02690373_airliner.JPEG"};
+}
+
+// The models, generated once per build tree beside the vit binary (~20 s), again whenever the generator or
+// the text-embeddings script changes (the folder keeps copies of both), under a lock, as Families does.
+class Layouts : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!have_shared_data()) return;
+    const std::string bin = VIT_BINARY, src = VIT_SOURCE_DIR;
+    const std::string dir = bin.substr(0, bin.find_last_of('/')) + "/layout_models";
+    const std::string script = src + "/tests/make_layout_models.py", exporter = src + "/scripts/export_text_embeddings.py";
+    const std::string same = "cmp -s " + script + " " + dir + "/make_layout_models.py && cmp -s " + exporter + " " + dir +
+                             "/export_text_embeddings.py";
+    ready_ = run(same) == 0;
+    if (ready_ || run(kPython + " -c 'import transformers, open_clip' >/dev/null 2>&1") == 0) dir_ = dir;
+    if (ready_ || dir_.empty()) return;
+    std::string make = kPython + " " + script + " " + dir_ + ".tmp";
+    for (const auto& p : photos()) make += " " + p;
+    const std::string cmd = "flock " + dir_ + ".lock sh -c '" + same + " || { rm -rf " + dir_ + ".tmp && " + make +
+                            " && cp " + script + " " + exporter + " " + dir_ + ".tmp/ && rm -rf " + dir_ + " && mv " +
+                            dir_ + ".tmp " + dir_ + "; }'";
+    ready_ = run(cmd + " >/dev/null 2>&1") == 0;
+  }
+  void SetUp() override {
+    REQUIRE_SHARED_DATA();
+    if (dir_.empty()) {
+      if (in_ci()) FAIL() << "CI=true but " << kPython << " lacks transformers or open_clip (scripts/setup.sh installs tests/requirements.txt)";
+      GTEST_SKIP() << kPython << " lacks transformers or open_clip (pip install -r tests/requirements.txt into .venv); skipping";
+    }
+    ASSERT_TRUE(ready_) << "tests/make_layout_models.py failed";
+  }
+  static std::string model(const std::string& name) { return dir_ + "/" + name; }
+
+  // Our forward pass on the reference's own input tensor: tokens, embeddings and outputs against its.
+  static void expect_like_reference(const std::string& name, const std::string& ref_name = "reference.safetensors",
+                                    int64_t img_size = 0) {
+    const SafeTensors ref(model(name) + "/" + ref_name);
+    ViT m = ViT::load(model(name), "", img_size);
+    const ViTConfig& c = m.config();
+    const auto input = ref.to_f32("input");
+    const int64_t B = ref.get("input").shape[0];
+    ASSERT_EQ(int64_t(input.size()), B * c.input_floats()) << name << ": " << c.summary();
+    auto plan = m.make_plan(B);
+    std::memcpy(plan->input(), input.data(), input.size() * sizeof(float));
+    plan->run();
+    const int64_t T = c.tokens(), D = c.width, C = c.classes;
+    ASSERT_EQ(ref.get("tokens").shape, (std::vector<int64_t>{B, T, D})) << name;
+    const float tokens = max_abs_diff(plan->tokens(), ref.to_f32("tokens").data(), size_t(B * T * D));
+    const float emb = max_abs_diff(plan->features(), ref.to_f32("embeddings").data(), size_t(B * D));
+    const float out = C ? max_abs_diff(plan->logits(), ref.to_f32("outputs").data(), size_t(B * C))
+                        : max_abs_diff(plan->features(), ref.to_f32("outputs").data(), size_t(B * D));
+    EXPECT_LT(tokens, 1e-4f) << name;
+    EXPECT_LT(emb, 1e-4f) << name;
+    EXPECT_LT(out, 1e-4f) << name;
+    std::printf("%s %s (%s, %s): max |difference| from its reference: tokens %.2e, embeddings %.2e, outputs %.2e\n",
+                name.c_str(), ref_name.c_str(), c.stored_as.c_str(), c.summary().c_str(), double(tokens), double(emb),
+                double(out));
+  }
+
+  // The whole path: our decoding and preprocessing of the photos, then the model (embed, and with --head
+  // semantics the outputs), against the reference library's pipeline.
+  static void expect_photos_like_reference(const std::string& name) {
+    const SafeTensors ref(model(name) + "/reference.safetensors");
+    Classifier c(model(name));
+    for (const bool head : {false, true}) {
+      EmbedOptions o;
+      o.head = head;
+      const auto got = c.embed(photos(), o);
+      const auto want = ref.to_f32(head ? "outputs" : "embeddings");
+      const size_t E = size_t(c.embedding_size(o));
+      ASSERT_EQ(want.size(), 3 * E) << name;
+      float worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].error, "");
+        worst = std::max(worst, max_abs_diff(got[i].embedding.data(), want.data() + i * E, E));
+      }
+      EXPECT_LT(worst, 1e-4f) << name << (head ? " --head" : "");
+      std::printf("%s from the photos%s: max |difference| from its reference %.2e\n", name.c_str(),
+                  head ? " (--head)" : "", double(worst));
+    }
+  }
+  static std::string dir_;
+  static bool ready_;
+};
+std::string Layouts::dir_;
+bool Layouts::ready_ = false;
+
+TEST_F(Layouts, HfDinov2LikeTransformers) {
+  expect_like_reference("hf_dinov2");  // at its processor's 224 px: torch's bicubic, no antialiasing
+  expect_like_reference("hf_dinov2", "reference_518.safetensors", 518);
+}
+TEST_F(Layouts, HfDinov2WithRegistersLikeTransformers) {
+  expect_like_reference("hf_dinov2_reg");  // antialiased, as its own code resamples
+  expect_like_reference("hf_dinov2_reg", "reference_518.safetensors", 518);
+}
+TEST_F(Layouts, HfClipLikeTransformers) {
+  expect_like_reference("hf_clip");
+  expect_like_reference("hf_clip", "reference_288.safetensors", 288);  // interpolate_pos_encoding=True
+  expect_like_reference("hf_clip_full");  // the image tower of a whole CLIPModel
+}
+TEST_F(Layouts, HfSiglipLikeTransformers) {
+  expect_like_reference("hf_siglip");
+  expect_like_reference("hf_siglip", "reference_288.safetensors", 288);
+  expect_like_reference("hf_siglip_full");  // the image tower of a whole SiglipModel, its text tower left alone
+}
+TEST_F(Layouts, OpenClipLikeOpenClip) {
+  expect_like_reference("openclip");
+  expect_like_reference("openclip", "reference_288.safetensors", 288);  // through open_clip's resize_pos_embed
+}
+TEST_F(Layouts, OpenClipQuickGeluLikeOpenClip) { expect_like_reference("openclip_quickgelu"); }
+
+TEST_F(Layouts, FromPhotosLikeReference) {
+  expect_photos_like_reference("openclip");
+  expect_photos_like_reference("hf_siglip");
+}
+
+TEST_F(Layouts, SettingsFromEachLayout) {
+  const ViTConfig dino = ViT::load(model("hf_dinov2")).config();
+  EXPECT_EQ(dino.family, "DINOv2");
+  EXPECT_EQ(dino.stored_as, "Hugging Face Dinov2Model names, F32");
+  EXPECT_EQ(dino.img_h(), 224);  // preprocessor_config.json's crop
+  EXPECT_EQ(dino.pos_grid_h, 37);
+  EXPECT_FALSE(dino.pos_antialias);
+  const ViTConfig reg = ViT::load(model("hf_dinov2_reg")).config();
+  EXPECT_EQ(reg.reg_tokens, 4);
+  EXPECT_TRUE(reg.no_embed_class && reg.pos_antialias);
+  const ViTConfig clip = ViT::load(model("hf_clip")).config();
+  EXPECT_EQ(clip.family, "CLIP image tower");
+  EXPECT_TRUE(clip.quick_gelu && clip.norm_pre && clip.fc_norm && !clip.final_norm);
+  EXPECT_EQ(clip.classes, 32);
+  const ViTConfig siglip = ViT::load(model("hf_siglip")).config();
+  EXPECT_EQ(siglip.family, "SigLIP image tower");
+  EXPECT_TRUE(siglip.gelu_tanh && !siglip.class_token);
+  EXPECT_EQ(siglip.pool, Pool::Map);
+  EXPECT_EQ(ViT::load(model("hf_siglip_full")).config().family, "SigLIP image tower");
+  const ViTConfig oc = ViT::load(model("openclip")).config(), quick = ViT::load(model("openclip_quickgelu")).config();
+  EXPECT_EQ(oc.stored_as, "OpenCLIP names, F32");
+  EXPECT_EQ(oc.eps, 1e-5f);
+  EXPECT_FALSE(oc.quick_gelu);
+  EXPECT_TRUE(quick.quick_gelu);
+  EXPECT_EQ(oc.heads, 2);  // width 64 / head_width 32
+}
+
+// vit classify --text-embeddings: open_clip's own zero-shot probabilities on the photos (softmax over the
+// classes), and SiglipModel's (each class's sigmoid, with its logit bias).
+TEST_F(Layouts, ZeroShotLikeReference) {
+  for (const std::string name : {"openclip", "openclip_quickgelu", "hf_siglip_full"}) {
+    const SafeTensors ref(model(name) + "/reference.safetensors");
+    const auto want = ref.to_f32("zero_shot");
+    const int64_t C = ref.get("zero_shot").shape[1];
+    const auto files = photos();
+    const Result r = run_vit("classify --json -k " + std::to_string(C) + " -m " + model(name) + " --text-embeddings " +
+                             model(name) + "/classes.safetensors " + files[0] + " " + files[1] + " " + files[2]);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto lines = json_lines(r.out);
+    ASSERT_EQ(lines.size(), 3u) << r.out;
+    float worst = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      const auto& top = lines[i]["top"];
+      ASSERT_EQ(int64_t(top.size()), C);
+      const float* row = want.data() + i * size_t(C);
+      EXPECT_EQ(top[0]["index"].get<int64_t>(), std::max_element(row, row + C) - row) << name << " " << files[i];
+      for (const auto& p : top) worst = std::max(worst, std::fabs(p["prob"].get<float>() - row[p["index"].get<int>()]));
+    }
+    EXPECT_LT(worst, 1e-4f) << name;
+    EXPECT_EQ(lines[0]["top"][0]["label"].get<std::string>().empty(), false);
+    std::printf("%s zero-shot: max |probability difference| from its library %.2e\n", name.c_str(), double(worst));
+  }
+}
+
+TEST_F(Layouts, BadTextEmbeddingsNamed) {
+  TempDir d;
+  const std::string photo = photos()[0], classes = model("openclip") + "/classes.safetensors";
+  const float zeros[4] = {1, 0, 0, 0};
+  write_safetensors(d.file("other.safetensors"), {{"embeddings", {1, 4}, zeros}}, {{"labels", "[\"a\"]"}});
+  write_file(d.file("text.safetensors"), "tench\ngoldfish\n");
+  struct Case {
+    std::string args, message, command = "classify";
+  };
+  std::vector<Case> cases = {
+      {"-m " + model("hf_siglip") + " --text-embeddings " + classes,
+       "text embeddings of width 32, but the model's image embeddings have width 64"},
+      {"-m " + model("openclip") + " --text-embeddings " + d.file("other.safetensors"), "no tensor text_embeddings"},
+      {"-m " + model("openclip") + " --text-embeddings " + d.file("text.safetensors"), "not a text-embeddings file"},
+      {"-m " + model("hf_dinov2") + " --text-embeddings " + classes, "with a CLIP or SigLIP image tower"},
+      {"-m " + model("openclip") + " --text-embeddings " + classes + " --labels " + d.file("text.safetensors"),
+       "excludes"},
+  };
+  // OpenCLIP's and Hugging Face's CLIP heads are projections, not classes: no labels without text embeddings,
+  // nothing for vit eval or vit explain.
+  const std::string no_head = "no classifier head (embeddings only): use vit embed, or for a CLIP or SigLIP image "
+                              "tower vit classify --text-embeddings";
+  for (const std::string name : {"openclip", "hf_clip"}) {
+    cases.push_back({"-m " + model(name), no_head});
+    cases.push_back({"-m " + model(name), no_head, "eval"});
+    cases.push_back({"-m " + model(name) + " --out " + d.path(), no_head, "explain"});
+  }
+  for (const auto& [args, message, command] : cases) {
+    const Result r = run_vit(command + " " + args + " " + photo);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace vit::test
