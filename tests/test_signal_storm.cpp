@@ -1,6 +1,7 @@
 // A signal storm against the real DeiT-Tiny: tests/signal_storm.cpp, started with exec, classifies while
-// every one of its threads is sent SIGUSR1 every 2 ms, under ONEDNN_MAX_CPU_ISA=AVX2 so that oneDNN's
-// JIT GEMM kernels (which move the stack pointer into a heap workspace) run even on AVX-512 CPUs. The
+// every one of its threads is sent SIGUSR1 every 2 ms, under ONEDNN_MAX_CPU_ISA=AVX2 and with every linear
+// layer a matmul (VIT_LINEAR_FORM=matmul: under the cap DeiT-Tiny's would be 1x1 convolutions) so that
+// oneDNN's JIT GEMM kernels (which move the stack pointer into a heap workspace) run even on AVX-512 CPUs. The
 // answers must be bit for bit those of the same process before the storm, and it must not crash.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -36,7 +37,7 @@ std::string storm_command(const std::string& precision, int threads, int rounds,
   for (const auto& e : fs::directory_iterator(shared_data() + "/images/imagenet-samples")) photos.push_back(e.path());
   std::sort(photos.begin(), photos.end());
   photos.resize(std::min<size_t>(photos.size(), 4));
-  std::string cmd = "ONEDNN_MAX_CPU_ISA=AVX2 " + env + SIGNAL_STORM + " " + shared_data() +
+  std::string cmd = "ONEDNN_MAX_CPU_ISA=AVX2 VIT_LINEAR_FORM=matmul " + env + SIGNAL_STORM + " " + shared_data() +
                     "/models/deit_tiny_patch16_224.fb_in1k " + precision + " " + std::to_string(threads) + " " +
                     std::to_string(rounds);
   for (const std::string& p : photos) cmd += " " + p;
