@@ -1,7 +1,7 @@
 // Picks the AttentionKernels of attention.h for the ISA oneDNN runs with.
 #include "engine/nn/attention.h"
 
-#include "engine/nn/ops.h"
+#include "engine/nn/rows.h"
 
 namespace vit {
 namespace sse2 {
@@ -16,10 +16,7 @@ extern const AttentionKernels attention;
 
 const AttentionKernels* const* all_attention_kernels(int* count) {
   static const AttentionKernels* const all[] = {&avx512::attention, &avx2::attention, &sse2::attention};
-  static const int n = [] {
-    const std::string isa = cpu_isa().name;
-    return isa.rfind("avx512", 0) == 0 ? 3 : isa.rfind("avx2", 0) == 0 ? 2 : 1;
-  }();
+  static const int n = host_isa_builds();
   *count = n;
   return all + (3 - n);
 }

@@ -14,20 +14,16 @@ namespace avx512 {
 extern const RowKernels kernels;
 }
 
-namespace {
-
-int usable_count() {
+int host_isa_builds() {
   const std::string isa = cpu_isa().name;
   if (isa.rfind("avx512", 0) == 0) return 3;
   if (isa.rfind("avx2", 0) == 0) return 2;
   return 1;
 }
 
-}  // namespace
-
 const RowKernels* const* all_row_kernels(int* count) {
   static const RowKernels* const all[] = {&avx512::kernels, &avx2::kernels, &sse2::kernels};
-  static const int n = usable_count();
+  static const int n = host_isa_builds();
   *count = n;
   return all + (3 - n);
 }

@@ -32,6 +32,10 @@ struct RowKernels {
   void (*gelu)(const float* x, int64_t n, float* y);
 };
 
+// How many of the host kernels' builds, widest first (AVX-512, AVX2, SSE2), the ISA oneDNN runs with
+// allows: rows.h's and attention.h's pick by it.
+int host_isa_builds();
+
 // The kernels for the ISA oneDNN runs with (chosen on the first call).
 const RowKernels& row_kernels();
 // Every variant this CPU can run, widest first (for tests).
