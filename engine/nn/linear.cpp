@@ -204,6 +204,15 @@ Step host_pass(const std::string& name, std::function<void()> loop) {
   return host_step(name, std::move(loop), std::string("host:") + row_kernels().isa);
 }
 
+// Row r of K floats at x, whose range is [lo, hi], quantized to u8 on that range's grid into the scratch's
+// row r, its grid in scale[r] and zero[r].
+void quantize_row(const RowKernels& k, const float* x, int64_t K, float lo, float hi, int64_t r, const LinearScratch& s) {
+  const Affine a = activation_affine(lo, hi);
+  s.scale[r] = a.scale;
+  s.zero[r] = a.zero;
+  k.quantize(x, K, 1.f / a.scale, float(a.zero), s.input + r * K);
+}
+
 // Each row quantized to u8 on the grid of its own range, while it sits in L1: scale[r] and zero[r].
 Step quantize_step(const std::string& name, int64_t rows, int64_t K, const float* src, const LinearScratch& s) {
   return host_pass(name, [=] {
@@ -211,10 +220,7 @@ Step quantize_step(const std::string& name, int64_t rows, int64_t K, const float
     parallel_for(rows, [&](int64_t r) {
       float lo, hi;
       k.range(src + r * K, K, &lo, &hi);
-      const Affine a = activation_affine(lo, hi);
-      s.scale[r] = a.scale;
-      s.zero[r] = a.zero;
-      k.quantize(src + r * K, K, 1.f / a.scale, float(a.zero), s.input + r * K);
+      quantize_row(k, src + r * K, K, lo, hi, r, s);
     });
   });
 }
@@ -240,10 +246,7 @@ Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t r
       if (out == LinearOutput::Quantized) {
         float lo, hi;
         k.range(dst + r * N, N, &lo, &hi);
-        const Affine a = activation_affine(lo, hi);
-        s.scale[r] = a.scale;
-        s.zero[r] = a.zero;
-        k.quantize(dst + r * N, N, 1.f / a.scale, float(a.zero), s.input + r * N);
+        quantize_row(k, dst + r * N, N, lo, hi, r, s);
       }
     });
   });
@@ -371,10 +374,7 @@ Step norm_quantize_step(const std::string& name, const LayerNormWeights& ln, con
     parallel_for(rows, [&](int64_t r) {
       float lo, hi;
       k.layer_norm(src + r * K, K, gamma, beta, eps, h + r * K, &lo, &hi);
-      const Affine a = activation_affine(lo, hi);
-      s.scale[r] = a.scale;
-      s.zero[r] = a.zero;
-      k.quantize(h + r * K, K, 1.f / a.scale, float(a.zero), s.input + r * K);
+      quantize_row(k, h + r * K, K, lo, hi, r, s);
     });
   });
 }
