@@ -4,32 +4,19 @@
 // input tensor and from the photos through our preprocessing; `vit embed` equal to them; BEiT and EVA-02 in
 // int8 and bf16 close to f32; the variants not supported yet refused by name. Skipped without timm in .venv (scripts/setup.sh installs it), except under CI=true.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "models/vit.h"
+#include "reference_models.h"
 #include "test_util.h"
 
 namespace vit::test {
 namespace {
-
-const std::string kPython = VIT_SOURCE_DIR "/.venv/bin/python";
-
-int run(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::vector<std::string> photos() {
-  const std::string dir = shared_data() + "/images/imagenet-samples/";
-  return {dir + "n01440764_tench.JPEG", dir + "n02123597_Siamese_cat.JPEG", dir + "n02690373_airliner.JPEG"};
-}
 
 // The models, generated once per build tree and kept beside the vit binary (ctest runs every test in a
 // process of its own; timm takes ~25 s): made again whenever the generator changes (the folder keeps
@@ -38,23 +25,16 @@ class Families : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!have_shared_data()) return;
-    const std::string bin = VIT_BINARY, script = VIT_SOURCE_DIR "/tests/make_timm_models.py";
-    const std::string dir = bin.substr(0, bin.find_last_of('/')) + "/timm_models";
-    ready_ = run("cmp -s " + script + " " + dir + "/make_timm_models.py") == 0;
-    if (ready_ || run(kPython + " -c 'import timm' >/dev/null 2>&1") == 0) dir_ = dir;
-    if (ready_ || dir_.empty()) return;
-    std::string make = "TIMM_FUSED_ATTN=0 " + kPython + " " + script + " " + dir_ + ".tmp";
-    for (const auto& p : photos()) make += " " + p;
-    const std::string cmd = "flock " + dir_ + ".lock sh -c 'cmp -s " + script + " " + dir_ +
-                            "/make_timm_models.py || { rm -rf " + dir_ + ".tmp && " + make + " && cp " + script +
-                            " " + dir_ + ".tmp/ && rm -rf " + dir_ + " && mv " + dir_ + ".tmp " + dir_ + "; }'";
-    ready_ = run(cmd + " >/dev/null 2>&1") == 0;
+    const GeneratedModels g =
+        generated_models("timm_models", {VIT_SOURCE_DIR "/tests/make_timm_models.py"}, "timm", "TIMM_FUSED_ATTN=0 ");
+    dir_ = g.dir;
+    ready_ = g.ready;
   }
   void SetUp() override {
     REQUIRE_SHARED_DATA();
     if (dir_.empty()) {
-      if (in_ci()) FAIL() << "CI=true but " << kPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
-      GTEST_SKIP() << kPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
+      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
+      GTEST_SKIP() << kVenvPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
     }
     ASSERT_TRUE(ready_) << "tests/make_timm_models.py failed";
   }
@@ -189,7 +169,7 @@ TEST_F(Families, FamilyNamed) {
 std::string with_config(const TempDir& d, const std::string& from, const std::string& name,
                         const std::function<void(nlohmann::json&)>& edit) {
   const std::string dir = d.file(name);
-  EXPECT_EQ(run("mkdir -p " + dir + " && ln -s " + from + "/model.safetensors " + dir + "/"), 0);
+  EXPECT_EQ(run_shell("mkdir -p " + dir + " && ln -s " + from + "/model.safetensors " + dir + "/"), 0);
   std::ifstream in(from + "/config.json");
   nlohmann::json j = nlohmann::json::parse(in);
   edit(j);
@@ -223,7 +203,7 @@ TEST_F(Families, UnsupportedVariantsRefusedByName) {
   }, "EVA checkpoint: not supported yet (eva_giant_patch14_224)");
   // EVA-02's rotary embedding is in no tensor: without the config naming the architecture it is refused.
   const std::string bare = d.file("bare");
-  ASSERT_EQ(run("mkdir -p " + bare + " && ln -s " + model("eva02") + "/model.safetensors " + bare + "/"), 0);
+  ASSERT_EQ(run_shell("mkdir -p " + bare + " && ln -s " + model("eva02") + "/model.safetensors " + bare + "/"), 0);
   expect_error([&] { ViT::load(bare); }, "without a timm config.json naming its architecture");
 }
 
@@ -234,7 +214,7 @@ TEST_F(Families, EmbedFromPhotosLikeTimm) {
     Classifier c(model(name));
     EmbedOptions o;
     o.tokens = true;
-    const auto got = c.embed(photos(), o);
+    const auto got = c.embed(reference_photos(), o);
     const auto want = ref.to_f32("embeddings"), want_tokens = ref.to_f32("tokens");
     const size_t E = size_t(c.embedding_size(o)), TD = size_t(c.tokens() * c.width());
     ASSERT_EQ(got.size(), 3u);
@@ -253,7 +233,7 @@ TEST_F(Families, EmbedFromPhotosLikeTimm) {
 
 TEST_F(Families, EmbedCommandLikeTimm) {
   TempDir out;
-  const auto files = photos();
+  const auto files = reference_photos();
   const std::string args = files[0] + " " + files[1] + " " + files[2];
   for (const std::string name : {"vit", "dinov2", "eva02"}) {
     const SafeTensors ref(model(name) + "/reference.safetensors");
@@ -289,7 +269,7 @@ TEST_F(Families, EmbedCommandLikeTimm) {
 TEST_F(Families, ClassifyEvalExplainRefuseAModelWithoutHead) {
   TempDir d;
   for (const std::string& cmd : std::vector<std::string>{"classify", "eval", "explain --out " + d.path()}) {
-    const test::Result r = run_vit(cmd + " -m " + model("dinov2") + " " + photos()[0]);
+    const test::Result r = run_vit(cmd + " -m " + model("dinov2") + " " + reference_photos()[0]);
     EXPECT_EQ(r.code, 2) << cmd;
     EXPECT_NE(r.err.find("no classifier head (embeddings only): use vit embed"), std::string::npos) << cmd << ": " << r.err;
   }

@@ -7,32 +7,19 @@
 // where the pipelines are the same; zero-shot labels equal to open_clip's own; bad text-embeddings files named.
 // Skipped without transformers and open_clip in .venv (scripts/setup.sh installs them), except under CI=true.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "engine/io/safetensors.h"
 #include "models/vit.h"
+#include "reference_models.h"
 #include "test_util.h"
 
 namespace vit::test {
 namespace {
-
-const std::string kPython = VIT_SOURCE_DIR "/.venv/bin/python";
-
-int run(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::vector<std::string> photos() {
-  const std::string dir = shared_data() + "/images/imagenet-samples/";
-  return {dir + "n01440764_tench.JPEG", dir + "n02123597_Siamese_cat.JPEG", dir + "n02690373_airliner.JPEG"};
-}
 
 // The models, generated once per build tree beside the vit binary (~20 s), again whenever the generator or
 // the text-embeddings script changes (the folder keeps copies of both), under a lock, as Families does.
@@ -40,26 +27,17 @@ class Layouts : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!have_shared_data()) return;
-    const std::string bin = VIT_BINARY, src = VIT_SOURCE_DIR;
-    const std::string dir = bin.substr(0, bin.find_last_of('/')) + "/layout_models";
-    const std::string script = src + "/tests/make_layout_models.py", exporter = src + "/scripts/export_text_embeddings.py";
-    const std::string same = "cmp -s " + script + " " + dir + "/make_layout_models.py && cmp -s " + exporter + " " + dir +
-                             "/export_text_embeddings.py";
-    ready_ = run(same) == 0;
-    if (ready_ || run(kPython + " -c 'import transformers, open_clip' >/dev/null 2>&1") == 0) dir_ = dir;
-    if (ready_ || dir_.empty()) return;
-    std::string make = kPython + " " + script + " " + dir_ + ".tmp";
-    for (const auto& p : photos()) make += " " + p;
-    const std::string cmd = "flock " + dir_ + ".lock sh -c '" + same + " || { rm -rf " + dir_ + ".tmp && " + make +
-                            " && cp " + script + " " + exporter + " " + dir_ + ".tmp/ && rm -rf " + dir_ + " && mv " +
-                            dir_ + ".tmp " + dir_ + "; }'";
-    ready_ = run(cmd + " >/dev/null 2>&1") == 0;
+    const GeneratedModels g = generated_models(
+        "layout_models", {VIT_SOURCE_DIR "/tests/make_layout_models.py", VIT_SOURCE_DIR "/scripts/export_text_embeddings.py"},
+        "transformers, open_clip");
+    dir_ = g.dir;
+    ready_ = g.ready;
   }
   void SetUp() override {
     REQUIRE_SHARED_DATA();
     if (dir_.empty()) {
-      if (in_ci()) FAIL() << "CI=true but " << kPython << " lacks transformers or open_clip (scripts/setup.sh installs tests/requirements.txt)";
-      GTEST_SKIP() << kPython << " lacks transformers or open_clip (pip install -r tests/requirements.txt into .venv); skipping";
+      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " lacks transformers or open_clip (scripts/setup.sh installs tests/requirements.txt)";
+      GTEST_SKIP() << kVenvPython << " lacks transformers or open_clip (pip install -r tests/requirements.txt into .venv); skipping";
     }
     ASSERT_TRUE(ready_) << "tests/make_layout_models.py failed";
   }
@@ -99,7 +77,7 @@ class Layouts : public ::testing::Test {
     for (const bool head : {false, true}) {
       EmbedOptions o;
       o.head = head;
-      const auto got = c.embed(photos(), o);
+      const auto got = c.embed(reference_photos(), o);
       const auto want = ref.to_f32(head ? "outputs" : "embeddings");
       const size_t E = size_t(c.embedding_size(o));
       ASSERT_EQ(want.size(), 3 * E) << name;
@@ -182,7 +160,7 @@ TEST_F(Layouts, ZeroShotLikeReference) {
     const SafeTensors ref(model(name) + "/reference.safetensors");
     const auto want = ref.to_f32("zero_shot");
     const int64_t C = ref.get("zero_shot").shape[1];
-    const auto files = photos();
+    const auto files = reference_photos();
     const Result r = run_vit("classify --json -k " + std::to_string(C) + " -m " + model(name) + " --text-embeddings " +
                              model(name) + "/classes.safetensors " + files[0] + " " + files[1] + " " + files[2]);
     ASSERT_EQ(r.code, 0) << r.err;
@@ -204,7 +182,7 @@ TEST_F(Layouts, ZeroShotLikeReference) {
 
 TEST_F(Layouts, BadTextEmbeddingsNamed) {
   TempDir d;
-  const std::string photo = photos()[0], classes = model("openclip") + "/classes.safetensors";
+  const std::string photo = reference_photos()[0], classes = model("openclip") + "/classes.safetensors";
   const float zeros[4] = {1, 0, 0, 0};
   write_safetensors(d.file("other.safetensors"), {{"embeddings", {1, 4}, zeros}}, {{"labels", "[\"a\"]"}});
   write_file(d.file("text.safetensors"), "tench\ngoldfish\n");
