@@ -26,27 +26,6 @@ namespace vit {
 namespace fs = std::filesystem;
 namespace {
 
-// Σ over rows n of δ_nᵀ H δ_n for δ = w - scale ⊙ q: how much rounding moves the layer's outputs on the
-// calibration inputs (summed squares).
-double output_error(const std::vector<float>& w, const int8_t* q, const float* scale, int64_t N, int64_t K,
-                    const std::vector<double>& H) {
-  std::vector<double> per_row(static_cast<size_t>(N));
-  parallel_for(N, [&](int64_t n) {
-    std::vector<double> d(static_cast<size_t>(K));
-    for (int64_t k = 0; k < K; ++k) d[size_t(k)] = double(w[size_t(n * K + k)]) - double(scale[n]) * q[n * K + k];
-    double s = 0.0;
-    for (int64_t i = 0; i < K; ++i) {
-      double hi = 0.0;
-      for (int64_t j = 0; j < K; ++j) hi += H[size_t(i * K + j)] * d[size_t(j)];
-      s += d[size_t(i)] * hi;
-    }
-    per_row[size_t(n)] = s;
-  });
-  double total = 0.0;
-  for (double v : per_row) total += v;
-  return total;
-}
-
 void say(const std::function<void(const std::string&)>& progress, const std::string& s) {
   if (progress) progress(s);
 }
@@ -128,15 +107,16 @@ QuantizeResult Quantizer::run(const std::function<void(const std::string&)>& pro
     const std::vector<float> w = f32_weights(*lw);
     const std::vector<double>& H = hessians[name + ".input"];
     const int64_t N = lw->N, K = lw->K;
+    const GptqFactor factor = gptq_factor(H.data(), K);
     for (int qmax : kInt8Grids) {
       qs.emplace_back(size_t(N * K));
       scales.emplace_back(size_t(N));
-      gptq_quantize(w.data(), N, K, H.data(), qmax, qs.back().data(), scales.back().data());
+      gptq_quantize(w.data(), N, factor, qmax, qs.back().data(), scales.back().data());
       std::vector<int8_t> q_rtn(size_t(N * K));
       std::vector<float> s_rtn(static_cast<size_t>(N));
       quantize_weights(w.data(), N, K, qmax, q_rtn.data(), s_rtn.data());
-      const double rtn = output_error(w, q_rtn.data(), s_rtn.data(), N, K, H);
-      const double gptq = output_error(w, qs.back().data(), scales.back().data(), N, K, H);
+      const double rtn = output_change(w.data(), q_rtn.data(), s_rtn.data(), N, K, H.data());
+      const double gptq = output_change(w.data(), qs.back().data(), scales.back().data(), N, K, H.data());
       r.gain.push_back({rounded_name(name, "q", qmax), rtn > 0.0 ? gptq / rtn : 1.0});
       tensors.push_back({rounded_name(name, "q", qmax), {N, K}, qs.back().data(), DType::I8});
       tensors.push_back({rounded_name(name, "scale", qmax), {N}, scales.back().data(), DType::F32});

@@ -76,7 +76,7 @@ TEST(Gptq, UncorrelatedInputsRoundToNearest) {
   for (int qmax : {127, 64}) {
     std::vector<int8_t> q(size_t(N * K)), q_rtn(size_t(N * K));
     std::vector<float> s(static_cast<size_t>(N)), s_rtn(static_cast<size_t>(N));
-    gptq_quantize(w.data(), N, K, H.data(), qmax, q.data(), s.data());
+    gptq_quantize(w.data(), N, gptq_factor(H.data(), K), qmax, q.data(), s.data());
     quantize_weights(w.data(), N, K, qmax, q_rtn.data(), s_rtn.data());
     EXPECT_EQ(q, q_rtn) << qmax;
     EXPECT_EQ(s, s_rtn) << qmax;
@@ -102,13 +102,14 @@ TEST(Gptq, CorrelatedInputsMoveTheOutputsLessThanRoundingToNearest) {
   for (int qmax : {127, 64}) {
     std::vector<int8_t> q(size_t(N * K)), q_rtn(size_t(N * K));
     std::vector<float> s(static_cast<size_t>(N)), s_rtn(static_cast<size_t>(N));
-    gptq_quantize(w.data(), N, K, H.data(), qmax, q.data(), s.data());
+    gptq_quantize(w.data(), N, gptq_factor(H.data(), K), qmax, q.data(), s.data());
     quantize_weights(w.data(), N, K, qmax, q_rtn.data(), s_rtn.data());
     EXPECT_EQ(s, s_rtn) << qmax;
     for (int64_t n = 0; n < N; ++n) EXPECT_EQ(q[size_t(n * K + K - 1)], 0) << qmax;
     for (int8_t v : q) EXPECT_LE(std::abs(int(v)), qmax);
     const double gptq = rounding_error(w, q, s, N, K, H), rtn = rounding_error(w, q_rtn, s_rtn, N, K, H);
     EXPECT_LT(gptq, 0.8 * rtn) << qmax;
+    EXPECT_NEAR(output_change(w.data(), q.data(), s.data(), N, K, H.data()), gptq, 1e-3 * gptq) << qmax;
   }
 }
 

@@ -17,15 +17,18 @@ namespace {
 void cholesky_lower(std::vector<double>& a, int64_t K) {
   for (int64_t j = 0; j < K; ++j) {
     double* rj = a.data() + j * K;
-    double d = rj[j];
-    for (int64_t k = 0; k < j; ++k) d -= rj[k] * rj[k];
+    double d = 0.0;
+#pragma omp simd reduction(+ : d)
+    for (int64_t k = 0; k < j; ++k) d += rj[k] * rj[k];
+    d = rj[j] - d;
     if (!(d > 0.0)) throw Error("GPTQ: the inputs' Hessian is not positive definite (column " + std::to_string(j) + ")");
     rj[j] = std::sqrt(d);
     parallel_for(K - j - 1, [&](int64_t t) {
       double* ri = a.data() + (j + 1 + t) * K;
-      double s = ri[j];
-      for (int64_t k = 0; k < j; ++k) s -= ri[k] * rj[k];
-      ri[j] = s / rj[j];
+      double s = 0.0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t k = 0; k < j; ++k) s += ri[k] * rj[k];
+      ri[j] = (ri[j] - s) / rj[j];
     });
   }
 }
@@ -40,9 +43,10 @@ std::vector<double> inverse_cholesky_upper(std::vector<double> h, int64_t K) {
     double* x = mt.data() + c * K;
     for (int64_t i = c; i < K; ++i) {
       const double* li = h.data() + i * K;
-      double s = i == c ? 1.0 : 0.0;
-      for (int64_t k = c; k < i; ++k) s -= li[k] * x[k];
-      x[i] = s / li[i];
+      double s = 0.0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t k = c; k < i; ++k) s += li[k] * x[k];
+      x[i] = ((i == c ? 1.0 : 0.0) - s) / li[i];
     }
   });
   // H⁻¹[i, j] = sum over k >= max(i, j) of M[k, i] M[k, j] = rows i and j of Mᵀ, dotted.
@@ -52,6 +56,7 @@ std::vector<double> inverse_cholesky_upper(std::vector<double> h, int64_t K) {
     for (int64_t j = 0; j <= i; ++j) {
       const double* xj = mt.data() + j * K;
       double s = 0.0;
+#pragma omp simd reduction(+ : s)
       for (int64_t k = i; k < K; ++k) s += xi[k] * xj[k];
       inv[size_t(i * K + j)] = s;
       inv[size_t(j * K + i)] = s;
@@ -66,41 +71,67 @@ std::vector<double> inverse_cholesky_upper(std::vector<double> h, int64_t K) {
 
 }  // namespace
 
-void gptq_quantize(const float* w, int64_t N, int64_t K, const double* H, int qmax, int8_t* q, float* scale) {
+GptqFactor gptq_factor(const double* H, int64_t K) {
+  GptqFactor f;
+  f.K = K;
+  f.perm.resize(size_t(K));
+  std::iota(f.perm.begin(), f.perm.end(), 0);
+  std::stable_sort(f.perm.begin(), f.perm.end(), [&](int64_t a, int64_t b) { return H[a * K + a] > H[b * K + b]; });
+  f.dead.resize(size_t(K));
+  std::vector<double> hp(size_t(K * K));
+  double mean_diag = 0.0;
+  for (int64_t i = 0; i < K; ++i) {
+    const int64_t pi = f.perm[size_t(i)];
+    f.dead[size_t(i)] = !(H[pi * K + pi] > 0.0);
+    for (int64_t j = 0; j < K; ++j) hp[size_t(i * K + j)] = H[pi * K + f.perm[size_t(j)]];
+    if (f.dead[size_t(i)]) hp[size_t(i * K + i)] = 1.0;
+    mean_diag += hp[size_t(i * K + i)];
+  }
+  mean_diag /= double(K);
+  for (int64_t i = 0; i < K; ++i) hp[size_t(i * K + i)] += 0.01 * mean_diag;
+  f.u = inverse_cholesky_upper(std::move(hp), K);
+  return f;
+}
+
+void gptq_quantize(const float* w, int64_t N, const GptqFactor& f, int qmax, int8_t* q, float* scale) {
+  const int64_t K = f.K;
   for (int64_t n = 0; n < N; ++n) {
     float amax = 0.f;
     for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(w[n * K + k]));
     scale[n] = amax > 0.f ? amax / float(qmax) : 1.f;
   }
-  std::vector<int64_t> perm(static_cast<size_t>(K));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return H[a * K + a] > H[b * K + b]; });
-  std::vector<char> dead(static_cast<size_t>(K));
-  std::vector<double> hp(size_t(K * K));
-  double mean_diag = 0.0;
-  for (int64_t i = 0; i < K; ++i) {
-    dead[size_t(i)] = !(H[perm[i] * K + perm[i]] > 0.0);
-    for (int64_t j = 0; j < K; ++j) hp[size_t(i * K + j)] = H[perm[i] * K + perm[j]];
-    if (dead[size_t(i)]) hp[size_t(i * K + i)] = 1.0;
-    mean_diag += hp[size_t(i * K + i)];
-  }
-  mean_diag /= double(K);
-  for (int64_t i = 0; i < K; ++i) hp[size_t(i * K + i)] += 0.01 * mean_diag;
-  const std::vector<double> u = inverse_cholesky_upper(std::move(hp), K);
-
   // Rows are independent given U: each walks its columns in order, rounding one and moving the error.
   parallel_for(N, [&](int64_t n) {
     std::vector<double> row(static_cast<size_t>(K));
-    for (int64_t i = 0; i < K; ++i) row[size_t(i)] = dead[size_t(i)] ? 0.0 : double(w[n * K + perm[i]]);
+    for (int64_t i = 0; i < K; ++i) row[size_t(i)] = f.dead[size_t(i)] ? 0.0 : double(w[n * K + f.perm[size_t(i)]]);
     const double s = scale[n];
     for (int64_t i = 0; i < K; ++i) {
       const double v = std::min(double(qmax), std::max(-double(qmax), std::nearbyint(row[size_t(i)] / s)));
-      q[n * K + perm[i]] = int8_t(v);
-      const double* ui = u.data() + i * K;
+      q[n * K + f.perm[size_t(i)]] = int8_t(v);
+      const double* ui = f.u.data() + i * K;
       const double err = (row[size_t(i)] - v * s) / ui[i];
       for (int64_t j = i + 1; j < K; ++j) row[size_t(j)] -= err * ui[j];
     }
   });
+}
+
+double output_change(const float* w, const int8_t* q, const float* scale, int64_t N, int64_t K, const double* H) {
+  using dnnl::memory;
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  std::vector<float> d(size_t(N * K)), h(size_t(K * K)), dh(size_t(N * K));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) d[size_t(n * K + k)] = w[n * K + k] - scale[n] * float(q[n * K + k]);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = float(H[i]);
+  const memory::desc dm({N, K}, dt::f32, tag::ab), hm({K, K}, dt::f32, tag::ab);
+  const dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dm, hm, dm), cpu_engine()));
+  mm.execute(cpu_stream(), {{DNNL_ARG_SRC, memory(dm, cpu_engine(), d.data())},
+                            {DNNL_ARG_WEIGHTS, memory(hm, cpu_engine(), h.data())},
+                            {DNNL_ARG_DST, memory(dm, cpu_engine(), dh.data())}});
+  cpu_stream().wait();
+  double total = 0.0;
+  for (size_t i = 0; i < d.size(); ++i) total += double(d[i]) * double(dh[i]);
+  return total;
 }
 
 void add_gram(const float* x, int64_t rows, int64_t K, double* H) {
