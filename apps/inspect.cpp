@@ -80,6 +80,9 @@ int print_inspect(ViT& model) {
   std::printf("FLOPs/image    %.3g G (multiply-add = 2)\n", model.plan(1).program().flops() / 1e9);
   std::printf("precision      %s, weights %.1f MB resident\n", precision_name(model.precision()),
               double(model.weight_bytes()) / 1e6);
+  if (!model.int8_source().empty())
+    std::printf("int8 weights   %s: rounded by vit quantize (GPTQ)%s\n", model.int8_source().c_str(),
+                model.precision() == Precision::Int8 ? ", used" : ", used at --precision int8");
   std::printf("this CPU       %s\n", precision_support().c_str());
   std::printf("linear layers  how each runs on this CPU (oneDNN form; int8: path)\n");
   for (const auto& [name, lw] : model.linear_layers())

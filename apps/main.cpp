@@ -1,4 +1,4 @@
-// The `vit` command: `vit classify`, `vit embed`, `vit explain`, `vit eval`, `vit bench`, `vit inspect` and
+// The `vit` command: `vit classify`, `vit embed`, `vit explain`, `vit eval`, `vit bench`, `vit inspect`, `vit quantize` and
 // `vit serve`. Each subcommand first prepares (flags, model, outputs: anything wrong there is exit 2), then works;
 // errors become one "error: ..." line on stderr and the exit status of the table in common.h.
 #include <spdlog/spdlog.h>
@@ -21,6 +21,7 @@ void add_bench_command(CLI::App& app, Prepare* prepare);
 void add_inspect_command(CLI::App& app, Prepare* prepare);
 void add_embed_command(CLI::App& app, Prepare* prepare);
 void add_serve_command(CLI::App& app, Prepare* prepare);
+void add_quantize_command(CLI::App& app, Prepare* prepare);
 
 namespace {
 
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
   add_inspect_command(app, &prepare);
   add_embed_command(app, &prepare);
   add_serve_command(app, &prepare);
+  add_quantize_command(app, &prepare);
   bool known = false;
   const std::string command = named_command(argc, argv, app, &known);
   if (!command.empty() && !known) return unknown_command(command, app);

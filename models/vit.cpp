@@ -12,6 +12,7 @@
 
 #include "checkpoint.h"
 #include "positions.h"
+#include "models/int8_weights.h"
 #include "vit/error.h"
 #include "engine/preprocess/resample.h"
 
@@ -171,17 +172,30 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
   m.precision_ = precision;
   m.cfg_ = resolve_config(ck, src);
   spdlog::debug("{}: {} layout, {}", file, layout_name(ck.layout()), m.cfg_.summary());
-  m.load_weights(ck);
+  // A folder `vit quantize` made: its rounded weights replace quantization at load for int8.
+  const std::string rounded_file = (dir.empty() ? std::string(".") : dir) + "/" + kInt8WeightsFile;
+  std::unique_ptr<RoundedWeights> rounded;
+  if (exists(rounded_file)) {
+    rounded = RoundedWeights::open(rounded_file, file);
+    m.int8_source_ = rounded_file;
+  }
+  m.load_weights(ck, precision == Precision::Int8 ? rounded.get() : nullptr);
   ck.check_all_used();
+  if (rounded && precision == Precision::Int8) rounded->check_all_used();
   return m;
 }
 
-void ViT::load_weights(Checkpoint& ck) {
+void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
   const ViTConfig& c = cfg_;
   const int64_t D = c.width, M = c.mlp, C = c.classes, P = c.patch, Cin = c.in_chans;
   auto take = [&](const std::string& n, const std::vector<int64_t>& s) { return ck.take(n, s); };
   auto opt = [&](const std::string& n, const std::vector<int64_t>& s) {
     return ck.has(n) ? ck.take(n, s) : Checkpoint::Tensor();
+  };
+  // Every layer built here: an int8 one from its rounded weights when the folder has them.
+  auto make = [&](const std::string& n, const float* w, const float* b, int64_t K, int64_t N, Epilogue ep) {
+    if (rounded && precision_of(n) == Precision::Int8) return rounded->linear(store_, n, b, K, N, c.tokens(), ep);
+    return make_linear(store_, w, b, K, N, c.tokens(), ep, precision_of(n));
   };
   // bias: required, else taken when present; shape: the stored weight's, when not [N, K] (a conv
   // kernel [D, C, P, P] is the same memory as [D, C*P*P]).
@@ -189,10 +203,10 @@ void ViT::load_weights(Checkpoint& ck) {
                     std::vector<int64_t> shape = {}) {
     const auto w = take(n + ".weight", shape.empty() ? std::vector<int64_t>{N, K} : shape);
     const auto b = bias ? take(n + ".bias", {N}) : opt(n + ".bias", {N});
-    return make_linear(store_, w.data(), b.empty() ? nullptr : b.data(), K, N, c.tokens(), ep, precision_of(n));
+    return make(n, w.data(), b.empty() ? nullptr : b.data(), K, N, ep);
   };
   auto dense = [&](const std::string& n, const Dense& d, int64_t K, int64_t N, Epilogue ep) {
-    return make_linear(store_, d.w.data(), d.b.empty() ? nullptr : d.b.data(), K, N, c.tokens(), ep, precision_of(n));
+    return make(n, d.w.data(), d.b.empty() ? nullptr : d.b.data(), K, N, ep);
   };
   auto norm = [&](const std::string& n) {
     const auto w = take(n + ".weight", {D}), b = take(n + ".bias", {D});
@@ -210,7 +224,7 @@ void ViT::load_weights(Checkpoint& ck) {
       for (int64_t k = 0; k < K; ++k) w[size_t(o * K + k)] *= g.data()[o];
       b[size_t(o)] *= g.data()[o];
     }
-    return make_linear(store_, w.data(), b.data(), K, D, c.tokens(), Epilogue::AddToDst, precision_of(n));
+    return make(n, w.data(), b.data(), K, D, Epilogue::AddToDst);
   };
   const Epilogue mlp_act = c.quick_gelu ? Epilogue::QuickGelu : c.gelu_tanh ? Epilogue::GeluTanh : Epilogue::Gelu;
   patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, Epilogue::None, {D, Cin, P, P});
@@ -404,6 +418,17 @@ std::vector<std::pair<std::string, const LinearWeights*>> ViT::linear_layers() c
   return out;
 }
 
+std::vector<std::pair<std::string, const LinearWeights*>> ViT::block_linear_layers() const {
+  std::vector<std::pair<std::string, const LinearWeights*>> out;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const std::string p = "blocks." + std::to_string(i) + ".";
+    const BlockWeights& b = blocks_[i];
+    out.insert(out.end(), {{p + "attn.qkv", &b.qkv}, {p + "attn.proj", &b.proj}, {p + "mlp.fc1", &b.fc1},
+                           {p + "mlp.fc2", &b.fc2}});
+  }
+  return out;
+}
+
 size_t ViT::weight_bytes() const {
   size_t n = patch_embed_.bytes() + head_.bytes() + head_dist_.bytes() +
              (cls_token_.size() + dist_token_.size() + reg_token_.size() + pos_embed_.size()) * sizeof(float);
@@ -432,6 +457,7 @@ struct ViT::PlanBuilder {
     plan.taps_.push_back({plan.program_.steps().size() - 1, name, data, count});
   }
   void linear(const std::string& name, const LinearWeights& lw, int64_t rows, const float* src, float* dst) {
+    tap(name + ".input", src, layout.B * rows * lw.K);
     if (!layout.linear_by_image || lw.precision == Precision::Int8)
       return add(linear_steps(name, lw, layout.B, rows, src, dst, a().linear));
     for (int64_t b = 0; b < layout.B; ++b)

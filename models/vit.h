@@ -17,6 +17,7 @@
 namespace vit {
 
 class Checkpoint;
+class RoundedWeights;
 
 // A thread count to run with: `requested`, or the cores when it asks for more (a warning says so); 0
 // stays 0 (all cores).
@@ -55,6 +56,8 @@ class ViT {
   void set_pool(Pool pool);
   Precision precision() const { return precision_; }
   const std::string& source() const { return source_; }
+  // The int8.safetensors of a folder `vit quantize` made ("" for none); its weights are used at int8.
+  const std::string& int8_source() const { return int8_source_; }
 
   // Everything one batch size needs to run: its oneDNN primitives, bound to an activation arena.
   // Built from a loaded ViT (which must outlive it); independent Plans may run on different threads.
@@ -129,20 +132,23 @@ class ViT {
 
   // forward that also reports named intermediate tensors, as timm's forward hooks would see them:
   // input, patch_embed, embed, blocks.{i}.norm1, blocks.{i}.norm2, blocks.{i}.mlp.fc1_gelu (fc1 is fused with
-  // its GELU), blocks.{i}, norm, logits.
+  // its GELU), blocks.{i}, norm, logits; and every linear layer's f32 input as {layer}.input (blocks.{i}.attn.qkv.input,
+  // ..., head.input), which `vit quantize` calibrates from.
   using TapFn = std::function<void(const std::string& name, const float* data, int64_t count)>;
   void forward_with_taps(const float* images, int64_t B, const TapFn& tap);
 
   // The linear layers, named as the checkpoint names them (the blocks' from block 0: every block's
   // layers share their shapes, and with them their form and path).
   std::vector<std::pair<std::string, const LinearWeights*>> linear_layers() const;
+  // Every block's linear layers by full name (blocks.0.attn.qkv, ...): the ones at the model's precision.
+  std::vector<std::pair<std::string, const LinearWeights*>> block_linear_layers() const;
   size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)
   // Images per attention pass at batch B: as many as keep their scores within about a core's L2.
   int64_t attention_chunk(int64_t B) const;
 
  private:
   ViT() = default;
-  void load_weights(Checkpoint& ck);
+  void load_weights(Checkpoint& ck, RoundedWeights* rounded);
   Precision precision_of(const std::string& layer) const;
   // How a Plan at batch B divides its work, decided once by plan_layout and used both to size its
   // activations and to build its steps, so the two cannot disagree.
@@ -162,7 +168,7 @@ class ViT {
 
   ViTConfig cfg_;
   Precision precision_ = Precision::F32;
-  std::string source_;
+  std::string source_, int8_source_;
   Arena store_;                       // the memory every weight below lives in (declared first: dies last)
   LinearWeights patch_embed_;         // [D, C*P*P]
   std::vector<float> cls_token_;      // [D] (empty without a class token)

@@ -326,6 +326,77 @@ TEST_F(Cli, NoReferenceKernelsUnderEachIsaCap) {
   }
 }
 
+// The logits of `classify --save-logits` for the three good images, one row per image.
+std::vector<float> saved_logits(const std::string& args, const std::string& images) {
+  TempDir out;
+  const Result r = run_vit("classify " + args + " --save-logits " + out.file("l.safetensors") + " " + images);
+  EXPECT_EQ(r.code, 0) << args << ": " << r.err;
+  return r.code == 0 ? SafeTensors(out.file("l.safetensors")).to_f32("logits") : std::vector<float>{};
+}
+
+// vit quantize: a folder that runs at --precision int8 from its rounded weights (not those rounded at load),
+// still runs f32 exactly as the checkpoint it copied, and says so in vit inspect; a calibration image
+// that does not decode is reported and left out (exit 1), the folder still written.
+TEST_F(Cli, QuantizeWritesAFolderThatRunsItsRoundedWeights) {
+  TempDir out;
+  const std::string q = out.file("q");
+  Result r = run_vit("quantize " + model() + " --calib " + images_.path() + " -o " + q);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("d_broken.jpg"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("8 layers rounded on both int8 grids from 3 calibration images"), std::string::npos) << r.out;
+  SafeTensors st(q + "/int8.safetensors");
+  EXPECT_EQ(st.metadata().at("calibration_images"), "3");
+  for (const char* t : {"blocks.1.mlp.fc2.q127", "blocks.1.mlp.fc2.q64"}) {
+    EXPECT_EQ(st.get(t).dtype, DType::I8) << t;
+    EXPECT_EQ(st.get(t).shape, (std::vector<int64_t>{32, 64})) << t;
+  }
+  EXPECT_TRUE(std::filesystem::exists(q + "/model.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(q + "/config.json"));
+
+  const std::string images = images_.file("a.jpg") + " " + images_.file("b.PNG") + " " + images_.file("c.bmp");
+  const auto f32 = saved_logits(model(), images), f32_q = saved_logits("--model " + q, images);
+  const auto dynamic = saved_logits(model() + " --precision int8", images);
+  const auto rounded = saved_logits("--model " + q + " --precision int8", images);
+  ASSERT_EQ(f32.size(), 30u);
+  ASSERT_EQ(rounded.size(), 30u);
+  EXPECT_EQ(f32_q, f32);
+  EXPECT_NE(rounded, dynamic);
+  float scale = 0.f, worst = 0.f;
+  for (size_t i = 0; i < f32.size(); ++i) scale = std::max(scale, std::fabs(f32[i])), worst = std::max(worst, std::fabs(rounded[i] - f32[i]));
+  EXPECT_LT(worst, 0.05f * scale);
+  r = run_vit("inspect " + q + " --precision int8");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("int8 weights   " + q + "/int8.safetensors: rounded by vit quantize (GPTQ), used"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, QuantizeRefusesBadCalibrationOutputsAndMismatchedFolders) {
+  TempDir empty, broken, out, other;
+  Result r = run_vit("quantize " + model() + " --calib " + empty.path() + " -o " + out.file("q"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no calibration images in " + empty.path()), std::string::npos) << r.err;
+  std::filesystem::copy_file(images_.file("d_broken.jpg"), broken.file("x.jpg"));
+  r = run_vit("quantize " + model() + " --calib " + broken.path() + " -o " + out.file("q"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("none of the 1 calibration images could be read"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out.file("q")));
+  r = run_vit("quantize " + model() + " --calib " + images_.file("a.jpg") + " -o " + images_.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("exists and is not an empty folder"), std::string::npos) << r.err;
+  r = run_vit("quantize " + model() + " --calib " + images_.file("a.jpg") + " -o /nonexistent/q");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("its folder /nonexistent does not exist"), std::string::npos) << r.err;
+  // Rounded weights beside a checkpoint they were not made from: refused at load, naming the file.
+  r = run_vit("quantize " + model() + " --calib " + images_.file("a.jpg") + " -o " + out.file("q"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  TinySpec wider;
+  wider.D = 48;
+  write_tiny_model(other.path(), wider);
+  std::filesystem::copy_file(out.file("q") + "/int8.safetensors", other.file("int8.safetensors"));
+  r = run_vit("classify --model " + other.path() + " --precision int8 " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(other.file("int8.safetensors") + ": was not made from"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, Bf16IsRefusedByNameWhereTheCpuLacksIt) {
   const Result r = run_vit_env("ONEDNN_MAX_CPU_ISA=AVX2 ", "classify " + model() + " --precision bf16 " + images_.file("a.jpg"));
   EXPECT_EQ(r.code, 2);

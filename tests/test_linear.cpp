@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
+#include "engine/nn/gptq.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/quantize.h"
 #include "reference.h"
@@ -29,6 +31,85 @@ TEST(Quantize, WeightsRoundHalfToEvenAndSaturate) {
   const float nan_row[2] = {std::nanf(""), 1.f};  // a hostile checkpoint: no undefined behaviour
   quantize_weights(nan_row, 1, 2, 127, q, scale);
   EXPECT_EQ(q[1], 127);
+}
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Σ_n δ_nᵀ H δ_n for δ = w - scale·q: what rounding does to the layer's outputs on the Hessian's inputs.
+double rounding_error(const std::vector<float>& w, const std::vector<int8_t>& q, const std::vector<float>& scale,
+                      int64_t N, int64_t K, const std::vector<double>& H) {
+  double total = 0.0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < K; ++i)
+      for (int64_t j = 0; j < K; ++j)
+        total += (w[size_t(n * K + i)] - double(scale[size_t(n)]) * q[size_t(n * K + i)]) * H[size_t(i * K + j)] *
+                 (w[size_t(n * K + j)] - double(scale[size_t(n)]) * q[size_t(n * K + j)]);
+  return total;
+}
+
+TEST(Gptq, AddGramIsXTransposeX) {
+  const int64_t rows = 37, K = 19;
+  const std::vector<float> x = random_values(size_t(rows * K), 3);
+  std::vector<double> H(size_t(K * K), 1.0);  // added to, not overwritten
+  add_gram(x.data(), rows, K, H.data());
+  for (int64_t i = 0; i < K; ++i)
+    for (int64_t j = 0; j < K; ++j) {
+      double want = 1.0;
+      for (int64_t r = 0; r < rows; ++r) want += double(x[size_t(r * K + i)]) * x[size_t(r * K + j)];
+      EXPECT_NEAR(H[size_t(i * K + j)], want, 1e-4 * std::max(1.0, std::fabs(want))) << i << "," << j;
+    }
+}
+
+// With uncorrelated inputs of equal variance there is no better rounding than to nearest: GPTQ gives
+// quantize_weights' answer exactly.
+TEST(Gptq, UncorrelatedInputsRoundToNearest) {
+  const int64_t N = 12, K = 40;
+  const std::vector<float> w = random_values(size_t(N * K), 5);
+  std::vector<double> H(size_t(K * K), 0.0);
+  for (int64_t k = 0; k < K; ++k) H[size_t(k * K + k)] = 3.0;
+  for (int qmax : {127, 64}) {
+    std::vector<int8_t> q(size_t(N * K)), q_rtn(size_t(N * K));
+    std::vector<float> s(static_cast<size_t>(N)), s_rtn(static_cast<size_t>(N));
+    gptq_quantize(w.data(), N, K, H.data(), qmax, q.data(), s.data());
+    quantize_weights(w.data(), N, K, qmax, q_rtn.data(), s_rtn.data());
+    EXPECT_EQ(q, q_rtn) << qmax;
+    EXPECT_EQ(s, s_rtn) << qmax;
+  }
+}
+
+// Correlated inputs (x = A z, some channels large, as LayerNorm outputs have): GPTQ's rounding moves the
+// outputs on those inputs less than rounding to nearest, on the same grid, within ±qmax; an input that
+// is always zero gets zero weights.
+TEST(Gptq, CorrelatedInputsMoveTheOutputsLessThanRoundingToNearest) {
+  const int64_t N = 24, K = 48, rows = 400;
+  const std::vector<float> w = random_values(size_t(N * K), 7), z = random_values(size_t(rows * K), 8),
+                           a = random_values(size_t(K * K), 9);
+  std::vector<float> x(size_t(rows * K), 0.f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < K - 1; ++i) {  // channel K-1 stays zero
+      float v = 0.f;
+      for (int64_t j = 0; j < K; ++j) v += a[size_t(i * K + j)] * z[size_t(r * K + j)];
+      x[size_t(r * K + i)] = v * (i % 7 == 0 ? 8.f : 1.f);
+    }
+  std::vector<double> H(size_t(K * K), 0.0);
+  add_gram(x.data(), rows, K, H.data());
+  for (int qmax : {127, 64}) {
+    std::vector<int8_t> q(size_t(N * K)), q_rtn(size_t(N * K));
+    std::vector<float> s(static_cast<size_t>(N)), s_rtn(static_cast<size_t>(N));
+    gptq_quantize(w.data(), N, K, H.data(), qmax, q.data(), s.data());
+    quantize_weights(w.data(), N, K, qmax, q_rtn.data(), s_rtn.data());
+    EXPECT_EQ(s, s_rtn) << qmax;
+    for (int64_t n = 0; n < N; ++n) EXPECT_EQ(q[size_t(n * K + K - 1)], 0) << qmax;
+    for (int8_t v : q) EXPECT_LE(std::abs(int(v)), qmax);
+    const double gptq = rounding_error(w, q, s, N, K, H), rtn = rounding_error(w, q_rtn, s_rtn, N, K, H);
+    EXPECT_LT(gptq, 0.8 * rtn) << qmax;
+  }
 }
 
 TEST(Quantize, ActivationGridHoldsZeroAndSaturates) {

@@ -41,6 +41,21 @@ TEST(SafeTensors, RoundTrip) {
   EXPECT_EQ(st.metadata().at("files"), "[\"x\"]");
 }
 
+// Int8 weights (vit quantize) are stored as I8 beside F32 scales, one byte each, read back signed.
+TEST(SafeTensors, RoundTripsI8BesideF32) {
+  TempDir d;
+  const std::vector<int8_t> q = {-127, -1, 0, 1, 64, 127};
+  const std::vector<float> s = {0.5f, 2.f};
+  write_safetensors(d.file("q.safetensors"), {{"w.q127", {2, 3}, q.data(), DType::I8}, {"w.scale127", {2}, s.data()}});
+  SafeTensors st(d.file("q.safetensors"));
+  EXPECT_EQ(st.get("w.q127").dtype, DType::I8);
+  EXPECT_EQ(st.get("w.q127").nbytes, 6u);
+  const std::vector<uint8_t> raw = st.bytes("w.q127");
+  EXPECT_EQ(std::vector<int8_t>(raw.begin(), raw.end()), q);
+  EXPECT_EQ(st.to_f32("w.q127"), (std::vector<float>{-127, -1, 0, 1, 64, 127}));
+  EXPECT_EQ(st.to_f32("w.scale127"), s);
+}
+
 TEST(SafeTensors, WidensF16AndBF16) {
   // 1.0, -2.5, 65504 (max f16) and a subnormal in F16; 1.0 and -3.0 in BF16.
   const uint16_t f16[4] = {0x3C00, 0xC100, 0x7BFF, 0x0001};

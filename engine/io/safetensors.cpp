@@ -19,7 +19,8 @@ size_t dtype_size(DType t) {
     case DType::F32: return 4;
     case DType::F16:
     case DType::BF16: return 2;
-    case DType::U8: return 1;
+    case DType::U8:
+    case DType::I8: return 1;
   }
   return 0;
 }
@@ -60,6 +61,7 @@ const char* dtype_name(DType t) {
     case DType::F16: return "F16";
     case DType::BF16: return "BF16";
     case DType::U8: return "U8";
+    case DType::I8: return "I8";
   }
   return "?";
 }
@@ -88,9 +90,9 @@ TensorView parse_entry(const std::string& where, const nlohmann::json& entry, si
   const std::string d = dt.get<std::string>();
   TensorView t{};
   bool known = false;
-  for (DType k : {DType::F32, DType::F16, DType::BF16, DType::U8})
+  for (DType k : {DType::F32, DType::F16, DType::BF16, DType::U8, DType::I8})
     if (d == dtype_name(k)) t.dtype = k, known = true;
-  if (!known) throw Error(where, "unsupported dtype " + d + " (expected F32, F16, BF16 or U8)");
+  if (!known) throw Error(where, "unsupported dtype " + d + " (expected F32, F16, BF16, U8 or I8)");
   const auto& sh = entry["shape"];
   if (!sh.is_array()) throw Error(where, "shape is not a list");
   uint64_t bytes_needed = dtype_size(t.dtype);
@@ -188,8 +190,8 @@ std::vector<float> SafeTensors::to_f32(const std::string& name) const {
     return out;
   }
   const std::vector<uint8_t> raw = bytes(name);
-  if (t.dtype == DType::U8) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = float(raw[i]);
+  if (t.dtype == DType::U8 || t.dtype == DType::I8) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = t.dtype == DType::U8 ? float(raw[i]) : float(int8_t(raw[i]));
     return out;
   }
   float (*widen)(uint16_t) = t.dtype == DType::F16 ? f16_to_f32 : bf16_to_f32;
@@ -202,16 +204,21 @@ std::vector<float> SafeTensors::to_f32(const std::string& name) const {
 }
 
 namespace {
-// The 8-byte length and the JSON header (padded to 8 bytes) for F32 tensors stored back to back.
-std::string header_bytes(const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+struct Entry {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+};
+
+// The 8-byte length and the JSON header (padded to 8 bytes) for tensors stored back to back.
+std::string header_bytes(const std::vector<Entry>& tensors, const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  for (const auto& [name, shape] : tensors) {
-    uint64_t n = 4;
+  for (const auto& [name, shape, dtype] : tensors) {
+    uint64_t n = dtype_size(dtype);
     for (int64_t d : shape) n *= uint64_t(d);
-    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + n}}};
+    header[name] = {{"dtype", dtype_name(dtype)}, {"shape", shape}, {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
   std::string h = header.dump();
@@ -224,15 +231,15 @@ std::string header_bytes(const std::vector<std::pair<std::string, std::vector<in
 
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-  for (const auto& t : tensors) shapes.emplace_back(t.name, t.shape);
-  const std::string head = header_bytes(shapes, metadata);
+  std::vector<Entry> entries;
+  for (const auto& t : tensors) entries.push_back({t.name, t.shape, t.dtype});
+  const std::string head = header_bytes(entries, metadata);
   OutputFile out(path);
   out.write(head.data(), head.size());
   for (const auto& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
-    out.write(t.data, size_t(n) * sizeof(float));
+    out.write(t.data, size_t(n) * dtype_size(t.dtype));
   }
   out.commit();
 }
@@ -270,10 +277,10 @@ void RowWriter::finish(const std::string& name, const std::map<std::string, std:
 }
 
 void RowWriter::finish(const std::map<std::string, std::string>& metadata) {
-  RowShapes shapes;
+  std::vector<Entry> shapes;
   for (const auto& [name, row] : tensors_) {
     shapes.push_back({name, {rows_}});
-    shapes.back().second.insert(shapes.back().second.end(), row.begin(), row.end());
+    shapes.back().shape.insert(shapes.back().shape.end(), row.begin(), row.end());
   }
   const std::string head = header_bytes(shapes, metadata);
   out_.write(head.data(), head.size());

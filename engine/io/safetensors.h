@@ -15,7 +15,7 @@
 
 namespace vit {
 
-enum class DType { F32, F16, BF16, U8 };
+enum class DType { F32, F16, BF16, U8, I8 };
 const char* dtype_name(DType t);  // "F32", as safetensors writes it
 
 // "[197,192]": how errors print a shape.
@@ -55,10 +55,11 @@ class SafeTensors {
 struct TensorToWrite {
   std::string name;
   std::vector<int64_t> shape;
-  const float* data;  // F32, numel(shape) values
+  const void* data;  // numel(shape) values of dtype
+  DType dtype = DType::F32;
 };
 
-// Writes F32 tensors and string metadata; throws vit::Error when the file cannot be written.
+// Writes tensors and string metadata; throws vit::Error when the file cannot be written.
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 

@@ -188,15 +188,11 @@ LinearWeights bf16_weights(Arena& store, const float* weight, int64_t typical_ro
   return lw;
 }
 
-// The int8 weights, quantized per output channel, with their scales and column sums into lw.
-std::vector<int8_t> int8_quantized(const float* weight, LinearWeights& lw) {
-  std::vector<int8_t> q(size_t(lw.N * lw.K));
-  lw.w_scale.resize(size_t(lw.N));
-  quantize_weights(weight, lw.N, lw.K, int8_weight_max(), q.data(), lw.w_scale.data());
+// The column sums of int8 weights q [N, K] into lw, to take an input's zero point out of the products.
+void add_colsums(const int8_t* q, LinearWeights& lw) {
   lw.w_colsum.assign(size_t(lw.N), 0);
   for (int64_t n = 0; n < lw.N; ++n)
-    for (int64_t k = 0; k < lw.K; ++k) lw.w_colsum[size_t(n)] += q[size_t(n * lw.K + k)];
-  return q;
+    for (int64_t k = 0; k < lw.K; ++k) lw.w_colsum[size_t(n)] += q[n * lw.K + k];
 }
 
 // The host passes, named for profiles by the vectors they run in.
@@ -283,12 +279,12 @@ void check_int8_kernel(const LinearWeights& lw, int64_t T) {
 
 // The quantized weights in the layout the layer's form runs from: the convolution's, brgemm's (VNNI),
 // or as stored (AVX2's gemm:jit matmul takes them plain).
-memory store_int8(Arena& store, const std::vector<int8_t>& q, const LinearWeights& lw, int64_t T) {
+memory store_int8(Arena& store, const int8_t* q, const LinearWeights& lw, int64_t T) {
   const memory::desc plain = plain_weights(lw.form, lw, dt::s8);
   const auto pd = layer_pd(lw.form, lw, any_weights(lw.form, lw, dt::s8), T);
   if (lw.form == LinearForm::Conv1x1 || kernel_kind(impl_name(pd)) == KernelKind::Brgemm)
-    return stored_reorder(store, view(plain, q.data()), pd.weights_desc());
-  return stored_copy(store, plain, q.data());
+    return stored_reorder(store, view(plain, q), pd.weights_desc());
+  return stored_copy(store, plain, q);
 }
 
 // f32 or bf16 src [M, K] (bf16 in the scratch) -> dst [M, N] in the layer's form, bias and epilogue fused.
@@ -326,6 +322,15 @@ size_t LinearWeights::bytes() const {
   return (w ? w.get_desc().get_size() : 0) + (b ? b.get_desc().get_size() : 0) + w_scale.size() * sizeof(float);
 }
 
+std::vector<float> f32_weights(const LinearWeights& lw) {
+  if (lw.precision != Precision::F32) throw Error("internal: f32_weights of a layer that is not f32");
+  std::vector<float> w(size_t(lw.N * lw.K));
+  memory from = lw.w, to = view(plain_weights(lw.form, lw, dt::f32), w.data());
+  dnnl::reorder(from, to).execute(cpu_stream(), from, to);
+  cpu_stream().wait();
+  return w;
+}
+
 int int8_weight_max() { return cpu_isa().vnni ? 127 : 64; }
 
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
@@ -345,14 +350,29 @@ LinearWeights make_linear(Arena& store, const float* weight, const float* bias, 
       lw.form = LinearForm::Matmul;
       return bf16_weights(store, weight, typical_rows, std::move(lw));
     case Precision::Int8: {
-      const std::vector<int8_t> q = int8_quantized(weight, lw);
-      check_int8_kernel(lw, typical_rows);
-      lw.form = choose_form(lw, typical_rows, form);
-      lw.w = store_int8(store, q, lw, typical_rows);
-      return lw;
+      std::vector<int8_t> q(size_t(N * K));
+      std::vector<float> scale(static_cast<size_t>(N));
+      quantize_weights(weight, N, K, int8_weight_max(), q.data(), scale.data());
+      return make_int8_linear(store, {q.data(), scale.data()}, bias, K, N, typical_rows, ep, form);
     }
   }
   throw Error("internal: unknown precision");
+}
+
+LinearWeights make_int8_linear(Arena& store, const Int8Weights& weight, const float* bias, int64_t K, int64_t N,
+                               int64_t typical_rows, Epilogue ep, LinearForm form) {
+  LinearWeights lw;
+  lw.precision = Precision::Int8;
+  lw.epilogue = ep;
+  lw.K = K;
+  lw.N = N;
+  if (bias) lw.b = stored_copy(store, memory::desc({1, N}, dt::f32, tag::ab), bias);
+  lw.w_scale.assign(weight.scale, weight.scale + N);
+  add_colsums(weight.q, lw);
+  check_int8_kernel(lw, typical_rows);
+  lw.form = choose_form(lw, typical_rows, form);
+  lw.w = store_int8(store, weight.q, lw, typical_rows);
+  return lw;
 }
 
 bool can_quantize_for(const LinearWeights& lw, const LinearWeights& next) {

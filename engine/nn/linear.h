@@ -47,6 +47,9 @@ struct LinearWeights {
 // How a layer runs, for `vit inspect`: "matmul", "1x1 convolution, s32 product, then dequantized per row", ...
 std::string linear_summary(const LinearWeights& lw);
 
+// An f32 layer's weights back as nn.Linear stores them, [N, K] row-major.
+std::vector<float> f32_weights(const LinearWeights& lw);
+
 // The largest |q| of int8 weights on this CPU: 127 with VNNI (u8 x s8 products summed in 32 bits);
 // 64 without, where oneDNN's int8 kernels add pairs of products in saturating 16 bits (2 x 255 x 64 fits).
 int int8_weight_max();
@@ -58,6 +61,15 @@ int int8_weight_max();
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
                           int64_t typical_rows, Epilogue ep, Precision precision = Precision::F32,
                           WeightLayout layout = WeightLayout::Auto, LinearForm form = LinearForm::Auto);
+
+// An int8 layer from weights rounded ahead of time (GPTQ, `vit quantize`) on the grid of
+// int8_weight_max(): q [N, K] row-major, |q| <= that maximum, W[n, k] ~ scale[n] * q[n, k].
+struct Int8Weights {
+  const int8_t* q;
+  const float* scale;
+};
+LinearWeights make_int8_linear(Arena& store, const Int8Weights& weight, const float* bias, int64_t K, int64_t N,
+                               int64_t typical_rows, Epilogue ep, LinearForm form = LinearForm::Auto);
 
 // What the bf16 and int8 layers use beside their input and output, one set per Plan, sized for its
 // largest layer by add_linear_scratch (nothing for F32).
