@@ -252,7 +252,7 @@ std::function<int()> prepare_bench(const BenchOptions& o) {
   if (!o.csv.empty() && o.csv != "-") out->csv = std::make_unique<OutputFile>(o.csv);
   if (!o.plot.empty()) out->plot = std::make_unique<OutputFile>(o.plot);
   auto model = std::make_shared<ViT>(o.arch.empty() ? load_model(o.model)
-                                                    : ViT::random(config_for_arch(o.arch), 0, o.model.precision));
+                                                    : ViT::random(config_for_arch(o.arch, o.model.img_size), 0, o.model.precision));
   return [o, batches, model, out] { return run_bench(o, *batches, *model, *out); };
 }
 
@@ -262,7 +262,8 @@ void add_bench_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "measure forward-pass throughput and latency per batch size");
   add_model_options(cmd, &o->model);
-  cmd->add_option("--arch", o->arch, "a standard shape with random weights, e.g. vit_base_patch16_224");
+  cmd->add_option("--arch", o->arch, "a timm architecture with random weights, e.g. vit_base_patch16_224, vit_small_patch14_dinov2, "
+                                      "vit_base_patch16_clip_224, beit_base_patch16_224, eva02_base_patch14_224");
   cmd->add_option("-b,--batch", o->batches, "batch sizes, comma separated")->capture_default_str();
   auto* secs = add_number_option(cmd, "--seconds", &o->seconds, 0.001, 1e6, "timed seconds per batch size");
   auto* iters = add_number_option(cmd, "--iters", &o->iters, 1, 1 << 30, "timed runs per batch size (instead of --seconds)");

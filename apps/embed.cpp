@@ -1,8 +1,10 @@
 // `vit embed`: one embedding per image, as timm computes it: forward_head(forward_features(x),
-// pre_logits=True) by default, model(x) with --head, the token sequence too with --tokens. JSON lines on
-// stdout, or a safetensors file written as --save-logits writes its file (atomically, files listed).
+// pre_logits=True) by default, model(x) with --head, the token sequence too with --tokens; one per video,
+// the mean over the frames `vit classify` would sample. JSON lines on stdout, or a safetensors file
+// written as --save-logits writes its file (atomically, files listed).
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "apps/command.h"
@@ -23,7 +25,7 @@ struct EmbedCommand {
   std::string out, pool;
   int batch = 8;
   int64_t max_pixels = kDefaultMaxPixels;
-  bool force = false, stdin_paths = false, null_separated = false, exif_transpose = false;
+  bool force = false, stdin_paths = false, null_separated = false, exif_transpose = false, videos = false;
   std::vector<std::string> paths;
 };
 
@@ -67,7 +69,7 @@ class EmbedOutput {
   size_t done_ = 0, failed_ = 0;
 };
 
-int embed_all(const EmbedCommand& o, std::vector<Input>& inputs, bool missing, const Classifier& c, EmbedOutput& out) {
+int embed_all(const EmbedCommand& o, std::vector<Input>& inputs, const Classifier& c, EmbedOutput& out) {
   std::unique_ptr<PathStream> stream;
   if (o.stdin_paths) stream = std::make_unique<PathStream>(STDIN_FILENO, o.null_separated ? '\0' : '\n');
   size_t seen = 0;
@@ -81,20 +83,18 @@ int embed_all(const EmbedCommand& o, std::vector<Input>& inputs, bool missing, c
     }
     std::vector<std::string> paths;
     for (const Input& in : batch)
-      if (in.error.empty() && !is_video_name(in.file)) paths.push_back(in.file);
+      if (in.error.empty()) paths.push_back(in.file);
     const std::vector<Embedding> results = c.embed(paths, o.embed);
     size_t next = 0;
     for (const Input& in : batch) {
       if (!in.error.empty()) out.error(in.file, in.error);
-      else if (is_video_name(in.file)) out.error(in.file, "videos are not embedded yet (vit classify reads them)");
       else out.result(results[next++]);
     }
     check_stdout();
     seen += batch.size();
   }
-  if (out.failed() && seen > 1) std::fprintf(stderr, "%zu of %zu images embedded, %zu failed\n", out.done(), seen, out.failed());
+  if (out.failed() && seen > 1) std::fprintf(stderr, "%zu of %zu inputs embedded, %zu failed\n", out.done(), seen, out.failed());
   out.finish();
-  if (missing) return kExitUsage;
   return out.failed() ? kExitSomeFailed : kExitOk;
 }
 
@@ -102,14 +102,15 @@ std::function<int()> prepare_embed(EmbedCommand o) {
   if (o.stdin_paths && !o.paths.empty()) throw Error("--stdin reads the paths from standard input: give no PATH");
   if (!o.stdin_paths && o.paths.empty()) throw Error("no PATH: give image files or folders, or --stdin");
   if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
-  auto missing = std::make_shared<bool>(false);
-  auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths, missing.get()));
+  auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths, o.videos));
   if (!o.out.empty()) {
     std::vector<std::string> files;
     for (const Input& in : *inputs) files.push_back(in.file);
     check_output_target("-o", o.out, files, o.force);
   }
-  if (!o.stdin_paths) o.batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs->size(), 1))));
+  // Fewer images than a batch: plans for just those. A video's frames fill whole batches.
+  const bool videos = std::any_of(inputs->begin(), inputs->end(), [](const Input& in) { return is_video_name(in.file); });
+  if (!o.stdin_paths && !videos) o.batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs->size(), 1))));
   ClassifierOptions co = classifier_options(o.model);
   co.batch = o.batch;
   co.max_pixels = o.max_pixels;
@@ -117,7 +118,7 @@ std::function<int()> prepare_embed(EmbedCommand o) {
   co.pool = o.pool;
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
   auto out = std::make_shared<EmbedOutput>(o, *classifier);
-  return [o, inputs, missing, classifier, out] { return embed_all(o, *inputs, *missing, *classifier, *out); };
+  return [o, inputs, classifier, out] { return embed_all(o, *inputs, *classifier, *out); };
 }
 
 }  // namespace
@@ -141,7 +142,18 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--stdin", o->stdin_paths, "read the paths from standard input, one per line");
   cmd->add_flag("-0,--null", o->null_separated, "with --stdin: paths end with NUL, as find -print0 writes them");
   cmd->add_flag("--exif-transpose", o->exif_transpose, "turn images as their EXIF orientation says");
-  cmd->add_option("PATH", o->paths, "images or folders, searched recursively for images");
+  CLI::Option* every = add_number_option(cmd, "--every", &o->embed.video.every, 1, 1 << 30,
+                                         "videos: embed every Nth frame (default: one frame per second of video)");
+  every->default_str("");  // unset means --fps's sampling, not a frame count of 0, which is out of range
+  add_number_option(cmd, "--fps", &o->embed.video.fps, 0.001, 1000.0,
+                    "videos: embed this many frames per second of video (default 1)")
+      ->excludes(every);
+  cmd->add_flag("--videos", o->videos, "also take videos from folders (videos named as PATH always are)");
+  cmd->add_option("PATH", o->paths,
+                  "images (" + image_extensions() + "), videos (" + video_extensions() +
+                      ") or folders, searched recursively for images (and videos with --videos); a video's "
+                      "embedding is the mean of its sampled frames' (and with --tokens its tokens, the mean of "
+                      "theirs)");
   cmd->callback([o, prepare] { *prepare = [o] { return prepare_embed(*o); }; });
 }
 

@@ -18,6 +18,18 @@
 
 namespace vit {
 
+namespace {
+
+// torch.nn.functional.normalize: x / max(||x||, 1e-12).
+void unit_length(std::vector<float>* v) {
+  double ss = 0;
+  for (float x : *v) ss += double(x) * x;
+  const float inv = float(1.0 / std::max(std::sqrt(ss), 1e-12));
+  for (float& x : *v) x *= inv;
+}
+
+}  // namespace
+
 struct Classifier::Impl {
   Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o), plans(model) {}
   ViT model;  // declared before the pool, which points at it
@@ -56,6 +68,20 @@ struct Classifier::Impl {
       const std::string& bytes = images[i].second;
       return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
                           opt.max_pixels, opt.exif_transpose);
+    };
+  }
+
+  DecodeFn pixels(const std::vector<Pixels>& images) const {
+    return [this, &images](size_t i) {
+      const Pixels& p = images[i];
+      if (p.width <= 0 || p.height <= 0 || !p.rgb)
+        throw Error(p.name, "no pixels (" + std::to_string(p.width) + "x" + std::to_string(p.height) + ")");
+      if (int64_t(p.width) * p.height > opt.max_pixels) throw Error(p.name, "image of " + over_pixel_limit(p.width, p.height, opt.max_pixels));
+      Image img;
+      img.width = p.width;
+      img.height = p.height;
+      img.rgb.assign(p.rgb, p.rgb + size_t(p.width) * size_t(p.height) * 3);
+      return img;
     };
   }
 
@@ -115,12 +141,7 @@ struct Classifier::Impl {
         const size_t row = size_t(item.row);
         const float* v = (logits ? plan.logits() : plan.features()) + row * E;
         e.embedding.assign(v, v + E);
-        if (o.normalize) {  // torch.nn.functional.normalize: x / max(||x||, 1e-12)
-          double ss = 0;
-          for (float x : e.embedding) ss += double(x) * x;
-          const float inv = float(1.0 / std::max(std::sqrt(ss), 1e-12));
-          for (float& x : e.embedding) x *= inv;
-        }
+        if (o.normalize) unit_length(&e.embedding);
         if (o.tokens) e.tokens.assign(plan.tokens() + row * TD, plan.tokens() + (row + 1) * TD);
       }
     }, between);
@@ -172,21 +193,7 @@ std::vector<Result> Classifier::classify_encoded(const std::vector<std::pair<std
 
 std::vector<Result> Classifier::classify_pixels(const std::vector<Pixels>& images, int topk,
                                                const BetweenBatches& between) const {
-  return impl_->run(
-      images.size(), [&](size_t i) { return images[i].name; },
-      [&](size_t i) {
-        const Pixels& p = images[i];
-        if (p.width <= 0 || p.height <= 0 || !p.rgb)
-          throw Error(p.name, "no pixels (" + std::to_string(p.width) + "x" + std::to_string(p.height) + ")");
-        if (int64_t(p.width) * p.height > impl_->opt.max_pixels)
-          throw Error(p.name, "image of " + over_pixel_limit(p.width, p.height, impl_->opt.max_pixels));
-        Image img;
-        img.width = p.width;
-        img.height = p.height;
-        img.rgb.assign(p.rgb, p.rgb + size_t(p.width) * size_t(p.height) * 3);
-        return img;
-      },
-      topk, between);
+  return impl_->run(images.size(), [&](size_t i) { return images[i].name; }, impl_->pixels(images), topk, between);
 }
 
 int64_t Classifier::classify_video(const std::string& path, const VideoSampling& sampling,
@@ -198,7 +205,29 @@ int64_t Classifier::classify_video(const std::string& path, const VideoSampling&
 
 std::vector<Embedding> Classifier::embed(const std::vector<std::string>& paths, const EmbedOptions& o,
                                          const BetweenBatches& between) const {
-  return impl_->embed(paths.size(), [&](size_t i) { return paths[i]; }, impl_->files(paths), o, between);
+  std::vector<std::string> images;
+  for (const std::string& p : paths)
+    if (!is_video_name(p)) images.push_back(p);
+  std::vector<Embedding> embedded = impl_->embed(images.size(), [&](size_t i) { return images[i]; }, impl_->files(images), o, between);
+  if (images.size() == paths.size()) return embedded;
+  std::vector<Embedding> out;
+  size_t next = 0;
+  for (const std::string& p : paths) {
+    if (is_video_name(p)) out.push_back(embed_video(p, o, between));
+    else out.push_back(std::move(embedded[next++]));
+  }
+  return out;
+}
+
+Embedding Classifier::embed_video(const std::string& path, const EmbedOptions& o, const BetweenBatches& between) const {
+  Embedding e = embed_video_frames(*this, path, o, impl_->opt.batch, impl_->opt.max_pixels, between);
+  if (o.normalize && e.error.empty()) unit_length(&e.embedding);
+  return e;
+}
+
+std::vector<Embedding> Classifier::embed_pixels(const std::vector<Pixels>& images, const EmbedOptions& o,
+                                                const BetweenBatches& between) const {
+  return impl_->embed(images.size(), [&](size_t i) { return images[i].name; }, impl_->pixels(images), o, between);
 }
 
 std::vector<Embedding> Classifier::embed_encoded(const std::vector<std::pair<std::string, std::string>>& images,

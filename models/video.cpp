@@ -1,4 +1,4 @@
-// Sampling and classifying a video's frames; see video.h. FFmpeg gives no reliable frame count, so a
+// Sampling, classifying and embedding a video's frames; see video.h. FFmpeg gives no reliable frame count, so a
 // stream that stops early is recognised by FFmpeg's complaints or by fewer frames than its container
 // announces, and reported with the number of frames that were read.
 #include "video.h"
@@ -22,44 +22,34 @@ bool sampled(const VideoReader::Frame& f, const VideoSampling& s, int64_t* slot)
   return true;
 }
 
-}  // namespace
+// A frame sampled for the model, with where it was in the video.
+struct Sampled {
+  Image image;
+  VideoReader::Frame tag;
+};
 
-int64_t classify_video_frames(const Classifier& classifier, const std::string& path, const VideoSampling& sampling,
-                              int batch, int64_t max_pixels, int topk,
-                              const std::function<void(const std::vector<Result>&)>& on_results,
-                              const BetweenBatches& between) {
+// Reads the video's sampled frames, handing them to on_batch `batch` at a time in frame order (then
+// checking `between`). Returns "" when the video was read whole, else why not: it cannot be opened (the
+// reader's own message, nothing handed over) or it stops early, is damaged or has no frames.
+std::string read_sampled_frames(const std::string& path, const VideoSampling& sampling, int batch, int64_t max_pixels,
+                                const std::function<void(std::vector<Sampled>&)>& on_batch,
+                                const BetweenBatches& between, bool* opened) {
   if (sampling.every < 0 || (sampling.every == 0 && !(sampling.fps > 0 && std::isfinite(sampling.fps))))
     throw Error("video sampling: every must be 1 or more, or fps positive (got every " + std::to_string(sampling.every) +
                 ", fps " + std::to_string(sampling.fps) + ")");
-  const auto fail = [&](const std::string& why) {
-    Result r;
-    r.file = path;
-    r.error = why;
-    on_results({r});
-  };
   std::unique_ptr<VideoReader> video;
   try {
     video = std::make_unique<VideoReader>(path, max_pixels);
   } catch (const Error& e) {
-    fail(e.problem());
-    return 0;
+    *opened = false;
+    return e.problem();
   }
-  std::vector<Image> frames;
-  std::vector<VideoReader::Frame> tags;
-  int64_t classified = 0, read = 0, damaged = 0, slot = -1;
+  *opened = true;
+  std::vector<Sampled> frames;
+  int64_t read = 0, damaged = 0, slot = -1;
   const auto flush = [&] {
-    std::vector<Pixels> pixels;
-    for (size_t i = 0; i < frames.size(); ++i)
-      pixels.push_back({path, frames[i].width, frames[i].height, frames[i].rgb.data()});
-    std::vector<Result> results = classifier.classify_pixels(pixels, topk, between);
-    for (size_t i = 0; i < results.size(); ++i) {
-      results[i].frame = tags[i].index;
-      results[i].time_s = tags[i].time_s;
-      if (results[i].error.empty()) ++classified;
-    }
+    on_batch(frames);
     frames.clear();
-    tags.clear();
-    on_results(results);
     check_between(between);
   };
   std::string failure;
@@ -71,12 +61,11 @@ int64_t classify_video_frames(const Classifier& classifier, const std::string& p
     }
     if (!sampled(f, sampling, &slot)) continue;
     try {
-      frames.push_back(video->retrieve());
+      frames.push_back({video->retrieve(), f});
     } catch (const Error& e) {
       failure = e.problem();
       break;
     }
-    tags.push_back(f);
     if (int(frames.size()) == batch) flush();
   }
   if (!frames.empty()) flush();
@@ -90,8 +79,74 @@ int64_t classify_video_frames(const Classifier& classifier, const std::string& p
     if (!problem.empty()) failure += " (FFmpeg: " + problem + ")";
   }
   if (read == 0 && failure.empty()) failure = "video has no frames" + (problem.empty() ? "" : " (FFmpeg: " + problem + ")");
-  if (!failure.empty()) fail(failure + "; " + std::to_string(classified) + " sampled frames classified");
+  return failure;
+}
+
+std::vector<Pixels> pixels_of(const std::string& path, const std::vector<Sampled>& frames) {
+  std::vector<Pixels> pixels;
+  for (const Sampled& s : frames) pixels.push_back({path, s.image.width, s.image.height, s.image.rgb.data()});
+  return pixels;
+}
+
+}  // namespace
+
+int64_t classify_video_frames(const Classifier& classifier, const std::string& path, const VideoSampling& sampling,
+                              int batch, int64_t max_pixels, int topk,
+                              const std::function<void(const std::vector<Result>&)>& on_results,
+                              const BetweenBatches& between) {
+  int64_t classified = 0;
+  bool opened = false;
+  const std::string failure = read_sampled_frames(path, sampling, batch, max_pixels, [&](std::vector<Sampled>& frames) {
+    std::vector<Result> results = classifier.classify_pixels(pixels_of(path, frames), topk, between);
+    for (size_t i = 0; i < results.size(); ++i) {
+      results[i].frame = frames[i].tag.index;
+      results[i].time_s = frames[i].tag.time_s;
+      if (results[i].error.empty()) ++classified;
+    }
+    on_results(results);
+  }, between, &opened);
+  if (!failure.empty()) {
+    Result r;
+    r.file = path;
+    r.error = opened ? failure + "; " + std::to_string(classified) + " sampled frames classified" : failure;
+    on_results({r});
+  }
   return classified;
+}
+
+Embedding embed_video_frames(const Classifier& classifier, const std::string& path, const EmbedOptions& options,
+                             int batch, int64_t max_pixels, const BetweenBatches& between) {
+  EmbedOptions each = options;
+  each.normalize = false;  // the mean of the frames' own embeddings; the caller normalizes the mean
+  std::vector<double> sum, token_sum;  // double: a long video's sum keeps the precision of its frames'
+  int64_t frames = 0;
+  std::string frame_error;
+  bool opened = false;
+  std::string failure = read_sampled_frames(path, options.video, batch, max_pixels, [&](std::vector<Sampled>& batch_frames) {
+    const std::vector<Embedding> got = classifier.embed_pixels(pixels_of(path, batch_frames), each, between);
+    for (size_t i = 0; i < got.size(); ++i) {
+      const Embedding& e = got[i];
+      if (!e.error.empty()) {
+        if (frame_error.empty()) frame_error = "frame " + std::to_string(batch_frames[i].tag.index) + ": " + e.error;
+        continue;
+      }
+      sum.resize(e.embedding.size());
+      for (size_t k = 0; k < sum.size(); ++k) sum[k] += e.embedding[k];
+      token_sum.resize(e.tokens.size());
+      for (size_t k = 0; k < token_sum.size(); ++k) token_sum[k] += e.tokens[k];
+      ++frames;
+    }
+  }, between, &opened);
+  if (failure.empty()) failure = frame_error;
+  Embedding out;
+  out.file = path;
+  if (!failure.empty()) {
+    out.error = opened ? failure + "; the video is not embedded" : failure;
+    return out;
+  }
+  for (double v : sum) out.embedding.push_back(float(v / double(frames)));
+  for (double v : token_sum) out.tokens.push_back(float(v / double(frames)));
+  return out;
 }
 
 }  // namespace vit

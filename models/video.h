@@ -1,5 +1,6 @@
-// Classifying a video: its frames read through OpenCV's plugin (engine/image/opencv_io.h), sampled by count or
-// by time, and classified a batch at a time; what vit::Classifier::classify_video runs (vit/vit.h).
+// Classifying and embedding a video: its frames read through OpenCV's plugin (engine/image/opencv_io.h),
+// sampled by count or by time, a batch at a time; what vit::Classifier::classify_video and embed_video
+// run (vit/vit.h).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -14,5 +15,9 @@ int64_t classify_video_frames(const Classifier& classifier, const std::string& p
                               int batch, int64_t max_pixels, int topk,
                               const std::function<void(const std::vector<Result>&)>& on_results,
                               const BetweenBatches& between);
+
+// The mean of the sampled frames' embeddings, unnormalized whatever options.normalize says.
+Embedding embed_video_frames(const Classifier& classifier, const std::string& path, const EmbedOptions& options,
+                             int batch, int64_t max_pixels, const BetweenBatches& between);
 
 }  // namespace vit

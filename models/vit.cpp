@@ -303,15 +303,34 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
   if (cfg.dist_token) m.dist_token_ = fill(size_t(D), 0.02f, 0.f);
   if (cfg.reg_tokens) m.reg_token_ = fill(size_t(cfg.reg_tokens * D), 0.02f, 0.f);
   m.pos_embed_ = fill(size_t(cfg.pos_len() * D), 0.02f, 0.f);
-  for (int64_t i = 0; i < cfg.depth; ++i)
-    m.blocks_.push_back({norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv", Epilogue::None),
-                         linear(D, D, "blocks.attn.proj", Epilogue::AddToDst),
-                         linear(D, M, "blocks.mlp.fc1",
-                                cfg.quick_gelu ? Epilogue::QuickGelu : cfg.gelu_tanh ? Epilogue::GeluTanh : Epilogue::Gelu),
-                         linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst), LayerNormWeights{}, {}});
+  const Epilogue act = cfg.quick_gelu ? Epilogue::QuickGelu : cfg.gelu_tanh ? Epilogue::GeluTanh : Epilogue::Gelu;
+  for (int64_t i = 0; i < cfg.depth; ++i) {
+    BlockWeights b{norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv", Epilogue::None),
+                   linear(D, D, "blocks.attn.proj", Epilogue::AddToDst),
+                   cfg.swiglu ? linear(D, 2 * M, "blocks.mlp.fc1", Epilogue::None) : linear(D, M, "blocks.mlp.fc1", act),
+                   linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst), LayerNormWeights{}, {}};
+    if (cfg.scale_mlp) {
+      const auto g = fill(size_t(M), 0.1f, 1.f), bias = fill(size_t(M), 0.02f, 0.f);
+      b.mlp_norm = make_layer_norm(m.store_, g.data(), bias.data(), M, cfg.eps);
+    }
+    if (cfg.rel_pos_window)
+      b.rel_pos_table = resize_relative_position_table(fill(size_t(cfg.rel_pos_len() * cfg.heads), 0.02f, 0.f),
+                                                       cfg.heads, cfg.rel_pos_window, cfg.grid_h(), cfg.grid_w());
+    m.blocks_.push_back(std::move(b));
+  }
+  if (cfg.rel_pos_window) m.rel_pos_index_ = relative_position_index(cfg.grid_h(), cfg.grid_w());
+  if (cfg.rope) rotary_tables(cfg, &m.rope_sin_, &m.rope_cos_);
   if (cfg.norm_pre) m.norm_pre_ = norm();
   if (cfg.final_norm) m.norm_ = norm();
   if (cfg.fc_norm) m.fc_norm_ = norm();
+  if (cfg.attn_pool_mlp) {
+    m.attn_pool_.q = fill(size_t(D), 0.02f, 0.f);
+    m.attn_pool_.kv = linear(D, 2 * D, "attn_pool.kv", Epilogue::None);
+    m.attn_pool_.proj = linear(D, D, "attn_pool.proj", Epilogue::None);
+    m.attn_pool_.norm = norm();
+    m.attn_pool_.fc1 = linear(D, cfg.attn_pool_mlp, "attn_pool.mlp.fc1", act);
+    m.attn_pool_.fc2 = linear(cfg.attn_pool_mlp, D, "attn_pool.mlp.fc2", Epilogue::AddToDst);
+  }
   if (C > 0) m.head_ = linear(D, C, "head", Epilogue::None);
   if (cfg.dist_token) m.head_dist_ = linear(D, C, "head_dist", Epilogue::None);
   return m;

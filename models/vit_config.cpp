@@ -6,7 +6,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -592,20 +595,159 @@ Pool pool_from_name(const std::string& name) {
 
 const char* pool_name(Pool p) { return p == Pool::Token ? "token" : p == Pool::Avg ? "avg" : "map"; }
 
-std::vector<std::string> known_archs() {
-  return {"vit_tiny_patch16_224",  "vit_small_patch16_224", "vit_base_patch16_224", "vit_base_patch32_224",
-          "vit_large_patch16_224", "vit_base_patch16_384", "deit_tiny_patch16_224", "deit_small_patch16_224",
-          "deit_base_patch16_224"};
+namespace {
+
+// The shapes config_for_arch builds beyond timm's classic ViT and DeiT names: each family's settings as
+// its timm model definition has them (the settings a checkpoint's tensors and config.json would give).
+void shape(ViTConfig* c, int64_t width, int64_t depth, int64_t heads, int64_t mlp, int64_t patch, int size,
+           int64_t classes) {
+  c->width = width;
+  c->depth = depth;
+  c->heads = heads;
+  c->mlp = mlp;
+  c->patch = patch;
+  c->pre.height = c->pre.width = size;
+  c->pos_grid_h = c->pos_grid_w = size / patch;
+  c->classes = classes;
+}
+constexpr std::array<float, 3> kClipMean{0.48145466f, 0.4578275f, 0.40821073f}, kClipStd{0.26862954f, 0.26130258f, 0.27577711f};
+// vision_transformer.py's vit_*_patch14_dinov2 (init_values 1e-5, 518 px) and *_reg4_dinov2
+// (reg_tokens 4, no_embed_class): no head.
+void dinov2(ViTConfig* c, int64_t registers) {
+  c->family = "DINOv2";
+  c->layer_scale = true;
+  c->reg_tokens = registers;
+  c->no_embed_class = registers > 0;
+  c->pre.crop_pct = 1.0;
+}
+// vision_transformer.py's vit_*_clip_*: pre_norm, no patch-embedding bias, LayerNorm eps 1e-5, OpenAI's
+// mean and std; the head is the projection into the joint space.
+void clip(ViTConfig* c, bool quick_gelu) {
+  c->family = "CLIP image tower";
+  c->norm_pre = true;
+  c->patch_bias = false;
+  c->eps = 1e-5f;
+  c->quick_gelu = quick_gelu;
+  c->pre.mean = kClipMean;
+  c->pre.std = kClipStd;
+  c->pre.crop_pct = 1.0;
+}
+// vision_transformer.py's vit_*_siglip_*: no class token, the MAP head (AttentionPoolLatent, MLP 4D).
+void siglip(ViTConfig* c) {
+  c->family = "SigLIP image tower";
+  c->class_token = false;
+  c->attn_pool_mlp = 4 * c->width;
+  c->pool = Pool::Map;
+  c->pre.mean = c->pre.std = {0.5f, 0.5f, 0.5f};
+  c->pre.crop_pct = 1.0;
+}
+// deit.py's deit3_*: layer scale, a position table without the class token.
+void deit3(ViTConfig* c) {
+  c->family = "DeiT III";
+  c->layer_scale = true;
+  c->no_embed_class = true;
+  c->pre.crop_pct = 1.0;
+}
+// beit.py's beit_*: relative position tables (window = the grid), layer scale, q/v biases, mean pooling
+// with fc_norm instead of a final norm.
+void beit(ViTConfig* c) {
+  c->family = "BEiT";
+  c->abs_pos = false;
+  c->rel_pos_window = c->pos_grid_h;
+  c->layer_scale = true;
+  c->k_bias = false;
+  c->pool = Pool::Avg;
+  c->final_norm = false;
+  c->fc_norm = true;
+  c->pre.mean = c->pre.std = {0.5f, 0.5f, 0.5f};
+}
+// eva.py's eva02_*_patch14_*: rotary embedding (ref_feat_shape 16x16), SwiGLU (mlp_ratio 4 * 2 / 3), q/v
+// biases, mean pooling with fc_norm; base and larger add scale_mlp and separate q, k, v projections.
+void eva02(ViTConfig* c, bool base) {
+  c->family = "EVA-02";
+  c->rope = true;
+  c->rope_ref_h = c->rope_ref_w = 16;
+  c->swiglu = true;
+  c->scale_mlp = base;
+  c->qkv_fused = !base;
+  c->k_bias = false;
+  c->pool = Pool::Avg;
+  c->final_norm = false;
+  c->fc_norm = true;
+  c->pre.mean = kClipMean;
+  c->pre.std = kClipStd;
 }
 
-ViTConfig config_for_arch(const std::string& arch) {
-  ViTConfig c;
-  if (!arch_defaults(arch, &c) || c.arch != arch) {
+// Every name config_for_arch knows, and what it builds: the one list, which its error message prints.
+struct KnownArch {
+  const char* name;
+  std::function<void(ViTConfig*)> build;  // null: timm's classic ViT / DeiT defaults (arch_defaults)
+};
+const std::vector<KnownArch>& arch_table() {
+  static const std::vector<KnownArch> table = {
+      {"vit_tiny_patch16_224", nullptr},
+      {"vit_small_patch16_224", nullptr},
+      {"vit_base_patch16_224", nullptr},
+      {"vit_base_patch32_224", nullptr},
+      {"vit_large_patch16_224", nullptr},
+      {"vit_base_patch16_384", nullptr},
+      {"deit_tiny_patch16_224", nullptr},
+      {"deit_small_patch16_224", nullptr},
+      {"deit_base_patch16_224", nullptr},
+      {"deit3_small_patch16_224", [](ViTConfig* c) { shape(c, 384, 12, 6, 1536, 16, 224, 1000), deit3(c); }},
+      {"deit3_base_patch16_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 16, 224, 1000), deit3(c); }},
+      {"vit_small_patch14_dinov2", [](ViTConfig* c) { shape(c, 384, 12, 6, 1536, 14, 518, 0), dinov2(c, 0); }},
+      {"vit_base_patch14_dinov2", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 14, 518, 0), dinov2(c, 0); }},
+      {"vit_large_patch14_dinov2", [](ViTConfig* c) { shape(c, 1024, 24, 16, 4096, 14, 518, 0), dinov2(c, 0); }},
+      {"vit_small_patch14_reg4_dinov2", [](ViTConfig* c) { shape(c, 384, 12, 6, 1536, 14, 518, 0), dinov2(c, 4); }},
+      {"vit_base_patch14_reg4_dinov2", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 14, 518, 0), dinov2(c, 4); }},
+      {"vit_base_patch16_clip_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 16, 224, 512), clip(c, false); }},
+      {"vit_base_patch16_clip_quickgelu_224",
+       [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 16, 224, 512), clip(c, true); }},
+      {"vit_base_patch32_clip_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 32, 224, 512), clip(c, false); }},
+      {"vit_large_patch14_clip_224", [](ViTConfig* c) { shape(c, 1024, 24, 16, 4096, 14, 224, 768), clip(c, false); }},
+      {"vit_base_patch16_siglip_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 16, 224, 0), siglip(c); }},
+      {"beit_base_patch16_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 16, 224, 1000), beit(c); }},
+      {"beit_large_patch16_224", [](ViTConfig* c) { shape(c, 1024, 24, 16, 4096, 16, 224, 1000), beit(c); }},
+      {"eva02_tiny_patch14_224", [](ViTConfig* c) { shape(c, 192, 12, 3, 512, 14, 224, 0), eva02(c, false); }},
+      {"eva02_small_patch14_224", [](ViTConfig* c) { shape(c, 384, 12, 6, 1024, 14, 224, 0), eva02(c, false); }},
+      {"eva02_base_patch14_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 2048, 14, 224, 0), eva02(c, true); }},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::vector<std::string> known_archs() {
+  std::vector<std::string> names;
+  for (const KnownArch& a : arch_table()) names.push_back(a.name);
+  return names;
+}
+
+ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
+  const auto& table = arch_table();
+  const auto it = std::find_if(table.begin(), table.end(), [&](const KnownArch& a) { return arch == a.name; });
+  if (it == table.end()) {
     std::string list;
     for (const auto& a : known_archs()) list += (list.empty() ? "" : ", ") + a;
     throw Error("unknown architecture '" + arch + "' (known: " + list + ")");
   }
-  c.classes = 1000;
+  ViTConfig c;
+  if (it->build) {
+    c.arch = arch;
+    c.pre = PreprocessConfig{};
+    c.pre.interpolation = Filter::Bicubic;
+    it->build(&c);
+  } else {
+    arch_defaults(arch, &c);
+    c.classes = 1000;
+    c.family = arch.rfind("deit", 0) == 0 ? "DeiT" : "ViT";
+  }
+  if (img_size > 0) {  // random weights: the position table made at the size it runs at
+    set_input_size(&c, img_size, img_size, "--img-size");
+    if (c.img_h() % c.patch == 0) c.pos_grid_h = c.pos_grid_w = c.grid_h();
+  }
+  validate(c, "--arch " + arch, arch, img_size > 0);
   return c;
 }
 

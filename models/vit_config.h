@@ -120,10 +120,11 @@ struct ConfigSources {
 // error naming both.
 ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src);
 
-// A standard timm shape with its timm defaults, for random-weight models: vit_tiny_patch16_224,
-// vit_small_patch16_224, vit_base_patch16_224, vit_base_patch32_224, vit_large_patch16_224,
-// deit_tiny_patch16_224, ... Throws listing the known names.
-ViTConfig config_for_arch(const std::string& arch);
+// A timm architecture's shape and family settings, for random-weight models: the classic ViT and DeiT
+// (vit_base_patch16_224, deit_tiny_patch16_224, ...), DeiT III, DINOv2 (with registers), CLIP and SigLIP
+// towers, BEiT and EVA-02 (known_archs() lists them). img_size > 0: run at S x S, the position table made
+// at that size. Throws listing the known names.
+ViTConfig config_for_arch(const std::string& arch, int64_t img_size = 0);
 std::vector<std::string> known_archs();
 
 }  // namespace vit

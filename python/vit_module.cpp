@@ -166,13 +166,17 @@ py::list classify(const vit::Classifier& c, const py::object& paths, int topk) {
   return to_dicts(interruptible([&](const vit::BetweenBatches& between) { return c.classify(p, topk, between); }));
 }
 
+void check_sampling(const std::string& where, int every, double fps) {
+  if (every < 0) throw py::value_error(where + ": every must be 1 or more (0: sample by fps), got " + std::to_string(every));
+  if (every == 0 && !(fps > 0 && std::isfinite(fps)))
+    throw py::value_error(where + ": fps must be a positive number, got " + std::to_string(fps));
+}
+
 // A video's sampled frames -> one dict per frame (with 'frame' and 'time_s'), then one {'file', 'error'}
 // when the video could not be opened or stopped early.
 py::list classify_video(const vit::Classifier& c, const py::object& path, int every, double fps, int topk) {
   check_topk(topk);
-  if (every < 0) throw py::value_error("classify_video: every must be 1 or more (0: sample by fps), got " + std::to_string(every));
-  if (every == 0 && !(fps > 0 && std::isfinite(fps)))
-    throw py::value_error("classify_video: fps must be a positive number, got " + std::to_string(fps));
+  check_sampling("classify_video", every, fps);
   const std::string p = path_arg(path, "classify_video: path");
   std::vector<vit::Result> all;
   interruptible([&](const vit::BetweenBatches& between) {
@@ -315,18 +319,20 @@ py::dict embed_dict(const vit::Classifier& c, const std::vector<vit::Embedding>&
   return d;
 }
 
-py::dict embed(const vit::Classifier& c, const py::handle& paths, bool head, bool tokens, bool normalize) {
+py::dict embed(const vit::Classifier& c, const py::handle& paths, bool head, bool tokens, bool normalize, int every,
+              double fps) {
+  check_sampling("embed", every, fps);
   std::vector<std::string> p;
   for (const py::object& h : items(paths, "embed: paths"))
     p.push_back(path_arg(h, "embed: paths[" + std::to_string(p.size()) + "]"));
-  const vit::EmbedOptions o{head, tokens, normalize};
+  const vit::EmbedOptions o{head, tokens, normalize, {every, fps}};
   const auto r = interruptible([&](const vit::BetweenBatches& between) { return c.embed(p, o, between); });
   return embed_dict(c, r, o);
 }
 
 py::dict embed_encoded(const vit::Classifier& c, const py::handle& images, bool head, bool tokens, bool normalize) {
   const auto in = encoded_items(images, "embed_encoded: images");
-  const vit::EmbedOptions o{head, tokens, normalize};
+  const vit::EmbedOptions o{head, tokens, normalize, {}};
   const auto r = interruptible([&](const vit::BetweenBatches& between) { return c.embed_encoded(in, o, between); });
   return embed_dict(c, r, o);
 }
@@ -411,10 +417,12 @@ void bind_classifier(py::module_& m) {
       .def("classify_encoded", &classify_encoded, py::arg("images"), py::arg("topk") = 5,
            "Encoded image files in memory, a list of (name, bytes or bytearray) -> dicts as classify() gives.")
       .def("embed", &embed, py::arg("paths"), py::kw_only(), py::arg("head") = false, py::arg("tokens") = false,
-           py::arg("normalize") = false,
-           "Image files -> {'files', 'embeddings': float32 ndarray [n, E], 'tokens': [n, T, D] (tokens=True),\n"
-           "'errors': [{'index', 'file', 'error'}]}, as `vit embed -o` writes them: by default timm's\n"
-           "forward_head(forward_features(x), pre_logits=True); head=True: model(x); normalize: unit rows.")
+           py::arg("normalize") = false, py::arg("every") = 0, py::arg("fps") = 1.0,
+           "Image or video files -> {'files', 'embeddings': float32 ndarray [n, E], 'tokens': [n, T, D]\n"
+           "(tokens=True), 'errors': [{'index', 'file', 'error'}]}, as `vit embed -o` writes them: by default\n"
+           "timm's forward_head(forward_features(x), pre_logits=True); head=True: model(x); normalize: unit\n"
+           "rows. A video's row is the mean over its frames sampled as classify_video samples them (every,\n"
+           "fps), normalized after averaging; a video that stops early or is damaged is an error.")
       .def("embed_encoded", &embed_encoded, py::arg("images"), py::kw_only(), py::arg("head") = false,
            py::arg("tokens") = false, py::arg("normalize") = false,
            "Encoded image files in memory, a list of (name, bytes or bytearray) -> a dict as embed() gives.")

@@ -228,10 +228,29 @@ TEST_F(Cli, BenchWritesCsvAndPlot) {
   EXPECT_NE(read_file(out.file("b.svg")).find("<polyline"), std::string::npos);
 }
 
+// The families beyond the classic ViT by their timm names (test_model.cpp runs each), here two small ones
+// at --img-size 56 to stay quick.
+TEST(CliBench, ArchTakesTheNewFamiliesAndImgSize) {
+  for (const std::string arch : {"vit_small_patch14_reg4_dinov2", "eva02_tiny_patch14_224"}) {
+    const Result r = run_vit("bench --arch " + arch + " --img-size 56 --batch 1 --iters 1 --json");
+    ASSERT_EQ(r.code, 0) << arch << ": " << r.err;
+    const auto lines = json_lines(r.out);
+    ASSERT_EQ(lines.size(), 1u) << r.out;
+    EXPECT_EQ(lines[0]["model"], arch);
+    EXPECT_GT(lines[0]["images_per_sec"].get<double>(), 0);
+  }
+}
+
 TEST(CliBench, ArgumentErrors) {
   Result r = run_vit("bench --arch vit_gigantic_patch3_999 --iters 1");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("unknown architecture 'vit_gigantic_patch3_999'"), std::string::npos) << r.err;
+  for (const char* known : {"vit_base_patch16_224", "vit_small_patch14_dinov2", "vit_base_patch16_clip_224",
+                            "vit_base_patch16_siglip_224", "beit_base_patch16_224", "eva02_base_patch14_224"})
+    EXPECT_NE(r.err.find(known), std::string::npos) << known << ": " << r.err;
+  r = run_vit("bench --arch vit_small_patch14_dinov2 --img-size 100 --iters 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("image size 100 is not a multiple of the model's patch size 14"), std::string::npos) << r.err;
   r = run_vit("bench --arch vit_tiny_patch16_224 --batch 0 --iters 1");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("batch size 0 is out of range"), std::string::npos) << r.err;

@@ -1,13 +1,15 @@
 // The formats OpenCV's plugin reads for us (WebP, TIFF, JPEG 2000), PGM/PPM and paletted BMP against PIL's
 // pixels, EXIF orientation against PIL's ImageOps.exif_transpose, and their errors: the files and PIL's
 // answers are written at test time by tests/pil_images.py with Debian's python3 (python3-pil). Videos: a
-// lossless clip the test writes with OpenCV from sample photos, classified by `vit classify` frame by frame.
+// lossless clip the test writes with OpenCV from sample photos, classified by `vit classify` frame by frame
+// and embedded by `vit embed` as the mean of its frames' embeddings.
 #include <gtest/gtest.h>
 
 #include <opencv2/imgproc.hpp>
 #include <opencv2/videoio.hpp>
 #include <stb/stb_image_write.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -361,6 +363,99 @@ TEST_F(Video, FoldersGiveVideosOnlyWhenAsked) {
   EXPECT_EQ(json_lines(images_only.out).size(), size_t(kFrames)) << images_only.out;  // the PNGs
   const Result with_videos = run_vit("classify " + model() + " --json -k 1 --videos " + dir_.path());
   EXPECT_EQ(json_lines(with_videos.out).size(), size_t(kFrames) + 3) << with_videos.out;  // + frames 0, 2, 4
+}
+
+// Rows `rows` of a [N, W] tensor, averaged.
+std::vector<float> mean_rows(const std::vector<float>& all, size_t width, const std::vector<size_t>& rows) {
+  std::vector<double> sum(width);
+  for (size_t r : rows)
+    for (size_t k = 0; k < width; ++k) sum[k] += all[r * width + k];
+  std::vector<float> out;
+  for (double v : sum) out.push_back(float(v / double(rows.size())));
+  return out;
+}
+
+TEST_F(Video, EmbeddingIsTheMeanOfItsFramesEmbeddings) {
+  std::string pngs;
+  for (int i = 0; i < kFrames; ++i) pngs += " " + frame_png(i);
+  const Result p = run_vit("embed " + model() + " --tokens -o " + dir_.file("p.safetensors") + pngs);
+  ASSERT_EQ(p.code, 0) << p.err;
+  const Result v = run_vit("embed " + model() + " --tokens -o " + dir_.file("v.safetensors") + " --every 1 " + clip() +
+                           " " + frame_png(3));
+  ASSERT_EQ(v.code, 0) << v.err;
+  const Result d = run_vit("embed " + model() + " -o " + dir_.file("d.safetensors") + " " + clip());  // 1 frame/s
+  ASSERT_EQ(d.code, 0) << d.err;
+  SafeTensors ps(dir_.file("p.safetensors")), vs(dir_.file("v.safetensors")), ds(dir_.file("d.safetensors"));
+  const size_t E = size_t(ps.get("embeddings").shape[1]), TD = size_t(ps.get("tokens").shape[1] * ps.get("tokens").shape[2]);
+  ASSERT_EQ(vs.get("embeddings").shape, (std::vector<int64_t>{2, int64_t(E)}));
+  EXPECT_EQ(vs.metadata().at("files"), nlohmann::json({clip(), frame_png(3)}).dump());
+  const auto frames = ps.to_f32("embeddings"), frame_tokens = ps.to_f32("tokens");
+  const auto video = vs.to_f32("embeddings"), video_tokens = vs.to_f32("tokens");
+  const std::vector<size_t> all{0, 1, 2, 3, 4, 5};
+  EXPECT_LE(max_abs_diff(std::vector<float>(video.begin(), video.begin() + long(E)), mean_rows(frames, E, all)), 1e-5f);
+  EXPECT_LE(max_abs_diff(std::vector<float>(video_tokens.begin(), video_tokens.begin() + long(TD)),
+                         mean_rows(frame_tokens, TD, all)), 1e-5f);
+  EXPECT_LE(max_abs_diff(std::vector<float>(video.begin() + long(E), video.end()), mean_rows(frames, E, {3})), 1e-6f);
+  // The frames sampled as `vit classify` samples them by default: 0, 2 and 4 of a 2 frames/s clip.
+  EXPECT_LE(max_abs_diff(ds.to_f32("embeddings"), mean_rows(frames, E, {0, 2, 4})), 1e-5f);
+
+  // --normalize: the mean, then scaled to unit length (not the mean of unit vectors).
+  const Result n = run_vit("embed " + model() + " --normalize --every 1 " + clip());
+  ASSERT_EQ(n.code, 0) << n.err;
+  const auto lines = json_lines(n.out);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["file"], clip());
+  const auto unit = lines[0]["embedding"].get<std::vector<float>>();
+  std::vector<float> mean = mean_rows(frames, E, all);
+  double ss = 0;
+  for (float x : mean) ss += double(x) * x;
+  for (float& x : mean) x = float(x / std::sqrt(ss));
+  double norm = 0;
+  for (float x : unit) norm += double(x) * x;
+  EXPECT_NEAR(std::sqrt(norm), 1.0, 1e-5);
+  EXPECT_LE(max_abs_diff(unit, mean), 1e-5f);
+}
+
+TEST_F(Video, ABrokenVideoIsOneEmbeddingErrorAndLosesNothing) {
+  const std::string cut = dir_.file("cut.mkv");
+  std::filesystem::copy_file(clip(), cut);
+  std::filesystem::resize_file(cut, std::filesystem::file_size(clip()) * 6 / 10);
+  const std::string fake = dir_.file("notes.mp4");
+  std::ofstream(fake) << "not a video";
+  const std::string inputs = " " + frame_png(0) + " " + fake + " " + cut + " " + frame_png(1);
+  const Result j = run_vit("embed " + model() + " --every 1" + inputs);
+  EXPECT_EQ(j.code, 1) << j.err;
+  const auto lines = json_lines(j.out);
+  ASSERT_EQ(lines.size(), 4u) << j.out;
+  EXPECT_EQ(lines[0]["file"], frame_png(0));
+  EXPECT_TRUE(lines[0].contains("embedding"));
+  EXPECT_EQ(lines[1]["file"], fake);
+  EXPECT_NE(lines[1]["error"].get<std::string>().find("cannot open as a video"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2]["file"], cut);
+  EXPECT_NE(lines[2]["error"].get<std::string>().find("stops early"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[2]["error"].get<std::string>().find("the video is not embedded"), std::string::npos) << lines[2];
+  EXPECT_EQ(lines[3]["file"], frame_png(1));
+  EXPECT_TRUE(lines[3].contains("embedding"));
+
+  const Result o = run_vit("embed " + model() + " --every 1 -o " + dir_.file("o.safetensors") + inputs);
+  EXPECT_EQ(o.code, 1) << o.err;
+  EXPECT_NE(o.err.find("error: " + fake + ": cannot open as a video"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("error: " + cut + ": video stops early"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("2 of 4 inputs embedded, 2 failed"), std::string::npos) << o.err;
+  SafeTensors os(dir_.file("o.safetensors"));
+  EXPECT_EQ(os.metadata().at("files"), nlohmann::json({frame_png(0), frame_png(1)}).dump());
+  std::vector<float> good = lines[0]["embedding"].get<std::vector<float>>();
+  const auto second = lines[3]["embedding"].get<std::vector<float>>();
+  good.insert(good.end(), second.begin(), second.end());
+  EXPECT_LE(max_abs_diff(os.to_f32("embeddings"), good), 1e-6f);
+}
+
+TEST_F(Video, EmbedTakesVideosFromFoldersOnlyWhenAsked) {
+  EXPECT_EQ(json_lines(run_vit("embed " + model() + " " + dir_.path()).out).size(), size_t(kFrames));
+  const auto with_videos = json_lines(run_vit("embed " + model() + " --videos " + dir_.path()).out);
+  ASSERT_EQ(with_videos.size(), size_t(kFrames) + 1);
+  EXPECT_EQ(with_videos[0]["file"], clip());  // clip.mkv sorts before frame*.png
+  EXPECT_TRUE(with_videos[0].contains("embedding"));
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 // against the naive reference forward; the layouts and variants timm has; and the loader's errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -558,6 +561,55 @@ TEST(LoaderErrors, MissingModel) {
   expect_load_error("/nonexistent/model.safetensors", "/nonexistent/model.safetensors: no such file");
   TempDir d;
   expect_load_error(d.path(), "folder has no model.safetensors");
+}
+
+// `vit bench --arch`: each known architecture has the parameters timm gives it (timm 1.0.31's
+// sum(p.numel()) of create_model(arch, num_classes=N), N the count below: CLIP towers their projection,
+// DINOv2, SigLIP and EVA-02 none), so every family setting is the one timm builds; and a random model of
+// each family (and variant), cut to one block at four patches a side, runs.
+TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
+  const std::map<std::string, int64_t> timm = {
+      {"vit_tiny_patch16_224", 5717416},           {"vit_small_patch16_224", 22050664},
+      {"vit_base_patch16_224", 86567656},          {"vit_base_patch32_224", 88224232},
+      {"vit_large_patch16_224", 304326632},        {"vit_base_patch16_384", 86859496},
+      {"deit_tiny_patch16_224", 5717416},          {"deit_small_patch16_224", 22050664},
+      {"deit_base_patch16_224", 86567656},         {"deit3_small_patch16_224", 22059496},
+      {"deit3_base_patch16_224", 86585320},        {"vit_small_patch14_dinov2", 22056192},
+      {"vit_base_patch14_dinov2", 86579712},       {"vit_large_patch14_dinov2", 304367616},
+      {"vit_small_patch14_reg4_dinov2", 22057344}, {"vit_base_patch14_reg4_dinov2", 86582016},
+      {"vit_base_patch16_clip_224", 86193152},     {"vit_base_patch16_clip_quickgelu_224", 86193152},
+      {"vit_base_patch32_clip_224", 87849728},     {"vit_large_patch14_clip_224", 303966976},
+      {"vit_base_patch16_siglip_224", 92884224},   {"beit_base_patch16_224", 86530984},
+      {"beit_large_patch16_224", 304430568},       {"eva02_tiny_patch14_224", 5502144},
+      {"eva02_small_patch14_224", 21621120},       {"eva02_base_patch14_224", 85758720}};
+  EXPECT_EQ(known_archs().size(), timm.size());
+  std::mt19937 rng(5);
+  std::set<std::string> ran;
+  for (const std::string& arch : known_archs()) {
+    SCOPED_TRACE(arch);
+    ASSERT_EQ(timm.count(arch), 1u);
+    const ViTConfig full = config_for_arch(arch);
+    EXPECT_EQ(full.parameters(), timm.at(arch));
+    const std::string variant = full.family + (full.reg_tokens ? " registers" : "") + (full.scale_mlp ? " scale_mlp" : "") +
+                                (full.quick_gelu ? " quickgelu" : "");
+    if (!ran.insert(variant).second) continue;
+    ViTConfig c = config_for_arch(arch, 4 * full.patch);
+    EXPECT_EQ(c.tokens(), 16 + full.prefix_tokens());
+    c.depth = 1;
+    ViT m = ViT::random(c, 1);
+    auto plan = m.make_plan(2);
+    const auto images = random_vector(size_t(2 * c.input_floats()), rng);
+    std::memcpy(plan->input(), images.data(), images.size() * sizeof(float));
+    plan->run();
+    const float* f = plan->features();
+    EXPECT_TRUE(std::all_of(f, f + 2 * c.width, [](float v) { return std::isfinite(v); }));
+    EXPECT_GT(max_abs_diff(std::vector<float>(f, f + c.width), std::vector<float>(f + c.width, f + 2 * c.width)), 1e-3f);
+  }
+  EXPECT_EQ(config_for_arch("vit_small_patch14_dinov2").img_h(), 518);
+  EXPECT_EQ(config_for_arch("vit_small_patch14_dinov2", 224).tokens(), 257);
+  expect_error([] { config_for_arch("vit_gigantic_patch3_999"); },
+               "unknown architecture 'vit_gigantic_patch3_999' (known: vit_tiny_patch16_224, ");
+  expect_error([] { config_for_arch("vit_small_patch14_dinov2", 100); }, "not a multiple of the model's patch size 14");
 }
 
 }  // namespace

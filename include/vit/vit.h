@@ -67,12 +67,20 @@ struct ClassifierOptions {
   std::string text_embeddings;
 };
 
+// Which frames of a video are classified or embedded: every Nth (every > 0), else the first frame at or after each
+// multiple of 1/fps seconds.
+struct VideoSampling {
+  int every = 0;
+  double fps = 1.0;
+};
+
 // What Classifier::embed returns per image. By default timm's forward_head(forward_features(x),
 // pre_logits=True): the pooled features before any head.
 struct EmbedOptions {
   bool head = false;       // apply the head too: timm's model(x) (logits; a model without a head: the same features)
   bool tokens = false;     // also keep the token sequence timm's forward_features returns
-  bool normalize = false;  // scale each embedding to unit length
+  bool normalize = false;  // scale each embedding to unit length (a video's: its mean, after averaging)
+  VideoSampling video;     // which frames of a video are embedded
 };
 
 struct Embedding {
@@ -86,13 +94,6 @@ struct Embedding {
 // call, which then throws vit::Interrupted; the Classifier stays usable. How a host that handles signals
 // (Python's Ctrl-C, a server shutting down) makes a long call end within about one batch.
 using BetweenBatches = std::function<bool()>;
-
-// Which frames of a video are classified: every Nth (every > 0), else the first frame at or after each
-// multiple of 1/fps seconds.
-struct VideoSampling {
-  int every = 0;
-  double fps = 1.0;
-};
 
 struct Prediction {
   int index;
@@ -154,11 +155,22 @@ class Classifier {
                          const std::function<void(const std::vector<Result>&)>& on_results, int topk = 5,
                          const BetweenBatches& between = {}) const;
 
-  // One Embedding per input, in order; failures as in classify().
+  // One Embedding per input, in order; failures as in classify(). A path named like a video
+  // (is_video_name) is embedded as embed_video() embeds it, with options.video's sampling.
   std::vector<Embedding> embed(const std::vector<std::string>& paths, const EmbedOptions& options = {},
                                const BetweenBatches& between = {}) const;
   std::vector<Embedding> embed_encoded(const std::vector<std::pair<std::string, std::string>>& images,
                                        const EmbedOptions& options = {}, const BetweenBatches& between = {}) const;
+  // A video's embedding: the mean of its sampled frames' embeddings (each before normalizing; the mean
+  // normalized with options.normalize), and with options.tokens the mean of their token sequences, so a
+  // video's row has the shape of an image's. A video that cannot be opened, stops early, is damaged or
+  // has no sampled frame gets its error and no embedding: a mean over the frames that happened to be
+  // read would stand for a different video.
+  Embedding embed_video(const std::string& path, const EmbedOptions& options = {},
+                        const BetweenBatches& between = {}) const;
+  // Decoded images, as classify_pixels() takes them.
+  std::vector<Embedding> embed_pixels(const std::vector<Pixels>& images, const EmbedOptions& options = {},
+                                      const BetweenBatches& between = {}) const;
   // E for these options, and T and D of the tokens.
   int64_t embedding_size(const EmbedOptions& options = {}) const;
   int64_t tokens() const;

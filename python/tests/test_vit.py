@@ -268,6 +268,31 @@ def test_video_frames_classify_as_their_images(tiny, tiny_classifier, tmp_path):
         tiny_classifier.classify_video(3)
 
 
+def test_a_video_embeds_as_the_mean_of_its_frames(tiny, tiny_classifier, tmp_path):
+    """embed() on a clip of the three images: the mean of their embeddings, normalized after averaging."""
+    from PIL import Image
+    frames = []
+    for i, p in enumerate(tiny[1]):
+        frames.append(tmp_path / f"frame{i}.png")
+        Image.open(p).convert("RGB").resize((48, 40)).save(frames[-1])
+    clip = tmp_path / "clip.mkv"
+    subprocess.run([os.environ.get("VIT_WRITE_CLIP", str(REPO / "build" / "tests" / "write_clip")), str(clip), "2"]
+                   + [str(f) for f in frames], check=True)
+    (tmp_path / "notes.mp4").write_text("not a video")
+    each = tiny_classifier.embed([str(f) for f in frames], tokens=True)
+    got = tiny_classifier.embed([clip, tmp_path / "notes.mp4", frames[0]], tokens=True, every=1)
+    assert got["files"] == [str(clip), str(frames[0])]
+    assert got["errors"][0]["index"] == 1 and got["errors"][0]["error"].startswith("cannot open as a video")
+    np.testing.assert_allclose(got["embeddings"][0], each["embeddings"].mean(axis=0), atol=1e-5)
+    np.testing.assert_allclose(got["tokens"][0], each["tokens"].mean(axis=0), atol=1e-5)
+    np.testing.assert_allclose(got["embeddings"][1], each["embeddings"][0], atol=1e-6)
+    unit = tiny_classifier.embed([clip], normalize=True, every=1)["embeddings"][0]
+    mean = each["embeddings"].mean(axis=0)
+    np.testing.assert_allclose(unit, mean / np.linalg.norm(mean), atol=1e-5)
+    with pytest.raises(ValueError, match="embed: every must be 1 or more"):
+        tiny_classifier.embed([clip], every=-1)
+
+
 def test_exif_transpose_turns_images(tiny, tmp_path):
     from PIL import Image, ImageOps
     exif = Image.Exif()
