@@ -3,6 +3,8 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <memory>
 
 #include "apps/command.h"
@@ -30,7 +32,13 @@ void add_quantize_command(CLI::App& app, Prepare* prepare) {
       set_threads(usable_threads(*threads));
       auto q = std::make_shared<Quantizer>(*o);
       return [o, q] {
-        const QuantizeResult r = q->run([](const std::string& s) { spdlog::info("{}", s); });
+        // Minutes for a large model: each stage on the terminal (and in -v's log).
+        const bool terminal = ::isatty(2);
+        const QuantizeResult r = q->run([terminal](const std::string& s) {
+          if (terminal) std::fprintf(stderr, "\r%-60s", s.c_str());
+          spdlog::debug("{}", s);
+        });
+        if (terminal) std::fprintf(stderr, "\r%-60s\r", "");
         for (const auto& [file, why] : r.failed) std::fprintf(stderr, "%s: %s (not used)\n", file.c_str(), why.c_str());
         if (r.images == 0) {
           std::fprintf(stderr, "error: none of the %zu calibration images could be read; nothing written\n",
