@@ -236,8 +236,9 @@ def test_pool_overrides_the_models_own(tiny, tmp_path):
         vit.Classifier(tiny[0], pool="map").embed(files)
 
 
-def test_video_frames_classify_as_their_images(tiny, tiny_classifier, tmp_path):
-    """A lossless clip of the three images (resized to one size) written by tests/write_clip at 2 frames/s."""
+def write_clip(tiny, tmp_path):
+    """The three images resized to one size as PNG frames, and a lossless clip of them at 2 frames/s
+    (tests/write_clip)."""
     from PIL import Image
     frames = []
     for i, p in enumerate(tiny[1]):
@@ -246,6 +247,12 @@ def test_video_frames_classify_as_their_images(tiny, tiny_classifier, tmp_path):
     clip = tmp_path / "clip.mkv"
     subprocess.run([os.environ.get("VIT_WRITE_CLIP", str(REPO / "build" / "tests" / "write_clip")), str(clip), "2"]
                    + [str(f) for f in frames], check=True)
+    return frames, clip
+
+
+def test_video_frames_classify_as_their_images(tiny, tiny_classifier, tmp_path):
+    """A clip of the three images: each sampled frame classified as its image."""
+    frames, clip = write_clip(tiny, tmp_path)
     results = tiny_classifier.classify_video(str(clip), every=1, topk=3)
     images = tiny_classifier.classify([str(f) for f in frames], topk=3)
     assert [(r["frame"], r["time_s"]) for r in results] == [(0, 0.0), (1, 0.5), (2, 1.0)]
@@ -270,14 +277,7 @@ def test_video_frames_classify_as_their_images(tiny, tiny_classifier, tmp_path):
 
 def test_a_video_embeds_as_the_mean_of_its_frames(tiny, tiny_classifier, tmp_path):
     """embed() on a clip of the three images: the mean of their embeddings, normalized after averaging."""
-    from PIL import Image
-    frames = []
-    for i, p in enumerate(tiny[1]):
-        frames.append(tmp_path / f"frame{i}.png")
-        Image.open(p).convert("RGB").resize((48, 40)).save(frames[-1])
-    clip = tmp_path / "clip.mkv"
-    subprocess.run([os.environ.get("VIT_WRITE_CLIP", str(REPO / "build" / "tests" / "write_clip")), str(clip), "2"]
-                   + [str(f) for f in frames], check=True)
+    frames, clip = write_clip(tiny, tmp_path)
     (tmp_path / "notes.mp4").write_text("not a video")
     each = tiny_classifier.embed([str(f) for f in frames], tokens=True)
     got = tiny_classifier.embed([clip, tmp_path / "notes.mp4", frames[0]], tokens=True, every=1)
