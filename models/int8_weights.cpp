@@ -60,8 +60,11 @@ LinearWeights RoundedWeights::linear(Arena& store, const std::string& layer, con
 
 void RoundedWeights::check_all_used() const {
   const int qmax = int8_weight_max();
+  auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
   for (const auto& [name, t] : st_.tensors()) {
-    const bool this_grid = name.size() > 3 && name.compare(name.size() - 3, 3, std::to_string(qmax)) == 0;
+    const bool this_grid = ends_with(name, rounded_name("", "q", qmax)) || ends_with(name, rounded_name("", "scale", qmax));
     if (this_grid && !used_.count(name))
       throw Error(st_.path(), "holds " + name + ", a layer this model does not have (made for another model?)");
   }

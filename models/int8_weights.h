@@ -28,7 +28,6 @@ class RoundedWeights {
                        int64_t typical_rows, Epilogue ep);
   // Throws when the file holds layers the model does not have (made for another model).
   void check_all_used() const;
-  const SafeTensors& file() const { return st_; }
 
  private:
   explicit RoundedWeights(const std::string& path) : st_(path) {}

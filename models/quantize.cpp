@@ -72,8 +72,12 @@ QuantizeResult Quantizer::run(const std::function<void(const std::string&)>& pro
 
   // The layers to round and their Hessians, by the name of the tap holding their input.
   const auto layers = model.block_linear_layers();
-  std::map<std::string, std::vector<double>> hessians;
-  for (const auto& [name, lw] : layers) hessians[name + ".input"].assign(size_t(lw->K * lw->K), 0.0);
+  struct Hessian {
+    int64_t K;
+    std::vector<double> h;  // [K, K]
+  };
+  std::map<std::string, Hessian> hessians;
+  for (const auto& [name, lw] : layers) hessians[name + ".input"] = {lw->K, std::vector<double>(size_t(lw->K * lw->K), 0.0)};
   const int64_t per_image = c.input_floats();
   std::vector<float> batch(size_t(o.batch * per_image));
   for (size_t first = 0; first < files.size(); first += size_t(o.batch)) {
@@ -89,9 +93,7 @@ QuantizeResult Quantizer::run(const std::function<void(const std::string&)>& pro
     if (n == 0) continue;
     model.forward_with_taps(batch.data(), n, [&](const std::string& tap, const float* data, int64_t count) {
       auto h = hessians.find(tap);
-      if (h == hessians.end()) return;
-      const int64_t K = int64_t(std::llround(std::sqrt(double(h->second.size()))));
-      add_gram(data, count / K, K, h->second.data());
+      if (h != hessians.end()) add_gram(data, count / h->second.K, h->second.K, h->second.h.data());
     });
     r.images += n;
     say(progress, "calibration: " + std::to_string(r.images) + " images");
@@ -105,7 +107,7 @@ QuantizeResult Quantizer::run(const std::function<void(const std::string&)>& pro
   scales.reserve(layers.size() * 2);
   for (const auto& [name, lw] : layers) {
     const std::vector<float> w = f32_weights(*lw);
-    const std::vector<double>& H = hessians[name + ".input"];
+    const std::vector<double>& H = hessians[name + ".input"].h;
     const int64_t N = lw->N, K = lw->K;
     const GptqFactor factor = gptq_factor(H.data(), K);
     for (int qmax : kInt8Grids) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -395,6 +396,30 @@ TEST_F(Cli, QuantizeRefusesBadCalibrationOutputsAndMismatchedFolders) {
   r = run_vit("classify --model " + other.path() + " --precision int8 " + images_.file("a.jpg"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(other.file("int8.safetensors") + ": was not made from"), std::string::npos) << r.err;
+  // ... or holding a layer the model does not have (on either grid: each CPU checks its own).
+  const std::string rounded = out.file("q") + "/int8.safetensors";
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<TensorToWrite> tensors;
+  std::map<std::string, std::string> metadata;
+  {
+    SafeTensors st(rounded);
+    metadata = st.metadata();
+    std::vector<std::pair<std::string, TensorView>> entries(st.tensors().begin(), st.tensors().end());
+    const std::string fc2 = "blocks.1.mlp.fc2.";
+    for (const auto& [name, t] : st.tensors())  // block 1's fc2 once more, as a block 2 the model lacks
+      if (name.rfind(fc2, 0) == 0) entries.push_back({"blocks.2.mlp.fc2." + name.substr(fc2.size()), t});
+    bytes.reserve(entries.size());
+    for (const auto& [name, t] : entries) {
+      bytes.push_back(st.bytes(name.rfind("blocks.2.", 0) == 0 ? "blocks.1." + name.substr(9) : name));
+      tensors.push_back({name, t.shape, bytes.back().data(), t.dtype});
+    }
+  }
+  ASSERT_EQ(tensors.size(), 8u * 4 + 4);  // 8 layers x (q, scale) x 2 grids, and block 2's fc2
+  write_safetensors(rounded, tensors, metadata);
+  r = run_vit("classify --model " + out.file("q") + " --precision int8 " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("holds blocks.2.mlp.fc2."), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("a layer this model does not have"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, Bf16IsRefusedByNameWhereTheCpuLacksIt) {

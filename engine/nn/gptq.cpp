@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/nn/ops.h"
+#include "engine/nn/quantize.h"
 #include "vit/error.h"
 
 namespace vit {
@@ -95,11 +96,7 @@ GptqFactor gptq_factor(const double* H, int64_t K) {
 
 void gptq_quantize(const float* w, int64_t N, const GptqFactor& f, int qmax, int8_t* q, float* scale) {
   const int64_t K = f.K;
-  for (int64_t n = 0; n < N; ++n) {
-    float amax = 0.f;
-    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(w[n * K + k]));
-    scale[n] = amax > 0.f ? amax / float(qmax) : 1.f;
-  }
+  for (int64_t n = 0; n < N; ++n) scale[n] = channel_scale(w + n * K, K, qmax);
   // Rows are independent given U: each walks its columns in order, rounding one and moving the error.
   parallel_for(N, [&](int64_t n) {
     std::vector<double> row(static_cast<size_t>(K));
@@ -115,37 +112,37 @@ void gptq_quantize(const float* w, int64_t N, const GptqFactor& f, int qmax, int
   });
 }
 
-double output_change(const float* w, const int8_t* q, const float* scale, int64_t N, int64_t K, const double* H) {
+namespace {
+// dst = src · weights, f32, one oneDNN matmul run once.
+void f32_product(const dnnl::memory::desc& src_md, const float* src, const dnnl::memory::desc& w_md, const float* w,
+                 const dnnl::memory::desc& dst_md, float* dst) {
   using dnnl::memory;
-  using dt = memory::data_type;
-  using tag = memory::format_tag;
+  const dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, w_md, dst_md), cpu_engine()));
+  mm.execute(cpu_stream(), {{DNNL_ARG_SRC, memory(src_md, cpu_engine(), const_cast<float*>(src))},
+                            {DNNL_ARG_WEIGHTS, memory(w_md, cpu_engine(), const_cast<float*>(w))},
+                            {DNNL_ARG_DST, memory(dst_md, cpu_engine(), dst)}});
+  cpu_stream().wait();
+}
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+}  // namespace
+
+double output_change(const float* w, const int8_t* q, const float* scale, int64_t N, int64_t K, const double* H) {
   std::vector<float> d(size_t(N * K)), h(size_t(K * K)), dh(size_t(N * K));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) d[size_t(n * K + k)] = w[n * K + k] - scale[n] * float(q[n * K + k]);
   for (size_t i = 0; i < h.size(); ++i) h[i] = float(H[i]);
-  const memory::desc dm({N, K}, dt::f32, tag::ab), hm({K, K}, dt::f32, tag::ab);
-  const dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dm, hm, dm), cpu_engine()));
-  mm.execute(cpu_stream(), {{DNNL_ARG_SRC, memory(dm, cpu_engine(), d.data())},
-                            {DNNL_ARG_WEIGHTS, memory(hm, cpu_engine(), h.data())},
-                            {DNNL_ARG_DST, memory(dm, cpu_engine(), dh.data())}});
-  cpu_stream().wait();
+  const dnnl::memory::desc dm({N, K}, dt::f32, tag::ab), hm({K, K}, dt::f32, tag::ab);
+  f32_product(dm, d.data(), hm, h.data(), dm, dh.data());
   double total = 0.0;
   for (size_t i = 0; i < d.size(); ++i) total += double(d[i]) * double(dh[i]);
   return total;
 }
 
 void add_gram(const float* x, int64_t rows, int64_t K, double* H) {
-  using dnnl::memory;
-  using dt = memory::data_type;
-  using tag = memory::format_tag;
-  const memory::desc xt({K, rows}, dt::f32, tag::ba), xm({rows, K}, dt::f32, tag::ab), g({K, K}, dt::f32, tag::ab);
   std::vector<float> gram(size_t(K * K));
-  const dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(xt, xm, g), cpu_engine()));
-  void* xp = const_cast<float*>(x);
-  mm.execute(cpu_stream(), {{DNNL_ARG_SRC, memory(xt, cpu_engine(), xp)},
-                            {DNNL_ARG_WEIGHTS, memory(xm, cpu_engine(), xp)},
-                            {DNNL_ARG_DST, memory(g, cpu_engine(), gram.data())}});
-  cpu_stream().wait();
+  f32_product(dnnl::memory::desc({K, rows}, dt::f32, tag::ba), x, dnnl::memory::desc({rows, K}, dt::f32, tag::ab), x,
+              dnnl::memory::desc({K, K}, dt::f32, tag::ab), gram.data());
   for (size_t i = 0; i < gram.size(); ++i) H[i] += double(gram[i]);
 }
 

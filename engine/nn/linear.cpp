@@ -336,27 +336,24 @@ int int8_weight_max() { return cpu_isa().vnni ? 127 : 64; }
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
                           int64_t typical_rows, Epilogue ep, Precision precision, WeightLayout layout,
                           LinearForm form) {
+  if (precision == Precision::Int8) {  // rounded to nearest here, then as weights rounded ahead of time
+    std::vector<int8_t> q(size_t(N * K));
+    std::vector<float> scale(static_cast<size_t>(N));
+    quantize_weights(weight, N, K, int8_weight_max(), q.data(), scale.data());
+    return make_int8_linear(store, {q.data(), scale.data()}, bias, K, N, typical_rows, ep, form);
+  }
   LinearWeights lw;
   lw.precision = precision;
   lw.epilogue = ep;
   lw.K = K;
   lw.N = N;
   if (bias) lw.b = stored_copy(store, memory::desc({1, N}, dt::f32, tag::ab), bias);
-  switch (precision) {
-    case Precision::F32:
-      lw.form = choose_form(lw, typical_rows, form);
-      return f32_weights(store, weight, typical_rows, layout, std::move(lw));
-    case Precision::BF16:
-      lw.form = LinearForm::Matmul;
-      return bf16_weights(store, weight, typical_rows, std::move(lw));
-    case Precision::Int8: {
-      std::vector<int8_t> q(size_t(N * K));
-      std::vector<float> scale(static_cast<size_t>(N));
-      quantize_weights(weight, N, K, int8_weight_max(), q.data(), scale.data());
-      return make_int8_linear(store, {q.data(), scale.data()}, bias, K, N, typical_rows, ep, form);
-    }
+  if (precision == Precision::F32) {
+    lw.form = choose_form(lw, typical_rows, form);
+    return f32_weights(store, weight, typical_rows, layout, std::move(lw));
   }
-  throw Error("internal: unknown precision");
+  lw.form = LinearForm::Matmul;
+  return bf16_weights(store, weight, typical_rows, std::move(lw));
 }
 
 LinearWeights make_int8_linear(Arena& store, const Int8Weights& weight, const float* bias, int64_t K, int64_t N,

@@ -13,12 +13,16 @@ inline float round_even(float v) { return (v + 12582912.f) - 12582912.f; }
 
 }  // namespace
 
+float channel_scale(const float* row, int64_t K, int qmax) {
+  float amax = 0.f;
+  for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(row[k]));
+  return amax > 0.f ? amax / float(qmax) : 1.f;
+}
+
 void quantize_weights(const float* w, int64_t N, int64_t K, int qmax, int8_t* q, float* scale) {
   for (int64_t n = 0; n < N; ++n) {
     const float* row = w + n * K;
-    float amax = 0.f;
-    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(row[k]));
-    scale[n] = amax > 0.f ? amax / float(qmax) : 1.f;
+    scale[n] = channel_scale(row, K, qmax);
     for (int64_t k = 0; k < K; ++k) {
       const float v = std::nearbyint(row[k] / scale[n]);
       q[n * K + k] = int8_t(std::min(float(qmax), std::max(-float(qmax), v)));  // NaN gives -qmax, never UB

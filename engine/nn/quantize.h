@@ -11,7 +11,9 @@ struct Affine {
   int32_t zero;  // 0 to 255
 };
 
-// w [N, K] -> q [N, K] and scale [N], w[n, k] ~ scale[n] * q[n, k]. A row of zeros gets scale 1.
+// The scale of one output channel's K weights: max |w| / qmax (1 for a row of zeros).
+float channel_scale(const float* row, int64_t K, int qmax);
+// w [N, K] -> q [N, K] and scale [N] (channel_scale), w[n, k] ~ scale[n] * q[n, k], rounded to nearest.
 void quantize_weights(const float* w, int64_t N, int64_t K, int qmax, int8_t* q, float* scale);
 
 // The u8 grid over [min(lo, 0), max(hi, 0)]: 0 maps to an integer, so zero padding stays exact.
