@@ -45,8 +45,7 @@ void quantize(const float* x, int64_t n, float inv, float zero, uint8_t* q) {
   for (; i + W <= n; i += W) {
     const vf r = ((ld(x + i) * bc(inv) + bc(kRound)) - bc(kRound)) + bc(zero);
     const vf c = vmin(bc(255.f), vmax(bc(0.f), r));
-    const vb b = __builtin_convertvector(__builtin_convertvector(c, vi), vb);
-    __builtin_memcpy(q + i, &b, sizeof b);
+    store_u8(q + i, __builtin_convertvector(c, vi));
   }
   for (; i < n; ++i) q[i] = uint8_t(int32_t(quantize1(x[i], inv, zero)));
 }

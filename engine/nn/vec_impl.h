@@ -40,6 +40,29 @@ inline vf fma(vf a, vf b, vf c) {
 #endif
 }
 
+// Lanes holding 0..255, narrowed to bytes at p: vpmovdb with AVX-512; two saturating packs with AVX2 and
+// SSE2, where GCC's generic narrowing (__builtin_convertvector to bytes) becomes scalar code, one lane at a time.
+inline void store_u8(uint8_t* p, vi v) {
+#if ROWS_W == 16
+  const vb b = __builtin_convertvector(v, vb);
+  __builtin_memcpy(p, &b, sizeof b);
+#else
+  typedef int v4si __attribute__((vector_size(16)));
+  typedef short v8hi __attribute__((vector_size(16)));
+  typedef char v16qi __attribute__((vector_size(16)));
+  v4si lo, hi;
+  __builtin_memcpy(&lo, &v, sizeof lo);
+#if ROWS_W == 8
+  __builtin_memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+#else
+  hi = lo;
+#endif
+  const v8hi h = __builtin_ia32_packssdw128(lo, hi);
+  const v16qi b = __builtin_ia32_packuswb128(h, h);
+  __builtin_memcpy(p, &b, W);
+#endif
+}
+
 // Round to nearest, ties to even, for |v| < 2^22: as quantize.cpp's round_even.
 constexpr float kRound = 12582912.f;
 
