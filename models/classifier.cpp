@@ -208,6 +208,7 @@ std::vector<Embedding> Classifier::embed(const std::vector<std::string>& paths, 
   std::vector<std::string> images;
   for (const std::string& p : paths)
     if (!is_video_name(p)) images.push_back(p);
+  if (images.size() < paths.size()) check_sampling(o.video);  // before any work, not at the first video
   std::vector<Embedding> embedded = impl_->embed(images.size(), [&](size_t i) { return images[i]; }, impl_->files(images), o, between);
   if (images.size() == paths.size()) return embedded;
   std::vector<Embedding> out;

@@ -34,9 +34,7 @@ struct Sampled {
 std::string read_sampled_frames(const std::string& path, const VideoSampling& sampling, int batch, int64_t max_pixels,
                                 const std::function<void(std::vector<Sampled>&)>& on_batch,
                                 const BetweenBatches& between, bool* opened) {
-  if (sampling.every < 0 || (sampling.every == 0 && !(sampling.fps > 0 && std::isfinite(sampling.fps))))
-    throw Error("video sampling: every must be 1 or more, or fps positive (got every " + std::to_string(sampling.every) +
-                ", fps " + std::to_string(sampling.fps) + ")");
+  check_sampling(sampling);
   std::unique_ptr<VideoReader> video;
   try {
     video = std::make_unique<VideoReader>(path, max_pixels);
@@ -89,6 +87,12 @@ std::vector<Pixels> pixels_of(const std::string& path, const std::vector<Sampled
 }
 
 }  // namespace
+
+void check_sampling(const VideoSampling& sampling) {
+  if (sampling.every < 0 || (sampling.every == 0 && !(sampling.fps > 0 && std::isfinite(sampling.fps))))
+    throw Error("video sampling: every must be 1 or more, or fps positive (got every " + std::to_string(sampling.every) +
+                ", fps " + std::to_string(sampling.fps) + ")");
+}
 
 int64_t classify_video_frames(const Classifier& classifier, const std::string& path, const VideoSampling& sampling,
                               int batch, int64_t max_pixels, int topk,

@@ -11,6 +11,9 @@
 
 namespace vit {
 
+// Refuses sampling that takes no frame (every < 0, or every 0 with fps not positive and finite), naming both.
+void check_sampling(const VideoSampling& sampling);
+
 int64_t classify_video_frames(const Classifier& classifier, const std::string& path, const VideoSampling& sampling,
                               int batch, int64_t max_pixels, int topk,
                               const std::function<void(const std::vector<Result>&)>& on_results,

@@ -20,6 +20,7 @@
 #include "engine/io/files.h"
 #include "engine/image/opencv_io.h"
 #include "engine/image/orientation.h"
+#include "vit/vit.h"
 #include "cli_util.h"
 #include "test_util.h"
 
@@ -448,6 +449,29 @@ TEST_F(Video, ABrokenVideoIsOneEmbeddingErrorAndLosesNothing) {
   const auto second = lines[3]["embedding"].get<std::vector<float>>();
   good.insert(good.end(), second.begin(), second.end());
   EXPECT_LE(max_abs_diff(os.to_f32("embeddings"), good), 1e-6f);
+}
+
+// From the library, sampling that takes no frame is refused before any image is embedded, not at the
+// first video after the images' work.
+TEST_F(Video, EmbedRefusesSamplingThatTakesNoFrameBeforeAnyWork) {
+  ClassifierOptions one_by_one;
+  one_by_one.batch = 1;  // the hook runs after each image
+  const Classifier c(shared_data() + "/models/deit_tiny_patch16_224.fb_in1k", one_by_one);
+  for (const VideoSampling bad : {VideoSampling{-1, 1.0}, VideoSampling{0, 0.0}, VideoSampling{0, std::nan("")}}) {
+    EmbedOptions o;
+    o.video = bad;
+    int batches = 0;
+    try {
+      c.embed({frame_png(0), clip(), frame_png(1)}, o, [&] { return ++batches > 0; });
+      ADD_FAILURE() << "embed took every " << bad.every << ", fps " << bad.fps;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("every must be 1 or more, or fps positive"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(batches, 0) << "images were embedded before the sampling was refused";
+  }
+  EmbedOptions good;
+  good.video.every = 1;
+  EXPECT_EQ(c.embed({frame_png(0), clip()}, good).size(), 2u);
 }
 
 TEST_F(Video, EmbedTakesVideosFromFoldersOnlyWhenAsked) {
