@@ -520,7 +520,7 @@ struct ViT::PlanBuilder {
     for (const auto& [first, n] : layout.attention_passes)
       add(attention_steps(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
                           scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
-                          c.rel_pos_window ? a().rel_bias : nullptr));
+                          c.rel_pos_window ? a().rel_bias : nullptr, m.precision_ != Precision::F32));
     linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
     if (c.swiglu) return swiglu_mlp(p, w);
     // On int8's per-row grid, fc1's pass after its product also quantizes its rows for fc2.

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "engine/nn/attention.h"
 #include "engine/nn/linear.h"
@@ -148,8 +149,65 @@ TEST(AttentionKernels, EveryIsaMatchesTheNaiveLoop) {
     }
 }
 
-// The softmax written out sums to one per row, and an image's result is the same in any batch.
-TEST(AttentionSteps, ScoresAndBatchIndependence) {
+// The bf16 kernel (CPUs with avx512_bf16) computes exactly the attention of its bf16-rounded operands:
+// q / sqrt(Dh), k and v rounded to nearest even, the f32 softmax rounded the same before it meets v,
+// against a naive loop in double on those operands. (What the rounding costs end to end is measured on
+// photos: tests/test_goldens.cpp, docs/PERFORMANCE.md.)
+float round_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+TEST(AttentionKernels, Bf16ProductsAreTheAttentionOfBf16Operands) {
+  const AttentionKernels* k = attention_kernels_bf16();
+  if (!k) GTEST_SKIP() << "this CPU (" << cpu_isa().name << ") has no avx512_bf16: attention stays f32";
+  const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 101, 7}};
+  for (const auto& [T, Dh, rows] : shapes) {
+    SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows));
+    std::mt19937 rng(uint32_t(T * 31 + Dh));
+    const int64_t ld = 3 * Dh + 5, Tp = (T + 15) / 16 * 16, Dhp = (Dh + 15) / 16 * 16;
+    const auto qkv = random_vector(size_t(T * ld), rng, 2.f), bias = random_vector(size_t(rows * T), rng);
+    std::vector<float> kt(size_t(Dh * Tp), 9.f), vp(size_t(T * Dhp), 9.f), work(size_t(kAttendWorkRows * (Tp + Dh)));
+    std::vector<float> probs(size_t(rows * T)), out(size_t(rows * (Dh + 3)), -7.f);
+    k->pack(qkv.data() + Dh, qkv.data() + 2 * Dh, ld, T, Dh, Tp, Dhp, kt.data(), vp.data());
+    const float scale = 1.f / std::sqrt(float(Dh));
+    AttendArgs a{qkv.data(), ld, rows, T, Dh, Tp, Dhp, scale, kt.data(), vp.data(),
+                 bias.data(), probs.data(), out.data(), Dh + 3, work.data()};
+    k->attend(a);
+    double worst_p = 0, worst_o = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      std::vector<double> p(static_cast<size_t>(T));
+      double top = -1e300, sum = 0;
+      for (int64_t j = 0; j < T; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < Dh; ++d)
+          dot += double(round_bf16(qkv[size_t(i * ld + d)] * scale)) * round_bf16(qkv[size_t(j * ld + Dh + d)]);
+        p[size_t(j)] = dot + bias[size_t(i * T + j)];
+        top = std::max(top, p[size_t(j)]);
+      }
+      for (auto& e : p) sum += (e = std::exp(e - top));
+      for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - probs[size_t(i * T + j)]));
+      for (int64_t d = 0; d < Dh; ++d) {
+        double o = 0;  // from the kernel's own f32 softmax, rounded
+        for (int64_t j = 0; j < T; ++j)
+          o += double(round_bf16(probs[size_t(i * T + j)])) * round_bf16(qkv[size_t(j * ld + 2 * Dh + d)]);
+        worst_o = std::max(worst_o, std::fabs(o - out[size_t(i * (Dh + 3) + d)]));
+      }
+      for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(out[size_t(i * (Dh + 3) + d)], -7.f) << "wrote past the head";
+    }
+    EXPECT_LT(worst_p, 5e-6);
+    EXPECT_LT(worst_o, 2e-5);
+  }
+}
+
+// The softmax written out sums to one per row, and an image's result is the same in any batch, with f32
+// products and with bf16 ones.
+class AttentionSteps : public ::testing::TestWithParam<bool> {};
+
+TEST_P(AttentionSteps, ScoresAndBatchIndependence) {
   const int64_t T = 197, H = 3, Dh = 64, D = H * Dh;
   std::mt19937 rng(7);
   const auto qkv = random_vector(size_t(4 * T * 3 * D), rng);
@@ -157,7 +215,8 @@ TEST(AttentionSteps, ScoresAndBatchIndependence) {
     std::vector<float> heads(size_t(attention_scratch_floats(B, T, H, Dh))), out(size_t(B * T * D));
     scores->assign(size_t(B * H * T * T), 0.f);
     Program p;
-    for (Step& s : attention_steps("attn", B, T, H, Dh, src, heads.data(), scores->data(), out.data())) p.add(std::move(s));
+    for (Step& s : attention_steps("attn", B, T, H, Dh, src, heads.data(), scores->data(), out.data(), nullptr, GetParam()))
+      p.add(std::move(s));
     p.run();
     return out;
   };
@@ -172,6 +231,8 @@ TEST(AttentionSteps, ScoresAndBatchIndependence) {
     EXPECT_NEAR(sum, 1.0, 1e-5);
   }
 }
+INSTANTIATE_TEST_SUITE_P(Products, AttentionSteps, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Bf16WhereTheCpuHasIt" : "F32"; });
 
 // A bias looked up per head through an index (BEiT's relative position bias): written out dense, then
 // given to the attention, against the naive attention with that bias added to the scores.

@@ -1,6 +1,8 @@
-// Picks the AttentionKernels of attention.h for the ISA oneDNN runs with.
+// Picks the AttentionKernels of attention.h for the ISA oneDNN runs with, and the bf16 ones where it has
+// avx512_bf16.
 #include "engine/nn/attention.h"
 
+#include "engine/nn/ops.h"
 #include "engine/nn/rows.h"
 
 namespace vit {
@@ -11,6 +13,9 @@ namespace avx2 {
 extern const AttentionKernels attention;
 }
 namespace avx512 {
+extern const AttentionKernels attention;
+}
+namespace avx512bf16 {
 extern const AttentionKernels attention;
 }
 
@@ -24,6 +29,11 @@ const AttentionKernels* const* all_attention_kernels(int* count) {
 const AttentionKernels& attention_kernels() {
   int n = 0;
   return *all_attention_kernels(&n)[0];
+}
+
+const AttentionKernels* attention_kernels_bf16() {
+  static const bool have = cpu_isa().bf16;
+  return have ? &avx512bf16::attention : nullptr;
 }
 
 }  // namespace vit

@@ -27,7 +27,7 @@ struct AttendArgs {
 constexpr int64_t kAttendWorkRows = 8;
 
 struct AttentionKernels {
-  const char* isa;     // "avx512", "avx2", "sse2": for profiles
+  const char* isa;     // "avx512_bf16", "avx512", "avx2", "sse2": for profiles
   int64_t tile_rows;   // query rows per register tile
   // kt = k transposed ([Dh, Tp] in column blocks of the kernel's own) and vp [T, Dhp] = v, from T rows of
   // stride ld, zero padded.
@@ -38,6 +38,9 @@ struct AttentionKernels {
 
 // The kernels for the ISA oneDNN runs with (chosen on the first call).
 const AttentionKernels& attention_kernels();
+// The kernels with bf16 products (q, k, v and the softmax rounded to bf16, sums in f32) where the ISA
+// oneDNN runs with has avx512_bf16, else null: what the int8 and bf16 precisions run (docs/PERFORMANCE.md).
+const AttentionKernels* attention_kernels_bf16();
 // Every variant this CPU can run, widest first (for tests).
 const AttentionKernels* const* all_attention_kernels(int* count);
 
