@@ -87,6 +87,7 @@ int print_inspect(ViT& model) {
   std::printf("linear layers  how each runs on this CPU (oneDNN form; int8: path)\n");
   for (const auto& [name, lw] : model.linear_layers())
     std::printf("  %-26s %s, %s\n", name.c_str(), precision_name(lw->precision), linear_summary(*lw).c_str());
+  std::printf("attention core %s\n", model.attention_summary().c_str());
   std::printf("preprocessing  %s resize to %s, center crop %dx%d, mean %s, std %s\n", filter_name(p.interpolation),
               resize.c_str(), p.width, p.height, triple(p.mean).c_str(), triple(p.std).c_str());
   std::printf("labels         %s\n", c.labels.empty() ? "none in the files"

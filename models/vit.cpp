@@ -12,6 +12,7 @@
 
 #include "checkpoint.h"
 #include "positions.h"
+#include "engine/nn/attention.h"
 #include "models/int8_weights.h"
 #include "vit/error.h"
 #include "engine/preprocess/resample.h"
@@ -340,6 +341,12 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
 // embedding (raw pixels in) and the head (logits out) stay f32 (docs/PERFORMANCE.md).
 Precision ViT::precision_of(const std::string& layer) const {
   return layer.rfind("blocks.", 0) == 0 ? precision_ : Precision::F32;
+}
+
+std::string ViT::attention_summary() const {
+  const AttentionKernels* bf16 = precision_ != Precision::F32 ? attention_kernels_bf16() : nullptr;
+  if (bf16) return std::string("fused kernel (") + bf16->isa + "), bf16 products summed in f32, softmax f32";
+  return std::string("fused kernel (") + attention_kernels().isa + "), f32";
 }
 
 int64_t ViT::attention_chunk(int64_t B) const {

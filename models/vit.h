@@ -142,6 +142,8 @@ class ViT {
   std::vector<std::pair<std::string, const LinearWeights*>> linear_layers() const;
   // Every block's linear layers by full name (blocks.0.attn.qkv, ...): the ones at the model's precision.
   std::vector<std::pair<std::string, const LinearWeights*>> block_linear_layers() const;
+  // How attention's two products run on this CPU: the fused kernel's ISA and its operands' precision.
+  std::string attention_summary() const;
   size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)
   // Images per attention pass at batch B: as many as keep their scores within about a core's L2.
   int64_t attention_chunk(int64_t B) const;
