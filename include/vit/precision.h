@@ -6,8 +6,9 @@
 
 namespace vit {
 
-// F32 matches timm; BF16 (CPUs with avx512_bf16 or AMX) and Int8 (weights quantized at load, activations
-// per image at run time) trade a little agreement for speed.
+// F32 matches timm; BF16 (CPUs with avx512_bf16 or AMX) and Int8 (weights rounded at load or by vit
+// quantize, each input row quantized as it runs) trade a little agreement for speed; on CPUs with
+// avx512_bf16 both also take attention's two products with bf16 operands.
 enum class Precision { F32, BF16, Int8 };
 Precision precision_from_name(const std::string& name);  // "f32", "bf16", "int8"; throws vit::Error
 const char* precision_name(Precision p);
