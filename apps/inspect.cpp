@@ -103,7 +103,10 @@ int print_inspect(ViT& model) {
 void add_inspect_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<ModelOptions>();
   CLI::App* cmd = app.add_subcommand("inspect", "print what the engine understood of a model file");
-  cmd->add_option("MODEL", o->model, "a .safetensors file or the folder holding it (default: the DeiT-Tiny folder)");
+  CLI::Option* positional =
+      cmd->add_option("MODEL", o->model, "a .safetensors file or the folder holding it (default: the DeiT-Tiny folder)");
+  // -m as every other command takes it, or the bare path; not both.
+  positional->excludes(cmd->add_option("-m,--model", o->model, "the same, as the other commands take it"));
   cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
   add_img_size_option(cmd, &o->img_size);
   add_precision_option(cmd, &o->precision);  // the weights as that precision keeps them, and their size

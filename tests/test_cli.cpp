@@ -290,6 +290,13 @@ TEST_F(Cli, InspectSaysWhatItUnderstoodAndWhereFrom) {
   r = run_vit("inspect " + images_.file("a.jpg"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(images_.file("a.jpg") + ": "), std::string::npos) << r.err;
+  // -m as the other commands take it, says the same; the path twice is refused.
+  const Result bare = run_vit("inspect " + model_.path()), flag = run_vit("inspect -m " + model_.path());
+  EXPECT_EQ(flag.code, 0) << flag.err;
+  EXPECT_EQ(flag.out, bare.out);
+  r = run_vit("inspect -m " + model_.path() + " " + model_.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, BadPrecisionIsAUsageError) {
