@@ -344,9 +344,9 @@ Precision ViT::precision_of(const std::string& layer) const {
 }
 
 std::string ViT::attention_summary() const {
-  const AttentionKernels* bf16 = precision_ != Precision::F32 ? attention_kernels_bf16() : nullptr;
-  if (bf16) return std::string("fused kernel (") + bf16->isa + "), bf16 products summed in f32, softmax f32";
-  return std::string("fused kernel (") + attention_kernels().isa + "), f32";
+  const AttentionKernels& k = attention_kernels(bf16_attention());
+  return std::string("fused kernel (") + k.isa + "), " +
+         (&k == attention_kernels_bf16() ? "bf16 products summed in f32, softmax f32" : "f32");
 }
 
 int64_t ViT::attention_chunk(int64_t B) const {
@@ -527,7 +527,7 @@ struct ViT::PlanBuilder {
     for (const auto& [first, n] : layout.attention_passes)
       add(attention_steps(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
                           scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
-                          c.rel_pos_window ? a().rel_bias : nullptr, m.precision_ != Precision::F32));
+                          c.rel_pos_window ? a().rel_bias : nullptr, m.bf16_attention()));
     linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
     if (c.swiglu) return swiglu_mlp(p, w);
     // On int8's per-row grid, fc1's pass after its product also quantizes its rows for fc2.

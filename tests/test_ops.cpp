@@ -105,6 +105,33 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                          ::testing::Values(AttnCase{1, 197, 3, 64}, AttnCase{2, 197, 12, 64}, AttnCase{1, 577, 3, 64},
                                            AttnCase{3, 17, 2, 16}, AttnCase{2, 50, 4, 8}));
 
+// One (image, head) through a kernel: random qkv rows (stride ld, a gap after v), a bias on the scores, the
+// packed buffers prefilled with 9 and the output rows with -7 past the head (Dh + 3 wide), the softmax written out.
+struct KernelRun {
+  int64_t T, Dh, rows, ld;
+  float scale;
+  std::vector<float> qkv, bias, probs, out;
+  KernelRun(const AttentionKernels& kernels, int64_t T_, int64_t Dh_, int64_t rows_)
+      : T(T_), Dh(Dh_), rows(rows_), ld(3 * Dh_ + 5), scale(1.f / std::sqrt(float(Dh_))) {
+    std::mt19937 rng(uint32_t(T * 31 + Dh));
+    const int64_t Tp = (T + 15) / 16 * 16, Dhp = (Dh + 15) / 16 * 16;
+    qkv = random_vector(size_t(T * ld), rng, 2.f);
+    bias = random_vector(size_t(rows * T), rng);
+    std::vector<float> kt(size_t(Dh * Tp), 9.f), vp(size_t(T * Dhp), 9.f), work(size_t(kAttendWorkRows * (Tp + Dh)));
+    probs.assign(size_t(rows * T), 0.f);
+    out.assign(size_t(rows * (Dh + 3)), -7.f);
+    kernels.pack(qkv.data() + Dh, qkv.data() + 2 * Dh, ld, T, Dh, Tp, Dhp, kt.data(), vp.data());
+    AttendArgs a{qkv.data(), ld, rows, T, Dh, Tp, Dhp, scale, kt.data(), vp.data(),
+                 bias.data(), probs.data(), out.data(), Dh + 3, work.data()};
+    kernels.attend(a);
+  }
+  float q(int64_t i, int64_t d) const { return qkv[size_t(i * ld + d)]; }
+  float k(int64_t j, int64_t d) const { return qkv[size_t(j * ld + Dh + d)]; }
+  float v(int64_t j, int64_t d) const { return qkv[size_t(j * ld + 2 * Dh + d)]; }
+  float prob(int64_t i, int64_t j) const { return probs[size_t(i * T + j)]; }
+  float output(int64_t i, int64_t d) const { return out[size_t(i * (Dh + 3) + d)]; }
+};
+
 // Every ISA's fused kernel on one (image, head), with a bias on the scores and the softmax written out,
 // against a naive loop in double: head widths under, at and past a vector, query counts that leave
 // partial tiles, a single key.
@@ -116,33 +143,25 @@ TEST(AttentionKernels, EveryIsaMatchesTheNaiveLoop) {
     for (const auto& [T, Dh, rows] : shapes) {
       SCOPED_TRACE(std::string(all[v]->isa) + " T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " +
                    std::to_string(rows));
-      std::mt19937 rng(uint32_t(T * 31 + Dh));
-      const int64_t ld = 3 * Dh + 5, Tp = (T + 15) / 16 * 16, Dhp = (Dh + 15) / 16 * 16;
-      const auto qkv = random_vector(size_t(T * ld), rng, 2.f), bias = random_vector(size_t(rows * T), rng);
-      std::vector<float> kt(size_t(Dh * Tp), 9.f), vp(size_t(T * Dhp), 9.f), work(size_t(kAttendWorkRows * (Tp + Dh)));
-      std::vector<float> probs(size_t(rows * T)), out(size_t(rows * (Dh + 3)), -7.f);
-      all[v]->pack(qkv.data() + Dh, qkv.data() + 2 * Dh, ld, T, Dh, Tp, Dhp, kt.data(), vp.data());
-      AttendArgs a{qkv.data(), ld, rows, T, Dh, Tp, Dhp, 1.f / std::sqrt(float(Dh)), kt.data(), vp.data(),
-                   bias.data(), probs.data(), out.data(), Dh + 3, work.data()};
-      all[v]->attend(a);
+      const KernelRun run(*all[v], T, Dh, rows);
       double worst_p = 0, worst_o = 0;
       for (int64_t i = 0; i < rows; ++i) {
         std::vector<double> p(static_cast<size_t>(T));
         double top = -1e300, sum = 0;
         for (int64_t j = 0; j < T; ++j) {
           double dot = 0;
-          for (int64_t d = 0; d < Dh; ++d) dot += double(qkv[size_t(i * ld + d)]) * qkv[size_t(j * ld + Dh + d)];
-          p[size_t(j)] = dot / std::sqrt(double(Dh)) + bias[size_t(i * T + j)];
+          for (int64_t d = 0; d < Dh; ++d) dot += double(run.q(i, d)) * run.k(j, d);
+          p[size_t(j)] = dot / std::sqrt(double(Dh)) + run.bias[size_t(i * T + j)];
           top = std::max(top, p[size_t(j)]);
         }
         for (auto& e : p) sum += (e = std::exp(e - top));
-        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - probs[size_t(i * T + j)]));
+        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
         for (int64_t d = 0; d < Dh; ++d) {
           double o = 0;
-          for (int64_t j = 0; j < T; ++j) o += p[size_t(j)] / sum * qkv[size_t(j * ld + 2 * Dh + d)];
-          worst_o = std::max(worst_o, std::fabs(o - out[size_t(i * (Dh + 3) + d)]));
+          for (int64_t j = 0; j < T; ++j) o += p[size_t(j)] / sum * run.v(j, d);
+          worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
         }
-        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(out[size_t(i * (Dh + 3) + d)], -7.f) << "wrote past the head";
+        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
       }
       EXPECT_LT(worst_p, 5e-6);
       EXPECT_LT(worst_o, 2e-5);
@@ -167,36 +186,25 @@ TEST(AttentionKernels, Bf16ProductsAreTheAttentionOfBf16Operands) {
   const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 101, 7}};
   for (const auto& [T, Dh, rows] : shapes) {
     SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows));
-    std::mt19937 rng(uint32_t(T * 31 + Dh));
-    const int64_t ld = 3 * Dh + 5, Tp = (T + 15) / 16 * 16, Dhp = (Dh + 15) / 16 * 16;
-    const auto qkv = random_vector(size_t(T * ld), rng, 2.f), bias = random_vector(size_t(rows * T), rng);
-    std::vector<float> kt(size_t(Dh * Tp), 9.f), vp(size_t(T * Dhp), 9.f), work(size_t(kAttendWorkRows * (Tp + Dh)));
-    std::vector<float> probs(size_t(rows * T)), out(size_t(rows * (Dh + 3)), -7.f);
-    k->pack(qkv.data() + Dh, qkv.data() + 2 * Dh, ld, T, Dh, Tp, Dhp, kt.data(), vp.data());
-    const float scale = 1.f / std::sqrt(float(Dh));
-    AttendArgs a{qkv.data(), ld, rows, T, Dh, Tp, Dhp, scale, kt.data(), vp.data(),
-                 bias.data(), probs.data(), out.data(), Dh + 3, work.data()};
-    k->attend(a);
+    const KernelRun run(*k, T, Dh, rows);
     double worst_p = 0, worst_o = 0;
     for (int64_t i = 0; i < rows; ++i) {
       std::vector<double> p(static_cast<size_t>(T));
       double top = -1e300, sum = 0;
       for (int64_t j = 0; j < T; ++j) {
         double dot = 0;
-        for (int64_t d = 0; d < Dh; ++d)
-          dot += double(round_bf16(qkv[size_t(i * ld + d)] * scale)) * round_bf16(qkv[size_t(j * ld + Dh + d)]);
-        p[size_t(j)] = dot + bias[size_t(i * T + j)];
+        for (int64_t d = 0; d < Dh; ++d) dot += double(round_bf16(run.q(i, d) * run.scale)) * round_bf16(run.k(j, d));
+        p[size_t(j)] = dot + run.bias[size_t(i * T + j)];
         top = std::max(top, p[size_t(j)]);
       }
       for (auto& e : p) sum += (e = std::exp(e - top));
-      for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - probs[size_t(i * T + j)]));
+      for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
       for (int64_t d = 0; d < Dh; ++d) {
         double o = 0;  // from the kernel's own f32 softmax, rounded
-        for (int64_t j = 0; j < T; ++j)
-          o += double(round_bf16(probs[size_t(i * T + j)])) * round_bf16(qkv[size_t(j * ld + 2 * Dh + d)]);
-        worst_o = std::max(worst_o, std::fabs(o - out[size_t(i * (Dh + 3) + d)]));
+        for (int64_t j = 0; j < T; ++j) o += double(round_bf16(run.prob(i, j))) * round_bf16(run.v(j, d));
+        worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
       }
-      for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(out[size_t(i * (Dh + 3) + d)], -7.f) << "wrote past the head";
+      for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
     }
     EXPECT_LT(worst_p, 5e-6);
     EXPECT_LT(worst_o, 2e-5);

@@ -36,4 +36,8 @@ const AttentionKernels* attention_kernels_bf16() {
   return have ? &avx512bf16::attention : nullptr;
 }
 
+const AttentionKernels& attention_kernels(bool bf16_products) {
+  return bf16_products && attention_kernels_bf16() ? *attention_kernels_bf16() : attention_kernels();
+}
+
 }  // namespace vit

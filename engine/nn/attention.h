@@ -41,6 +41,8 @@ const AttentionKernels& attention_kernels();
 // The kernels with bf16 products (q, k, v and the softmax rounded to bf16, sums in f32) where the ISA
 // oneDNN runs with has avx512_bf16, else null: what the int8 and bf16 precisions run (docs/PERFORMANCE.md).
 const AttentionKernels* attention_kernels_bf16();
+// What attention_steps runs: the bf16 kernels when asked for and the CPU has them, else attention_kernels().
+const AttentionKernels& attention_kernels(bool bf16_products);
 // Every variant this CPU can run, widest first (for tests).
 const AttentionKernels* const* all_attention_kernels(int* count);
 

@@ -23,6 +23,8 @@ static_assert(R <= kAttendWorkRows, "work is sized for kAttendWorkRows rows");
 // rest): block j0 holds kt[d, j0 .. j0 + width) for every d, one after another, at kt + j0 Dh, so that a
 // score block reads it as one stream.
 inline int64_t block_width(int64_t j0, int64_t Tp) { return j0 + CS * W <= Tp ? CS * W : W; }
+// How many of the block's bw columns at j0 hold keys (the rest are zero padding past T).
+inline int64_t keys_in_block(int64_t j0, int64_t bw, int64_t T) { return j0 + bw <= T ? bw : (T > j0 ? T - j0 : 0); }
 
 #ifndef ATTN_BF16
 void pack(const float* k, const float* v, int64_t ld, int64_t T, int64_t Dh, int64_t Tp, int64_t Dhp, float* kt,
@@ -30,7 +32,7 @@ void pack(const float* k, const float* v, int64_t ld, int64_t T, int64_t Dh, int
   for (int64_t j0 = 0; j0 < Tp; j0 += block_width(j0, Tp)) {
     const int64_t bw = block_width(j0, Tp);
     float* block = kt + j0 * Dh;
-    const int64_t keys = j0 + bw <= T ? bw : (T > j0 ? T - j0 : 0);
+    const int64_t keys = keys_in_block(j0, bw, T);
     // Row d of the block written in one sweep from the block's keys (their rows stay in L1 across the
     // d loop); writing key by key down the block's columns, 256 bytes apart, ran at a quarter the speed.
     for (int64_t d = 0; d < Dh; ++d) {
@@ -157,7 +159,7 @@ void pack(const float* k, const float* v, int64_t ld, int64_t T, int64_t Dh, int
   uint32_t* vp2 = reinterpret_cast<uint32_t*>(vp);
   for (int64_t j0 = 0; j0 < Tp; j0 += block_width(j0, Tp)) {
     const int64_t bw = block_width(j0, Tp);
-    const int64_t keys = j0 + bw <= T ? bw : (T > j0 ? T - j0 : 0);
+    const int64_t keys = keys_in_block(j0, bw, T);
     uint32_t* block = kt2 + j0 * Dh2;
     for (int64_t p = 0; p < Dh2; ++p) {
       uint32_t* out = block + p * bw;
@@ -174,25 +176,31 @@ void pack(const float* k, const float* v, int64_t ld, int64_t T, int64_t Dh, int
   }
 }
 
+// acc[r][c] += sum over `steps` of a[r * lda + i] (a bf16 pair, in every lane) times b's vector c at
+// b + i * ldb + c W (a pair per lane): both bf16 products, q kᵀ and the softmax times v.
 template <int NR, int C>
-inline void score_block(const uint32_t* q2, int64_t Dh2, const uint32_t* kt2, int64_t Tp, int64_t j0, float* S) {
-  __m512 acc[NR][C];
+inline void dot_pairs(const uint32_t* a, int64_t lda, const uint32_t* b, int64_t ldb, int64_t steps, __m512 (&acc)[NR][C]) {
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  const uint32_t* block = kt2 + j0 * Dh2;
-  for (int64_t p = 0; p < Dh2; ++p) {
-    __m512bh kv[C];
+  for (int64_t i = 0; i < steps; ++i) {
+    __m512bh bv[C];
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) kv[c] = as_bh(_mm512_loadu_si512(block + p * C * W + c * W));
+    for (int c = 0; c < C; ++c) bv[c] = as_bh(_mm512_loadu_si512(b + i * ldb + c * W));
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
-      const __m512bh qb = as_bh(_mm512_set1_epi32(int(q2[r * Dh2 + p])));
+      const __m512bh ab = as_bh(_mm512_set1_epi32(int(a[r * lda + i])));
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], qb, kv[c]);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], ab, bv[c]);
     }
   }
+}
+
+template <int NR, int C>
+inline void score_block(const uint32_t* q2, int64_t Dh2, const uint32_t* kt2, int64_t Tp, int64_t j0, float* S) {
+  __m512 acc[NR][C];
+  dot_pairs<NR, C>(q2, Dh2, kt2 + j0 * Dh2, C * W, Dh2, acc);
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
@@ -203,21 +211,7 @@ template <int NR, int C>
 inline void value_block(const uint32_t* P2, int64_t Tp, int64_t T2, const uint32_t* vp2, int64_t Dhp, int64_t d0,
                         int64_t Dh, float* out, int64_t ldo) {
   __m512 acc[NR][C];
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  for (int64_t jp = 0; jp < T2; ++jp) {
-    __m512bh vv[C];
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) vv[c] = as_bh(_mm512_loadu_si512(vp2 + jp * Dhp + d0 + c * W));
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) {
-      const __m512bh pb = as_bh(_mm512_set1_epi32(int(P2[r * Tp + jp])));
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], pb, vv[c]);
-    }
-  }
+  dot_pairs<NR, C>(P2, Tp, vp2 + d0, Dhp, T2, acc);
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8

@@ -155,8 +155,7 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
                                   const float* qkv, float* heads, float* scores, float* out, const float* bias,
                                   bool bf16_products) {
   const int64_t D = H * Dh, Tp = round_up(T, 16), Dhp = round_up(Dh, 16), per_head = Dh * Tp + T * Dhp;
-  const AttentionKernels& k =
-      bf16_products && attention_kernels_bf16() ? *attention_kernels_bf16() : attention_kernels();
+  const AttentionKernels& k = attention_kernels(bf16_products);
   // Query rows per task: enough tasks for every thread even at one image, few enough to keep the tiles full.
   const int64_t chunk = 6 * k.tile_rows, chunks = (T + chunk - 1) / chunk;
   const std::string impl = std::string("host:") + k.isa;
