@@ -135,7 +135,9 @@ void check_batch_size(int64_t B) {
     throw ArgumentError("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
 }
 
-ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision) {
+ViT ViT::load(const std::string& model_path, const std::string& config_path, int64_t img_size, Precision precision) {
+  std::string model = model_path;  // a folder's trailing slashes dropped: its files are model + "/name"
+  while (model.size() > 1 && model.back() == '/') model.pop_back();
   std::string file = model, dir;
   if (!exists(model)) throw Error(model, "no such file or directory");
   if (is_dir(model)) {
