@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The first README command: installs the Debian packages, makes a release build in build/, installs the
-# Python module for Debian's python3, PySpark and tritonclient into .venv, obtains the default model and classifies a
-# sample photo with it.
+# Python module for Debian's python3, PySpark, the reference libraries and tritonclient into .venv, obtains the
+# default model and classifies a sample photo with it. Everything the suite and scripts/ import or run comes from
+# here: the dependency audit (tests/dependency_audit.py, run last by scripts/test.sh) fails on anything else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""
