@@ -24,8 +24,9 @@ $sudo cmake --install build --component python
 # package index into .venv, which sees Debian's packages (the vit module, pytest) too.
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r spark/requirements.txt
-# timm, transformers and open_clip over Debian's torch, for the references of the model-family and layout tests
-# (tests/make_timm_models.py, tests/make_layout_models.py) and scripts/export_text_embeddings.py.
+# timm, transformers and open_clip over Debian's torch (with sentencepiece and protobuf, SigLIP's tokenizer), for
+# the references of the model-family and layout tests (tests/make_timm_models.py, tests/make_layout_models.py) and
+# scripts/export_text_embeddings.py.
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 # KServe v2's Python client, for the `vit serve` test that calls the server through it.
 .venv/bin/python -m pip install -q --disable-pip-version-check "tritonclient[http]"
