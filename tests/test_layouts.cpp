@@ -214,5 +214,22 @@ TEST_F(Layouts, BadTextEmbeddingsNamed) {
   }
 }
 
+// A generator that fails says why: the end of its error output, not only its name.
+TEST(ReferenceModels, FailedGeneratorShowsItsErrors) {
+  if (run_shell(kVenvPython + " -c pass") != 0) {
+    if (in_ci()) FAIL() << "CI=true but there is no " << kVenvPython << " (scripts/setup.sh makes it)";
+    GTEST_SKIP() << "no " << kVenvPython << " (scripts/setup.sh makes it); skipping";
+  }
+  TempDir d;
+  const std::string script = d.file("make_nothing.py");
+  write_file(script, "import sys\nprint('made nothing yet')\nsys.exit('make_nothing.py: no module named frobnicate')\n");
+  const GeneratedModels g = generated_models("failing_generator_test", {script}, "sys");
+  run_shell("rm -rf " + g.dir + ".tmp " + g.dir + ".lock " + g.dir + ".stderr");
+  EXPECT_FALSE(g.ready);
+  EXPECT_NE(g.error.find("make_nothing.py failed (exit 1)"), std::string::npos) << g.error;
+  EXPECT_NE(g.error.find("make_nothing.py: no module named frobnicate"), std::string::npos) << g.error;
+  EXPECT_EQ(g.error.find("made nothing yet"), std::string::npos) << g.error;  // its stdout is not its errors
+}
+
 }  // namespace
 }  // namespace vit::test
