@@ -44,14 +44,21 @@ struct Classifier::Impl {
     const ViTConfig& c = model.config();
     return zero_shot ? zero_shot->classes() : c.head_is_projection ? 0 : c.classes;
   }
-  // Row `row` of a batch's logits: the model's, or with zero-shot labels its image embedding's scores
-  // (written into `scores`, [classes]).
+  // The width of a row of logits(): the zero-shot scores, else timm's model(x) (the head's output, or
+  // without a head the pooled features).
+  int64_t logits_size() const {
+    const ViTConfig& c = model.config();
+    return zero_shot ? zero_shot->classes() : c.classes > 0 ? c.classes : c.width;
+  }
+  // Row `row` of a batch's logits: timm's model(x) (a classifier's logits, a projection, or the pooled
+  // features of a model without a head), or with zero-shot labels its scores (written into `scores`).
   const float* logits(const ViT::Plan& plan, int64_t row, std::vector<float>& scores) const {
     const ViTConfig& c = model.config();
-    if (!zero_shot) return plan.logits() + row * c.classes;
-    const int64_t E = c.classes > 0 ? c.classes : c.width;  // timm's model(x): after the projection, if any
+    const int64_t E = c.classes > 0 ? c.classes : c.width;
+    const float* out = (c.classes > 0 ? plan.logits() : plan.features()) + row * E;
+    if (!zero_shot) return out;
     scores.resize(size_t(zero_shot->classes()));
-    zero_shot->score((c.classes > 0 ? plan.logits() : plan.features()) + row * E, scores.data());
+    zero_shot->score(out, scores.data());
     return scores.data();
   }
 
@@ -247,7 +254,7 @@ std::vector<float> Classifier::logits(const float* images, int64_t n, const Betw
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();
-  const int64_t per = c.input_floats(), batch = impl_->opt.batch, C = impl_->classes();
+  const int64_t per = c.input_floats(), batch = impl_->opt.batch, C = impl_->logits_size();
   std::vector<float> out(size_t(n * C)), scores;
   for (int64_t first = 0, count = 0; first < n; first += count) {
     count = plan_size(n - first, batch);
@@ -272,6 +279,7 @@ std::vector<float> Classifier::preprocess(const std::string& path) const {
 
 const std::vector<std::string>& Classifier::labels() const { return impl_->labels; }
 int64_t Classifier::classes() const { return impl_->classes(); }
+int64_t Classifier::logits_size() const { return impl_->logits_size(); }
 
 ModelInfo Classifier::info() const {
   const ViTConfig& c = impl_->model.config();

@@ -92,7 +92,20 @@ py::list to_dicts(const std::vector<vit::Result>& results) {
   return out;
 }
 
+std::string shape_text(const std::vector<py::ssize_t>& shape) {
+  std::string s;
+  for (py::ssize_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
+// Every array the engine hands to Python goes through here: its floats must fill the shape exactly, or
+// the call fails rather than hand over memory that was never written (or drop what was).
 py::array_t<float> to_array(const std::vector<float>& v, std::vector<py::ssize_t> shape) {
+  size_t size = 1;
+  for (py::ssize_t d : shape) size *= size_t(d);
+  if (v.size() != size)
+    throw vit::Error("internal: the engine gave " + std::to_string(v.size()) + " floats for an array of shape " +
+                     shape_text(shape));
   py::array_t<float> a(std::move(shape));
   if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(float));
   return a;
@@ -255,7 +268,7 @@ py::array_t<float> logits(const vit::Classifier& c, const py::object& images) {
   const int64_t n = a.shape(0);
   // `a` keeps the pixels alive while the GIL is released.
   const std::vector<float> out = interruptible([&](const vit::BetweenBatches& between) { return c.logits(data, n, between); });
-  return to_array(out, {py::ssize_t(n), py::ssize_t(m.classes)});
+  return to_array(out, {py::ssize_t(n), py::ssize_t(c.logits_size())});
 }
 
 py::array_t<float> preprocess(const vit::Classifier& c, const py::object& path) {
@@ -306,6 +319,10 @@ py::dict embed_dict(const vit::Classifier& c, const std::vector<vit::Embedding>&
       errors.append(d);
       continue;
     }
+    if (int64_t(e.embedding.size()) != E || (tokens && int64_t(e.tokens.size()) != T * D))
+      throw vit::Error("internal: " + e.file + ": an embedding of " + std::to_string(e.embedding.size()) +
+                       " floats and tokens of " + std::to_string(e.tokens.size()) + ", expected " + std::to_string(E) +
+                       (tokens ? " and " + std::to_string(T * D) : ""));
     files.append(fs_str(e.file));
     emb.insert(emb.end(), e.embedding.begin(), e.embedding.end());
     tok.insert(tok.end(), e.tokens.begin(), e.tokens.end());
@@ -427,7 +444,11 @@ void bind_classifier(py::module_& m) {
            py::arg("tokens") = false, py::arg("normalize") = false,
            "Encoded image files in memory, a list of (name, bytes or bytearray) -> a dict as embed() gives.")
       .def("logits", &logits, py::arg("images"),
-           "Preprocessed images, a C-contiguous float32 ndarray [B, 3, H, W] -> logits [B, classes].")
+           "Preprocessed images, a C-contiguous float32 ndarray [B, 3, H, W] -> float32 [B, N]: timm's model(x).\n"
+           "A classifier gives its logits (N = classes); a CLIP tower its projection, the image embedding\n"
+           "(N = its width; classes is 0); a model without a head (DINOv2, a SigLIP tower) its pooled features,\n"
+           "embed()'s rows (N = its width; classes is 0). With text_embeddings: the zero-shot scores\n"
+           "(N = classes), logit_scale * cosine similarity + logit_bias, before softmax or sigmoid.")
       .def("preprocess", &preprocess, py::arg("path"),
            "An image file as the model is fed it: float32 ndarray [3, H, W] (timm's eval transform).")
       .def_property_readonly("config", &config, "What the engine understood of the model, as `vit inspect` prints it.")
@@ -441,11 +462,14 @@ void bind_classifier(py::module_& m) {
           "The class names, a list of str indexed by class: the labels file given, else the checkpoint's own,\n"
           "else ImageNet-1k's for a 1000-class head, else 'class_<i>'.")
       .def_property_readonly("classes", &vit::Classifier::classes,
-                             "The number of classes the model's head gives (the length of labels).")
+                             "The number of classes classify() ranks (the length of labels): the head's, or the text\n"
+                             "embeddings'; 0 for a model without a classifier head (embeddings only).")
       .def("__repr__", [](const vit::Classifier& c) {
         const vit::ModelInfo m = c.info();
-        return py::str("<vit.Classifier {!r}: {}, {} classes, {}>")
-            .format(fs_str(m.file), m.arch.empty() ? "ViT" : m.arch, m.classes, m.precision);
+        const std::string what = c.classes() > 0 ? std::to_string(c.classes()) + " classes"
+                                                 : "embeddings of " + std::to_string(c.logits_size());
+        return py::str("<vit.Classifier {!r}: {}, {}, {}>")
+            .format(fs_str(m.file), m.arch.empty() ? "ViT" : m.arch, what, m.precision);
       });
 }
 
