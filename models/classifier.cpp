@@ -167,16 +167,24 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   set_threads(threads);
   impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
   impl_->threads = threads;
-  if (options.pool == "cls" || options.pool == "token") impl_->model.set_pool(Pool::Token);
-  else if (options.pool == "mean" || options.pool == "avg") impl_->model.set_pool(Pool::Avg);
-  else if (options.pool == "map") impl_->model.set_pool(Pool::Map);
-  else if (!options.pool.empty()) throw Error("pool '" + options.pool + "' is not supported (cls, mean or map)");
+  if (!options.pool.empty()) {
+    Pool pool = Pool::Token;
+    if (options.pool == "cls" || options.pool == "token") pool = Pool::Token;
+    else if (options.pool == "mean" || options.pool == "avg") pool = Pool::Avg;
+    else if (options.pool == "map") pool = Pool::Map;
+    else throw ArgumentError("pool '" + options.pool + "' is not supported (cls, mean or map)");
+    try {
+      impl_->model.set_pool(pool);
+    } catch (const Error& e) {  // a pool the model cannot do: the caller's choice, not a broken model
+      throw ArgumentError(e.what());
+    }
+  }
   if (!options.text_embeddings.empty()) {
     const ViTConfig& c = impl_->model.config();
     if (!options.labels.empty()) throw ArgumentError("labels and text embeddings both name the classes: give one");
     if (c.family.find("CLIP") == std::string::npos && c.family.find("SigLIP") == std::string::npos)
-      throw Error(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower, and " +
-                                               impl_->model.source() + " is a " + c.family);
+      throw ArgumentError(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower, and " +
+                                                       impl_->model.source() + " is a " + c.family);
     impl_->zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(options.text_embeddings, c.classes > 0 ? c.classes : c.width));
     impl_->labels = impl_->zero_shot->labels();
     return;
