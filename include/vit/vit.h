@@ -176,12 +176,18 @@ class Classifier {
   int64_t tokens() const;
   int64_t width() const;
 
-  // Preprocessed images [n, 3, H, W] (as preprocess() gives them) -> logits [n, classes].
+  // Preprocessed images [n, 3, H, W] (as preprocess() gives them) -> [n, logits_size()]: timm's model(x),
+  // which is a classifier's logits [classes()], a CLIP tower's projection (its embedding; classes() is 0),
+  // or the pooled features of a model without a head (DINOv2, a SigLIP tower: embed()'s rows); with
+  // ClassifierOptions::text_embeddings the zero-shot scores [classes()], logit_scale * cosine + logit_bias.
   std::vector<float> logits(const float* images, int64_t n, const BetweenBatches& between = {}) const;
+  int64_t logits_size() const;
   // An image file as the model is fed it: [3, H, W], timm's eval transform.
   std::vector<float> preprocess(const std::string& path) const;
 
   const std::vector<std::string>& labels() const;
+  // The classes classify() ranks: the head's, or the text embeddings'; 0 for a model without a classifier
+  // head (a projection or none), which classify() refuses.
   int64_t classes() const;
   ModelInfo info() const;
 
