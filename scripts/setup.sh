@@ -9,7 +9,7 @@ sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
 $sudo apt-get update -q
 $sudo apt-get install -y -q --no-install-recommends \
-  g++ cmake ninja-build make pkg-config curl ca-certificates \
+  g++ cmake ninja-build make pkg-config curl ca-certificates git \
   libdnnl-dev ocl-icd-opencl-dev libjpeg-dev libstb-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libgtest-dev \
   clang libclang-rt-14-dev libomp-14-dev python3-torch python3-torchvision \
   libopencv-dev libavutil-dev libwebp-dev libcsv-dev zlib1g-dev python3-pil python3-dev python3-numpy python3-pybind11 python3-pytest python3-venv \

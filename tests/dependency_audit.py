@@ -534,7 +534,8 @@ def debian_distributions(package):
 
 # ---------------------------------------------------------------------------------------------------------------
 def tracked_files(src):
-    r = subprocess.run(["git", "-C", src, "ls-files", "-z"], capture_output=True)
+    r = subprocess.run(["git", "-C", src, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                       capture_output=True)
     if r.returncode == 0:
         return [f for f in r.stdout.decode().split("\0") if f and os.path.isfile(os.path.join(src, f))]
     files = []
