@@ -51,7 +51,7 @@ void add_quantize_command(CLI::App& app, Prepare* prepare) {
                     "against rounding to nearest %.2fx on average (worst layer %.2fx)\n"
                     "run it with: --model %s --precision int8\n",
                     o->out.c_str(), (long long)r.layers, (long long)r.images,
-                    r.gain.empty() ? 1.0 : sum / double(r.gain.size()), worst, o->out.c_str());
+                    r.gain.empty() ? 1.0 : sum / double(r.gain.size()), worst, q->model_path().c_str());
         return r.failed.empty() ? kExitOk : kExitSomeFailed;
       };
     };

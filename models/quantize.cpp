@@ -30,13 +30,13 @@ void say(const std::function<void(const std::string&)>& progress, const std::str
   if (progress) progress(s);
 }
 
-// The files a checkpoint needs beside it: itself and the configs ViT::load reads from its folder.
-std::vector<std::string> model_files(const std::string& checkpoint) {
-  const fs::path p(checkpoint), dir = p.parent_path();
-  std::vector<std::string> files = {checkpoint};
-  for (const char* beside : {"config.json", "open_clip_config.json", "preprocessor_config.json"})
-    if (fs::exists(dir / beside)) files.push_back((dir / beside).string());
-  return files;
+// The files a quantized folder holds besides int8.safetensors: the weights and what loading reads with
+// them (find_model_files), a config given with --config as the one beside the weights.
+std::vector<std::pair<std::string, std::string>> files_to_copy(const ModelFiles& m) {
+  std::vector<std::pair<std::string, std::string>> out = {{m.weights, fs::path(m.weights).filename().string()}};
+  if (!m.config.empty()) out.push_back({m.config, m.open_clip ? "open_clip_config.json" : "config.json"});
+  if (!m.preprocessor.empty()) out.push_back({m.preprocessor, "preprocessor_config.json"});
+  return out;
 }
 
 }  // namespace
@@ -49,6 +49,7 @@ Quantizer::Quantizer(QuantizeOptions o) : o_(std::move(o)) {
   const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
   if (!fs::is_directory(parent, ec)) throw Error(o_.out, "its folder " + parent.string() + " does not exist");
   if (o_.max_images < 1) throw Error("--images must be at least 1");
+  files_of_model_ = std::make_unique<ModelFiles>(find_model_files(o_.model, o_.config));
   model_ = std::make_unique<ViT>(ViT::load(o_.model, o_.config, 0, Precision::F32));
   for (const ImagePath& p : find_images(o_.calib, false)) {
     if (!p.error.empty()) listing_failed_.push_back({p.file, p.error});
@@ -59,6 +60,11 @@ Quantizer::Quantizer(QuantizeOptions o) : o_(std::move(o)) {
 }
 
 Quantizer::~Quantizer() = default;
+
+std::string Quantizer::model_path() const {
+  const std::string name = fs::path(files_of_model_->weights).filename().string();
+  return name == "model.safetensors" || name == "open_clip_model.safetensors" ? o_.out : (fs::path(o_.out) / name).string();
+}
 
 QuantizeResult Quantizer::run(const std::function<void(const std::string&)>& progress) {
   ViT& model = *model_;
@@ -131,12 +137,11 @@ QuantizeResult Quantizer::run(const std::function<void(const std::string&)>& pro
   std::string temp = (parent / ("." + out.filename().string() + ".XXXXXX")).string();
   if (!::mkdtemp(temp.data())) throw Error(o.out, std::string("cannot create a folder beside it: ") + std::strerror(errno));
   try {
-    for (const std::string& f : model_files(model.source())) {
-      const fs::path to = fs::path(temp) / fs::path(f).filename();
-      fs::copy_file(f, to);
+    for (const auto& [from, name] : files_to_copy(*files_of_model_)) {
+      const fs::path to = fs::path(temp) / name;
+      fs::copy_file(from, to);
       fs::permissions(to, fs::perms::owner_write, fs::perm_options::add);
     }
-    if (!o.config.empty()) fs::copy_file(o.config, fs::path(temp) / "config.json", fs::copy_options::overwrite_existing);
     write_safetensors((fs::path(temp) / kInt8WeightsFile).string(), tensors,
                       {{"format", "vit int8 weights"},
                        {"method", "GPTQ (act-order, 1% damping), symmetric per output channel"},

@@ -12,6 +12,7 @@
 namespace vit {
 
 class ViT;
+struct ModelFiles;
 
 struct QuantizeOptions {
   std::string model;        // a checkpoint file or folder, as ViT::load takes it
@@ -41,9 +42,13 @@ class Quantizer {
   explicit Quantizer(QuantizeOptions o);
   ~Quantizer();
   QuantizeResult run(const std::function<void(const std::string&)>& progress = {});
+  // What --model takes to run the folder written: the folder, or its checkpoint where that is not named as
+  // a folder's is (model.safetensors).
+  std::string model_path() const;
 
  private:
   QuantizeOptions o_;
+  std::unique_ptr<ModelFiles> files_of_model_;
   std::unique_ptr<ViT> model_;
   std::vector<std::string> files_;
   std::vector<std::pair<std::string, std::string>> listing_failed_;
