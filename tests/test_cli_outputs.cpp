@@ -32,6 +32,116 @@ void write_tiny_openclip(const std::string& dir) {
   write_file(dir + "/open_clip_config.json", config.dump());
 }
 
+// Item: `vit embed -m DIR -o DIR/model.safetensors` replaced the checkpoint with its embeddings. Now no
+// output may be a file loading the model reads, or would read (an int8.safetensors not there yet), in
+// any command, even with --force; nothing is run and the files are as they were.
+TEST_F(Cli, OutputsNeverReplaceTheModelsOwnFiles) {
+  const std::string dir = model_.path(), a = images_.file("a.jpg");
+  const std::string weights = read_file(dir + "/model.safetensors"), config = read_file(dir + "/config.json");
+  const std::vector<std::string> runs = {
+      "embed -m " + dir + " -o " + dir + "/model.safetensors " + a,
+      "embed -m " + dir + " --force -o " + dir + "/model.safetensors " + a,
+      "embed -m " + dir + "/ -o " + dir + "/config.json " + a,
+      "embed -m " + dir + "/model.safetensors -o " + dir + "/config.json " + a,
+      "embed -m " + dir + " -o " + dir + "/int8.safetensors " + a,
+      "embed -m " + dir + " -o " + dir + "/preprocessor_config.json " + a,
+      "classify -m " + dir + " --save-logits " + dir + "/model.safetensors " + a,
+      "classify -m " + dir + " --force --save-logits " + dir + "/config.json " + a,
+      "explain -m " + dir + " --out " + images_.path() + " --save-attention " + dir + "/model.safetensors " + a,
+  };
+  for (const std::string& run : runs) {
+    const Result r = run_vit(run);
+    EXPECT_EQ(r.code, 2) << run << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << run;
+    EXPECT_NE(r.err.find("is a file loading the model reads (its weights, config or int8.safetensors); never "
+                         "overwritten, even with --force"),
+              std::string::npos)
+        << run << "\n" << r.err;
+  }
+  EXPECT_EQ(read_file(dir + "/model.safetensors"), weights);
+  EXPECT_EQ(read_file(dir + "/config.json"), config);
+  EXPECT_FALSE(fs::exists(dir + "/int8.safetensors"));
+  EXPECT_FALSE(fs::exists(dir + "/preprocessor_config.json"));
+  // A --config given instead of the one beside, and a folder vit quantize made: its int8 weights.
+  TempDir q;
+  write_file(q.file("other.json"), config);
+  Result r = run_vit("classify -m " + dir + " --config " + q.file("other.json") + " --save-logits " + q.file("other.json") + " " + a);
+  EXPECT_EQ(r.code, 2) << r.err;
+  ASSERT_EQ(run_vit("quantize -m " + dir + " --calib " + a + " -o " + q.file("q")).code, 0);
+  const std::string rounded = read_file(q.file("q/int8.safetensors"));
+  r = run_vit("classify -m " + q.file("q") + " --precision int8 --save-logits " + q.file("q/int8.safetensors") + " " + a);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(read_file(q.file("q/int8.safetensors")), rounded);
+  // OpenCLIP's names.
+  TempDir oc;
+  write_tiny_openclip(oc.path());
+  for (const char* file : {"open_clip_model.safetensors", "open_clip_config.json"}) {
+    r = run_vit("embed -m " + oc.path() + " -o " + oc.file(file) + " " + a);
+    EXPECT_EQ(r.code, 2) << file << ": " << r.err;
+  }
+  // Beside the model, any other name is an output like any other.
+  r = run_vit("embed -m " + dir + " -o " + dir + "/embeddings.safetensors " + a);
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// Only files this engine wrote are replaced without --force: a safetensors file another program wrote
+// (a checkpoint) is refused by name, as any other file is; logits, embeddings and attention files the
+// engine wrote (and say so in their metadata, or, written before that, hold the files of their rows)
+// are replaced; so are explain's own pictures, but not a picture of the user's in their place.
+TEST_F(Cli, OutputsReplaceOnlyFilesThisEngineWrote) {
+  TempDir out;
+  const std::string a = images_.file("a.jpg"), target = out.file("t.safetensors");
+  const float x[2] = {1.f, 2.f};
+  write_safetensors(target, {{"weight", {2}, x}}, {{"format", "pt"}});
+  const std::string stranger = read_file(target);
+  for (const std::string& run : {"embed " + model() + " -o " + target + " " + a,
+                                 "classify " + model() + " --save-logits " + target + " " + a,
+                                 "explain " + model() + " --out " + out.path() + " --save-attention " + target + " " + a}) {
+    const Result r = run_vit(run);
+    EXPECT_EQ(r.code, 2) << run << "\n" << r.err;
+    EXPECT_NE(r.err.find(target + ": exists and is not a safetensors file this engine wrote"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("(--force to overwrite it)"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(read_file(target), stranger);
+  // Each command's own output is replaced by any other's, and says who wrote it.
+  Result r = run_vit("classify " + model() + " --force --save-logits " + target + " " + a);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(SafeTensors(target).metadata().at("written_by"), "vit classify");
+  r = run_vit("embed " + model() + " -o " + target + " " + a);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(SafeTensors(target).metadata().at("written_by"), "vit embed");
+  r = run_vit("explain " + model() + " --out " + out.path() + " --save-attention " + target + " " + a);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(SafeTensors(target).metadata().at("written_by"), "vit explain");
+  // An output written before the mark: its files list.
+  write_safetensors(target, {{"logits", {1, 2}, x}}, {{"files", "[\"a.jpg\"]"}});
+  EXPECT_EQ(run_vit("classify " + model() + " --save-logits " + target + " " + a).code, 0);
+
+  // explain's pictures: its own are drawn again; a PNG of the user's where one would go is refused.
+  const std::string picture = out.file("a.attention.png");
+  ASSERT_TRUE(fs::exists(picture));
+  r = run_vit("explain " + model() + " --out " + out.path() + " " + a);
+  EXPECT_EQ(r.code, 0) << r.err;
+  fs::copy_file(images_.file("b.PNG"), out.file("c.attention.png"));
+  const std::string mine = read_file(out.file("c.attention.png"));
+  r = run_vit("explain " + model() + " --out " + out.path() + " " + a + " " + images_.file("c.bmp"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("--out " + out.file("c.attention.png") + ": exists and is not a picture vit explain drew"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(read_file(out.file("c.attention.png")), mine);
+  r = run_vit("explain " + model() + " --force --out " + out.path() + " " + images_.file("c.bmp"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(read_file(out.file("c.attention.png")), mine);
+  // --heads pictures too.
+  write_file(out.file("a.heads.png"), "my notes");
+  r = run_vit("explain " + model() + " --heads --out " + out.path() + " " + a);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(read_file(out.file("a.heads.png")), "my notes");
+}
+
 // vit quantize copies what loading reads, found as loading finds it: an OpenCLIP tower's own names (its
 // config would be lost as config.json) and a checkpoint not named model.safetensors, which the folder
 // keeps, as its "run it with" line says; each runs at int8 from its rounded weights.
