@@ -32,11 +32,11 @@ struct QuantizeResult {
   std::vector<std::pair<std::string, double>> gain;
 };
 
-// One quantization: the constructor checks what can be checked before any work (the model loads, the
-// output is a new or empty folder in an existing one, the calibration inputs name at least one image file)
-// and throws vit::Error otherwise; run() calibrates, rounds and writes the folder atomically (renamed into
-// place when complete), telling progress (if set) each stage. When no calibration image decodes, run()
-// writes nothing and returns images = 0 with every failure listed.
+// One quantization: the constructor checks what can be checked before any work (the output is a new or
+// empty folder in an existing folder that takes a new one, the model loads, every calibration PATH exists
+// and they name at least one image file) and throws vit::Error otherwise; run() calibrates, rounds and
+// writes the folder atomically (renamed into place when complete), telling progress (if set) each stage.
+// When no calibration image decodes, run() writes nothing and returns images = 0 with every failure listed.
 class Quantizer {
  public:
   explicit Quantizer(QuantizeOptions o);

@@ -142,6 +142,36 @@ TEST_F(Cli, OutputsReplaceOnlyFilesThisEngineWrote) {
   EXPECT_EQ(read_file(out.file("a.heads.png")), "my notes");
 }
 
+// vit quantize checks its output before it calibrates: a folder that cannot take a new one (/proc takes
+// none, even for root) is exit 2 with nothing run (it was exit 4 after the work); a file where a folder
+// should be and a calibration PATH that does not exist are named.
+TEST_F(Cli, QuantizeChecksItsOutputAndInputsFirst) {
+  Result r = run_vit("quantize " + model() + " --calib " + images_.path() + " -o /proc/vit_quantized");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("error: /proc/vit_quantized: cannot create a folder in /proc"), std::string::npos) << r.err;
+  const std::string a = images_.file("a.jpg");
+  r = run_vit("quantize " + model() + " --calib " + images_.path() + " -o " + a + "/sub");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: " + a + "/sub: " + a + " is a file, not a folder"), std::string::npos) << r.err;
+  r = run_vit("quantize " + model() + " --calib " + images_.path() + " -o " + a + "/deeper/sub");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(a + " is a file, not a folder"), std::string::npos) << r.err;
+  TempDir out;
+  r = run_vit("quantize " + model() + " --calib /nonexistent/calib -o " + out.file("q"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: --calib /nonexistent/calib: no such file or folder"), std::string::npos) << r.err;
+  r = run_vit("quantize " + model() + " --calib " + a + " /nonexistent/calib -o " + out.file("q"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_FALSE(fs::exists(out.file("q")));
+  // An image that does not decode is an error line as in every command, the others used.
+  r = run_vit("quantize " + model() + " --calib " + images_.path() + " -o " + out.file("q"));
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("error: " + images_.file("d_broken.jpg") + ": not a supported image"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("(not used)"), std::string::npos) << r.err;
+}
+
 // vit quantize copies what loading reads, found as loading finds it: an OpenCLIP tower's own names (its
 // config would be lost as config.json) and a checkpoint not named model.safetensors, which the folder
 // keeps, as its "run it with" line says; each runs at int8 from its rounded weights.
