@@ -303,6 +303,7 @@ sigset_t shutdown_signals() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);  // a closed terminal, or `systemctl reload`: a drain too (models are fixed at start)
   return set;
 }
 
@@ -362,7 +363,7 @@ std::function<int()> prepare_serve(ServeOptions o) {
       int sig = 0;
       sigwait(&signals, &sig);
       std::fprintf(stderr, "vit serve: %s: answering the requests already read, then exiting (SIGINT again: now)\n",
-                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+                   sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
       server.stop();
       for (;;) {
         sigwait(&signals, &sig);

@@ -379,7 +379,8 @@ def test_full_queue_answers_503_with_retry_after(serve):
     assert codes == [200] * 7
 
 
-def test_sigterm_answers_every_queued_request_then_exits_0(serve):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_answers_every_queued_request_then_exits_0(serve, sig):
     # A long --max-delay-ms keeps the requests queued when the signal comes.
     s = serve("--max-delay-ms", "1500", "--max-batch", "16")
     results = []
@@ -394,12 +395,12 @@ def test_sigterm_answers_every_queued_request_then_exits_0(serve):
     while metrics(s.url)[("vit_queue_depth", ())] < 6:
         assert time.monotonic() < deadline, "the requests never queued"
         time.sleep(0.02)
-    s.signal(signal.SIGTERM)
+    s.signal(sig)
     for t in threads:
         t.join(60)
     assert s.wait(60) == 0, s.stderr()
     assert results == [200] * 6
-    assert "SIGTERM" in s.stderr() and "stopped" in s.stderr()
+    assert sig.name in s.stderr() and "stopped" in s.stderr()
     with pytest.raises(requests.ConnectionError):
         requests.get(s.url + "/v2/health/live", timeout=5)
 

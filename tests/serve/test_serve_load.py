@@ -81,7 +81,8 @@ def test_250_photos_from_8_clients_equal_vit_classify(serve, precision):
           f"mean batch {250 / m[('vit_batch_size_count', ())]:.2f}")
 
 
-def test_sigterm_under_load_answers_every_request_read(serve):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_under_load_answers_every_request_read(serve, sig):
     s = serve("-v")
     files = photos()
     outcomes, lock, stop = [], threading.Lock(), threading.Event()
@@ -105,7 +106,7 @@ def test_sigterm_under_load_answers_every_request_read(serve):
     for t in threads:
         t.start()
     time.sleep(2)
-    s.signal(signal.SIGTERM)
+    s.signal(sig)
     for t in threads:
         t.join(60)
     stop.set()
