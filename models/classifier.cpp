@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 
 #include "engine/image/image.h"
@@ -28,7 +29,27 @@ void unit_length(std::vector<float>* v) {
   for (float& x : *v) x *= inv;
 }
 
+// A model's name: the folder's, for a folder or the weights file a folder is loaded from, else the file's
+// stem (as the loader reads folders: model.safetensors, or OpenCLIP's open_clip_model.safetensors).
+std::string model_name(const std::string& model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(model), ec).lexically_normal();
+  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // a trailing slash
+  if (fs::is_directory(p, ec)) return p.filename().string();
+  const std::string file = p.filename().string();
+  if (file == "model.safetensors" || file == "open_clip_model.safetensors") return p.parent_path().filename().string();
+  return p.stem().string();
+}
+
 }  // namespace
+
+ImageHeader read_image_header(const std::string& bytes) {
+  ImageHeader h;
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  h.image = read_image_size(data, bytes.size(), &h.width, &h.height) || image_format(data, bytes.size()) != ImageFormat::Other;
+  return h;
+}
 
 struct Classifier::Impl {
   Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o), plans(model) {}
@@ -38,6 +59,7 @@ struct Classifier::Impl {
   std::vector<std::string> labels;
   std::unique_ptr<ZeroShot> zero_shot;  // with ClassifierOptions::text_embeddings
   int threads = 1;
+  std::string name;  // ModelInfo::name
 
   // A projection into a joint image-text space labels nothing without text embeddings.
   int64_t classes() const {
@@ -167,6 +189,7 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   set_threads(threads);
   impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
   impl_->threads = threads;
+  impl_->name = model_name(model);
   if (!options.pool.empty()) {
     Pool pool = Pool::Token;
     if (options.pool == "cls" || options.pool == "token") pool = Pool::Token;
@@ -292,6 +315,7 @@ int64_t Classifier::logits_size() const { return impl_->logits_size(); }
 ModelInfo Classifier::info() const {
   const ViTConfig& c = impl_->model.config();
   ModelInfo i;
+  i.name = impl_->name;
   i.family = c.family;
   i.file = impl_->model.source();
   i.arch = c.arch;

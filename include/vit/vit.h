@@ -140,8 +140,18 @@ struct Pixels {
   const uint8_t* rgb = nullptr;
 };
 
+// What an encoded image's header declares, read without decoding it (how a server prices an image before
+// it takes it): `image` when the bytes begin as an image of a format the engine reads; its width and
+// height where the header is read without its decoder (JPEG, PNG, WebP, BMP, GIF, TGA), else 0.
+struct ImageHeader {
+  bool image = false;
+  int64_t width = 0, height = 0;
+};
+ImageHeader read_image_header(const std::string& bytes);
+
 // What the engine understood of the model, as `vit inspect` prints it.
 struct ModelInfo {
+  std::string name;    // the model folder's name (of a lone weights file: the file's name without .safetensors)
   std::string family;  // ViT, DeiT, DeiT III, DINOv2
   std::string file, arch, stored_as, precision, pool, interpolation, crop_mode;
   int64_t patch, width, depth, heads, mlp, classes, input_height, input_width, tokens, parameters;
