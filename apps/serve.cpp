@@ -1,8 +1,11 @@
 // `vit serve`: the classifier over HTTP (Boost.Beast on Asio). Connections are asynchronous on a few
 // threads, so a slow or silent client costs a socket and a timer, never a thread; each request has one
 // total deadline; bodies are limited from Content-Length before they are read and counted when chunked.
-// SIGINT/SIGTERM are taken by one sigwait thread (every other thread keeps them blocked): the server stops
-// accepting, answers what it has read, and exits 0; a second SIGINT exits at once.
+// What requests hold at once is bounded: bodies by --max-bodies-mb (reserved from Content-Length before the
+// body is read), the pixels of queued images by --max-queue-mp (from their headers); past either, 503.
+// SIGINT, SIGTERM and SIGHUP are taken by one sigwait thread (every other thread keeps them blocked): the
+// server stops accepting, answers what it has read, and exits 0; a second SIGINT exits at once.
+#include <malloc.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
@@ -11,7 +14,8 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <csignal>
-#include <filesystem>
+#include <fstream>
+#include <future>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -39,7 +43,28 @@ struct ServeOptions {
   std::string host = "127.0.0.1", name;
   int port = 8080, max_batch = 16, max_delay_ms = 0, max_queue = 256, max_body_mb = 32, timeout_s = 30;
   int max_connections = 256, http_threads = 2;
+  int max_bodies_mb = 128, max_queue_mp = 64;
+  int64_t max_pixels = 40'000'000;
 };
+
+// The bound on the server's memory (docs/SERVING.md), in MiB: what it holds when ready (the model and its
+// Plans), the bodies it may hold three times over (read, then parsed into their images), and 16 bytes for
+// each pixel of the queued images (the costliest decode, a 16-bit RGBA PNG's).
+constexpr int64_t kBodyCopies = 3, kBytesPerPixel = 16;
+int64_t memory_bound_mb(int64_t ready_mb, const ServeOptions& o) {
+  return ready_mb + kBodyCopies * o.max_bodies_mb + (kBytesPerPixel * int64_t(o.max_queue_mp) * 1'000'000 >> 20);
+}
+
+// The most memory this process has held so far in MiB (VmHWM, its peak resident set), 0 where /proc does
+// not say.
+int64_t peak_resident_mb() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  int64_t kb = 0;
+  while (status >> key)
+    if (key == "VmHWM:" && status >> kb) return (kb + 1023) >> 10;
+  return 0;
+}
 
 class Server;
 
@@ -59,6 +84,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_body(beast::error_code ec);
   void answer(HttpResponse r);
   void close();
+  bool hold(uint64_t bytes);  // takes bytes of --max-bodies-mb for this request; false when they do not fit
+  void give_back();           // once its answer is written (or the connection ends)
+  HttpResponse bodies_full() const;
 
   beast::tcp_stream stream_;
   Server& server_;
@@ -69,18 +97,25 @@ class Session : public std::enable_shared_from_this<Session> {
   Clock::time_point started_;
   State state_ = State::reading;
   bool refused_ = false;     // past --max-connections, so not counted
+  int64_t held_ = 0;         // bytes of --max-bodies-mb this request holds
+  // Stored here: Beast keeps a reference to the chunk callback. Holds each chunk before it is read.
+  std::function<void(uint64_t, beast::string_view, beast::error_code&)> on_chunk_;
 };
 
 class Server {
  public:
   Server(const ServeOptions& o, const Classifier& c, Batcher& b, Metrics& m, Api& api)
-      : opt(o), classifier(c), batcher(b), metrics(m), api(api), ioc(o.http_threads), acceptor(ioc) {}
+      : opt(o), classifier(c), batcher(b), metrics(m), api(api), bodies(int64_t(o.max_bodies_mb) << 20),
+        ioc(o.http_threads), acceptor(ioc) {
+    metrics.bodies = &bodies;
+  }
 
   const ServeOptions& opt;
   const Classifier& classifier;
   Batcher& batcher;
   Metrics& metrics;
   Api& api;
+  Budget bodies;  // bytes of request bodies held (--max-bodies-mb)
   net::io_context ioc;
   tcp::acceptor acceptor;
   std::atomic<bool> stopping{false};
@@ -210,6 +245,14 @@ void Session::on_header(beast::error_code ec) {
     refused = json_error(415, "Content-Encoding " + std::string(req[http::field::content_encoding]) +
                                   " is not accepted: send the body as it is");
   }
+  if (const auto length = parser_->content_length()) {
+    if (!hold(*length)) refused = bodies_full();
+  } else if (parser_->chunked()) {
+    on_chunk_ = [this](uint64_t size, beast::string_view, beast::error_code& ec) {
+      if (!hold(size)) ec = net::error::no_buffer_space;
+    };
+    parser_->on_chunk_header(on_chunk_);
+  }
   if (refused.status != 200) {  // answered without reading the body, which leaves the connection unusable
     refused.close = true;
     state_ = State::answering;
@@ -231,6 +274,12 @@ void Session::read_body() {
 }
 
 void Session::on_body(beast::error_code ec) {
+  if (ec == net::error::no_buffer_space) {  // a chunk did not fit in --max-bodies-mb
+    HttpResponse r = bodies_full();
+    r.close = true;
+    state_ = State::answering;
+    return answer(std::move(r));
+  }
   if (ec == http::error::body_limit) {
     HttpResponse r = json_error(413, "the body passed " + std::to_string(server_.opt.max_body_mb) +
                                          " MB (--max-body-mb) and was cut off there");
@@ -283,12 +332,34 @@ void Session::answer(HttpResponse r) {
   server_.metrics.request(Api::endpoint(method_, path), r.status, secs);
   spdlog::debug("{} {} {} {} {:.1f} ms", peer_, method_, target_, r.status, secs * 1e3);
   http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->give_back();
     if (ec || !self->res_.keep_alive()) return self->close();
     self->read_request();
   });
 }
 
+bool Session::hold(uint64_t bytes) {
+  if (bytes == 0) return true;
+  if (bytes > uint64_t(server_.bodies.limit()) || !server_.bodies.take(int64_t(bytes))) return false;
+  held_ += int64_t(bytes);
+  return true;
+}
+
+void Session::give_back() {
+  server_.bodies.give(held_);
+  held_ = 0;
+}
+
+HttpResponse Session::bodies_full() const {
+  HttpResponse r = json_error(503, "the server holds " + std::to_string(server_.bodies.used() >> 20) + " of at most " +
+                                       std::to_string(server_.opt.max_bodies_mb) +
+                                       " MiB of request bodies (--max-bodies-mb); try again shortly");
+  r.headers.push_back({"Retry-After", "1"});
+  return r;
+}
+
 void Session::close() {
+  give_back();
   if (state_ == State::closed) return;
   if (!refused_) --server_.metrics.connections;
   state_ = State::closed;
@@ -303,6 +374,7 @@ sigset_t shutdown_signals() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);  // a closed terminal, or `systemctl reload`: a drain too (models are fixed at start)
   return set;
 }
 
@@ -310,20 +382,31 @@ std::function<int()> prepare_serve(ServeOptions o) {
   // Before any thread exists (OpenMP's, oneDNN's, Asio's), so all of them inherit the mask.
   const sigset_t signals = shutdown_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Blocks of 1 MiB and more (decoded images, bodies) come from the system and go back to it when freed:
+  // glibc's default would raise that threshold to 32 MiB after the first large free and keep up to twice
+  // that, freed, in each thread's arena, where a decoded bomb's memory outlives its request.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_TRIM_THRESHOLD, 4 << 20);
   if (o.max_queue < o.max_batch)
     throw Error("--max-queue (" + std::to_string(o.max_queue) + ") must hold at least --max-batch (" +
                 std::to_string(o.max_batch) + ") images");
+  if (o.max_bodies_mb < o.max_body_mb)
+    throw Error("--max-bodies-mb (" + std::to_string(o.max_bodies_mb) + ") must hold at least one body of --max-body-mb (" +
+                std::to_string(o.max_body_mb) + ")");
+  if (o.max_pixels > int64_t(o.max_queue_mp) * 1'000'000)
+    throw Error("--max-queue-mp (" + std::to_string(o.max_queue_mp) + ") must hold at least one image of --max-pixels (" +
+                std::to_string(o.max_pixels) + ")");
   ClassifierOptions co = classifier_options(o.model);
   co.batch = o.max_batch;
   co.keep_logits = true;
+  co.max_pixels = o.max_pixels;
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
-  if (o.name.empty()) {
-    const std::filesystem::path p(classifier->info().file);
-    o.name = (p.filename() == "model.safetensors" ? p.parent_path().filename() : p.stem()).string();
-  }
+  if (o.name.empty()) o.name = classifier->info().name;
   // Everything the server runs on, made and bound here so that a busy port is a usage error too.
   struct Service {
     Metrics metrics;
+    std::atomic<bool> counting{false};
+    std::unique_ptr<Budget> pixels;
     std::unique_ptr<Batcher> batcher;
     std::unique_ptr<Api> api;
     std::unique_ptr<Server> server;
@@ -335,8 +418,14 @@ std::function<int()> prepare_serve(ServeOptions o) {
   bo.max_delay_ms = o.max_delay_ms;
   bo.max_queue = o.max_queue;
   Metrics* metrics = &svc->metrics;
-  svc->batcher = std::make_unique<Batcher>(*classifier, bo, [metrics](const BatchStats& s) { metrics->batch(s); });
-  svc->api = std::make_unique<Api>(*classifier, *svc->batcher, svc->metrics, ApiOptions{o.name, o.max_batch, o.max_queue});
+  std::atomic<bool>* counting = &svc->counting;  // the warm-up passes are not counted
+  svc->batcher = std::make_unique<Batcher>(*classifier, bo, [metrics, counting](const BatchStats& s) {
+    if (*counting) metrics->batch(s);
+  });
+  svc->pixels = std::make_unique<Budget>(int64_t(o.max_queue_mp) * 1'000'000);
+  svc->metrics.pixels = svc->pixels.get();
+  svc->api = std::make_unique<Api>(*classifier, *svc->batcher, svc->metrics, *svc->pixels,
+                                   ApiOptions{o.name, o.max_batch, o.max_queue, o.max_pixels});
   auto opt = std::make_shared<ServeOptions>(o);
   svc->server = std::make_unique<Server>(*opt, *classifier, *svc->batcher, svc->metrics, *svc->api);
   svc->endpoint = svc->server->listen();
@@ -348,11 +437,12 @@ std::function<int()> prepare_serve(ServeOptions o) {
     const ModelInfo info = classifier->info();
     std::fprintf(stderr,
                  "vit serve: model %s (%s, %s, %lld classes, %lldx%lld) at http://%s:%u, max batch %d, max delay "
-                 "%d ms, queue %d images, body %d MB, timeout %d s, %d connections, %d threads\n",
+                 "%d ms, queue %d images and %d MP, body %d MB, bodies %d MB, image %lld pixels, timeout %d s, "
+                 "%d connections, %d threads\n",
                  o.name.c_str(), info.file.c_str(), info.precision.c_str(), (long long)info.classes,
                  (long long)info.input_height, (long long)info.input_width, ep.address().to_string().c_str(),
-                 unsigned(ep.port()), o.max_batch, o.max_delay_ms, o.max_queue, o.max_body_mb, o.timeout_s,
-                 o.max_connections, set_threads(0));
+                 unsigned(ep.port()), o.max_batch, o.max_delay_ms, o.max_queue, o.max_queue_mp, o.max_body_mb,
+                 o.max_bodies_mb, (long long)o.max_pixels, o.timeout_s, o.max_connections, set_threads(0));
     std::fflush(stderr);
     std::vector<std::thread> io;
     for (int i = 0; i < o.http_threads; ++i) io.emplace_back([&server] { server.ioc.run(); });
@@ -362,7 +452,7 @@ std::function<int()> prepare_serve(ServeOptions o) {
       int sig = 0;
       sigwait(&signals, &sig);
       std::fprintf(stderr, "vit serve: %s: answering the requests already read, then exiting (SIGINT again: now)\n",
-                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+                   sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
       server.stop();
       for (;;) {
         sigwait(&signals, &sig);
@@ -370,11 +460,27 @@ std::function<int()> prepare_serve(ServeOptions o) {
       }
     });
     waiter.detach();
-    // Ready once a forward pass has run: the first request should not pay for the engine's set-up.
-    const std::vector<float> zeros(size_t(3 * info.input_height * info.input_width), 0.f);
-    classifier->logits(zeros.data(), 1);
+    // Ready once the batching thread has run a forward pass of every batch size it runs (--max-batch and
+    // the powers of two below it): no request pays for the engine's set-up, and what the process holds
+    // from here on is the model's, its Plans' and its threads' (the bound's first term).
+    std::vector<int64_t> sizes{o.max_batch};
+    for (int64_t n = 1; n < o.max_batch; n *= 2) sizes.push_back(n);
+    for (const int64_t n : sizes) {
+      std::promise<std::string> ran;
+      const std::vector<float> zeros(size_t(n * 3 * info.input_height * info.input_width), 0.f);
+      if (!svc->batcher->submit(zeros, n, [&ran](std::vector<float>, std::string error) { ran.set_value(error); }))
+        throw Error("the batcher refused the warm-up pass");
+      const std::string error = ran.get_future().get();
+      if (!error.empty()) throw Error("the warm-up pass failed: " + error);
+    }
+    const int64_t ready_mb = peak_resident_mb();
+    std::fprintf(stderr, "vit serve: ready; memory: %lld MiB so far, at most %lld MiB under any load (%lld + %lld x "
+                 "--max-bodies-mb + %lld B x --max-queue-mp: docs/SERVING.md)\n", (long long)ready_mb,
+                 (long long)memory_bound_mb(ready_mb, o), (long long)ready_mb, (long long)kBodyCopies,
+                 (long long)kBytesPerPixel);
+    std::fflush(stderr);
+    svc->counting = true;
     svc->api->set_ready();
-    spdlog::info("ready");
     for (std::thread& t : io) t.join();
     svc->batcher->close();
     std::fprintf(stderr, "vit serve: stopped\n");
@@ -397,6 +503,13 @@ void add_serve_command(CLI::App& app, Prepare* prepare) {
   add_number_option(cmd, "--max-queue", &o->max_queue, 1, 1 << 20,
                     "images waiting at most; past it, requests get 503 and Retry-After");
   add_number_option(cmd, "--max-body-mb", &o->max_body_mb, 1, 4096, "largest request body, in MiB (413 past it)");
+  add_number_option(cmd, "--max-bodies-mb", &o->max_bodies_mb, 1, 1 << 20,
+                    "request bodies held at once (being read, queued, answered), in MiB; past it, 503 and Retry-After");
+  add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,
+                    "largest image, in pixels, refused from its header before decoding (400)");
+  add_number_option(cmd, "--max-queue-mp", &o->max_queue_mp, 1, 1 << 20,
+                    "megapixels the queued images hold at most (from their headers, until answered); past it, 503 "
+                    "and Retry-After");
   add_number_option(cmd, "--timeout-s", &o->timeout_s, 1, 86400,
                     "total time for one request: reading it, answering it and writing the answer");
   add_number_option(cmd, "--max-connections", &o->max_connections, 1, 1 << 20,

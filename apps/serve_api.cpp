@@ -390,6 +390,16 @@ HttpResponse v2_response(const V2Answer& a, const std::vector<float>& logits, co
 
 }  // namespace
 
+bool Budget::take(int64_t n) {
+  int64_t used = used_.load();
+  do {
+    if (n > limit_ - used) return false;
+  } while (!used_.compare_exchange_weak(used, used + n));
+  return true;
+}
+
+void Budget::give(int64_t n) { used_ -= n; }
+
 void Metrics::Histogram::observe(double v) {
   if (counts.empty()) counts.assign(bounds.size() + 1, 0);
   size_t i = 0;
@@ -483,13 +493,23 @@ std::string Metrics::text(int64_t queue_depth) const {
   o += "# HELP vit_connections_refused_total Connections refused past --max-connections.\n"
        "# TYPE vit_connections_refused_total counter\n";
   o += "vit_connections_refused_total " + std::to_string(refused_) + "\n";
+  if (bodies) {
+    o += "# HELP vit_body_bytes_held Bytes of request bodies held now (read, queued or being answered), at most "
+         "--max-bodies-mb.\n# TYPE vit_body_bytes_held gauge\n";
+    o += "vit_body_bytes_held " + std::to_string(bodies->used()) + "\n";
+  }
+  if (pixels) {
+    o += "# HELP vit_queued_pixels Pixels the queued images declare (waiting or being decoded), at most "
+         "--max-queue-mp.\n# TYPE vit_queued_pixels gauge\n";
+    o += "vit_queued_pixels " + std::to_string(pixels->used()) + "\n";
+  }
   return o;
 }
 
-Api::Api(const Classifier& classifier, Batcher& batcher, Metrics& metrics, ApiOptions options)
-    : classifier_(classifier), batcher_(batcher), metrics_(metrics), opt_(std::move(options)) {
+Api::Api(const Classifier& classifier, Batcher& batcher, Metrics& metrics, Budget& pixels, ApiOptions options)
+    : classifier_(classifier), batcher_(batcher), metrics_(metrics), pixels_(pixels), opt_(std::move(options)) {
   const ModelInfo i = classifier.info();
-  classes_ = i.classes;
+  classes_ = classifier.classes();  // 0 for a model without a classifier head (a projection is none)
   height_ = i.input_height;
   width_ = i.input_width;
 }
@@ -514,6 +534,46 @@ HttpResponse Api::queue_full() const {
                                        " images, --max-queue); try again shortly");
   r.headers.push_back({"Retry-After", "1"});
   return r;
+}
+
+namespace {
+
+// The pixels decoding an image will hold, priced from its header before it is queued: its size; the most
+// an image may have for a format whose header only its decoder reads (TIFF, JPEG 2000, PNM); nothing for
+// bytes that are no image or an image over the limit, which are refused before decoding.
+int64_t decode_pixels(const std::string& bytes, int64_t max_pixels) {
+  const ImageHeader h = read_image_header(bytes);
+  if (!h.image) return 0;
+  if (h.width == 0) return max_pixels;
+  return h.width > max_pixels / h.height ? 0 : h.width * h.height;
+}
+
+std::string megapixels(int64_t pixels) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", double(pixels) / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+int64_t Api::take_pixels(const std::vector<std::pair<std::string, std::string>>& images, HttpResponse* refused) {
+  int64_t pixels = 0;
+  for (const auto& im : images) pixels += decode_pixels(im.second, opt_.max_pixels);
+  if (pixels > pixels_.limit()) {
+    *refused = json_error(413, "the images of this request hold " + megapixels(pixels) + " megapixels; the server "
+                               "holds at most " + megapixels(pixels_.limit()) + " at once (--max-queue-mp)");
+  } else if (!pixels_.take(pixels)) {
+    *refused = json_error(503, "the queued images hold " + megapixels(pixels_.used()) + " of at most " +
+                               megapixels(pixels_.limit()) + " megapixels (--max-queue-mp); try again shortly");
+    refused->headers.push_back({"Retry-After", "1"});
+  }
+  return refused->status == 200 ? pixels : 0;
+}
+
+bool Api::no_head(const std::function<void(HttpResponse)>& done) const {
+  if (classes_ > 0) return false;
+  done(json_error(400, "model '" + opt_.name + "' has no classifier head (embeddings only)"));
+  return true;
 }
 
 void Api::handle(const HttpRequest& req, std::function<void(HttpResponse)> done) {
@@ -578,6 +638,7 @@ void Api::handle(const HttpRequest& req, std::function<void(HttpResponse)> done)
 }
 
 void Api::classify_v1(const HttpRequest& req, const std::string& query, std::function<void(HttpResponse)> done) {
+  if (no_head(done)) return;
   bool has_topk = false;
   const std::string topk_text = query_value(query, "topk", &has_topk);
   int64_t topk = 5;
@@ -606,8 +667,13 @@ void Api::classify_v1(const HttpRequest& req, const std::string& query, std::fun
   if (int64_t(images.size()) > opt_.max_queue)
     return done(json_error(413, std::to_string(images.size()) + " images in one request; at most " +
                                     std::to_string(opt_.max_queue) + " (--max-queue)"));
+  HttpResponse refused;
+  const int64_t pixels = take_pixels(images, &refused);
+  if (refused.status != 200) return done(std::move(refused));
   Metrics* metrics = &metrics_;
-  const bool ok = batcher_.submit(std::move(images), int(topk), [done, multipart, metrics](std::vector<Result> rs) {
+  Budget* budget = &pixels_;
+  const bool ok = batcher_.submit(std::move(images), int(topk), [done, multipart, metrics, budget, pixels](std::vector<Result> rs) {
+    budget->give(pixels);
     int64_t failed = 0;
     for (const Result& r : rs) failed += !r.error.empty();
     metrics->images(int64_t(rs.size()) - failed, failed);
@@ -620,7 +686,10 @@ void Api::classify_v1(const HttpRequest& req, const std::string& query, std::fun
       a.push_back(r.error.empty() ? json{{"file", r.file}, {"top", top_json(r)}} : json{{"file", r.file}, {"error", r.error}});
     done(json_ok(a));
   });
-  if (!ok) done(queue_full());
+  if (!ok) {
+    pixels_.give(pixels);
+    done(queue_full());
+  }
 }
 
 HttpResponse Api::model_metadata() const {
@@ -634,6 +703,7 @@ HttpResponse Api::model_metadata() const {
 }
 
 void Api::infer_v2(const HttpRequest& req, std::function<void(HttpResponse)> done) {
+  if (no_head(done)) return;
   const std::string type = media_type(req.content_type);
   if (!type.empty() && type != "application/json" && type != "application/octet-stream")
     return done(json_error(415, "Content-Type " + type + ": the v2 protocol takes application/json, or JSON followed "
@@ -661,9 +731,14 @@ void Api::infer_v2(const HttpRequest& req, std::function<void(HttpResponse)> don
       if (int64_t(images.size()) > opt_.max_queue)
         return done(json_error(413, std::to_string(images.size()) + " images in one request; at most " +
                                         std::to_string(opt_.max_queue) + " (--max-queue)"));
+      HttpResponse refused;
+      const int64_t pixels = take_pixels(images, &refused);
+      if (refused.status != 200) return done(std::move(refused));
       const int64_t C = classes_;
+      Budget* budget = &pixels_;
       const bool ok = batcher_.submit(std::move(images), int(std::max<int64_t>(r.topk, 1)),
-                                      [answer, done, C, metrics](std::vector<Result> rs) {
+                                      [answer, done, C, metrics, budget, pixels](std::vector<Result> rs) {
+        budget->give(pixels);
         for (const Result& x : rs)
           if (!x.error.empty()) {
             metrics->images(0, 1);
@@ -675,7 +750,10 @@ void Api::infer_v2(const HttpRequest& req, std::function<void(HttpResponse)> don
         if (int64_t(logits.size()) != int64_t(rs.size()) * C) return done(json_error(500, "the classifier kept no logits"));
         done(v2_response(answer, logits, &rs));
       });
-      if (!ok) done(queue_full());
+      if (!ok) {
+        pixels_.give(pixels);
+        done(queue_full());
+      }
       return;
     }
     const int64_t B = v2_pixels_batch(r, height_, width_);

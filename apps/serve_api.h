@@ -33,6 +33,21 @@ struct HttpResponse {
 
 HttpResponse json_error(int status, const std::string& message);
 
+// How much of something the server holds at once (bytes of request bodies, pixels of queued images) may
+// not pass a limit: take() refuses what would pass it, so the caller answers 503 instead of holding more.
+class Budget {
+ public:
+  explicit Budget(int64_t limit) : limit_(limit) {}
+  bool take(int64_t n);  // false, taking nothing, when n more would pass the limit
+  void give(int64_t n);
+  int64_t used() const { return used_.load(); }
+  int64_t limit() const { return limit_; }
+
+ private:
+  std::atomic<int64_t> used_{0};
+  const int64_t limit_;
+};
+
 // Prometheus text-format metrics: counters, gauges and histograms kept under one lock.
 class Metrics {
  public:
@@ -41,6 +56,8 @@ class Metrics {
   void images(int64_t classified, int64_t failed);
   void connection_refused();
   std::atomic<int64_t> connections{0};
+  const Budget* bodies = nullptr;  // shown as gauges when set
+  const Budget* pixels = nullptr;
   std::string text(int64_t queue_depth) const;
 
   struct Histogram {
@@ -65,11 +82,13 @@ struct ApiOptions {
   std::string name;  // the model's name in /v2/models/{name}
   int max_batch = 16;
   int max_queue = 256;
+  int64_t max_pixels = kDefaultMaxPixels;  // one image's, as the classifier refuses them
 };
 
 class Api {
  public:
-  Api(const Classifier& classifier, Batcher& batcher, Metrics& metrics, ApiOptions options);
+  // pixels: the budget of pixels the queued images declare (--max-queue-mp).
+  Api(const Classifier& classifier, Batcher& batcher, Metrics& metrics, Budget& pixels, ApiOptions options);
   // Answers now or later: done is called once, maybe from the batching thread.
   void handle(const HttpRequest& req, std::function<void(HttpResponse)> done);
   void set_ready() { ready_ = true; }
@@ -81,10 +100,15 @@ class Api {
   void infer_v2(const HttpRequest& req, std::function<void(HttpResponse)> done);
   HttpResponse model_metadata() const;
   HttpResponse queue_full() const;
+  // Takes the pixels these images will hold when decoded from the budget; else answers 503 (413 for more
+  // than the whole budget) and returns 0 with *refused set.
+  int64_t take_pixels(const std::vector<std::pair<std::string, std::string>>& images, HttpResponse* refused);
+  bool no_head(const std::function<void(HttpResponse)>& done) const;
 
   const Classifier& classifier_;
   Batcher& batcher_;
   Metrics& metrics_;
+  Budget& pixels_;
   ApiOptions opt_;
   int64_t classes_, height_, width_;
   std::atomic<bool> ready_{false};
