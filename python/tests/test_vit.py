@@ -94,7 +94,7 @@ def tiny_vit(D=32, depth=2, heads=2, mlp=64, patch=8, img=32, classes=10, seed=1
     add("head.weight", (classes, D), 0.2)
     add("head.bias", (classes,), 0.1)
     config = {
-        "architecture": "vit_test",
+        "architecture": "vit_custom",
         "num_classes": classes,
         "global_pool": "token",
         "model_args": {"num_heads": heads},
