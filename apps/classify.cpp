@@ -223,7 +223,7 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   add_number_option(cmd, "-k,--topk", &o->topk, 1, 100000, "classes to print per image");
   add_batch_option(cmd, &o->batch);
   cmd->add_flag("--json", o->json, "one JSON object per line");
-  cmd->add_option("--save-logits", o->save_logits, "write the logits of the classified images to a .safetensors file");
+  add_name_option(cmd, "--save-logits", &o->save_logits, "write the logits of the classified images to a .safetensors file");
   cmd->add_flag("--stats", o->stats, "print end-to-end images/s on stderr");
   add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,
                     "refuse images larger than this many pixels, from their header, before decoding");

@@ -129,12 +129,13 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
                                                "pre_logits), or after it with --head");
   add_model_options(cmd, &o->model);
   cmd->add_flag("--head", o->embed.head, "apply the head too: timm's model(x) (the logits of a classifier)");
-  cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls or mean")
+  cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls, mean or map (the "
+                                     "attention pool, on models that have one)")
       ->check(CLI::IsMember({"cls", "mean", "map"}));
   cmd->add_flag("--tokens", o->embed.tokens, "also write the token sequence timm's forward_features returns");
   cmd->add_flag("--normalize", o->embed.normalize, "scale each embedding to unit length");
-  cmd->add_option("-o,--out", o->out, "write a .safetensors file (embeddings [N, E], tokens [N, T, D]) instead of "
-                                      "JSON lines on stdout");
+  add_name_option(cmd, "-o,--out", &o->out, "write a .safetensors file (embeddings [N, E], tokens [N, T, D]) instead "
+                                            "of JSON lines on stdout");
   cmd->add_flag("--force", o->force, "let -o replace an input or a file vit did not write (never the model's own files)");
   add_batch_option(cmd, &o->batch);
   add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,

@@ -142,6 +142,21 @@ TEST_F(Cli, OutputsReplaceOnlyFilesThisEngineWrote) {
   EXPECT_EQ(read_file(out.file("a.heads.png")), "my notes");
 }
 
+// An empty name is no file: refused at parsing, never taken for "not given" (embed -o '' wrote JSON
+// lines to stdout, bench --arch '' benchmarked the default model).
+TEST_F(Cli, EmptyNamesAreRefused) {
+  const std::string a = images_.file("a.jpg");
+  for (const std::string& run :
+       {"embed " + model() + " -o '' " + a, "classify " + model() + " --save-logits '' " + a,
+        "explain " + model() + " --out '' " + a, "explain " + model() + " --save-attention '' " + a,
+        "quantize " + model() + " --calib " + a + " -o ''", std::string("bench --arch '' --iters 1 --batch 1")}) {
+    const Result r = run_vit(run);
+    EXPECT_EQ(r.code, 2) << run << "\n" << r.out;
+    EXPECT_EQ(r.out, "") << run;
+    EXPECT_NE(r.err.find("an empty name names nothing"), std::string::npos) << run << "\n" << r.err;
+  }
+}
+
 // vit quantize checks its output before it calibrates: a folder that cannot take a new one (/proc takes
 // none, even for root) is exit 2 with nothing run (it was exit 4 after the work); a file where a folder
 // should be and a calibration PATH that does not exist are named.
@@ -205,6 +220,11 @@ TEST_F(Cli, AFolderWithATrailingSlashNamesItsFilesOnce) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(model_.path() + "/config.json"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("//"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, EmbedHelpNamesEveryPool) {
+  const Result r = run_vit("embed --help");
+  EXPECT_NE(r.out.find("cls, mean or map"), std::string::npos) << r.out;
 }
 
 }  // namespace
