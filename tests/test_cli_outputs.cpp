@@ -32,6 +32,20 @@ void write_tiny_openclip(const std::string& dir) {
   write_file(dir + "/open_clip_config.json", config.dump());
 }
 
+// A zero-shot labels file as scripts/export_text_embeddings.py writes one, with `metadata` over its own.
+void write_text_embeddings(const std::string& path, const std::vector<std::string>& labels,
+                           std::map<std::string, std::string> metadata) {
+  std::vector<float> e(labels.size() * 10);
+  for (size_t i = 0; i < e.size(); ++i) e[i] = float((i * 7) % 11) - 5.f;
+  std::map<std::string, std::string> meta = {{"labels", nlohmann::json(labels).dump()}, {"logit_scale", "100.0"},
+                                             {"activation", "softmax"}};
+  for (const auto& [k, v] : metadata) {
+    if (v.empty()) meta.erase(k);
+    else meta[k] = v;
+  }
+  write_safetensors(path, {{"text_embeddings", {int64_t(labels.size()), 10}, e.data()}}, meta);
+}
+
 // Item: `vit embed -m DIR -o DIR/model.safetensors` replaced the checkpoint with its embeddings. Now no
 // output may be a file loading the model reads, or would read (an int8.safetensors not there yet), in
 // any command, even with --force; nothing is run and the files are as they were.
@@ -220,6 +234,54 @@ TEST_F(Cli, AFolderWithATrailingSlashNamesItsFilesOnce) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(model_.path() + "/config.json"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("//"), std::string::npos) << r.out;
+}
+
+// --save-logits of zero-shot scores records the labels of its columns (the zero-shot file's), as every
+// logits file now does (the model's, or --labels').
+TEST_F(Cli, SavedLogitsRecordTheirLabels) {
+  TempDir oc, out;
+  write_tiny_openclip(oc.path());
+  const std::vector<std::string> labels = {"a cat", "a dog", "caf\xc3\xa9"};
+  write_text_embeddings(out.file("text.safetensors"), labels, {});
+  Result r = run_vit("classify -m " + oc.path() + " --text-embeddings " + out.file("text.safetensors") +
+                     " --save-logits " + out.file("l.safetensors") + " " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  SafeTensors st(out.file("l.safetensors"));
+  EXPECT_EQ(st.get("logits").shape, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(nlohmann::json::parse(st.metadata().at("labels")), nlohmann::json(labels));
+  r = run_vit("classify " + model() + " --save-logits " + out.file("m.safetensors") + " " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto model_labels = nlohmann::json::parse(SafeTensors(out.file("m.safetensors")).metadata().at("labels"));
+  ASSERT_EQ(model_labels.size(), 10u);
+  EXPECT_EQ(model_labels[0], "class_0");
+}
+
+// Text-embedding files that would score quietly wrong are refused by name: a label twice, sigmoid
+// (SigLIP) without its logit_bias, no activation at all.
+TEST_F(Cli, ZeroShotFilesThatWouldGuessAreRefused) {
+  TempDir oc, out;
+  write_tiny_openclip(oc.path());
+  const std::string file = out.file("text.safetensors");
+  const auto run = [&] {
+    return run_vit("classify -m " + oc.path() + " --text-embeddings " + file + " " + images_.file("a.jpg"));
+  };
+  write_text_embeddings(file, {"cat", "dog", "cat"}, {});
+  Result r = run();
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(file + ": the label 'cat' is there twice"), std::string::npos) << r.err;
+  write_text_embeddings(file, {"cat", "dog"}, {{"activation", "sigmoid"}});
+  r = run();
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(file + ": activation sigmoid (SigLIP) without its logit_bias"), std::string::npos) << r.err;
+  write_text_embeddings(file, {"cat", "dog"}, {{"activation", ""}});
+  r = run();
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(file + ": no activation in its __metadata__ (softmax for CLIP, sigmoid for SigLIP)"),
+            std::string::npos)
+      << r.err;
+  write_text_embeddings(file, {"cat", "dog"}, {{"activation", "sigmoid"}, {"logit_bias", "-10"}});
+  r = run();
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 TEST_F(Cli, EmbedHelpNamesEveryPool) {
