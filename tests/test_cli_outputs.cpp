@@ -284,6 +284,32 @@ TEST_F(Cli, ZeroShotFilesThatWouldGuessAreRefused) {
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
+// --tokens says what its rows hold: the prefix tokens (class, registers) first, then the patch grid's
+// tokens row by row; both numbers in the JSON lines and in the -o file's metadata.
+TEST_F(Cli, TokensRecordTheirPrefixAndGrid) {
+  TempDir out;
+  Result r = run_vit("embed " + model() + " --tokens " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto line = json_lines(r.out).at(0);
+  EXPECT_EQ(line.value("prefix_tokens", -1), 1) << r.out.substr(0, 200);
+  EXPECT_EQ(line.value("patch_grid", nlohmann::json()), nlohmann::json({4, 4}));
+  EXPECT_EQ(line["tokens"].size(), 17u * 32);
+  r = run_vit("embed " + model() + " --tokens --img-size 48 -o " + out.file("e.safetensors") + " " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  SafeTensors st(out.file("e.safetensors"));
+  EXPECT_EQ(st.get("tokens").shape, (std::vector<int64_t>{1, 37, 32}));
+  EXPECT_EQ(st.metadata().at("prefix_tokens"), "1");
+  EXPECT_EQ(st.metadata().at("patch_grid"), "[6,6]");
+  // A model without a class token: no prefix.
+  TempDir avg;
+  TinySpec s;
+  s.class_token = false;
+  write_tiny_model(avg.path(), s);
+  r = run_vit("embed -m " + avg.path() + " --tokens " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json_lines(r.out).at(0).value("prefix_tokens", -1), 0);
+}
+
 TEST_F(Cli, EmbedHelpNamesEveryPool) {
   const Result r = run_vit("embed --help");
   EXPECT_NE(r.out.find("cls, mean or map"), std::string::npos) << r.out;
