@@ -188,6 +188,9 @@ class Classifier {
 
   // Preprocessed images [n, 3, H, W] (as preprocess() gives them) -> logits [n, classes].
   std::vector<float> logits(const float* images, int64_t n, const BetweenBatches& between = {}) const;
+  // Probabilities [n, classes] of logits [n, classes] (as logits() gives them), made as Result::top's are:
+  // a softmax over the classes, or with text embeddings each class's sigmoid where the file says so.
+  std::vector<float> probabilities(const float* logits, int64_t n) const;
   // An image file as the model is fed it: [3, H, W], timm's eval transform.
   std::vector<float> preprocess(const std::string& path) const;
 
