@@ -55,31 +55,84 @@ std::string step_kind(const std::string& name) {
   return name.rfind("blocks.", 0) == 0 ? name.substr(name.find('.', 7) + 1) : name;
 }
 
-// Each kind of step's time summed over the blocks, its share of the forward pass, GFLOP/s and the
-// implementations that ran it (oneDNN's kernel names, or host:ISA for our own loops).
-void print_profile(const Program& prog, int B) {
-  std::map<std::string, double> by_kind, flops_by_kind;
-  std::map<std::string, std::set<std::string>> impls;
+// Each precision's matmul peak (matmul_peak), measured once, when first needed.
+class Peaks {
+ public:
+  const MatmulPeak& of(Precision p) {
+    auto it = peaks_.find(p);
+    if (it == peaks_.end()) it = peaks_.emplace(p, matmul_peak(p)).first;
+    return it->second;
+  }
+
+ private:
+  std::map<Precision, MatmulPeak> peaks_;
+};
+
+// What the peak of precision p means on this CPU, when it is not its own instructions' speed.
+std::string peak_note(Precision p) {
+  const CpuIsa isa = cpu_isa();
+  if (p == Precision::BF16 && !isa.bf16)
+    return "no bf16 instructions here (" + isa.name + "): oneDNN emulates them, and --precision bf16 is refused";
+  if (p == Precision::Int8 && !isa.vnni)
+    return "no VNNI here (" + isa.name + "): pairs of u8 x s8 products summed in 16 bits";
+  return "";
+}
+
+void print_peaks(Peaks& peaks) {
+  std::fprintf(stderr, "matmul peaks (3152x768x3072, weights as oneDNN asks, %d threads):\n", max_threads());
+  const double f32 = peaks.of(Precision::F32).gops;
+  for (Precision p : {Precision::F32, Precision::BF16, Precision::Int8}) {
+    const MatmulPeak& pk = peaks.of(p);
+    const std::string note = peak_note(p);
+    std::fprintf(stderr, "  %-4s %8.1f %-7s %.2fx f32  %s%s%s\n", precision_name(p), pk.gops,
+                 p == Precision::Int8 ? "GOP/s" : "GFLOP/s", f32 > 0 ? pk.gops / f32 : 0.0, pk.impl.c_str(),
+                 note.empty() ? "" : ": ", note.c_str());
+  }
+}
+
+// Each kind of step's time summed over the blocks, its share of the forward pass, GFLOP/s, how close
+// oneDNN's matmuls come to their precision's peak (the time they would take at it over the time they
+// took), and the implementations that ran it (oneDNN's kernel names, or host:ISA for our own loops). The
+// host steps (attention, norms, quantize and dequantize passes) are reported as time beside them.
+void print_profile(const Program& prog, int B, Peaks& peaks) {
+  std::map<std::string, double> by_kind, flops_by_kind, at_peak;  // at_peak: seconds at the peak
+  std::map<std::string, std::set<std::string>> impls, precisions;
   const int reps = 5;
   for (int rep = 0; rep < reps; ++rep)
     for (const auto& [name, sec] : prog.profile()) by_kind[step_kind(name)] += sec / reps;
   for (const Step& st : prog.steps()) {
-    flops_by_kind[step_kind(st.name)] += st.flops;
-    impls[step_kind(st.name)].insert(st.impl);
+    const std::string kind = step_kind(st.name);
+    flops_by_kind[kind] += st.flops;
+    impls[kind].insert(st.impl);
+    if (const auto p = product_precision(st)) {
+      const double peak = peaks.of(*p).gops;
+      at_peak[kind] += peak > 0 ? st.flops / (peak * 1e9) : 0.0;
+      precisions[kind].insert(precision_name(*p));
+    }
   }
-  double sum = 0;
+  double sum = 0, matmuls = 0, matmuls_at_peak = 0;
   for (const auto& [k, v] : by_kind) sum += v;
-  std::fprintf(stderr, "profile, batch %d (all blocks summed):\n  %-22s %9s %6s %9s  %s\n", B, "step", "ms", "%",
-               "GFLOP/s", "implementation");
+  std::fprintf(stderr, "profile, batch %d (all blocks summed):\n  %-22s %9s %6s %9s %11s  %s\n", B, "step", "ms", "%",
+               "GFLOP/s", "of peak", "implementation");
   for (const auto& [k, v] : by_kind) {
-    std::string names;
+    std::string names, peak = "";
     for (const std::string& i : impls[k]) names += (names.empty() ? "" : " ") + i;
-    std::fprintf(stderr, "  %-22s %9.3f %5.1f%% %9.1f  %s\n", k.c_str(), v * 1e3, 100 * v / sum,
-                 flops_by_kind[k] > 0 ? flops_by_kind[k] / v / 1e9 : 0.0, names.c_str());
+    if (at_peak.count(k)) {
+      std::string ps;
+      for (const std::string& p : precisions[k]) ps += (ps.empty() ? "" : "+") + p;
+      peak = fmt::format("{:.0f}% {}", 100 * at_peak[k] / v, ps);
+      matmuls += v;
+      matmuls_at_peak += at_peak[k];
+    }
+    std::fprintf(stderr, "  %-22s %9.3f %5.1f%% %9.1f %11s  %s\n", k.c_str(), v * 1e3, 100 * v / sum,
+                 flops_by_kind[k] > 0 ? flops_by_kind[k] / v / 1e9 : 0.0, peak.c_str(), names.c_str());
   }
+  std::fprintf(stderr, "  oneDNN matmuls %.3f ms (%.1f%%) at %.0f%% of their peaks; the rest %.3f ms (%.1f%%)\n",
+               matmuls * 1e3, 100 * matmuls / sum, matmuls > 0 ? 100 * matmuls_at_peak / matmuls : 0.0,
+               (sum - matmuls) * 1e3, 100 * (sum - matmuls) / sum);
 }
 
-Row bench_batch(ViT& model, int B, const BenchOptions& o) {
+Row bench_batch(ViT& model, int B, const BenchOptions& o, Peaks& peaks) {
   const ViT::Plan& plan = model.plan(B);
   const Program& prog = plan.program();
   float* in = plan.input();
@@ -110,7 +163,7 @@ Row bench_batch(ViT& model, int B, const BenchOptions& o) {
   r.ms_p99 = percentile(lat, 0.99);
   r.gflops = prog.flops() * r.runs / total / 1e9;
   r.peak_rss_mb = double(peak_rss_bytes()) / (1 << 20);
-  if (o.profile) print_profile(prog, B);
+  if (o.profile) print_profile(prog, B, peaks);
   return r;
 }
 
@@ -204,7 +257,8 @@ int run_bench(const BenchOptions& o, const std::vector<int>& batches, ViT& model
   const int threads = set_threads(0);
   const char* precision = precision_name(model.precision());
   const double weights_mb = double(model.weight_bytes()) / 1e6;
-  if (o.peak) std::fprintf(stderr, "f32 matmul peak (3152x768x3072): %.1f GFLOP/s\n", matmul_peak_gflops());
+  Peaks peaks;
+  if (o.peak) print_peaks(peaks);
   const auto csv_line = [&](const std::string& line) {
     if (out.csv_stdout) std::printf("%s", line.c_str());
     else if (out.csv) out.csv->write(line.data(), line.size());
@@ -216,7 +270,7 @@ int run_bench(const BenchOptions& o, const std::vector<int>& batches, ViT& model
                 precision, weights_mb, threads, "batch", "img/s", "p50 ms", "p90 ms", "p99 ms", "GFLOP/s", "RSS MB");
   std::vector<Row> rows;
   for (int B : batches) {
-    const Row r = bench_batch(model, B, o);
+    const Row r = bench_batch(model, B, o, peaks);
     rows.push_back(r);
     if (o.json) {
       nlohmann::json j{{"engine", "vit"},         {"model", name},         {"precision", precision},
@@ -272,8 +326,9 @@ void add_bench_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--json", o->json, "one JSON line per batch size");
   cmd->add_option("--csv", o->csv, "also write the rows to a CSV file ('-': to stdout, instead of the table)");
   cmd->add_option("--plot", o->plot, "draw images/s and latency against batch size into an SVG file");
-  cmd->add_flag("--peak", o->peak, "also measure the machine's f32 matmul peak");
-  cmd->add_flag("--profile", o->profile, "print where each batch size's time goes, per step");
+  cmd->add_flag("--peak", o->peak, "also measure the machine's matmul peaks in f32, bf16 and int8");
+  cmd->add_flag("--profile", o->profile,
+                "print where each batch size's time goes, per step, and each matmul's share of its precision's peak");
   cmd->callback([o, prepare] { *prepare = [o] { return prepare_bench(*o); }; });
 }
 

@@ -90,7 +90,7 @@ class Output {
       meta["frames"] = saved_frames_ + "]";
       meta["times_s"] = saved_times_ + "]";
     }
-    saved_->finish("logits", meta);
+    saved_->finish("logits", output_metadata("classify", meta));
   }
   size_t classified() const { return classified_; }  // images
   size_t frames() const { return frames_; }          // video frames
@@ -186,9 +186,9 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
   std::vector<Input> inputs = collect_inputs(o.paths, o.videos);
   if (!o.save_logits.empty()) {
-    std::vector<std::string> files;
-    for (const Input& in : inputs) files.push_back(in.file);
-    check_output_target("--save-logits", o.save_logits, files, o.force);
+    KeepFiles keep{model_files_to_keep(o.model), {o.labels, o.text_embeddings}};
+    for (const Input& in : inputs) keep.inputs.push_back(in.file);
+    check_output_target(OutputKind::Safetensors, "--save-logits", o.save_logits, keep, o.force);
   }
   // Fewer images than a batch: plans for just those. A video's frames fill whole batches.
   const bool videos = std::any_of(inputs.begin(), inputs.end(), [](const Input& in) { return is_video_name(in.file); });
@@ -227,7 +227,8 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--stats", o->stats, "print end-to-end images/s on stderr");
   add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,
                     "refuse images larger than this many pixels, from their header, before decoding");
-  cmd->add_flag("--force", o->force, "let --save-logits replace a file that is not a safetensors file");
+  cmd->add_flag("--force", o->force, "let --save-logits replace an input or a file vit did not write (never the model's "
+                                     "own files)");
   cmd->add_flag("--stdin", o->stdin_paths,
                 "read the paths from standard input, one per line, and write each batch's results as it is done");
   cmd->add_flag("-0,--null", o->null_separated, "with --stdin: paths end with NUL, as find -print0 writes them");

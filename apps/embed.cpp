@@ -58,7 +58,7 @@ class EmbedOutput {
     std::printf("%s\n", json_line(e.file, rest).c_str());
   }
   void finish() {
-    if (saved_) saved_->finish({{"files", files_ + "]"}});
+    if (saved_) saved_->finish(output_metadata("embed", {{"files", files_ + "]"}}));
   }
   size_t done() const { return done_; }
   size_t failed() const { return failed_; }
@@ -104,9 +104,9 @@ std::function<int()> prepare_embed(EmbedCommand o) {
   if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
   auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths, o.videos));
   if (!o.out.empty()) {
-    std::vector<std::string> files;
-    for (const Input& in : *inputs) files.push_back(in.file);
-    check_output_target("-o", o.out, files, o.force);
+    KeepFiles keep{model_files_to_keep(o.model), {}};
+    for (const Input& in : *inputs) keep.inputs.push_back(in.file);
+    check_output_target(OutputKind::Safetensors, "-o", o.out, keep, o.force);
   }
   // Fewer images than a batch: plans for just those. A video's frames fill whole batches.
   const bool videos = std::any_of(inputs->begin(), inputs->end(), [](const Input& in) { return is_video_name(in.file); });
@@ -135,7 +135,7 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--normalize", o->embed.normalize, "scale each embedding to unit length");
   cmd->add_option("-o,--out", o->out, "write a .safetensors file (embeddings [N, E], tokens [N, T, D]) instead of "
                                       "JSON lines on stdout");
-  cmd->add_flag("--force", o->force, "let -o replace a file that is not a safetensors file");
+  cmd->add_flag("--force", o->force, "let -o replace an input or a file vit did not write (never the model's own files)");
   add_batch_option(cmd, &o->batch);
   add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,
                     "refuse images larger than this many pixels, from their header, before decoding");

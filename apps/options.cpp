@@ -107,6 +107,14 @@ ViT load_model(const ModelOptions& o) {
   return ViT::load(model_path(o), o.config, o.img_size, o.precision);
 }
 
+std::vector<std::string> model_files_to_keep(const ModelOptions& o) {
+  try {
+    return find_model_files(o.model.empty() ? default_model_path() : o.model, o.config).read_paths();
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 ClassifierOptions classifier_options(const ModelOptions& o) {
   ClassifierOptions co;
   co.config = o.config;

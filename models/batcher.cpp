@@ -162,10 +162,10 @@ struct Batcher::Impl {
 
 Batcher::Batcher(const Classifier& classifier, const BatcherOptions& options,
                  std::function<void(const BatchStats&)> on_batch) {
-  if (options.max_batch < 1) throw Error("max_batch must be at least 1, got " + std::to_string(options.max_batch));
-  if (options.max_delay_ms < 0) throw Error("max_delay_ms must not be negative, got " + std::to_string(options.max_delay_ms));
+  if (options.max_batch < 1) throw ArgumentError("max_batch must be at least 1, got " + std::to_string(options.max_batch));
+  if (options.max_delay_ms < 0) throw ArgumentError("max_delay_ms must not be negative, got " + std::to_string(options.max_delay_ms));
   if (options.max_queue < options.max_batch)
-    throw Error("max_queue (" + std::to_string(options.max_queue) + ") must hold at least max_batch (" +
+    throw ArgumentError("max_queue (" + std::to_string(options.max_queue) + ") must hold at least max_batch (" +
                 std::to_string(options.max_batch) + ") images");
   const ModelInfo info = classifier.info();
   impl_ = std::unique_ptr<Impl>(new Impl{classifier, options, 3 * info.input_height * info.input_width,

@@ -4,6 +4,7 @@
 #include "models/quantize.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -30,25 +31,54 @@ void say(const std::function<void(const std::string&)>& progress, const std::str
   if (progress) progress(s);
 }
 
-// The files a checkpoint needs beside it: itself and the configs ViT::load reads from its folder.
-std::vector<std::string> model_files(const std::string& checkpoint) {
-  const fs::path p(checkpoint), dir = p.parent_path();
-  std::vector<std::string> files = {checkpoint};
-  for (const char* beside : {"config.json", "open_clip_config.json", "preprocessor_config.json"})
-    if (fs::exists(dir / beside)) files.push_back((dir / beside).string());
-  return files;
+fs::path parent_of(const fs::path& out) { return out.parent_path().empty() ? fs::path(".") : out.parent_path(); }
+
+// The output folder can be made: a new or empty folder, in a folder that exists and takes a new one
+// (tried: a temporary folder made and removed), so that nothing is calibrated for an output that fails.
+void check_output_folder(const std::string& out_name) {
+  if (out_name.empty()) throw Error("the output folder's name is empty");
+  const fs::path out(out_name), parent = parent_of(out);
+  std::error_code ec;
+  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
+    throw Error(out_name, "exists and is not an empty folder: pick a new folder for the quantized model");
+  const fs::file_status st = fs::status(parent, ec);
+  if (st.type() == fs::file_type::not_found) {
+    // The parent is missing, or a file stands where one of its folders should be: name that file.
+    for (fs::path up = parent.parent_path(); !up.empty(); up = up.parent_path()) {
+      if (fs::exists(up, ec)) {
+        if (!fs::is_directory(up, ec)) throw Error(out_name, up.string() + " is a file, not a folder");
+        break;
+      }
+      if (up == up.root_path()) break;
+    }
+    throw Error(out_name, "its folder " + parent.string() + " does not exist");
+  }
+  if (!fs::is_directory(st)) throw Error(out_name, parent.string() + " is a file, not a folder");
+  std::string probe = (parent / ("." + out.filename().string() + ".XXXXXX")).string();
+  if (!::mkdtemp(probe.data()))
+    throw Error(out_name, "cannot create a folder in " + parent.string() + ": " + std::strerror(errno));
+  ::rmdir(probe.c_str());
+}
+
+// The files a quantized folder holds besides int8.safetensors: the weights and what loading reads with
+// them (find_model_files), a config given with --config as the one beside the weights.
+std::vector<std::pair<std::string, std::string>> files_to_copy(const ModelFiles& m) {
+  std::vector<std::pair<std::string, std::string>> out = {{m.weights, fs::path(m.weights).filename().string()}};
+  if (!m.config.empty()) out.push_back({m.config, m.open_clip ? "open_clip_config.json" : "config.json"});
+  if (!m.preprocessor.empty()) out.push_back({m.preprocessor, "preprocessor_config.json"});
+  return out;
 }
 
 }  // namespace
 
 Quantizer::Quantizer(QuantizeOptions o) : o_(std::move(o)) {
-  const fs::path out(o_.out);
-  std::error_code ec;
-  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
-    throw Error(o_.out, "exists and is not an empty folder: pick a new folder for the quantized model");
-  const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
-  if (!fs::is_directory(parent, ec)) throw Error(o_.out, "its folder " + parent.string() + " does not exist");
+  check_output_folder(o_.out);
   if (o_.max_images < 1) throw Error("--images must be at least 1");
+  for (const std::string& p : o_.calib) {
+    struct stat st{};
+    if (::lstat(p.c_str(), &st) != 0) throw Error("--calib " + p, "no such file or folder");
+  }
+  files_of_model_ = std::make_unique<ModelFiles>(find_model_files(o_.model, o_.config));
   model_ = std::make_unique<ViT>(ViT::load(o_.model, o_.config, 0, Precision::F32));
   for (const ImagePath& p : find_images(o_.calib, false)) {
     if (!p.error.empty()) listing_failed_.push_back({p.file, p.error});
@@ -60,12 +90,17 @@ Quantizer::Quantizer(QuantizeOptions o) : o_(std::move(o)) {
 
 Quantizer::~Quantizer() = default;
 
+std::string Quantizer::model_path() const {
+  const std::string name = fs::path(files_of_model_->weights).filename().string();
+  return name == "model.safetensors" || name == "open_clip_model.safetensors" ? o_.out : (fs::path(o_.out) / name).string();
+}
+
 QuantizeResult Quantizer::run(const std::function<void(const std::string&)>& progress) {
   ViT& model = *model_;
   const ViTConfig& c = model.config();
   const std::vector<std::string>& files = files_;
   const QuantizeOptions& o = o_;
-  const fs::path out(o.out), parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  const fs::path out(o.out), parent = parent_of(out);
   std::error_code ec;
   QuantizeResult r;
   r.failed = listing_failed_;
@@ -131,12 +166,11 @@ QuantizeResult Quantizer::run(const std::function<void(const std::string&)>& pro
   std::string temp = (parent / ("." + out.filename().string() + ".XXXXXX")).string();
   if (!::mkdtemp(temp.data())) throw Error(o.out, std::string("cannot create a folder beside it: ") + std::strerror(errno));
   try {
-    for (const std::string& f : model_files(model.source())) {
-      const fs::path to = fs::path(temp) / fs::path(f).filename();
-      fs::copy_file(f, to);
+    for (const auto& [from, name] : files_to_copy(*files_of_model_)) {
+      const fs::path to = fs::path(temp) / name;
+      fs::copy_file(from, to);
       fs::permissions(to, fs::perms::owner_write, fs::perm_options::add);
     }
-    if (!o.config.empty()) fs::copy_file(o.config, fs::path(temp) / "config.json", fs::copy_options::overwrite_existing);
     write_safetensors((fs::path(temp) / kInt8WeightsFile).string(), tensors,
                       {{"format", "vit int8 weights"},
                        {"method", "GPTQ (act-order, 1% damping), symmetric per output channel"},

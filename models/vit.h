@@ -11,6 +11,7 @@
 
 #include "engine/nn/linear.h"
 #include "engine/nn/ops.h"
+#include "engine/nn/precision_plan.h"
 #include "vit/vit.h"
 #include "vit_config.h"
 
@@ -98,7 +99,6 @@ class ViT {
       float* pool_scores;  // [B, H, T]: the attention pool's (SigLIP)
       float* logits;       // [B, C]
       float* logits_dist;  // [B, C]
-      LinearScratch linear;  // bf16 and int8 layers' scratch
     };
     struct Tap {
       size_t after_step;
@@ -111,6 +111,7 @@ class ViT {
     int64_t depth_ = 0, scores_per_image_ = 0;  // for attention(): L, and H T^2
     Arena arena_;
     Activations act_{};
+    PrecisionPlan precision_;  // how its layers and attention run at the model's precision
     Program program_;
     const float* tokens_ = nullptr;
     const float* features_ = nullptr;
@@ -144,8 +145,6 @@ class ViT {
   std::vector<std::pair<std::string, const LinearWeights*>> block_linear_layers() const;
   // How attention's two products run on this CPU: the fused kernel's ISA and its operands' precision.
   std::string attention_summary() const;
-  // Whether attention asks for bf16 products: int8 and bf16 do (taken where the CPU has them), f32 does not.
-  bool bf16_attention() const { return precision_ != Precision::F32; }
   size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)
   // Images per attention pass at batch B: as many as keep their scores within about a core's L2.
   int64_t attention_chunk(int64_t B) const;
@@ -159,16 +158,13 @@ class ViT {
   struct PlanLayout {
     int64_t B = 0;
     bool keep_attention = false;
-    // Each image through the linear layers alone (bf16: so that its answer never depends on its batch);
-    // int8 layers keep every image on its own grid and sum exactly, so they always take the batch.
-    bool linear_by_image = false;
     // The attention passes in order, {first image, images}: chunks of images whose packed keys and
     // values stay in cache (attention_chunk).
     std::vector<std::pair<int64_t, int64_t>> attention_passes;
     int64_t largest_pass() const;
   };
   PlanLayout plan_layout(int64_t B, const PlanOptions& o) const;
-  BufferTable activation_table(const PlanLayout& l, Plan::Activations* a) const;
+  BufferTable activation_table(const PlanLayout& l, Plan* plan) const;
 
   ViTConfig cfg_;
   Precision precision_ = Precision::F32;

@@ -43,7 +43,7 @@ ZeroShot ZeroShot::load(const std::string& path, int64_t width) {
   if (shape.size() != 2 || shape[0] < 1)
     throw Error(path, "text_embeddings has shape " + shape_string(shape) + ", expected [classes, width]");
   if (shape[1] != width)
-    throw Error(path, "text embeddings of width " + std::to_string(shape[1]) + ", but the model's image embeddings "
+    throw ArgumentError(path, "text embeddings of width " + std::to_string(shape[1]) + ", but the model's image embeddings "
                       "have width " + std::to_string(width) + " (made for another model?)");
   ZeroShot z;
   z.width_ = width;

@@ -4,6 +4,7 @@
 // it back between batches to run Python's signal handlers, so Ctrl-C ends a long call within a batch.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <omp.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <future>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -92,7 +94,20 @@ py::list to_dicts(const std::vector<vit::Result>& results) {
   return out;
 }
 
+std::string shape_text(const std::vector<py::ssize_t>& shape) {
+  std::string s;
+  for (py::ssize_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
+// Every array the engine hands to Python goes through here: its floats must fill the shape exactly, or
+// the call fails rather than hand over memory that was never written (or drop what was).
 py::array_t<float> to_array(const std::vector<float>& v, std::vector<py::ssize_t> shape) {
+  size_t size = 1;
+  for (py::ssize_t d : shape) size *= size_t(d);
+  if (v.size() != size)
+    throw vit::Error("internal: the engine gave " + std::to_string(v.size()) + " floats for an array of shape " +
+                     shape_text(shape));
   py::array_t<float> a(std::move(shape));
   if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(float));
   return a;
@@ -121,6 +136,20 @@ auto interruptible(const Call& call) {
   }
 }
 
+// The pool words Python takes, timm's global_pool names beside the CLI's, each to the engine's choice:
+// the one place they are read.
+const std::pair<const char*, const char*> kPools[] = {
+    {"cls", "cls"}, {"token", "cls"}, {"mean", "mean"}, {"avg", "mean"}, {"map", "map"}};
+
+std::string pool_arg(const py::handle& pool) {
+  if (!py::isinstance<py::str>(pool))
+    throw py::type_error("pool must be a str ('cls', 'token', 'mean', 'avg' or 'map') or None, got " + type_name(pool));
+  const std::string word = py::cast<std::string>(pool);
+  for (const auto& [python, engine] : kPools)
+    if (word == python) return engine;
+  throw py::value_error("pool '" + word + "' is not one of 'cls', 'token', 'mean', 'avg', 'map'");
+}
+
 vit::Classifier make_classifier(const py::object& model, const std::string& precision, int threads,
                                 const py::object& labels, int img_size, int batch, const py::object& config,
                                 int64_t max_pixels, bool exif_transpose, const py::object& pool,
@@ -128,8 +157,8 @@ vit::Classifier make_classifier(const py::object& model, const std::string& prec
   vit::ClassifierOptions o;
   try {
     o.precision = vit::precision_from_name(precision);
-  } catch (const vit::Error& e) {
-    throw py::value_error(e.what());
+  } catch (const vit::Error& e) {  // a name not among them: the caller's
+    throw vit::ArgumentError(e.what());
   }
   // More threads than cores: the engine uses the cores, and says so through Python's warnings, which a
   // program can filter or turn into errors (the engine's own log line would bypass them).
@@ -148,11 +177,7 @@ vit::Classifier make_classifier(const py::object& model, const std::string& prec
   o.batch = batch;
   o.max_pixels = max_pixels;
   o.exif_transpose = exif_transpose;
-  if (!pool.is_none()) {
-    o.pool = py::cast<std::string>(pool);
-    if (o.pool != "cls" && o.pool != "mean" && o.pool != "map")
-      throw py::value_error("pool '" + o.pool + "' is not one of 'cls', 'mean', 'map'");
-  }
+  if (!pool.is_none()) o.pool = pool_arg(pool);
   const std::string path = path_arg(model, "model");
   py::gil_scoped_release unlocked;  // loading reads and reorders all the weights
   return vit::Classifier(path, o);
@@ -166,21 +191,29 @@ py::list classify(const vit::Classifier& c, const py::object& paths, int topk) {
   return to_dicts(interruptible([&](const vit::BetweenBatches& between) { return c.classify(p, topk, between); }));
 }
 
-void check_sampling(const std::string& where, int every, double fps) {
+// every=N takes every Nth frame, fps one frame per 1/fps seconds (1 when neither is given): one or the
+// other, as the CLI's --every and --fps.
+vit::VideoSampling sampling_arg(const std::string& where, int every, const std::optional<double>& fps) {
   if (every < 0) throw py::value_error(where + ": every must be 1 or more (0: sample by fps), got " + std::to_string(every));
-  if (every == 0 && !(fps > 0 && std::isfinite(fps)))
-    throw py::value_error(where + ": fps must be a positive number, got " + std::to_string(fps));
+  if (every > 0 && fps)
+    throw py::value_error(where + ": every and fps exclude each other (every=" + std::to_string(every) +
+                          ": every Nth frame; fps: frames per second of video), got both");
+  const double rate = fps.value_or(1.0);
+  if (every == 0 && !(rate > 0 && std::isfinite(rate)))
+    throw py::value_error(where + ": fps must be a positive number, got " + std::to_string(rate));
+  return {every, rate};
 }
 
 // A video's sampled frames -> one dict per frame (with 'frame' and 'time_s'), then one {'file', 'error'}
 // when the video could not be opened or stopped early.
-py::list classify_video(const vit::Classifier& c, const py::object& path, int every, double fps, int topk) {
+py::list classify_video(const vit::Classifier& c, const py::object& path, int every, const std::optional<double>& fps,
+                        int topk) {
   check_topk(topk);
-  check_sampling("classify_video", every, fps);
+  const vit::VideoSampling sampling = sampling_arg("classify_video", every, fps);
   const std::string p = path_arg(path, "classify_video: path");
   std::vector<vit::Result> all;
   interruptible([&](const vit::BetweenBatches& between) {
-    return c.classify_video(p, {every, fps}, [&](const std::vector<vit::Result>& batch) {
+    return c.classify_video(p, sampling, [&](const std::vector<vit::Result>& batch) {
       all.insert(all.end(), batch.begin(), batch.end());
     }, topk, between);
   });
@@ -255,7 +288,7 @@ py::array_t<float> logits(const vit::Classifier& c, const py::object& images) {
   const int64_t n = a.shape(0);
   // `a` keeps the pixels alive while the GIL is released.
   const std::vector<float> out = interruptible([&](const vit::BetweenBatches& between) { return c.logits(data, n, between); });
-  return to_array(out, {py::ssize_t(n), py::ssize_t(m.classes)});
+  return to_array(out, {py::ssize_t(n), py::ssize_t(c.logits_size())});
 }
 
 py::array_t<float> preprocess(const vit::Classifier& c, const py::object& path) {
@@ -306,6 +339,10 @@ py::dict embed_dict(const vit::Classifier& c, const std::vector<vit::Embedding>&
       errors.append(d);
       continue;
     }
+    if (int64_t(e.embedding.size()) != E || (tokens && int64_t(e.tokens.size()) != T * D))
+      throw vit::Error("internal: " + e.file + ": an embedding of " + std::to_string(e.embedding.size()) +
+                       " floats and tokens of " + std::to_string(e.tokens.size()) + ", expected " + std::to_string(E) +
+                       (tokens ? " and " + std::to_string(T * D) : ""));
     files.append(fs_str(e.file));
     emb.insert(emb.end(), e.embedding.begin(), e.embedding.end());
     tok.insert(tok.end(), e.tokens.begin(), e.tokens.end());
@@ -320,12 +357,12 @@ py::dict embed_dict(const vit::Classifier& c, const std::vector<vit::Embedding>&
 }
 
 py::dict embed(const vit::Classifier& c, const py::handle& paths, bool head, bool tokens, bool normalize, int every,
-              double fps) {
-  check_sampling("embed", every, fps);
+              const std::optional<double>& fps) {
+  const vit::VideoSampling sampling = sampling_arg("embed", every, fps);
   std::vector<std::string> p;
   for (const py::object& h : items(paths, "embed: paths"))
     p.push_back(path_arg(h, "embed: paths[" + std::to_string(p.size()) + "]"));
-  const vit::EmbedOptions o{head, tokens, normalize, {every, fps}};
+  const vit::EmbedOptions o{head, tokens, normalize, sampling};
   const auto r = interruptible([&](const vit::BetweenBatches& between) { return c.embed(p, o, between); });
   return embed_dict(c, r, o);
 }
@@ -365,18 +402,24 @@ py::dict config(const vit::Classifier& c) {
   return d;
 }
 
-// vit.Error, and ValueError for an option the engine refuses.
+// The one place where C++ errors become Python exceptions (the module's own argument checks raise
+// TypeError and ValueError directly):
+//   vit::ArgumentError (an option out of range or not suiting the model)  -> ValueError
+//   vit::Error (a model, config, labels or text-embeddings file that cannot be used; the engine failing) -> vit.Error
+//   py::cast_error (an argument pybind11 could not convert)               -> TypeError
+// Messages may name a file that is not UTF-8, hence the file system decoding.
 void register_errors(py::module_& m) {
-  // vit.Error carries the engine's message: a model, config or labels file that cannot be used; an option
-  // out of range, or not suiting the model, is a ValueError. Its message may name a file that is not UTF-8, hence the file system decoding.
   static py::exception<vit::Error> error(m, "Error", PyExc_RuntimeError);
+  error.attr("__module__") = "vit";
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const vit::ArgumentError& e) {  // a bad option value: Python's usual exception for it
+    } catch (const vit::ArgumentError& e) {
       PyErr_SetObject(PyExc_ValueError, fs_str(e.what()).ptr());
     } catch (const vit::Error& e) {
       PyErr_SetObject(error.ptr(), fs_str(e.what()).ptr());
+    } catch (const py::cast_error& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
     }
   });
 }
@@ -403,21 +446,26 @@ void bind_classifier(py::module_& m) {
            "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
            "overriding the one beside the weights; max_pixels: larger images are refused from their header;\n"
            "exif_transpose: turn images as their EXIF orientation says (PIL's exif_transpose; timm does not);\n"
-           "pool: 'cls', 'mean' or 'map' to pool the tokens otherwise than the model does (as `vit embed --pool`);\n"
+           "pool: 'cls' (or 'token'), 'mean' (or 'avg') or 'map' to pool the tokens otherwise than the model does\n"
+           "(as `vit embed --pool`; a pool the model cannot do, say 'map' without an attention-pool head: ValueError);\n"
            "text_embeddings: zero-shot labels for a CLIP or SigLIP image tower, a .safetensors file of class names and\n"
-           "text embeddings (scripts/export_text_embeddings.py) whose classes replace the model's.")
+           "text embeddings (scripts/export_text_embeddings.py) whose classes replace the model's (of another\n"
+           "width than the model's image embeddings, or for another kind of model: ValueError).\n"
+           "A wrong type raises TypeError; a model, config, labels or text-embeddings file that cannot be used\n"
+           "raises vit.Error.")
       .def("classify", &classify, py::arg("paths"), py::arg("topk") = 5,
            "Image files -> one dict per file, in order: {'file', 'top': [{'index', 'label', 'prob'}, ...]},\n"
            "or {'file', 'error'} for a file that could not be classified.")
-      .def("classify_video", &classify_video, py::arg("path"), py::kw_only(), py::arg("every") = 0, py::arg("fps") = 1.0,
+      .def("classify_video", &classify_video, py::arg("path"), py::kw_only(), py::arg("every") = 0, py::arg("fps") = py::none(),
            py::arg("topk") = 5,
-           "A video file -> one dict per sampled frame, in order: {'file', 'frame', 'time_s', 'top'}; every\n"
-           "Nth frame, or (every=0) one per 1/fps seconds of video. A video that cannot be opened, or stops\n"
+           "A video file -> one dict per sampled frame, in order: {'file', 'frame', 'time_s', 'top'}; every=N:\n"
+           "every Nth frame, else fps: one per 1/fps seconds of video (default 1; not both, as the CLI's --every\n"
+           "and --fps: ValueError). A video that cannot be opened, or stops\n"
            "early, ends the list with {'file', 'error'} after the frames that were read.")
       .def("classify_encoded", &classify_encoded, py::arg("images"), py::arg("topk") = 5,
            "Encoded image files in memory, a list of (name, bytes or bytearray) -> dicts as classify() gives.")
       .def("embed", &embed, py::arg("paths"), py::kw_only(), py::arg("head") = false, py::arg("tokens") = false,
-           py::arg("normalize") = false, py::arg("every") = 0, py::arg("fps") = 1.0,
+           py::arg("normalize") = false, py::arg("every") = 0, py::arg("fps") = py::none(),
            "Image or video files -> {'files', 'embeddings': float32 ndarray [n, E], 'tokens': [n, T, D]\n"
            "(tokens=True), 'errors': [{'index', 'file', 'error'}]}, as `vit embed -o` writes them: by default\n"
            "timm's forward_head(forward_features(x), pre_logits=True); head=True: model(x); normalize: unit\n"
@@ -427,7 +475,11 @@ void bind_classifier(py::module_& m) {
            py::arg("tokens") = false, py::arg("normalize") = false,
            "Encoded image files in memory, a list of (name, bytes or bytearray) -> a dict as embed() gives.")
       .def("logits", &logits, py::arg("images"),
-           "Preprocessed images, a C-contiguous float32 ndarray [B, 3, H, W] -> logits [B, classes].")
+           "Preprocessed images, a C-contiguous float32 ndarray [B, 3, H, W] -> float32 [B, N]: timm's model(x).\n"
+           "A classifier gives its logits (N = classes); a CLIP tower its projection, the image embedding\n"
+           "(N = its width; classes is 0); a model without a head (DINOv2, a SigLIP tower) its pooled features,\n"
+           "embed()'s rows (N = its width; classes is 0). With text_embeddings: the zero-shot scores\n"
+           "(N = classes), logit_scale * cosine similarity + logit_bias, before softmax or sigmoid.")
       .def("preprocess", &preprocess, py::arg("path"),
            "An image file as the model is fed it: float32 ndarray [3, H, W] (timm's eval transform).")
       .def_property_readonly("config", &config, "What the engine understood of the model, as `vit inspect` prints it.")
@@ -441,11 +493,14 @@ void bind_classifier(py::module_& m) {
           "The class names, a list of str indexed by class: the labels file given, else the checkpoint's own,\n"
           "else ImageNet-1k's for a 1000-class head, else 'class_<i>'.")
       .def_property_readonly("classes", &vit::Classifier::classes,
-                             "The number of classes the model's head gives (the length of labels).")
+                             "The number of classes classify() ranks (the length of labels): the head's, or the text\n"
+                             "embeddings'; 0 for a model without a classifier head (embeddings only).")
       .def("__repr__", [](const vit::Classifier& c) {
         const vit::ModelInfo m = c.info();
-        return py::str("<vit.Classifier {!r}: {}, {} classes, {}>")
-            .format(fs_str(m.file), m.arch.empty() ? "ViT" : m.arch, m.classes, m.precision);
+        const std::string what = c.classes() > 0 ? std::to_string(c.classes()) + " classes"
+                                                 : "embeddings of " + std::to_string(c.logits_size());
+        return py::str("<vit.Classifier {!r}: {}, {}, {}>")
+            .format(fs_str(m.file), m.arch.empty() ? "ViT" : m.arch, what, m.precision);
       });
 }
 

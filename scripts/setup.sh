@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The first README command: installs the Debian packages, makes a release build in build/, installs the
-# Python module for Debian's python3, PySpark and tritonclient into .venv, obtains the default model and classifies a
-# sample photo with it.
+# Python module for Debian's python3, PySpark, the reference libraries and tritonclient into .venv, obtains the
+# default model and classifies a sample photo with it. Everything the suite and scripts/ import or run comes from
+# here: the dependency audit (tests/dependency_audit.py, run last by scripts/test.sh) fails on anything else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
 $sudo apt-get update -q
 $sudo apt-get install -y -q --no-install-recommends \
-  g++ cmake ninja-build make pkg-config curl ca-certificates \
+  g++ cmake ninja-build make pkg-config curl ca-certificates git \
   libdnnl-dev ocl-icd-opencl-dev libjpeg-dev libstb-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libgtest-dev \
   clang libclang-rt-14-dev libomp-14-dev python3-torch python3-torchvision \
   libopencv-dev libavutil-dev libwebp-dev libcsv-dev zlib1g-dev python3-pil python3-dev python3-numpy python3-pybind11 python3-pytest python3-venv \
@@ -23,8 +24,9 @@ $sudo cmake --install build --component python
 # package index into .venv, which sees Debian's packages (the vit module, pytest) too.
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r spark/requirements.txt
-# timm, transformers and open_clip over Debian's torch, for the references of the model-family and layout tests
-# (tests/make_timm_models.py, tests/make_layout_models.py) and scripts/export_text_embeddings.py.
+# timm, transformers and open_clip over Debian's torch (with sentencepiece and protobuf, SigLIP's tokenizer), for
+# the references of the model-family and layout tests (tests/make_timm_models.py, tests/make_layout_models.py) and
+# scripts/export_text_embeddings.py.
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 # KServe v2's Python client, for the `vit serve` test that calls the server through it.
 .venv/bin/python -m pip install -q --disable-pip-version-check "tritonclient[http]"

@@ -229,6 +229,40 @@ TEST_F(Cli, BenchWritesCsvAndPlot) {
   EXPECT_NE(read_file(out.file("b.svg")).find("<polyline"), std::string::npos);
 }
 
+// --peak measures a matmul ceiling per precision (or says none can be made: bf16 under the AVX2 cap), and
+// --profile sets each oneDNN matmul step against its own precision's ceiling, host steps against none.
+TEST(CliBench, PeakAndProfileMeasureEachPrecision) {
+  for (const std::string cap : {"", "ONEDNN_MAX_CPU_ISA=AVX2 "}) {
+    const Result r = run_vit_env(cap, "bench --arch vit_tiny_patch16_224 --img-size 64 --precision int8 --batch 2 "
+                                      "--iters 1 --warmup 0 --peak --profile");
+    ASSERT_EQ(r.code, 0) << cap << r.err;
+    std::map<std::string, std::string> rows;  // the first word of each stderr line -> the line
+    std::istringstream lines(r.err);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line);
+      std::string first;
+      if (words >> first) rows.emplace(first, line);
+    }
+    ASSERT_TRUE(rows.count("matmul")) << r.err;
+    for (const std::string p : {"f32", "bf16", "int8"}) {
+      ASSERT_TRUE(rows.count(p)) << cap << p << ": " << r.err;
+      double gops = -1;
+      std::sscanf(rows[p].c_str(), "%*s %lf", &gops);
+      if (p == "bf16" && rows[p].find("none") != std::string::npos) EXPECT_EQ(gops, 0) << rows[p];
+      else EXPECT_GT(gops, 0) << cap << rows[p];
+    }
+    if (!cap.empty()) EXPECT_NE(rows["int8"].find("no VNNI here (avx2)"), std::string::npos) << rows["int8"];
+    EXPECT_NE(rows["attn.qkv"].find("% int8 "), std::string::npos) << cap << r.err;
+    EXPECT_NE(rows["mlp.fc2"].find("% int8 "), std::string::npos) << cap << r.err;
+    EXPECT_NE(rows["patch_embed.proj"].find("% f32 "), std::string::npos) << cap << r.err;
+    for (const std::string host : {"attn.attend", "norm1", "mlp.fc1.dequantize"}) {
+      ASSERT_TRUE(rows.count(host)) << host << ": " << r.err;
+      EXPECT_EQ(rows[host].find('%', rows[host].find('%') + 1), std::string::npos) << rows[host];
+    }
+    EXPECT_TRUE(rows.count("oneDNN")) << r.err;
+  }
+}
+
 // The families beyond the classic ViT by their timm names (test_model.cpp runs each), here two small ones
 // at --img-size 56 to stay quick.
 TEST(CliBench, ArchTakesTheNewFamiliesAndImgSize) {

@@ -356,21 +356,53 @@ CpuIsa cpu_isa() {
   return c;
 }
 
-double matmul_peak_gflops() {
+MatmulPeak matmul_peak(Precision p) {
   const int64_t M = 3152, K = 768, N = 3072;
-  const memory::desc a({M, K}, dt::f32, tag::ab), w({K, N}, dt::f32, tag::any), c({M, N}, dt::f32, tag::ab);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, w, c), cpu_engine());
+  const dt src_t = p == Precision::Int8 ? dt::u8 : p == Precision::BF16 ? dt::bf16 : dt::f32;
+  const dt w_t = p == Precision::Int8 ? dt::s8 : src_t, dst_t = p == Precision::Int8 ? dt::s32 : dt::f32;
+  const memory::desc a({M, K}, src_t, tag::ab), w({K, N}, w_t, tag::any), c({M, N}, dst_t, tag::ab);
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, c), cpu_engine());
+  } catch (const dnnl::error&) {
+    return {0, "none"};
+  }
   memory am(a, cpu_engine()), wm(pd.weights_desc(), cpu_engine()), cm(c, cpu_engine());
-  std::fill_n(static_cast<float*>(am.get_data_handle()), M * K, 0.5f);
-  std::fill_n(static_cast<float*>(wm.get_data_handle()), wm.get_desc().get_size() / sizeof(float), 0.25f);
-  Program p;
-  p.add({"peak", dnnl::matmul(pd), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}}, {}, 0, ""});
-  for (int i = 0; i < 3; ++i) p.run();
-  const int reps = 10;
+  // Ordinary values (0.5 in f32 and bf16, 1 in u8 and s8): no denormal products to slow a kernel down.
+  for (memory* m : {&am, &wm}) {
+    const size_t bytes = m->get_desc().get_size();
+    void* d = m->get_data_handle();
+    const dt t = m->get_desc().data_type();
+    if (t == dt::f32) std::fill_n(static_cast<float*>(d), bytes / sizeof(float), 0.5f);
+    else if (t == dt::bf16) std::fill_n(static_cast<uint16_t*>(d), bytes / sizeof(uint16_t), uint16_t(0x3F00));
+    else std::memset(d, 1, bytes);
+  }
+  Program prog;
+  prog.add({"peak", dnnl::matmul(pd), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}}, {}, 0, ""});
+  for (int i = 0; i < 2; ++i) prog.run();
+  // At least 3 runs and half a second.
+  int runs = 0;
+  double s = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) p.run();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return 2.0 * double(M * K * N) * reps / s / 1e9;
+  while (runs < 3 || s < 0.5) {
+    prog.run();
+    ++runs;
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return {2.0 * double(M * K * N) * runs / s / 1e9, prog.steps()[0].impl};
+}
+
+std::optional<Precision> product_precision(const Step& s) {
+  if (!s.prim || s.flops <= 0) return std::nullopt;
+  const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(s.prim.get_primitive_desc(), dnnl_query_src_md, 0);
+  if (!md) return std::nullopt;
+  switch (memory::desc(*md).data_type()) {
+    case dt::u8:
+    case dt::s8: return Precision::Int8;
+    case dt::bf16: return Precision::BF16;
+    case dt::f32: return Precision::F32;
+    default: return std::nullopt;
+  }
 }
 
 }  // namespace vit

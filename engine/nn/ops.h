@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "engine/nn/arena.h"
+#include "vit/precision.h"
 
 namespace vit {
 
@@ -145,7 +147,18 @@ struct CpuIsa {
 };
 CpuIsa cpu_isa();
 
-// GFLOP/s of one large f32 matmul (3152 x 768 x 3072, ViT-B/16's fc1 at batch 16): the machine's peak.
-double matmul_peak_gflops();
+// The ceiling a precision's matmuls are measured against: GOP/s (2 x multiply-adds per second) of one
+// large oneDNN matmul, 3152 x 768 x 3072 (ViT-B/16's fc1 at batch 16), weights in the layout it asks for,
+// on the threads in force. F32: f32 x f32; BF16: bf16 x bf16 summed in f32; Int8: u8 x s8 summed in s32
+// (the engine's int8 product). gops 0 where oneDNN cannot create that matmul here.
+struct MatmulPeak {
+  double gops = 0;
+  std::string impl;  // oneDNN's kernel ("brg:avx512_core_vnni")
+};
+MatmulPeak matmul_peak(Precision p);
+
+// What a step's product multiplies in: the data type of a primitive step's source (u8: Int8, bf16: BF16,
+// f32: F32); nullopt for host loops and for primitives that do no multiply-adds (reorders).
+std::optional<Precision> product_precision(const Step& s);
 
 }  // namespace vit
