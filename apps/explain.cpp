@@ -263,7 +263,7 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
       "(f32, whatever --precision other commands use). Models without a class token explain with the mean "
       "of all tokens' attention rows instead of the class token's row");
   add_model_options(cmd, &o->model, false);
-  cmd->add_option("--out", o->out, "folder for the pictures, created if missing; a stem met twice gets -2, -3, ...")
+  add_name_option(cmd, "--out", &o->out, "folder for the pictures, created if missing; a stem met twice gets -2, -3, ...")
       ->capture_default_str();
   cmd->add_option_function<std::string>(
          "--method", [o](const std::string& s) { o->method = s == "last" ? Method::Last : Method::Rollout; },
@@ -273,7 +273,7 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
       ->type_name("NAME")
       ->default_str("rollout");
   cmd->add_flag("--heads", o->heads, "also DIR/<stem>.heads.png: one panel per head of the last block");
-  cmd->add_option("--save-attention", o->save_attention,
+  add_name_option(cmd, "--save-attention", &o->save_attention,
                   "write rollout [N,gh,gw], last_cls [N,H,gh,gw] and logits [N,C] of the explained images to a "
                   ".safetensors file");
   cmd->add_option("--size", o->size, "longer side of the pictures at most")->check(CLI::Range(64, 8192))->capture_default_str();

@@ -115,6 +115,16 @@ std::vector<std::string> model_files_to_keep(const ModelOptions& o) {
   }
 }
 
+CLI::Validator non_empty_name() {
+  return CLI::Validator(
+      [](const std::string& s) { return s.empty() ? std::string("an empty name names nothing") : std::string(); }, "",
+      "not empty");
+}
+
+CLI::Option* add_name_option(CLI::App* cmd, const std::string& names, std::string* value, const std::string& help) {
+  return cmd->add_option(names, *value, help)->check(non_empty_name());
+}
+
 ClassifierOptions classifier_options(const ModelOptions& o) {
   ClassifierOptions co;
   co.config = o.config;

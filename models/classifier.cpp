@@ -300,6 +300,17 @@ std::vector<float> Classifier::logits(const float* images, int64_t n, const Betw
   return out;
 }
 
+std::vector<float> Classifier::probabilities(const float* logits, int64_t n) const {
+  const int64_t C = impl_->classes();
+  std::vector<float> out(size_t(n * C));
+  for (int64_t b = 0; b < n; ++b) {
+    const float* row = logits + b * C;
+    for (const Scored& s : impl_->zero_shot ? impl_->zero_shot->top(row, int(C)) : top_k(row, C, int(C)))
+      out[size_t(b * C + s.index)] = s.prob;
+  }
+  return out;
+}
+
 std::vector<float> Classifier::preprocess(const std::string& path) const {
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();

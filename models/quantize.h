@@ -4,10 +4,13 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "engine/io/safetensors.h"
 
 namespace vit {
 
@@ -39,14 +42,26 @@ struct QuantizeResult {
 // When no calibration image decodes, run() writes nothing and returns images = 0 with every failure listed.
 class Quantizer {
  public:
+  using Progress = std::function<void(const std::string&)>;
   explicit Quantizer(QuantizeOptions o);
   ~Quantizer();
-  QuantizeResult run(const std::function<void(const std::string&)>& progress = {});
+  QuantizeResult run(const Progress& progress = {});
   // What --model takes to run the folder written: the folder, or its checkpoint where that is not named as
   // a folder's is (model.safetensors).
   std::string model_path() const;
 
  private:
+  // The rounded layers as written: q and scale per layer and grid, and the tensors pointing into them.
+  struct Rounded {
+    std::vector<std::vector<int8_t>> q;
+    std::vector<std::vector<float>> scale;
+    std::vector<TensorToWrite> tensors;
+  };
+  std::map<std::string, std::vector<double>> calibrate(const Progress& progress, QuantizeResult* r) const;
+  void round_layers(const std::map<std::string, std::vector<double>>& hessians, const Progress& progress,
+                    Rounded* rounded, QuantizeResult* r) const;
+  void write_folder(const Rounded& rounded, const QuantizeResult& r) const;
+
   QuantizeOptions o_;
   std::unique_ptr<ModelFiles> files_of_model_;
   std::unique_ptr<ViT> model_;

@@ -214,6 +214,10 @@ class Classifier {
   // ClassifierOptions::text_embeddings the zero-shot scores [classes()], logit_scale * cosine + logit_bias.
   std::vector<float> logits(const float* images, int64_t n, const BetweenBatches& between = {}) const;
   int64_t logits_size() const;
+  // Probabilities [n, classes()] of the logits [n, classes()] logits() gives a model with classes, made as
+  // Result::top's are: a softmax over the classes, or with text embeddings each class's sigmoid where the
+  // file says so.
+  std::vector<float> probabilities(const float* logits, int64_t n) const;
   // An image file as the model is fed it: [3, H, W], timm's eval transform.
   std::vector<float> preprocess(const std::string& path) const;
 

@@ -514,3 +514,30 @@ def test_served_name_is_the_folder_name_and_errors_hide_the_model_path(serve, tm
         assert f"model {name} " in s.stderr(), s.stderr()
         assert requests.get(s.url + f"/v2/models/{name}/ready", timeout=10).status_code == 200
         s.kill()
+
+
+def test_kserve_hostile_json_is_a_400_and_the_server_goes_on(serve):
+    """JSON that would hold many times its size as a tree (nesting a million deep, 100 000 values outside tensor data,
+    more BYTES elements than the queue), invalid UTF-8, and tensor data of the wrong kind: each a 400 naming it."""
+    s = serve()
+    image = {"name": "image", "datatype": "BYTES", "shape": [1]}
+    cases = [
+        (b'{"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1], "data": ' + b"[" * 1_000_000 +
+         b"]" * 1_000_000 + b"}]}", "nested deeper than 32 levels"),
+        (json.dumps({"inputs": [dict(image, data=["x"])], "parameters": {"extra": [0] * 100_000}}).encode(),
+         "more than 4096 values"),
+        (json.dumps({"inputs": [dict(image, shape=[300], data=["x"] * 300)]}).encode(), "more than 256 elements"),
+        (b'{"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1], "data": ["\xff\xfe"]}]}', "malformed JSON"),
+        (json.dumps({"inputs": [dict(image, data=[{"b64": "x"}])]}).encode(), "'data' holds an object"),
+        (json.dumps({"inputs": [dict(image, data=[1])]}).encode(), "input 'image' holds numbers"),
+        (json.dumps({"inputs": [{"name": "pixel_values", "datatype": "FP32", "shape": [1, 3, 224, 224],
+                                 "data": ["x"]}]}).encode(), "input 'pixel_values' holds strings"),
+    ]
+    for body, fragment in cases:
+        r = requests.post(s.url + INFER, data=body, headers={"Content-Type": "application/json"}, timeout=60)
+        assert r.status_code == 400 and fragment in r.json()["error"], (fragment, r.text[:300])
+        assert requests.post(s.url + "/v1/classify", data=photos()[0].read_bytes(), timeout=30).status_code == 200
+    # Tensor data nested as its shape is flattened in order, as before.
+    rows = [[["x"]]]
+    r = requests.post(s.url + INFER, json={"inputs": [dict(image, data=rows)]}, timeout=30)
+    assert r.status_code == 400 and "input 'image' element 0: " in r.json()["error"], r.text
