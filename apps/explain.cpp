@@ -248,7 +248,7 @@ std::function<int()> prepare_explain(ExplainOptions o) {
   o.model.precision = Precision::F32;
   ViT model = load_model(o.model);
   // A projection into a joint image-text space (OpenCLIP's, Hugging Face's CLIP) has no classes to explain.
-  require_head(model.config().head_is_projection ? 0 : model.config().classes, model.source());
+  require_head(model.config().head == HeadKind::Classifier ? model.config().classes : 0, model.source());
   auto explainer = std::make_shared<Explainer>(o, std::move(model));
   return [inputs, explainer] { return explainer->run(*inputs); };
 }
