@@ -344,9 +344,11 @@ Precision ViT::precision_of(const std::string& layer) const {
 }
 
 std::string ViT::attention_summary() const {
-  const AttentionKernels& k = attention_kernels(bf16_attention());
+  const AttentionKernels& k = attention_kernels(attention_products());
   return std::string("fused kernel (") + k.isa + "), " +
-         (&k == attention_kernels_bf16() ? "bf16 products summed in f32, softmax f32" : "f32");
+         (&k == attention_kernels_bf16()   ? "bf16 products summed in f32, softmax f32"
+          : &k == attention_kernels_int8() ? "u8 x s8 products summed in s32 (q, k per row, v per channel, softmax per row), softmax f32"
+                                           : "f32");
 }
 
 int64_t ViT::attention_chunk(int64_t B) const {
@@ -527,7 +529,7 @@ struct ViT::PlanBuilder {
     for (const auto& [first, n] : layout.attention_passes)
       add(attention_steps(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
                           scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
-                          c.rel_pos_window ? a().rel_bias : nullptr, m.bf16_attention()));
+                          c.rel_pos_window ? a().rel_bias : nullptr, m.attention_products()));
     linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
     if (c.swiglu) return swiglu_mlp(p, w);
     // On int8's per-row grid, fc1's pass after its product also quantizes its rows for fc2.

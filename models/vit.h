@@ -144,8 +144,9 @@ class ViT {
   std::vector<std::pair<std::string, const LinearWeights*>> block_linear_layers() const;
   // How attention's two products run on this CPU: the fused kernel's ISA and its operands' precision.
   std::string attention_summary() const;
-  // Whether attention asks for bf16 products: int8 and bf16 do (taken where the CPU has them), f32 does not.
-  bool bf16_attention() const { return precision_ != Precision::F32; }
+  // What attention's two products ask for (taken where the CPU has those kernels, else f32): the model's
+  // precision. int8 ones cost int8's agreement with f32 nothing on the sample photos (docs/PERFORMANCE.md).
+  Precision attention_products() const { return precision_; }
   size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)
   // Images per attention pass at batch B: as many as keep their scores within about a core's L2.
   int64_t attention_chunk(int64_t B) const;

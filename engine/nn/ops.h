@@ -87,12 +87,12 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
 // heads-concatenated layout, by the fused kernel of attention.h. heads: scratch of
 // attention_scratch_floats(B, T, H, Dh) (each head's K and V packed); scores [B, H, T, T]: the softmax
 // written out, or null; bias [H, T, T] (the same for every image) or null. An image's result does not
-// depend on the images beside it. bf16_products: q k^T and the softmax times v with bf16 operands where
-// the CPU has avx512_bf16 (attention_kernels_bf16), else f32 as without it.
+// depend on the images beside it. products: what q k^T and the softmax times v multiply in, BF16 or
+// Int8 where the CPU has those kernels (attention_kernels(Precision)), else f32.
 int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh);
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                   const float* qkv, float* heads, float* scores, float* out,
-                                  const float* bias = nullptr, bool bf16_products = false);
+                                  const float* bias = nullptr, Precision products = Precision::F32);
 // A bias per head looked up through an index over token pairs, written out dense for attention_steps:
 // bias[h, i, j] = table[index[i * T + j] * H + h] (a relative position bias: table [R, H], index [T, T] of
 // values below R), bias [H, T, T].
