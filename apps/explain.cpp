@@ -64,6 +64,12 @@ std::vector<std::string> picture_stems(const std::vector<Input>& inputs) {
   return out;
 }
 
+constexpr const char* kAttentionPicture = ".attention.png";
+constexpr const char* kHeadsPicture = ".heads.png";
+std::string picture_path(const std::string& folder, const std::string& stem, const char* kind) {
+  return (fs::path(folder) / (stem + kind)).string();
+}
+
 class Explainer {
  public:
   Explainer(const ExplainOptions& o, ViT model)
@@ -154,8 +160,8 @@ class Explainer {
     }
     const Rect window = input_window(photo.width, photo.height, c.pre);
     const std::string caption = fmt::format("{}  {:.2f}", labels_[size_t(e.top.index)], e.top.prob);
-    e.picture = (fs::path(o_.out) / (stem + ".attention.png")).string();
-    write_png(e.picture, draw_attention(photo, window, {shown.data(), gh, gw}, caption, o_.size));
+    e.picture = picture_path(o_.out, stem, kAttentionPicture);
+    write_png(e.picture, draw_attention(photo, window, {shown.data(), gh, gw}, caption, o_.size), kPngSoftware);
     if (o_.heads) {
       std::vector<Heat> heats;
       std::vector<std::string> captions;
@@ -163,8 +169,8 @@ class Explainer {
         heats.push_back({e.last.data() + h * N, gh, gw});
         captions.push_back("head " + std::to_string(h));
       }
-      e.heads_picture = (fs::path(o_.out) / (stem + ".heads.png")).string();
-      write_png(e.heads_picture, draw_panels(photo, window, heats, captions, o_.size));
+      e.heads_picture = picture_path(o_.out, stem, kHeadsPicture);
+      write_png(e.heads_picture, draw_panels(photo, window, heats, captions, o_.size), kPngSoftware);
     }
   }
 
@@ -204,7 +210,7 @@ class Explainer {
                         {{"rollout", {n, gh, gw}, rollouts_.data()},
                          {"last_cls", {n, c.heads, gh, gw}, lasts_.data()},
                          {"logits", {n, c.classes}, logits_.data()}},
-                        {{"files", files_.dump()}});
+                        output_metadata("explain", {{"files", files_.dump()}}));
     } catch (const WriteError&) {
       throw;
     } catch (const Error& e) {
@@ -230,10 +236,14 @@ std::function<int()> prepare_explain(ExplainOptions o) {
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (!fs::is_directory(o.out)) throw Error(o.out, "cannot create the output folder" + (ec ? ": " + ec.message() : ""));
-  if (!o.save_attention.empty()) {
-    std::vector<std::string> files;
-    for (const Input& in : *inputs) files.push_back(in.file);
-    check_output_target("--save-attention", o.save_attention, files, o.force);
+  KeepFiles keep{model_files_to_keep(o.model), {o.labels}};
+  for (const Input& in : *inputs) keep.inputs.push_back(in.file);
+  if (!o.save_attention.empty())
+    check_output_target(OutputKind::Safetensors, "--save-attention", o.save_attention, keep, o.force);
+  // Each picture may replace a picture vit explain drew; an input or another file only with --force.
+  for (const std::string& stem : picture_stems(*inputs)) {
+    check_output_target(OutputKind::Png, "--out", picture_path(o.out, stem, kAttentionPicture), keep, o.force);
+    if (o.heads) check_output_target(OutputKind::Png, "--out", picture_path(o.out, stem, kHeadsPicture), keep, o.force);
   }
   o.model.precision = Precision::F32;
   ViT model = load_model(o.model);
@@ -253,7 +263,7 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
       "(f32, whatever --precision other commands use). Models without a class token explain with the mean "
       "of all tokens' attention rows instead of the class token's row");
   add_model_options(cmd, &o->model, false);
-  cmd->add_option("--out", o->out, "folder for the pictures, created if missing; a stem met twice gets -2, -3, ...")
+  add_name_option(cmd, "--out", &o->out, "folder for the pictures, created if missing; a stem met twice gets -2, -3, ...")
       ->capture_default_str();
   cmd->add_option_function<std::string>(
          "--method", [o](const std::string& s) { o->method = s == "last" ? Method::Last : Method::Rollout; },
@@ -263,13 +273,14 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
       ->type_name("NAME")
       ->default_str("rollout");
   cmd->add_flag("--heads", o->heads, "also DIR/<stem>.heads.png: one panel per head of the last block");
-  cmd->add_option("--save-attention", o->save_attention,
+  add_name_option(cmd, "--save-attention", &o->save_attention,
                   "write rollout [N,gh,gw], last_cls [N,H,gh,gw] and logits [N,C] of the explained images to a "
                   ".safetensors file");
   cmd->add_option("--size", o->size, "longer side of the pictures at most")->check(CLI::Range(64, 8192))->capture_default_str();
   cmd->add_option("--labels", o->labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
   cmd->add_flag("--json", o->json, "one JSON object per line");
-  cmd->add_flag("--force", o->force, "let --save-attention replace an existing file that is not a safetensors file");
+  cmd->add_flag("--force", o->force, "let the pictures and --save-attention replace an input or a file vit did not "
+                                     "write (never the model's own files)");
   cmd->add_option("--max-pixels", o->max_pixels, "refuse images larger than this many pixels, before decoding")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -41,9 +41,12 @@ int print_inspect(ViT& model) {
 
   std::printf("file           %s\n", model.source().c_str());
   std::printf("layout         %s, %.2f M parameters\n", c.stored_as.c_str(), double(c.parameters()) / 1e6);
-  std::printf("architecture   %s: patch %lld, width %lld, depth %lld, heads %lld, MLP %lld, %lld classes\n",
+  const std::string head = c.classes == 0        ? "no head"
+                           : c.head_is_projection ? fmt::format("a projection to {} dimensions", c.classes)
+                                                  : fmt::format("{} classes", c.classes);
+  std::printf("architecture   %s: patch %lld, width %lld, depth %lld, heads %lld, MLP %lld, %s\n",
               c.arch.empty() ? "ViT" : c.arch.c_str(), (long long)c.patch, (long long)c.width, (long long)c.depth,
-              (long long)c.heads, (long long)c.mlp, (long long)c.classes);
+              (long long)c.heads, (long long)c.mlp, head.c_str());
   std::printf("family         %s%s%s%s\n", c.family.c_str(),
               c.layer_scale ? (c.family == "BEiT" ? ", layer scale on both branches of every block (gamma_1, gamma_2)"
                                                   : ", layer scale on both branches of every block (ls1, ls2)")
@@ -77,6 +80,12 @@ int print_inspect(ViT& model) {
               c.final_norm ? ", final norm" : "", c.fc_norm ? ", fc_norm after pooling" : "", double(c.eps));
   if (c.dist_token) std::printf("head           mean of head and head_dist (timm's eval output)\n");
   if (c.classes == 0) std::printf("head           none: embeddings only (vit embed)\n");
+  if (c.head_is_projection)
+    std::printf("head           a projection into a joint image-text space: no classes; vit embed --head, or labels "
+                "from text embeddings (--text-embeddings)\n");
+  std::printf("embedding      %lld values per image from vit embed (the pooled features)%s\n", (long long)c.width,
+              c.classes ? fmt::format(", {} with --head ({})", c.classes, c.head_is_projection ? "the projection" : "the logits").c_str()
+                        : "");
   std::printf("FLOPs/image    %.3g G (multiply-add = 2)\n", model.plan(1).program().flops() / 1e9);
   std::printf("precision      %s, weights %.1f MB resident\n", precision_name(model.precision()),
               double(model.weight_bytes()) / 1e6);
@@ -90,8 +99,9 @@ int print_inspect(ViT& model) {
   std::printf("attention core %s\n", model.attention_summary().c_str());
   std::printf("preprocessing  %s resize to %s, center crop %dx%d, mean %s, std %s\n", filter_name(p.interpolation),
               resize.c_str(), p.width, p.height, triple(p.mean).c_str(), triple(p.std).c_str());
-  std::printf("labels         %s\n", c.labels.empty() ? "none in the files"
-                                                      : fmt::format("{} names ({}, ...)", c.labels.size(), c.labels[0]).c_str());
+  if (c.classes > 0 && !c.head_is_projection)
+    std::printf("labels         %s\n", c.labels.empty() ? "none in the files"
+                                                        : fmt::format("{} names ({}, ...)", c.labels.size(), c.labels[0]).c_str());
   std::printf("where each setting came from:\n");
   for (const auto& [what, from] : c.origin.settings())
     if (!from->empty()) std::printf("  %-14s %s\n", what, from->c_str());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 
 #include "engine/image/image.h"
@@ -28,7 +29,27 @@ void unit_length(std::vector<float>* v) {
   for (float& x : *v) x *= inv;
 }
 
+// A model's name: the folder's, for a folder or the weights file a folder is loaded from, else the file's
+// stem (as the loader reads folders: model.safetensors, or OpenCLIP's open_clip_model.safetensors).
+std::string model_name(const std::string& model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(model), ec).lexically_normal();
+  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // a trailing slash
+  if (fs::is_directory(p, ec)) return p.filename().string();
+  const std::string file = p.filename().string();
+  if (file == "model.safetensors" || file == "open_clip_model.safetensors") return p.parent_path().filename().string();
+  return p.stem().string();
+}
+
 }  // namespace
+
+ImageHeader read_image_header(const std::string& bytes) {
+  ImageHeader h;
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  h.image = read_image_size(data, bytes.size(), &h.width, &h.height) || image_format(data, bytes.size()) != ImageFormat::Other;
+  return h;
+}
 
 struct Classifier::Impl {
   Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o), plans(model) {}
@@ -38,20 +59,28 @@ struct Classifier::Impl {
   std::vector<std::string> labels;
   std::unique_ptr<ZeroShot> zero_shot;  // with ClassifierOptions::text_embeddings
   int threads = 1;
+  std::string name;  // ModelInfo::name
 
   // A projection into a joint image-text space labels nothing without text embeddings.
   int64_t classes() const {
     const ViTConfig& c = model.config();
     return zero_shot ? zero_shot->classes() : c.head_is_projection ? 0 : c.classes;
   }
-  // Row `row` of a batch's logits: the model's, or with zero-shot labels its image embedding's scores
-  // (written into `scores`, [classes]).
+  // The width of a row of logits(): the zero-shot scores, else timm's model(x) (the head's output, or
+  // without a head the pooled features).
+  int64_t logits_size() const {
+    const ViTConfig& c = model.config();
+    return zero_shot ? zero_shot->classes() : c.classes > 0 ? c.classes : c.width;
+  }
+  // Row `row` of a batch's logits: timm's model(x) (a classifier's logits, a projection, or the pooled
+  // features of a model without a head), or with zero-shot labels its scores (written into `scores`).
   const float* logits(const ViT::Plan& plan, int64_t row, std::vector<float>& scores) const {
     const ViTConfig& c = model.config();
-    if (!zero_shot) return plan.logits() + row * c.classes;
-    const int64_t E = c.classes > 0 ? c.classes : c.width;  // timm's model(x): after the projection, if any
+    const int64_t E = c.classes > 0 ? c.classes : c.width;
+    const float* out = (c.classes > 0 ? plan.logits() : plan.features()) + row * E;
+    if (!zero_shot) return out;
     scores.resize(size_t(zero_shot->classes()));
-    zero_shot->score((c.classes > 0 ? plan.logits() : plan.features()) + row * E, scores.data());
+    zero_shot->score(out, scores.data());
     return scores.data();
   }
 
@@ -160,16 +189,25 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   set_threads(threads);
   impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
   impl_->threads = threads;
-  if (options.pool == "cls" || options.pool == "token") impl_->model.set_pool(Pool::Token);
-  else if (options.pool == "mean" || options.pool == "avg") impl_->model.set_pool(Pool::Avg);
-  else if (options.pool == "map") impl_->model.set_pool(Pool::Map);
-  else if (!options.pool.empty()) throw Error("pool '" + options.pool + "' is not supported (cls, mean or map)");
+  impl_->name = model_name(model);
+  if (!options.pool.empty()) {
+    Pool pool = Pool::Token;
+    if (options.pool == "cls" || options.pool == "token") pool = Pool::Token;
+    else if (options.pool == "mean" || options.pool == "avg") pool = Pool::Avg;
+    else if (options.pool == "map") pool = Pool::Map;
+    else throw ArgumentError("pool '" + options.pool + "' is not supported (cls, mean or map)");
+    try {
+      impl_->model.set_pool(pool);
+    } catch (const Error& e) {  // a pool the model cannot do: the caller's choice, not a broken model
+      throw ArgumentError(e.what());
+    }
+  }
   if (!options.text_embeddings.empty()) {
     const ViTConfig& c = impl_->model.config();
     if (!options.labels.empty()) throw ArgumentError("labels and text embeddings both name the classes: give one");
     if (c.family.find("CLIP") == std::string::npos && c.family.find("SigLIP") == std::string::npos)
-      throw Error(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower, and " +
-                                               impl_->model.source() + " is a " + c.family);
+      throw ArgumentError(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower, and " +
+                                                       impl_->model.source() + " is a " + c.family);
     impl_->zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(options.text_embeddings, c.classes > 0 ? c.classes : c.width));
     impl_->labels = impl_->zero_shot->labels();
     return;
@@ -247,7 +285,7 @@ std::vector<float> Classifier::logits(const float* images, int64_t n, const Betw
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();
-  const int64_t per = c.input_floats(), batch = impl_->opt.batch, C = impl_->classes();
+  const int64_t per = c.input_floats(), batch = impl_->opt.batch, C = impl_->logits_size();
   std::vector<float> out(size_t(n * C)), scores;
   for (int64_t first = 0, count = 0; first < n; first += count) {
     count = plan_size(n - first, batch);
@@ -262,6 +300,17 @@ std::vector<float> Classifier::logits(const float* images, int64_t n, const Betw
   return out;
 }
 
+std::vector<float> Classifier::probabilities(const float* logits, int64_t n) const {
+  const int64_t C = impl_->classes();
+  std::vector<float> out(size_t(n * C));
+  for (int64_t b = 0; b < n; ++b) {
+    const float* row = logits + b * C;
+    for (const Scored& s : impl_->zero_shot ? impl_->zero_shot->top(row, int(C)) : top_k(row, C, int(C)))
+      out[size_t(b * C + s.index)] = s.prob;
+  }
+  return out;
+}
+
 std::vector<float> Classifier::preprocess(const std::string& path) const {
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();
@@ -272,10 +321,12 @@ std::vector<float> Classifier::preprocess(const std::string& path) const {
 
 const std::vector<std::string>& Classifier::labels() const { return impl_->labels; }
 int64_t Classifier::classes() const { return impl_->classes(); }
+int64_t Classifier::logits_size() const { return impl_->logits_size(); }
 
 ModelInfo Classifier::info() const {
   const ViTConfig& c = impl_->model.config();
   ModelInfo i;
+  i.name = impl_->name;
   i.family = c.family;
   i.file = impl_->model.source();
   i.arch = c.arch;

@@ -4,14 +4,18 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/io/safetensors.h"
+
 namespace vit {
 
 class ViT;
+struct ModelFiles;
 
 struct QuantizeOptions {
   std::string model;        // a checkpoint file or folder, as ViT::load takes it
@@ -31,19 +35,35 @@ struct QuantizeResult {
   std::vector<std::pair<std::string, double>> gain;
 };
 
-// One quantization: the constructor checks what can be checked before any work (the model loads, the
-// output is a new or empty folder in an existing one, the calibration inputs name at least one image file)
-// and throws vit::Error otherwise; run() calibrates, rounds and writes the folder atomically (renamed into
-// place when complete), telling progress (if set) each stage. When no calibration image decodes, run()
-// writes nothing and returns images = 0 with every failure listed.
+// One quantization: the constructor checks what can be checked before any work (the output is a new or
+// empty folder in an existing folder that takes a new one, the model loads, every calibration PATH exists
+// and they name at least one image file) and throws vit::Error otherwise; run() calibrates, rounds and
+// writes the folder atomically (renamed into place when complete), telling progress (if set) each stage.
+// When no calibration image decodes, run() writes nothing and returns images = 0 with every failure listed.
 class Quantizer {
  public:
+  using Progress = std::function<void(const std::string&)>;
   explicit Quantizer(QuantizeOptions o);
   ~Quantizer();
-  QuantizeResult run(const std::function<void(const std::string&)>& progress = {});
+  QuantizeResult run(const Progress& progress = {});
+  // What --model takes to run the folder written: the folder, or its checkpoint where that is not named as
+  // a folder's is (model.safetensors).
+  std::string model_path() const;
 
  private:
+  // The rounded layers as written: q and scale per layer and grid, and the tensors pointing into them.
+  struct Rounded {
+    std::vector<std::vector<int8_t>> q;
+    std::vector<std::vector<float>> scale;
+    std::vector<TensorToWrite> tensors;
+  };
+  std::map<std::string, std::vector<double>> calibrate(const Progress& progress, QuantizeResult* r) const;
+  void round_layers(const std::map<std::string, std::vector<double>>& hessians, const Progress& progress,
+                    Rounded* rounded, QuantizeResult* r) const;
+  void write_folder(const Rounded& rounded, const QuantizeResult& r) const;
+
   QuantizeOptions o_;
+  std::unique_ptr<ModelFiles> files_of_model_;
   std::unique_ptr<ViT> model_;
   std::vector<std::string> files_;
   std::vector<std::pair<std::string, std::string>> listing_failed_;

@@ -3,7 +3,6 @@
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <cmath>
 #include <cstring>
@@ -19,25 +18,6 @@
 
 namespace vit {
 namespace {
-
-bool is_dir(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool exists(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0;
-}
-std::string parent_dir(const std::string& p) {
-  const auto pos = p.find_last_of('/');
-  return pos == std::string::npos ? "." : p.substr(0, pos);
-}
-std::string base_name(const std::string& p) {
-  std::string s = p;
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  const auto pos = s.find_last_of('/');
-  return pos == std::string::npos ? s : s.substr(pos + 1);
-}
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -136,35 +116,21 @@ void check_batch_size(int64_t B) {
 }
 
 ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision) {
-  std::string file = model, dir;
-  if (!exists(model)) throw Error(model, "no such file or directory");
-  if (is_dir(model)) {
-    dir = model;
-    const std::string slash = model.back() == '/' ? "" : "/";
-    file = model + slash + "model.safetensors";
-    // An OpenCLIP hub folder: open_clip_model.safetensors beside open_clip_config.json.
-    if (!exists(file) && exists(model + slash + "open_clip_model.safetensors")) file = model + slash + "open_clip_model.safetensors";
-    if (!exists(file)) throw Error(model, "folder has no model.safetensors (or open_clip_model.safetensors)");
-  } else {
-    dir = parent_dir(model);
-  }
-  std::string cfg_file = config_path;
-  const bool open_clip = base_name(file).rfind("open_clip", 0) == 0;
-  const std::string beside = dir + (open_clip ? "/open_clip_config.json" : "/config.json");
-  if (cfg_file.empty() && exists(beside)) cfg_file = beside;
+  const ModelFiles files = find_model_files(model, config_path);
+  const std::string& file = files.weights;
   nlohmann::json cfg_json, pre_json;
   ConfigSources src;
-  if (!cfg_file.empty()) {
-    cfg_json = read_json(cfg_file);
+  if (!files.config.empty()) {
+    cfg_json = read_json(files.config);
     src.config = &cfg_json;
-    src.config_name = cfg_file;
+    src.config_name = files.config;
   }
-  if (exists(dir + "/preprocessor_config.json")) {
-    src.preprocessor_name = dir + "/preprocessor_config.json";
+  if (!files.preprocessor.empty()) {
+    src.preprocessor_name = files.preprocessor;
     pre_json = read_json(src.preprocessor_name);
     src.preprocessor = &pre_json;
   }
-  src.name_hint = base_name(is_dir(model) ? model : (base_name(file) == "model.safetensors" || open_clip ? dir : file));
+  src.name_hint = files.name;
   src.img_size = img_size;
 
   Checkpoint ck(file);
@@ -174,11 +140,10 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
   m.cfg_ = resolve_config(ck, src);
   spdlog::debug("{}: {} layout, {}", file, layout_name(ck.layout()), m.cfg_.summary());
   // A folder `vit quantize` made: its rounded weights replace quantization at load for int8.
-  const std::string rounded_file = (dir.empty() ? std::string(".") : dir) + "/" + kInt8WeightsFile;
   std::unique_ptr<RoundedWeights> rounded;
-  if (exists(rounded_file)) {
-    rounded = RoundedWeights::open(rounded_file, file);
-    m.int8_source_ = rounded_file;
+  if (!files.int8.empty()) {
+    rounded = RoundedWeights::open(files.int8, file);
+    m.int8_source_ = files.int8;
   }
   m.load_weights(ck, precision == Precision::Int8 ? rounded.get() : nullptr);
   ck.check_all_used();
@@ -344,7 +309,7 @@ Precision ViT::precision_of(const std::string& layer) const {
 }
 
 std::string ViT::attention_summary() const {
-  const AttentionKernels& k = attention_kernels(attention_products());
+  const AttentionKernels& k = attention_kernels(attention_products(precision_));
   return std::string("fused kernel (") + k.isa + "), " +
          (&k == attention_kernels_bf16()   ? "bf16 products summed in f32, softmax f32"
           : &k == attention_kernels_int8() ? "u8 x s8 products summed in s32 (q, k per row, v per channel, softmax per row), softmax f32"
@@ -364,9 +329,6 @@ ViT::PlanLayout ViT::plan_layout(int64_t B, const PlanOptions& o) const {
   PlanLayout l;
   l.B = B;
   l.keep_attention = o.keep_attention;
-  // In bf16 every linear layer runs image by image, so an image's logits do not depend on the images
-  // beside it; f32 keeps its batched matmuls (its results may differ in the last bits between batches).
-  l.linear_by_image = precision_ != Precision::F32;
   const int64_t chunk = attention_chunk(B);
   for (int64_t b = 0; b < B; b += chunk) {
     const int64_t n = B - b < 2 * chunk ? B - b : chunk;  // the last pass takes the remainder
@@ -384,8 +346,9 @@ int64_t ViT::PlanLayout::largest_pass() const {
 
 // Every buffer of a forward pass laid out as l says: make_plan sizes its arena from it and carves the
 // buffers out of it.
-BufferTable ViT::activation_table(const PlanLayout& l, Plan::Activations* a) const {
+BufferTable ViT::activation_table(const PlanLayout& l, Plan* plan) const {
   const ViTConfig& c = cfg_;
+  Plan::Activations* a = &plan->act_;
   const int64_t B = l.B, D = c.width, T = c.tokens(), N = c.patches(), BT = B * T;
   BufferTable t;
   t.add("input", &a->input, B * c.input_floats());
@@ -407,7 +370,8 @@ BufferTable ViT::activation_table(const PlanLayout& l, Plan::Activations* a) con
   t.add("pool_scores", &a->pool_scores, c.attn_pool_mlp ? B * c.heads * T : 0);
   t.add("logits", &a->logits, B * c.classes);
   t.add("logits_dist", &a->logits_dist, B * c.classes);
-  add_linear_scratch(t, &a->linear, precision_, B, T, std::max(D, c.mlp), D);
+  // The layers' scratch: inputs at most max(D, M) wide, results added into the residual stream D wide.
+  plan->precision_.add_scratch(t, T, std::max(D, c.mlp), D);
   return t;
 }
 
@@ -452,6 +416,7 @@ size_t ViT::weight_bytes() const {
 }
 
 // Appends a Plan's steps in forward order, as its layout says, each named for the timm line it mirrors.
+// How each linear layer and attention run at the model's precision is the Plan's PrecisionPlan's to say.
 struct ViT::PlanBuilder {
   const ViT& m;
   const PlanLayout& layout;
@@ -465,27 +430,20 @@ struct ViT::PlanBuilder {
   void tap(const std::string& name, const float* data, int64_t count) {
     plan.taps_.push_back({plan.program_.steps().size() - 1, name, data, count});
   }
-  void linear(const std::string& name, const LinearWeights& lw, int64_t rows, const float* src, float* dst) {
+  // dst = layer(src) over images of `rows` rows, its input tapped as {name}.input. next: the layer that
+  // reads dst next (see PrecisionPlan::linear).
+  void linear(const std::string& name, const LinearWeights& lw, int64_t rows, const float* src, float* dst,
+              const LinearWeights* next = nullptr) {
     tap(name + ".input", src, layout.B * rows * lw.K);
-    if (!layout.linear_by_image || lw.precision == Precision::Int8)
-      return add(linear_steps(name, lw, layout.B, rows, src, dst, a().linear));
-    for (int64_t b = 0; b < layout.B; ++b)
-      add(linear_steps(name, lw, 1, rows, src + b * rows * lw.K, dst + b * rows * lw.N, a().linear));
+    add(plan.precision_.linear(name, lw, rows, src, dst, next));
   }
-
-  // A block's LayerNorm of x into h, then a linear layer on h: for an int8 layer one step normalizes
-  // and quantizes (h is still written, for taps).
+  // h = norm(x), then dst = layer(h), over the tokens; h tapped as the norm's output and the layer's input.
   void norm_linear(const std::string& norm_name, const LayerNormWeights& ln, const std::string& name,
-                   const LinearWeights& lw, float* dst, LinearOutput out = LinearOutput::F32) {
-    const int64_t B = layout.B, T = m.cfg_.tokens();
-    if (lw.precision == Precision::Int8) {
-      add(norm_quantize_step(norm_name, ln, lw, B, T, a().x, a().h, a().linear));
-      tap(norm_name, a().h, B * T * ln.D);
-      return add(linear_steps(name, lw, B, T, a().h, dst, a().linear, LinearInput::Quantized, out));
-    }
-    add(layer_norm_step(norm_name, ln, B * T, a().x, a().h));
-    tap(norm_name, a().h, B * T * ln.D);
-    linear(name, lw, T, a().h, dst);
+                   const LinearWeights& lw, float* dst, const LinearWeights* next = nullptr) {
+    const int64_t T = m.cfg_.tokens(), BT = layout.B * T;
+    add(plan.precision_.norm_linear(norm_name, ln, a().x, a().h, name, lw, T, dst, next));
+    tap(norm_name, a().h, BT * ln.D);
+    tap(name + ".input", a().h, BT * lw.K);
   }
 
   // x = self.patch_embed(x); x = self._pos_embed(x)
@@ -509,12 +467,27 @@ struct ViT::PlanBuilder {
     if (c.norm_pre) add(layer_norm_step("norm_pre", m.norm_pre_, B * c.tokens(), a().x, a().x));
   }
 
-  // x = x + attn(norm1(x)); x = x + mlp(norm2(x))
+  // Block.forward (vision_transformer.py; beit.py's and eva.py's blocks alike):
+  //   x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x))))
+  //   x = x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
+  // ls1 and ls2 (LayerScale) are folded into attn.proj's and mlp.fc2's rows at load; both layers add
+  // their result into x, the residual stream.
   void block(int64_t i) {
-    const ViTConfig& c = m.cfg_;
     const BlockWeights& w = m.blocks_[size_t(i)];
-    const int64_t B = layout.B, D = c.width, T = c.tokens(), H = c.heads, BT = B * T;
     const std::string p = "blocks." + std::to_string(i);
+    attention(i, p, w);  // x = x + ls1(attn(norm1(x)))
+    if (m.cfg_.swiglu)
+      swiglu_mlp(p, w);  // x = x + ls2(mlp(norm2(x)))
+    else
+      mlp(p, w);         // x = x + ls2(mlp(norm2(x)))
+    tap(p, a().x, layout.B * m.cfg_.tokens() * m.cfg_.width);
+  }
+
+  // Attention.forward on norm1(x), its result added into x.
+  void attention(int64_t i, const std::string& p, const BlockWeights& w) {
+    const ViTConfig& c = m.cfg_;
+    const int64_t B = layout.B, D = c.width, T = c.tokens(), H = c.heads;
+    // qkv = self.qkv(self.norm1(x))
     norm_linear(p + ".norm1", w.norm1, p + ".attn.qkv", w.qkv, a().qkv);
     // EvaAttention.forward: q, k = apply_rot_embed_cat(q[:, :, npt:], rope), the same for k: the patch
     // tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles.
@@ -525,35 +498,42 @@ struct ViT::PlanBuilder {
     // index, [H, T, T]), before the softmax.
     if (c.rel_pos_window)
       add(lookup_bias_step(p + ".attn.rel_pos_bias", H, T, w.rel_pos_table.data(), m.rel_pos_index_.data(), a().rel_bias));
+    // x = F.scaled_dot_product_attention(q, k, v): softmax(q k^T / sqrt(Dh)) v per head, a few images
+    // per pass (PlanLayout::attention_passes), the heads concatenated: x.transpose(1, 2).reshape(B, N, C)
     float* scores = layout.keep_attention ? a().scores + i * B * H * T * T : nullptr;
     for (const auto& [first, n] : layout.attention_passes)
-      add(attention_steps(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
-                          scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
-                          c.rel_pos_window ? a().rel_bias : nullptr, m.attention_products()));
+      add(plan.precision_.attention(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
+                                    scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
+                                    c.rel_pos_window ? a().rel_bias : nullptr));
+    // x = self.proj(x), added into x
     linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
-    if (c.swiglu) return swiglu_mlp(p, w);
-    // On int8's per-row grid, fc1's pass after its product also quantizes its rows for fc2.
-    const LinearOutput fc1_out = can_quantize_for(w.fc1, w.fc2) ? LinearOutput::Quantized : LinearOutput::F32;
-    norm_linear(p + ".norm2", w.norm2, p + ".mlp.fc1", w.fc1, a().mlp, fc1_out);
-    tap(p + ".mlp.fc1_gelu", a().mlp, BT * c.mlp);
-    if (fc1_out == LinearOutput::Quantized)
-      add(linear_steps(p + ".mlp.fc2", w.fc2, B, T, a().mlp, a().x, a().linear, LinearInput::Quantized));
-    else
-      linear(p + ".mlp.fc2", w.fc2, T, a().mlp, a().x);
-    tap(p, a().x, BT * D);
   }
 
-  // x = x + mlp(norm2(x)) with timm's SwiGLU (EVA-02): x = act(fc1_g(x)) * fc1_x(x); x = norm(x) (scale_mlp);
-  // x = fc2(x). fc1 holds both halves, gate first.
+  // Mlp.forward on norm2(x), its result added into x.
+  void mlp(const std::string& p, const BlockWeights& w) {
+    const ViTConfig& c = m.cfg_;
+    const int64_t T = c.tokens();
+    // x = self.fc1(self.norm2(x)); x = self.act(x) (the activation fused into fc1), read by fc2 next
+    norm_linear(p + ".norm2", w.norm2, p + ".mlp.fc1", w.fc1, a().mlp, &w.fc2);
+    tap(p + ".mlp.fc1_gelu", a().mlp, layout.B * T * c.mlp);
+    // x = self.fc2(x), added into x
+    linear(p + ".mlp.fc2", w.fc2, T, a().mlp, a().x);
+  }
+
+  // SwiGLU.forward (EVA-02) on norm2(x), its result added into x. fc1 holds fc1_g's and fc1_x's rows, the
+  // gate's first.
   void swiglu_mlp(const std::string& p, const BlockWeights& w) {
     const ViTConfig& c = m.cfg_;
-    const int64_t B = layout.B, T = c.tokens(), BT = B * T;
+    const int64_t T = c.tokens(), BT = layout.B * T;
+    // x_gate = self.fc1_g(norm2(x)); x = self.fc1_x(norm2(x))
     norm_linear(p + ".norm2", w.norm2, p + ".mlp.fc1", w.fc1, a().mlp_gate);
+    // x = self.act(x_gate) * x
     add(swiglu_step(p + ".mlp.swiglu", BT, c.mlp, a().mlp_gate, a().mlp));
     tap(p + ".mlp.swiglu", a().mlp, BT * c.mlp);
+    // x = self.norm(x) (scale_mlp)
     if (c.scale_mlp) add(layer_norm_step(p + ".mlp.norm", w.mlp_norm, BT, a().mlp, a().mlp));
+    // x = self.fc2(x), added into x
     linear(p + ".mlp.fc2", w.fc2, T, a().mlp, a().x);
-    tap(p, a().x, BT * c.width);
   }
 
   // x = self.norm(x); x = self.forward_head(x): pool (token 0, the mean of the patch tokens, or the
@@ -612,10 +592,12 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   const PlanLayout layout = plan_layout(B, options);
   auto plan = std::make_unique<Plan>();
   plan->B_ = B;
+  plan->input_floats_ = cfg_.input_floats();
   plan->keeps_attention_ = options.keep_attention;
   plan->depth_ = cfg_.depth;
   plan->scores_per_image_ = cfg_.heads * cfg_.tokens() * cfg_.tokens();
-  const BufferTable table = activation_table(layout, &plan->act_);
+  plan->precision_ = PrecisionPlan(precision_, B);
+  const BufferTable table = activation_table(layout, plan.get());
   plan->arena_ = table.carve();
   spdlog::debug("plan for batch {}: {:.1f} MiB of activations, the largest {}", B, table.bytes() / 1048576.0,
                 table.largest());
@@ -646,6 +628,19 @@ const float* ViT::Plan::run() const {
   return act_.logits;
 }
 
+const float* ViT::Plan::run(const TapFn& tap) const {
+  tap("input", act_.input, B_ * input_floats_);
+  const auto& steps = program_.steps();
+  size_t next_tap = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    program_.execute(i);
+    cpu_stream().wait();
+    for (; next_tap < taps_.size() && taps_[next_tap].after_step == i; ++next_tap)
+      tap(taps_[next_tap].name, taps_[next_tap].data, taps_[next_tap].count);
+  }
+  return act_.logits;
+}
+
 ViT::Plan& ViT::plan(int64_t B) {
   auto& p = plans_[B];
   if (!p) p = make_plan(B);
@@ -661,15 +656,7 @@ void ViT::forward(const float* images, int64_t B, float* logits) {
 void ViT::forward_with_taps(const float* images, int64_t B, const TapFn& tap) {
   Plan& p = plan(B);
   std::memcpy(p.input(), images, size_t(B * cfg_.input_floats()) * sizeof(float));
-  tap("input", p.input(), B * cfg_.input_floats());
-  const auto& steps = p.program().steps();
-  size_t next_tap = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    p.program().execute(i);
-    cpu_stream().wait();
-    for (; next_tap < p.taps_.size() && p.taps_[next_tap].after_step == i; ++next_tap)
-      tap(p.taps_[next_tap].name, p.taps_[next_tap].data, p.taps_[next_tap].count);
-  }
+  p.run(tap);
 }
 
 }  // namespace vit

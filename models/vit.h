@@ -11,6 +11,7 @@
 
 #include "engine/nn/linear.h"
 #include "engine/nn/ops.h"
+#include "engine/nn/precision_plan.h"
 #include "vit/vit.h"
 #include "vit_config.h"
 
@@ -59,6 +60,9 @@ class ViT {
   // The int8.safetensors of a folder `vit quantize` made ("" for none); its weights are used at int8.
   const std::string& int8_source() const { return int8_source_; }
 
+  // A named intermediate tensor of a forward pass (forward_with_taps lists them), while it is in the arena.
+  using TapFn = std::function<void(const std::string& name, const float* data, int64_t count)>;
+
   // Everything one batch size needs to run: its oneDNN primitives, bound to an activation arena.
   // Built from a loaded ViT (which must outlive it); independent Plans may run on different threads.
   class Plan {
@@ -66,6 +70,8 @@ class ViT {
     int64_t batch() const { return B_; }
     float* input() const { return act_.input; }  // [B, 3, H, W]: preprocess straight into it
     const float* run() const;                    // one forward pass; returns logits [B, C] in the arena
+    // The same pass, reporting the named intermediate tensors forward_with_taps lists as it goes.
+    const float* run(const TapFn& tap) const;
     const float* logits() const { return act_.logits; }  // [B, C]: the last run's
     // After run(): what timm's forward_features returns, [B, T, D] (final-normed where the model has a
     // final norm), and forward_head(..., pre_logits=True), [B, D] (pooled, then fc_norm where there is one).
@@ -98,7 +104,6 @@ class ViT {
       float* pool_scores;  // [B, H, T]: the attention pool's (SigLIP)
       float* logits;       // [B, C]
       float* logits_dist;  // [B, C]
-      LinearScratch linear;  // bf16 and int8 layers' scratch
     };
     struct Tap {
       size_t after_step;
@@ -106,11 +111,12 @@ class ViT {
       const float* data;
       int64_t count;
     };
-    int64_t B_ = 0;
+    int64_t B_ = 0, input_floats_ = 0;  // the batch, and one image's input floats
     bool keeps_attention_ = false;
     int64_t depth_ = 0, scores_per_image_ = 0;  // for attention(): L, and H T^2
     Arena arena_;
     Activations act_{};
+    PrecisionPlan precision_;  // how its layers and attention run at the model's precision
     Program program_;
     const float* tokens_ = nullptr;
     const float* features_ = nullptr;
@@ -134,7 +140,6 @@ class ViT {
   // input, patch_embed, embed, blocks.{i}.norm1, blocks.{i}.norm2, blocks.{i}.mlp.fc1_gelu (fc1 is fused with
   // its GELU), blocks.{i}, norm, logits; and every linear layer's f32 input as {layer}.input (blocks.{i}.attn.qkv.input,
   // ..., head.input), which `vit quantize` calibrates from.
-  using TapFn = std::function<void(const std::string& name, const float* data, int64_t count)>;
   void forward_with_taps(const float* images, int64_t B, const TapFn& tap);
 
   // The linear layers, named as the checkpoint names them (the blocks' from block 0: every block's
@@ -144,9 +149,6 @@ class ViT {
   std::vector<std::pair<std::string, const LinearWeights*>> block_linear_layers() const;
   // How attention's two products run on this CPU: the fused kernel's ISA and its operands' precision.
   std::string attention_summary() const;
-  // What attention's two products ask for (taken where the CPU has those kernels, else f32): the model's
-  // precision. int8 ones cost int8's agreement with f32 nothing on the sample photos (docs/PERFORMANCE.md).
-  Precision attention_products() const { return precision_; }
   size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)
   // Images per attention pass at batch B: as many as keep their scores within about a core's L2.
   int64_t attention_chunk(int64_t B) const;
@@ -160,16 +162,13 @@ class ViT {
   struct PlanLayout {
     int64_t B = 0;
     bool keep_attention = false;
-    // Each image through the linear layers alone (bf16: so that its answer never depends on its batch);
-    // int8 layers keep every image on its own grid and sum exactly, so they always take the batch.
-    bool linear_by_image = false;
     // The attention passes in order, {first image, images}: chunks of images whose packed keys and
     // values stay in cache (attention_chunk).
     std::vector<std::pair<int64_t, int64_t>> attention_passes;
     int64_t largest_pass() const;
   };
   PlanLayout plan_layout(int64_t B, const PlanOptions& o) const;
-  BufferTable activation_table(const PlanLayout& l, Plan::Activations* a) const;
+  BufferTable activation_table(const PlanLayout& l, Plan* plan) const;
 
   ViTConfig cfg_;
   Precision precision_ = Precision::F32;

@@ -2,108 +2,240 @@
 """Writes the class names and their text embeddings that `vit classify --text-embeddings` labels images with,
 from the model's own text tower, as its library's zero-shot classification builds them. OpenCLIP CLIP models:
 every class name in every prompt template ("a photo of a {}." ...), each text embedding normalised, their mean
-per class normalised again (open_clip.build_zero_shot_classifier), scored by softmax. Hugging Face SiglipModel:
-"This is a photo of {}." (transformers' zero-shot pipeline for SigLIP), padded to max_length as SigLIP was
-trained, scored by a sigmoid with the model's logit bias. Runs with the project's .venv Python (open_clip_torch,
-transformers and sentencepiece from tests/requirements.txt); the engine itself stays image-only.
+per class normalised again (open_clip.build_zero_shot_classifier), scored by softmax. Hugging Face CLIPModel and
+SiglipModel: "This is a photo of {}." (transformers' zero-shot pipeline), CLIP's padded to the longest prompt
+with its attention mask, SigLIP's padded to max_length as SigLIP was trained; scored by softmax (CLIP) or by a
+sigmoid with the model's logit bias (SigLIP). Runs with the project's .venv Python (open_clip_torch,
+transformers, sentencepiece and protobuf from tests/requirements.txt); the engine itself stays image-only.
 
   scripts/export_text_embeddings.py --model DIR -o classes.safetensors tench "Siamese cat" airliner
   scripts/export_text_embeddings.py --model ViT-B-32 --pretrained open_clip_model.safetensors \
       --classes labels.txt --templates simple -o classes.safetensors
 
 --model: a folder holding open_clip_model.safetensors and open_clip_config.json (an OpenCLIP hub repository),
-one of open_clip's model names with --pretrained FILE, or a Hugging Face SiglipModel folder (config.json,
-model.safetensors and its tokenizer, as google/siglip-* hold them). Output: F32 `text_embeddings` [C, E], unit
-rows, and __metadata__ {"labels": JSON list of the C names, "logit_scale": the model's logit_scale.exp(),
-"logit_bias" (SigLIP), "activation": "softmax" or "sigmoid", "templates": how many, "model": --model}.
+one of open_clip's model names with --pretrained FILE, or a Hugging Face CLIPModel or SiglipModel folder
+(config.json, model.safetensors and its tokenizer, as openai/clip-* and google/siglip-* hold them). Image towers
+alone (timm's CLIP and SigLIP models, CLIPVisionModel, SiglipVisionModel) have no text tower and are refused.
+Output: F32 `text_embeddings` [C, E], unit rows, and __metadata__ {"labels": JSON list of the C names,
+"logit_scale": the model's logit_scale.exp(), "logit_bias" (SigLIP), "activation": "softmax" or "sigmoid",
+"templates": how many, "model": --model}. Every input is checked before any work; an existing output is
+replaced only when it is such a file (or with --force). Bad input: one `error:` line, exit 2.
 """
 import argparse
+import enum
 import json
 import os
+import struct
 import sys
 
-import torch
-import open_clip
-from safetensors.torch import load_file, save_file
+TEMPLATE_NAMES = {"openai": "CLIP's 80 ImageNet prompts (the default for OpenCLIP models)",
+                  "simple": "'a photo of a {}.'",
+                  "transformers": "'This is a photo of {}.', transformers' zero-shot pipeline's (the default for "
+                                  "Hugging Face folders; also called siglip)",
+                  "siglip": None}
 
-TEMPLATES = {"openai": open_clip.OPENAI_IMAGENET_TEMPLATES, "simple": (lambda c: f"a photo of a {c}.",),
-             "siglip": ("This is a photo of {}.",)}
+
+class Kind(enum.Enum):
+    OPENCLIP_FOLDER = "an OpenCLIP model"
+    OPENCLIP_NAME = "an open_clip model name"
+    HF_CLIP = "a Hugging Face CLIPModel"
+    HF_SIGLIP = "a Hugging Face SiglipModel"
 
 
-def is_siglip(folder):
-    path = os.path.join(folder, "config.json")
-    if not os.path.isdir(folder) or not os.path.exists(path):
+HF_TEXT_MODELS = {"clip": Kind.HF_CLIP, "siglip": Kind.HF_SIGLIP}  # config.json's model_type
+OPENCLIP = (Kind.OPENCLIP_FOLDER, Kind.OPENCLIP_NAME)
+
+
+def fail(message):
+    print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def templates(name):
+    if name == "openai":
+        import open_clip
+        return open_clip.OPENAI_IMAGENET_TEMPLATES
+    return ("a photo of a {}.",) if name == "simple" else ("This is a photo of {}.",)
+
+
+def is_text_embeddings(path):
+    """Whether a file is this script's output: a safetensors file with text_embeddings and labels."""
+    try:
+        with open(path, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            if n > 100 << 20:
+                return False
+            header = json.loads(f.read(n))
+    except (OSError, struct.error, ValueError):
         return False
-    with open(path) as f:
-        return json.load(f).get("model_type") == "siglip"
+    return isinstance(header, dict) and "text_embeddings" in header and \
+        "labels" in (header.get("__metadata__") or {})
 
 
-def siglip_classifier(args, names, templates):
-    """SiglipModel.get_text_features of each prompt, normalised (as SiglipModel.forward does), averaged over the
-    templates and normalised again."""
-    from transformers import AutoTokenizer, SiglipModel
-    model = SiglipModel.from_pretrained(args.model).eval()
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
+def check_output(out, force):
+    if not out:
+        fail("-o: an empty file name")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        fail(f"-o {out}: {'the folder ' + folder + ' does not exist' if not os.path.exists(folder) else folder + ' is not a folder'}")
+    if not os.access(folder, os.W_OK):
+        fail(f"-o {out}: the folder {folder} is not writable")
+    if os.path.isdir(out):
+        fail(f"-o {out} is a folder: name the file to write")
+    if os.path.exists(out) and not force and not is_text_embeddings(out):
+        fail(f"-o {out} exists and is not a text-embeddings file (this script's output): --force replaces it")
+
+
+def class_names(args):
+    names = [n.strip() for n in args.names]
+    if args.classes:
+        try:
+            with open(args.classes, encoding="utf-8") as f:
+                names += [line.strip() for line in f if line.strip()]
+        except FileNotFoundError:
+            fail(f"--classes {args.classes}: no such file")
+        except IsADirectoryError:
+            fail(f"--classes {args.classes} is a folder: give a file of class names, one per line")
+        except UnicodeDecodeError:
+            fail(f"--classes {args.classes}: not UTF-8 text")
+        except OSError as e:
+            fail(f"--classes {args.classes}: {e.strerror}")
+    if not names:
+        fail("no class names (give them as arguments or with --classes)")
+    if "" in names:
+        fail("an empty class name")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        fail(f"a class name is given twice: {repeated[0]}")
+    return names
+
+
+def model_kind(args):
+    """What --model is, from its files alone (no model is loaded)."""
+    model = args.model
+    if os.path.isdir(model):
+        if args.pretrained:
+            fail(f"--pretrained goes with an open_clip model name, not with the folder {model}")
+        if os.path.exists(os.path.join(model, "open_clip_config.json")):
+            return Kind.OPENCLIP_FOLDER
+        path = os.path.join(model, "config.json")
+        if not os.path.exists(path):
+            fail(f"{model} holds neither open_clip_config.json (an OpenCLIP model) nor config.json (Hugging Face)")
+        try:
+            with open(path) as f:
+                cfg = json.load(f)
+        except (OSError, ValueError) as e:
+            fail(f"{path}: not a JSON config: {e}")
+        if not isinstance(cfg, dict):
+            fail(f"{path}: not a JSON object")
+        if "architecture" in cfg:
+            fail(f"{model} is a timm model ({cfg['architecture']}): an image tower with no text tower. Make the file "
+                 "from the same model's OpenCLIP or Hugging Face release, whose image side is the same")
+        kind = cfg.get("model_type")
+        if kind not in HF_TEXT_MODELS:
+            what = ", ".join(cfg.get("architectures") or []) or f"model_type {kind!r}"
+            fail(f"{model} is a Hugging Face {what}, which has no text tower: a whole CLIPModel or SiglipModel "
+                 "folder has one")
+        return HF_TEXT_MODELS[kind]
+    if os.path.exists(model):
+        fail(f"--model {model} is a file: give its folder, or an open_clip model name with --pretrained FILE")
+    if not args.pretrained:
+        fail(f"{model} is not a folder: an open_clip model name needs --pretrained FILE")
+    if not os.path.isfile(args.pretrained):
+        fail(f"--pretrained {args.pretrained}: no such file")
+    return Kind.OPENCLIP_NAME
+
+
+def hf_classifier(args, kind, names, prompts):
+    """CLIPModel / SiglipModel.get_text_features of each prompt, normalised (as their forward does), averaged over
+    the templates and normalised again."""
+    import torch
+    from transformers import AutoTokenizer, CLIPModel, SiglipModel
+    try:
+        model = (CLIPModel if kind == Kind.HF_CLIP else SiglipModel).from_pretrained(args.model).eval()
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+    except Exception as e:  # whatever the files hold: one error line naming the model
+        fail(f"cannot load {args.model} as {kind.value}: {e}")
     rows = []
     with torch.no_grad():
         for name in names:
-            texts = [t.format(name) if isinstance(t, str) else t(name) for t in templates]
-            ids = tokenizer(texts, padding="max_length", return_tensors="pt")["input_ids"]
-            e = torch.nn.functional.normalize(model.get_text_features(input_ids=ids), dim=-1).mean(dim=0)
+            texts = [t.format(name) if isinstance(t, str) else t(name) for t in prompts]
+            if kind == Kind.HF_CLIP:
+                t = tokenizer(texts, padding=True, return_tensors="pt")
+                e = model.get_text_features(input_ids=t["input_ids"], attention_mask=t["attention_mask"])
+            else:
+                e = model.get_text_features(input_ids=tokenizer(texts, padding="max_length", return_tensors="pt")["input_ids"])
+            e = torch.nn.functional.normalize(e, dim=-1).mean(dim=0)
             rows.append(e / e.norm())
-    meta = {"logit_scale": repr(float(model.logit_scale.exp())), "logit_bias": repr(float(model.logit_bias)),
-            "activation": "sigmoid"}
+    meta = {"logit_scale": repr(float(model.logit_scale.exp())), "activation": "softmax"}
+    if kind == Kind.HF_SIGLIP:
+        meta.update({"logit_bias": repr(float(model.logit_bias)), "activation": "sigmoid"})
     return torch.stack(rows), meta
 
 
-def load(args):
-    if os.path.isdir(args.model):
-        with open(os.path.join(args.model, "open_clip_config.json")) as f:
-            cfg = json.load(f)["model_cfg"]
-        if "hf_model_name" in cfg.get("text_cfg", {}) or "timm_model_name" in cfg.get("vision_cfg", {}):
-            sys.exit(f"error: {args.model}: only OpenCLIP's own CLIP towers are supported (no hf_model_name or "
+def openclip_classifier(args, kind, names, prompts):
+    import torch
+    import open_clip
+    from safetensors.torch import load_file
+    try:
+        if kind == Kind.OPENCLIP_FOLDER:
+            with open(os.path.join(args.model, "open_clip_config.json")) as f:
+                cfg = json.load(f)["model_cfg"]
+            if "hf_model_name" in cfg.get("text_cfg", {}) or "timm_model_name" in cfg.get("vision_cfg", {}):
+                fail(f"{args.model}: only OpenCLIP's own CLIP towers are supported (no hf_model_name or "
                      "timm_model_name)")
-        model = open_clip.CLIP(**cfg)
-        model.load_state_dict(load_file(os.path.join(args.model, "open_clip_model.safetensors")))
-        tokenizer = open_clip.tokenizer.SimpleTokenizer(context_length=cfg.get("text_cfg", {}).get("context_length", 77))
-    else:
-        if not args.pretrained:
-            sys.exit(f"error: {args.model} is not a folder: an open_clip model name needs --pretrained FILE")
-        model = open_clip.create_model(args.model, pretrained=args.pretrained)
-        tokenizer = open_clip.get_tokenizer(args.model)
-    return model.eval(), tokenizer
+            model = open_clip.CLIP(**cfg)
+            model.load_state_dict(load_file(os.path.join(args.model, "open_clip_model.safetensors")))
+            tokenizer = open_clip.tokenizer.SimpleTokenizer(
+                context_length=cfg.get("text_cfg", {}).get("context_length", 77))
+        else:
+            model = open_clip.create_model(args.model, pretrained=args.pretrained)
+            tokenizer = open_clip.get_tokenizer(args.model)
+    except Exception as e:  # whatever the files hold: one error line naming the model
+        fail(f"cannot load {args.model} as {kind.value}: {e}")
+    model.eval()
+    with torch.no_grad():
+        text = open_clip.build_zero_shot_classifier(model, tokenizer, names, prompts).T  # [C, E]
+    return text, {"logit_scale": repr(float(model.logit_scale.exp())), "activation": "softmax"}
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="OpenCLIP folder, or an open_clip model name with --pretrained")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--model", required=True,
+                   help="an OpenCLIP folder, a Hugging Face CLIPModel or SiglipModel folder, or an open_clip model "
+                        "name with --pretrained")
     p.add_argument("--pretrained", help="the weights file for an open_clip model name")
-    p.add_argument("--classes", help="a file of class names, one per line")
-    p.add_argument("--templates", choices=sorted(TEMPLATES),
-                   help="openai: CLIP's 80 ImageNet prompts (OpenCLIP's default); simple: 'a photo of a {}.'; "
-                        "siglip: 'This is a photo of {}.' (SigLIP's default)")
-    p.add_argument("-o", "--out", required=True)
+    p.add_argument("--classes", help="a file of class names, one per line (UTF-8)")
+    p.add_argument("--templates", choices=sorted(TEMPLATE_NAMES), metavar="NAME",
+                   help="; ".join(f"{k}: {v}" for k, v in TEMPLATE_NAMES.items() if v))
+    p.add_argument("-o", "--out", required=True, metavar="FILE",
+                   help="the .safetensors file to write; an existing file is replaced only when it is a "
+                        "text-embeddings file (or with --force)")
+    p.add_argument("--force", action="store_true", help="replace -o FILE whatever it holds")
     p.add_argument("names", nargs="*", help="class names (or --classes)")
     args = p.parse_args()
-    names = list(args.names)
-    if args.classes:
-        with open(args.classes, encoding="utf-8") as f:
-            names += [line.strip() for line in f if line.strip()]
-    if not names:
-        sys.exit("error: no class names (give them as arguments or with --classes)")
-    if len(set(names)) != len(names):
-        sys.exit("error: a class name is given twice")
-    if is_siglip(args.model):
-        templates = TEMPLATES[args.templates or "siglip"]
-        text, meta = siglip_classifier(args, names, templates)
-    else:
-        model, tokenizer = load(args)
-        templates = TEMPLATES[args.templates or "openai"]
-        with torch.no_grad():
-            text = open_clip.build_zero_shot_classifier(model, tokenizer, names, templates).T  # [C, E]
-            meta = {"logit_scale": repr(float(model.logit_scale.exp())), "activation": "softmax"}
-    meta.update({"labels": json.dumps(names), "templates": str(len(templates)), "model": args.model})
-    save_file({"text_embeddings": text.contiguous().float()}, args.out, metadata=meta)
+    # Everything that can be wrong with the input, before any model is loaded.
+    names = class_names(args)
+    check_output(args.out, args.force)
+    kind = model_kind(args)
+    prompts = templates(args.templates or ("openai" if kind in OPENCLIP else "transformers"))
+
+    import torch
+    from safetensors.torch import save_file
+    classifier = openclip_classifier if kind in OPENCLIP else hf_classifier
+    text, meta = classifier(args, kind, names, prompts)
+    meta.update({"labels": json.dumps(names), "templates": str(len(prompts)), "model": args.model})
+    partial = os.path.join(os.path.dirname(os.path.abspath(args.out)), f".{os.path.basename(args.out)}.partial")
+    try:
+        save_file({"text_embeddings": text.contiguous().to(torch.float32)}, partial, metadata=meta)
+        os.replace(partial, args.out)
+    except OSError as e:
+        fail(f"-o {args.out}: {e.strerror}")
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
     print(f"{args.out}: {len(names)} classes, width {text.shape[1]}, logit scale {float(meta['logit_scale']):.4g}, "
           f"{meta['activation']}")
 

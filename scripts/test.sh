@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The second README command: builds everything (tests included) and runs the whole suite through CTest.
 # Tests that need ../shared/data skip without it, except under CI=true, where they fail.
-#   scripts/test.sh             release build in build/
+#   scripts/test.sh             release build in build/; every Python process of the run records what it
+#                               imports and runs (tests/record_imports.py), and the dependency audit (label
+#                               audit) runs last, checking that scripts/setup.sh installs all of it
 #   scripts/test.sh --sanitize  the same suite built with AddressSanitizer + UBSan in build-asan/
-#                               (leak reports and undefined behaviour fail the test that caused them)
+#                               (leak reports and undefined behaviour fail the test that caused them); the
+#                               audit is left to the release run, which checks the same code
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = --sanitize ]; then
@@ -11,9 +14,15 @@ if [ "${1:-}" = --sanitize ]; then
   cmake --build build-asan
   cd build-asan
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+  ctest --output-on-failure -j "$(nproc)" -LE audit
 else
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
   cmake --build build
   cd build
+  rm -rf python-imports/log
+  export PYTHONUSERBASE="$PWD/python-imports/userbase" VIT_IMPORT_LOG="$PWD/python-imports/log"
+  status=0
+  ctest --output-on-failure -j "$(nproc)" -LE audit || status=$?
+  ctest --output-on-failure -L audit || status=$?
+  exit $status
 fi
-ctest --output-on-failure -j "$(nproc)"

@@ -8,7 +8,8 @@ writes is committed.
 OUT_DIR/hf_dinov2, hf_dinov2_reg   Hugging Face Dinov2Model / Dinov2WithRegistersModel (save_pretrained:
                                    model.safetensors, config.json, preprocessor_config.json), made at 518 px
 OUT_DIR/hf_clip                    Hugging Face CLIPVisionModelWithProjection (QuickGELU, as OpenAI's)
-OUT_DIR/hf_clip_full               a whole Hugging Face CLIPModel (its vision_config leaves its defaults out)
+OUT_DIR/hf_clip_full               a whole Hugging Face CLIPModel (its vision_config leaves its defaults out), with a
+                                   CLIPTokenizer of CLIP's own vocabulary
 OUT_DIR/hf_siglip                  Hugging Face SiglipVisionModel (tanh GELU, the attention-pool head)
 OUT_DIR/hf_siglip_full             a whole Hugging Face SiglipModel, image and text towers, with a SiglipTokenizer
                                    whose sentencepiece model is trained here on the prompts
@@ -25,12 +26,14 @@ OUT_DIR/hf_dinov2*/reference_518.safetensors  the same at the model's own 518 px
 OUT_DIR/hf_clip, hf_siglip, openclip/reference_288.safetensors  at 288 px: Hugging Face's models called with
                                    interpolate_pos_encoding=True, OpenCLIP's made at 288 and loaded through its
                                    resize_pos_embed
-OUT_DIR/openclip*, hf_siglip_full/classes.safetensors  scripts/export_text_embeddings.py's file for a few class
-                                   names, and in reference.safetensors `zero_shot` [N, classes]: the library's own
-                                   zero-shot probabilities, open_clip's softmax(logit_scale.exp() * image_features @
-                                   classifier), SiglipModel's sigmoid(logits_per_image)
+OUT_DIR/openclip*, hf_clip_full, hf_siglip_full/classes.safetensors  scripts/export_text_embeddings.py's file for
+                                   a few class names, and in reference.safetensors `zero_shot` [N, classes]: the
+                                   library's own zero-shot probabilities, open_clip's softmax(logit_scale.exp() *
+                                   image_features @ classifier), CLIPModel's softmax(logits_per_image),
+                                   SiglipModel's sigmoid(logits_per_image)
 Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity values.
 """
+import gzip
 import io
 import json
 import os
@@ -42,8 +45,8 @@ import torch
 import open_clip
 from PIL import Image
 from safetensors.torch import save_file
-from transformers import (BitImageProcessor, CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPVisionConfig,
-                          CLIPVisionModelWithProjection,
+from transformers import (AutoTokenizer, BitImageProcessor, CLIPConfig, CLIPImageProcessor, CLIPModel,
+                          CLIPTokenizer, CLIPVisionConfig, CLIPVisionModelWithProjection,
                           Dinov2Config, Dinov2Model, Dinov2WithRegistersConfig, Dinov2WithRegistersModel,
                           SiglipConfig, SiglipImageProcessor, SiglipModel, SiglipTokenizer, SiglipVisionConfig,
                           SiglipVisionModel)
@@ -139,12 +142,37 @@ def hf_clip_full(out, photos, seed):
     d = os.path.join(out, "hf_clip_full")
     model.save_pretrained(d, safe_serialization=True)
     CLIPImageProcessor().save_pretrained(d)
+    clip_tokenizer(d)
     x = hf_input(CLIPImageProcessor(), photos)
+    subprocess.run([sys.executable, EXPORT, "--model", d, "-o", os.path.join(d, "classes.safetensors"), *CLASSES],
+                   check=True)
+    # CLIPModel's own zero-shot: its logits_per_image through a softmax, one prompt per class as transformers'
+    # zero-shot pipeline words and pads it.
+    texts = AutoTokenizer.from_pretrained(d)([f"This is a photo of {c}." for c in CLASSES], padding=True,
+                                             return_tensors="pt")
     with torch.no_grad():
         v = model.vision_model(pixel_values=x)
         image_embeds = model.get_image_features(pixel_values=x)
+        zero_shot = model(input_ids=texts["input_ids"], attention_mask=texts["attention_mask"],
+                          pixel_values=x).logits_per_image.softmax(dim=-1)
     save_refs(d, "reference.safetensors", {"input": x, "tokens": v.last_hidden_state, "embeddings": v.pooler_output,
-                                           "outputs": image_embeds}, photos, type(model).__name__)
+                                           "outputs": image_embeds, "zero_shot": zero_shot}, photos,
+              type(model).__name__)
+
+
+def clip_tokenizer(d):
+    """CLIP's own BPE vocabulary (OpenAI's merges, which open_clip ships) written into d as the files of a
+    Hugging Face CLIPTokenizer, as openai/clip-vit-* hold them."""
+    with gzip.open(open_clip.tokenizer.default_bpe()) as f:
+        merges = f.read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
+    symbols = list(open_clip.tokenizer.bytes_to_unicode().values())
+    vocab = symbols + [s + "</w>" for s in symbols] + ["".join(m.split()) for m in merges]
+    vocab += ["<|startoftext|>", "<|endoftext|>"]
+    with open(os.path.join(d, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump({v: i for i, v in enumerate(vocab)}, f, ensure_ascii=False)
+    with open(os.path.join(d, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "\n".join(merges) + "\n")
+    CLIPTokenizer(os.path.join(d, "vocab.json"), os.path.join(d, "merges.txt")).save_pretrained(d)
 
 
 def hf_siglip(out, photos, seed):

@@ -1,6 +1,7 @@
 // Reference models made at test time by a script run with the project's .venv Python (timm, transformers,
 // open_clip), kept beside the vit binary and made again, under a lock, whenever a script they came from
-// changes: the families and layouts tests share them.
+// changes: the families and layouts tests share them. Each folder also keeps the record of what its
+// generator imported and ran (tests/record_imports.py), which tests/dependency_audit.py checks.
 #pragma once
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@ std::vector<std::string> reference_photos();
 struct GeneratedModels {
   std::string dir;     // empty when the venv lacks the Python modules
   bool ready = false;  // the models are there, made by the scripts as they are now
+  std::string error;   // when the generator failed: the end of its error output (also printed to stderr)
 };
 // folder: its name beside the vit binary; scripts: the generator first (run as `env python SCRIPT DIR PHOTO...`),
 // then any other source the models depend on (copied beside them); imports: the modules the venv must have.

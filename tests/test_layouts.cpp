@@ -14,7 +14,9 @@
 
 #include "cli_util.h"
 #include "engine/io/safetensors.h"
+#include "engine/nn/topk.h"
 #include "models/vit.h"
+#include "models/zero_shot.h"
 #include "reference_models.h"
 #include "test_util.h"
 
@@ -180,6 +182,36 @@ TEST_F(Layouts, ZeroShotLikeReference) {
   }
 }
 
+// A Hugging Face CLIPModel folder: scripts/export_text_embeddings.py's file for it against CLIPModel's own
+// softmax(logits_per_image), from the reference's input tensor (CLIPImageProcessor crops a pixel apart from
+// timm's pipeline), and `vit classify --text-embeddings` on the folder labels the photos with the file's names.
+TEST_F(Layouts, ZeroShotHfClipLikeTransformers) {
+  const SafeTensors ref(model("hf_clip_full") + "/reference.safetensors");
+  const std::string classes = model("hf_clip_full") + "/classes.safetensors";
+  ViT m = ViT::load(model("hf_clip_full"));
+  const int64_t B = ref.get("input").shape[0], E = m.config().classes;
+  const ZeroShot zero_shot = ZeroShot::load(classes, E);
+  const int64_t C = zero_shot.classes();
+  const auto input = ref.to_f32("input"), want = ref.to_f32("zero_shot");
+  ASSERT_EQ(int64_t(want.size()), B * C);
+  auto plan = m.make_plan(B);
+  std::memcpy(plan->input(), input.data(), input.size() * sizeof(float));
+  plan->run();
+  float worst = 0;
+  std::vector<float> scores(static_cast<size_t>(C));
+  for (int64_t i = 0; i < B; ++i) {
+    zero_shot.score(plan->logits() + i * E, scores.data());
+    for (const Scored& s : zero_shot.top(scores.data(), int(C)))
+      worst = std::max(worst, std::fabs(s.prob - want[size_t(i * C + s.index)]));
+  }
+  EXPECT_LT(worst, 1e-4f);
+  std::printf("hf_clip_full zero-shot: max |probability difference| from CLIPModel's %.2e\n", double(worst));
+  const Result r = run_vit("classify --json -m " + model("hf_clip_full") + " --text-embeddings " + classes + " " +
+                           reference_photos()[0]);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json_lines(r.out).at(0)["top"][0]["label"].get<std::string>().empty(), false) << r.out;
+}
+
 TEST_F(Layouts, BadTextEmbeddingsNamed) {
   TempDir d;
   const std::string photo = reference_photos()[0], classes = model("openclip") + "/classes.safetensors";
@@ -212,6 +244,23 @@ TEST_F(Layouts, BadTextEmbeddingsNamed) {
     EXPECT_EQ(r.code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
   }
+}
+
+// A generator that fails says why: the end of its error output, not only its name.
+TEST(ReferenceModels, FailedGeneratorShowsItsErrors) {
+  if (run_shell(kVenvPython + " -c pass") != 0) {
+    if (in_ci()) FAIL() << "CI=true but there is no " << kVenvPython << " (scripts/setup.sh makes it)";
+    GTEST_SKIP() << "no " << kVenvPython << " (scripts/setup.sh makes it); skipping";
+  }
+  TempDir d;
+  const std::string script = d.file("make_nothing.py");
+  write_file(script, "import sys\nprint('made nothing yet')\nsys.exit('make_nothing.py: no module named frobnicate')\n");
+  const GeneratedModels g = generated_models("failing_generator_test", {script}, "sys");
+  run_shell("rm -rf " + g.dir + ".tmp " + g.dir + ".lock " + g.dir + ".stderr");
+  EXPECT_FALSE(g.ready);
+  EXPECT_NE(g.error.find("make_nothing.py failed (exit 1)"), std::string::npos) << g.error;
+  EXPECT_NE(g.error.find("make_nothing.py: no module named frobnicate"), std::string::npos) << g.error;
+  EXPECT_EQ(g.error.find("made nothing yet"), std::string::npos) << g.error;  // its stdout is not its errors
 }
 
 }  // namespace

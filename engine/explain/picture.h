@@ -37,7 +37,8 @@ Image draw_attention(const Image& photo, const Rect& window, const Heat& heat, c
 Image draw_panels(const Image& photo, const Rect& window, const std::vector<Heat>& heats,
                   const std::vector<std::string>& captions, int max_side);
 
-// Writes an RGB image as PNG; throws vit::WriteError naming the path when it cannot.
-void write_png(const std::string& path, const Image& img);
+// Writes an RGB image as PNG, naming `software` (if given) in a tEXt chunk "Software" after the header,
+// as image editors name themselves; throws vit::WriteError naming the path when it cannot.
+void write_png(const std::string& path, const Image& img, const std::string& software = "");
 
 }  // namespace vit

@@ -94,7 +94,7 @@ def tiny_vit(D=32, depth=2, heads=2, mlp=64, patch=8, img=32, classes=10, seed=1
     add("head.weight", (classes, D), 0.2)
     add("head.bias", (classes,), 0.1)
     config = {
-        "architecture": "vit_test",
+        "architecture": "vit_custom",
         "num_classes": classes,
         "global_pool": "token",
         "model_args": {"num_heads": heads},
@@ -145,7 +145,9 @@ def test_the_module_under_test_is_the_one_just_built():
     if module_dir is None:
         pytest.skip("VIT_MODULE_DIR not set (run through CTest to check which module is imported)")
     assert pathlib.Path(vit.__file__).parent == pathlib.Path(module_dir), vit.__file__
+    assert pathlib.Path(vit._vit.__file__).parent == pathlib.Path(module_dir), vit._vit.__file__
     assert issubclass(vit.Error, RuntimeError)
+    assert vit.Classifier.__module__ == vit.Batcher.__module__ == vit.Error.__module__ == "vit"
 
 
 def test_missing_model_raises_with_the_path():
@@ -232,7 +234,7 @@ def test_pool_overrides_the_models_own(tiny, tmp_path):
     np.testing.assert_array_equal(got["embeddings"], read_safetensors(out)[0]["embeddings"])
     with pytest.raises(ValueError, match="pool 'max'"):
         vit.Classifier(tiny[0], pool="max")
-    with pytest.raises(vit.Error, match="attention"):
+    with pytest.raises(ValueError, match="attention"):  # a pool the model cannot do: the caller's choice
         vit.Classifier(tiny[0], pool="map").embed(files)
 
 
@@ -559,5 +561,5 @@ def test_zero_shot_labels_from_text_embeddings(tmp_path):
         assert abs(p["prob"] - want[p["index"]]) < 1e-5
     write_safetensors(tmp_path / "narrow.safetensors", {"text_embeddings": np.ones((3, 5), np.float32)},
                       {"labels": json.dumps(labels), "logit_scale": "1"})
-    with pytest.raises(vit.Error, match="text embeddings of width 5, but the model's image embeddings have width 8"):
+    with pytest.raises(ValueError, match="text embeddings of width 5, but the model's image embeddings have width 8"):
         vit.Classifier(str(tmp_path), text_embeddings=str(tmp_path / "narrow.safetensors"))

@@ -1,0 +1,93 @@
+"""Python's exception types for the caller's mistakes, as the docstrings promise: TypeError for an argument of
+the wrong type, ValueError for a value out of range or not suiting the model (never vit.Error, which is for
+a model, config or labels file that cannot be used), and video sampling refused as the CLI refuses it."""
+import numpy as np
+import pytest
+
+import vit
+from test_logits import KINDS, text_embeddings
+from test_vit import write_clip
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return {kind: KINDS[kind][0](root / kind) for kind in ("classifier", "dinov2", "siglip", "openclip")}
+
+
+def value_error(match, call, *args, **kwargs):
+    with pytest.raises(ValueError, match=match) as e:
+        call(*args, **kwargs)
+    assert not isinstance(e.value, vit.Error), e.value
+    return e.value
+
+
+def test_pool_of_the_wrong_type_is_a_type_error(models):
+    for pool in (5, b"cls", ["cls"]):
+        with pytest.raises(TypeError, match=r"pool must be a str \('cls', 'token', 'mean', 'avg' or 'map'\) or None, got"):
+            vit.Classifier(models["classifier"], pool=pool)
+    value_error("pool 'max' is not one of 'cls', 'token', 'mean', 'avg', 'map'", vit.Classifier, models["classifier"],
+                pool="max")
+
+
+def test_timms_pool_words_are_the_clis(models, tmp_path):
+    """'token' is 'cls' and 'avg' is 'mean' (timm's global_pool words beside the CLI's)."""
+    c = vit.Classifier(models["classifier"], threads=1)
+    x = np.stack([c.preprocess(p) for p in write_clip_frames(tmp_path)])
+    for a, b in (("token", "cls"), ("avg", "mean")):
+        ea = vit.Classifier(models["classifier"], threads=1, pool=a).logits(x)
+        eb = vit.Classifier(models["classifier"], threads=1, pool=b).logits(x)
+        np.testing.assert_array_equal(ea, eb)
+    assert vit.Classifier(models["classifier"], pool="avg").config["pool"] == "avg"
+
+
+def write_clip_frames(tmp_path):
+    from PIL import Image
+    rng = np.random.default_rng(3)
+    files = []
+    for i in range(2):
+        files.append(tmp_path / f"f{i}.png")
+        Image.fromarray(rng.integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(files[-1])
+    return files
+
+
+def test_a_pool_the_model_cannot_do_is_a_value_error(models):
+    value_error("attention pooling needs an attention-pool head", vit.Classifier, models["dinov2"], pool="map")
+    value_error("token pooling needs a class token", vit.Classifier, models["siglip"], pool="cls")
+
+
+def test_text_embeddings_not_suiting_the_model_are_a_value_error(models, tmp_path):
+    text_embeddings(tmp_path / "narrow.safetensors", 3, 5)
+    value_error("text embeddings of width 5, but the model's image embeddings have width 16", vit.Classifier,
+                models["openclip"], text_embeddings=tmp_path / "narrow.safetensors")
+    text_embeddings(tmp_path / "wide.safetensors", 3, 32)
+    value_error("text embeddings label images with a CLIP or SigLIP image tower", vit.Classifier, models["dinov2"],
+                text_embeddings=tmp_path / "wide.safetensors")
+    value_error("labels and text embeddings both name the classes", vit.Classifier, models["openclip"],
+                labels=tmp_path / "labels.txt", text_embeddings=tmp_path / "narrow.safetensors")
+    # A file that cannot be used is the engine's error, as for a model or labels file.
+    with pytest.raises(vit.Error, match="absent.safetensors"):
+        vit.Classifier(models["openclip"], text_embeddings=tmp_path / "absent.safetensors")
+
+
+def test_every_and_fps_together_are_refused_as_the_cli_refuses_them(models, tmp_path):
+    c = vit.Classifier(models["classifier"], threads=1)
+    tiny = (None, write_clip_frames(tmp_path))
+    frames, clip = write_clip(tiny, tmp_path)
+    for call in (c.embed, c.classify_video):
+        arg = [clip] if call == c.embed else clip
+        value_error("every and fps exclude each other", call, arg, every=3, fps=2)
+        value_error("every and fps exclude each other", call, arg, every=1, fps=1.0)
+        value_error("every must be 1 or more", call, arg, every=-1)
+        value_error("fps must be a positive number", call, arg, fps=0)
+        value_error("fps must be a positive number", call, arg, fps=float("nan"))
+    assert len(c.classify_video(clip, every=1)) == 2
+    assert len(c.classify_video(clip, fps=2)) == 2
+    assert c.embed([clip], fps=2)["embeddings"].shape == (1, 32)
+
+
+def test_batcher_options_out_of_range_are_value_errors(models):
+    c = vit.Classifier(models["classifier"], threads=1)
+    value_error(r"max_queue \(4\) must hold at least max_batch \(8\)", vit.Batcher, c, max_batch=8, max_queue=4)
+    value_error("max_batch must be at least 1", vit.Batcher, c, max_batch=0)
+    value_error("max_delay_ms must not be negative", vit.Batcher, c, max_delay_ms=-1)

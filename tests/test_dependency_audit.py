@@ -1,0 +1,90 @@
+"""The dependency audit's own rules (CTest test dependency_audit_rules, label audit; the .venv's Python): the
+commands it reads from shell scripts, and on a made-up source tree, that a module whose pip distribution or
+Debian package scripts/setup.sh does not install fails the audit by name, and passes once setup.sh (or a
+requirements file it installs) names it."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import dependency_audit  # noqa: E402
+
+
+def test_commands_of_shell_scripts():
+    script = r'''#!/usr/bin/env bash
+# comment: notacommand
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+targets=(image checkpoint)
+CC=clang CXX=clang++ cmake -S . -B build -G Ninja
+$sudo apt-get install -y curl
+env -u NAME LD_DEBUG=files "$tmp/consumer" x
+for c in 1 4; do out=$(VAR=$c wrk -t $(( c < 2 ? 1 : 2 )) url | grep RESULT); done
+case "$1" in
+  install) install_test ;;
+  a|b) sort -u file ;;
+esac
+trap 'kill "$pid"; rm -f "$log"' EXIT
+[[ "$x" =~ ^(lib[^/]*)/vit$ ]] && echo yes
+cat <<EOF
+heredoc_words are not commands
+EOF
+if command -v java >/dev/null; then flock lockfile sh -c 'tar -xf x'; fi
+install_test() { local a; quiet mkdir x; }
+'''
+    assert set(dependency_audit.script_programs(script)) == {
+        "dirname", "clang", "clang++", "cmake", "ninja", "apt-get", "env", "wrk", "grep", "sort", "rm",
+        "cat", "java", "flock", "sh", "tar", "quiet"}
+
+
+def audit(src, build):
+    return subprocess.run([sys.executable, "-I", os.path.join(HERE, "dependency_audit.py"), str(src), str(build)],
+                          capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k not in ("VIT_IMPORT_LOG", "CI")})
+
+
+def source_tree(tmp_path, setup, requirements, module_file):
+    """A source tree whose setup.sh and requirements are given, and a run record of a process that imported
+    a module from module_file."""
+    src, build = tmp_path / "src", tmp_path / "build"
+    (src / "scripts").mkdir(parents=True)
+    (src / "tests").mkdir()
+    (src / "scripts" / "setup.sh").write_text(setup)
+    if requirements is not None:
+        (src / "tests" / "requirements.txt").write_text(requirements)
+    (build / "models" / "imports").mkdir(parents=True)
+    (build / "models" / "imports" / "1.json").write_text(json.dumps(
+        {"argv": ["tests/make_models.py"], "cwd": str(src), "executable": "/usr/bin/python3",
+         "stdlib": ["/usr/lib/python3.11"], "modules": {"the_module": module_file}, "commands": []}))
+    return src, build
+
+
+def test_pip_distribution_must_be_named(tmp_path):
+    import timm  # from the package index only (tests/requirements.txt)
+    kind, name = dependency_audit.Owners(str(tmp_path), str(tmp_path)).of([timm.__file__])[timm.__file__]
+    assert (kind, name) == ("pip", "timm"), timm.__file__
+    setup = ".venv/bin/python -m pip install -q -r tests/requirements.txt\n"
+    src, build = source_tree(tmp_path, setup, "# nothing yet\n", timm.__file__)
+    r = audit(src, build)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "timm (pip distribution in" in r.stdout and "used by tests/make_models.py (ran)" in r.stdout, r.stdout
+    (src / "tests" / "requirements.txt").write_text("timm==1.0.31\n")
+    r = audit(src, build)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_debian_package_must_be_installed(tmp_path):
+    debian_file = "/usr/lib/python3/dist-packages/pytest/__init__.py"  # python3-pytest, which setup.sh installs
+    if not os.path.exists(debian_file):
+        pytest.skip("no python3-pytest here")
+    src, build = source_tree(tmp_path, "apt-get install -y make\n", None, debian_file)
+    r = audit(src, build)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "python3-pytest (Debian package)" in r.stdout, r.stdout
+    (src / "scripts" / "setup.sh").write_text("$sudo apt-get install -y -q \\\n  make python3-pytest\n")
+    r = audit(src, build)
+    assert r.returncode == 0, r.stdout + r.stderr
