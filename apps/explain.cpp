@@ -19,11 +19,11 @@
 #include "engine/explain/picture.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/text.h"
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 #include "apps/inputs.h"
 #include "apps/output.h"
-#include "models/labels.h"
-#include "models/runner.h"
+#include "library/labels.h"
+#include "library/runner.h"
 #include "vit/error.h"
 
 namespace vit::app {

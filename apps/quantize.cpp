@@ -9,7 +9,7 @@
 
 #include "apps/command.h"
 #include "apps/options.h"
-#include "models/quantize.h"
+#include "vit/quantize.h"
 
 namespace vit::app {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 
 namespace vit::app {
 

@@ -94,7 +94,7 @@ subproject_test() {
       -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "$build_type" "$flags"
     theirs="$(flags_of "$parent" tests/consumer/main.cpp)"
     [[ "$theirs" == *-DVIT_PARENT_FLAGS* ]] || fail "the parent's own flags are missing from its command: '$theirs'"
-    for file in engine/nn/topk.cpp models/classifier.cpp; do
+    for file in engine/nn/topk.cpp library/classifier.cpp; do
       mine="$(flags_of "$parent" "$file")"
       [ "$mine" = "$theirs" ] || fail "with $build_type $flags, $file compiles with '$mine', the parent's code with '$theirs'"
     done

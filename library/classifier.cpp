@@ -7,12 +7,12 @@
 #include <functional>
 
 #include "engine/image/image.h"
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 #include "engine/preprocess/preprocess.h"
-#include "models/labels.h"
-#include "models/runner.h"
-#include "models/video.h"
-#include "models/zero_shot.h"
+#include "library/labels.h"
+#include "library/runner.h"
+#include "library/video.h"
+#include "library/zero_shot.h"
 #include "models/vit.h"
 #include "vit/vit.h"
 

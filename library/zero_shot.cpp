@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/io/safetensors.h"
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 #include "vit/error.h"
 
 namespace vit {

@@ -1,7 +1,7 @@
 // `vit quantize`, see quantize.h: f32 forward passes over the calibration images add each block linear
 // layer's inputs to its Hessian (H = Σ x xᵀ, from the {layer}.input taps), then GPTQ rounds the layer's
 // weights on both int8 grids, and the folder is written beside its final place and renamed into it.
-#include "models/quantize.h"
+#include "vit/quantize.h"
 
 #include <sys/stat.h>
 
