@@ -284,8 +284,10 @@ void add_bench_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "measure forward-pass throughput and latency per batch size");
   add_model_options(cmd, &o->model);
-  cmd->add_option("--arch", o->arch, "a timm architecture with random weights, e.g. vit_base_patch16_224, vit_small_patch14_dinov2, "
-                                      "vit_base_patch16_clip_224, beit_base_patch16_224, eva02_base_patch14_224");
+  cmd->add_option("--arch", o->arch, "a timm architecture with random weights: any that docs/MODELS.md lists as running, e.g. "
+                                      "vit_base_patch16_224, vit_small_patch14_dinov2, vit_so400m_patch14_siglip_378, "
+                                      "beitv2_large_patch16_224, eva02_base_patch14_448");
+  cmd->get_option("--arch")->check(non_empty_name());  // --arch '' is no architecture, not the default model
   cmd->add_option("-b,--batch", o->batches, "batch sizes, comma separated")->capture_default_str();
   auto* secs = add_number_option(cmd, "--seconds", &o->seconds, 0.001, 1e6, "timed seconds per batch size");
   auto* iters = add_number_option(cmd, "--iters", &o->iters, 1, 1 << 30, "timed runs per batch size (instead of --seconds)");

@@ -43,6 +43,12 @@ std::vector<std::string> picture_stems(const std::vector<Input>& inputs) {
   return out;
 }
 
+constexpr const char* kAttentionPicture = ".attention.png";
+constexpr const char* kHeadsPicture = ".heads.png";
+std::string picture_path(const std::string& folder, const std::string& stem, const char* kind) {
+  return (fs::path(folder) / (stem + kind)).string();
+}
+
 // A picture's bytes into a file, replaced whole.
 void write_file(const std::string& path, const std::string& bytes) {
   OutputFile out(path);
@@ -78,10 +84,10 @@ class ExplainRun {
 
   Written write_pictures(const std::string& stem, const Explanation& e) const {
     Written w;
-    w.picture = (fs::path(o_.out) / (stem + ".attention.png")).string();
+    w.picture = picture_path(o_.out, stem, kAttentionPicture);
     write_file(w.picture, e.picture);
     if (o_.explain.heads) {
-      w.heads_picture = (fs::path(o_.out) / (stem + ".heads.png")).string();
+      w.heads_picture = picture_path(o_.out, stem, kHeadsPicture);
       write_file(w.heads_picture, e.heads_picture);
     }
     return w;
@@ -120,7 +126,7 @@ class ExplainRun {
                         {{"rollout", {n, gh, gw}, rollouts_.data()},
                          {"last_cls", {n, explainer_.heads(), gh, gw}, lasts_.data()},
                          {"logits", {n, explainer_.classes()}, logits_.data()}},
-                        {{"files", files_.dump()}});
+                        output_metadata("explain", {{"files", files_.dump()}}));
     } catch (const WriteError&) {
       throw;
     } catch (const Error& e) {
@@ -142,15 +148,21 @@ std::function<int()> prepare_explain(const ExplainArgs& o) {
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (!fs::is_directory(o.out)) throw Error(o.out, "cannot create the output folder" + (ec ? ": " + ec.message() : ""));
-  if (!o.save_attention.empty()) {
-    std::vector<std::string> files;
-    for (const Input& in : *inputs) files.push_back(in.file);
-    check_output_target("--save-attention", o.save_attention, files, o.force);
+  KeepFiles keep{model_files_to_keep(o.model), {o.explain.labels}};
+  for (const Input& in : *inputs) keep.inputs.push_back(in.file);
+  if (!o.save_attention.empty())
+    check_output_target(OutputKind::Safetensors, "--save-attention", o.save_attention, keep, o.force);
+  // Each picture may replace a picture vit explain drew; an input or another file only with --force.
+  for (const std::string& stem : picture_stems(*inputs)) {
+    check_output_target(OutputKind::Png, "--out", picture_path(o.out, stem, kAttentionPicture), keep, o.force);
+    if (o.explain.heads)
+      check_output_target(OutputKind::Png, "--out", picture_path(o.out, stem, kHeadsPicture), keep, o.force);
   }
   ExplainOptions eo = o.explain;
   eo.threads = o.model.threads;
   eo.config = o.model.config;
   eo.img_size = o.model.img_size;
+  eo.picture_software = kPngSoftware;  // how a later run knows the pictures it may replace
   Explainer explainer(model_path(o.model), eo);
   require_head(explainer.classes(), explainer.info().file);
   auto run = std::make_shared<ExplainRun>(o, std::move(explainer));
@@ -167,7 +179,7 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
       "(f32, whatever --precision other commands use). Models without a class token explain with the mean "
       "of all tokens' attention rows instead of the class token's row");
   add_model_options(cmd, &o->model, false);
-  cmd->add_option("--out", o->out, "folder for the pictures, created if missing; a stem met twice gets -2, -3, ...")
+  add_name_option(cmd, "--out", &o->out, "folder for the pictures, created if missing; a stem met twice gets -2, -3, ...")
       ->capture_default_str();
   cmd->add_option_function<std::string>(
          "--method", [o](const std::string& s) { o->explain.method = s == "last" ? ExplainMethod::Last : ExplainMethod::Rollout; },
@@ -177,13 +189,14 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
       ->type_name("NAME")
       ->default_str("rollout");
   cmd->add_flag("--heads", o->explain.heads, "also DIR/<stem>.heads.png: one panel per head of the last block");
-  cmd->add_option("--save-attention", o->save_attention,
+  add_name_option(cmd, "--save-attention", &o->save_attention,
                   "write rollout [N,gh,gw], last_cls [N,H,gh,gw] and logits [N,C] of the explained images to a "
                   ".safetensors file");
   cmd->add_option("--size", o->explain.picture_size, "longer side of the pictures at most")->check(CLI::Range(64, 8192))->capture_default_str();
   cmd->add_option("--labels", o->explain.labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
   cmd->add_flag("--json", o->json, "one JSON object per line");
-  cmd->add_flag("--force", o->force, "let --save-attention replace an existing file that is not a safetensors file");
+  cmd->add_flag("--force", o->force, "let the pictures and --save-attention replace an input or a file vit did not "
+                                     "write (never the model's own files)");
   cmd->add_option("--max-pixels", o->explain.max_pixels, "refuse images larger than this many pixels, before decoding")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

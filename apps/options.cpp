@@ -100,6 +100,24 @@ std::string model_path(const ModelOptions& o) {
   return path;
 }
 
+std::vector<std::string> model_files_to_keep(const ModelOptions& o) {
+  try {
+    return find_model_files(o.model.empty() ? default_model_path() : o.model, o.config).read_paths();
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+CLI::Validator non_empty_name() {
+  return CLI::Validator(
+      [](const std::string& s) { return s.empty() ? std::string("an empty name names nothing") : std::string(); }, "",
+      "not empty");
+}
+
+CLI::Option* add_name_option(CLI::App* cmd, const std::string& names, std::string* value, const std::string& help) {
+  return cmd->add_option(names, *value, help)->check(non_empty_name());
+}
+
 ClassifierOptions classifier_options(const ModelOptions& o) {
   ClassifierOptions co;
   co.config = o.config;

@@ -40,6 +40,15 @@ Classifier load_classifier(const ModelOptions& o, const ClassifierOptions& co);
 // refused, pointing to vit embed.
 void require_head(int64_t classes, const std::string& model_file);
 
+// The files loading the model of these options reads or would read (ModelFiles::read_paths), which no
+// output may replace; none when there is no such model (loading it then says why).
+std::vector<std::string> model_files_to_keep(const ModelOptions& o);
+
+// An option naming a file, folder or architecture: an empty value is refused at parsing ("--out: an
+// empty name names nothing"), never taken for "not given".
+CLI::Option* add_name_option(CLI::App* cmd, const std::string& names, std::string* value, const std::string& help);
+CLI::Validator non_empty_name();
+
 // -b,--batch: images per forward pass, 1 to kMaxBatch.
 void add_batch_option(CLI::App* cmd, int* batch);
 // Parses "1,2,4" into batch sizes; throws vit::Error naming the flag.

@@ -32,6 +32,13 @@ void unit_length(std::vector<float>* v) {
 
 }  // namespace
 
+ImageHeader read_image_header(const std::string& bytes) {
+  ImageHeader h;
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  h.image = read_image_size(data, bytes.size(), &h.width, &h.height) || image_format(data, bytes.size()) != ImageFormat::Other;
+  return h;
+}
+
 struct Classifier::Impl {
   Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o), plans(model) {}
   ViT model;  // declared before the pool, which points at it
@@ -277,6 +284,17 @@ std::vector<float> Classifier::logits(const float* images, int64_t n, const Betw
       std::memcpy(out.data() + (first + b) * C, impl_->logits(*plan, b, scores), size_t(C) * sizeof(float));
     impl_->plans.give_back(std::move(plan));
     if (first + count < n) check_between(between);
+  }
+  return out;
+}
+
+std::vector<float> Classifier::probabilities(const float* logits, int64_t n) const {
+  const int64_t C = impl_->classes();
+  std::vector<float> out(size_t(n * C));
+  for (int64_t b = 0; b < n; ++b) {
+    const float* row = logits + b * C;
+    for (const Scored& s : impl_->zero_shot ? impl_->zero_shot->top(row, int(C)) : top_k(row, C, int(C)))
+      out[size_t(b * C + s.index)] = s.prob;
   }
   return out;
 }

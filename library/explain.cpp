@@ -82,7 +82,8 @@ struct Explainer::Impl {
     }
     const Rect window = input_window(photo.width, photo.height, c.pre);
     const std::string caption = fmt::format("{}  {:.2f}", e->top.label, e->top.prob);
-    e->picture = encode_png(draw_attention(photo, window, {shown.data(), gh, gw}, caption, opt.picture_size));
+    e->picture = encode_png(draw_attention(photo, window, {shown.data(), gh, gw}, caption, opt.picture_size),
+                            opt.picture_software);
     if (!opt.heads) return;
     std::vector<Heat> heats;
     std::vector<std::string> captions;
@@ -90,7 +91,7 @@ struct Explainer::Impl {
       heats.push_back({e->last.data() + h * N, gh, gw});
       captions.push_back("head " + std::to_string(h));
     }
-    e->heads_picture = encode_png(draw_panels(photo, window, heats, captions, opt.picture_size));
+    e->heads_picture = encode_png(draw_panels(photo, window, heats, captions, opt.picture_size), opt.picture_software);
   }
 
   // A batch the runner has just run: its images' explanations made on all threads, in input order.

@@ -5,11 +5,25 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <array>
+#include <filesystem>
 
 #include "engine/preprocess/resample.h"
 
 namespace vit {
 namespace {
+
+// A model's name: the folder's, for a folder or the weights file a folder is loaded from, else the file's
+// stem (as the loader reads folders: model.safetensors, or OpenCLIP's open_clip_model.safetensors).
+std::string model_name(const std::string& model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(model), ec).lexically_normal();
+  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // a trailing slash
+  if (fs::is_directory(p, ec)) return p.filename().string();
+  const std::string file = p.filename().string();
+  if (file == "model.safetensors" || file == "open_clip_model.safetensors") return p.parent_path().filename().string();
+  return p.stem().string();
+}
 
 std::string tokens_line(const ViTConfig& c) {
   std::string s = fmt::format("{} = {} patches ({}x{})", c.tokens(), c.patches(), c.grid_h(), c.grid_w());
@@ -73,11 +87,14 @@ std::string preprocessing_line(const PreprocessConfig& p) {
 // The model in words, a topic and its line each, in the order `vit inspect` prints them.
 std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
   const ViTConfig& c = model.config();
+  const std::string head = c.classes == 0        ? "no head"
+                           : c.head_is_projection ? fmt::format("a projection to {} dimensions", c.classes)
+                                                  : fmt::format("{} classes", c.classes);
   std::vector<std::pair<std::string, std::string>> d = {
       {"file", model.source()},
       {"layout", fmt::format("{}, {:.2f} M parameters", c.stored_as, double(c.parameters()) / 1e6)},
-      {"architecture", fmt::format("{}: patch {}, width {}, depth {}, heads {}, MLP {}, {} classes",
-                                   c.arch.empty() ? "ViT" : c.arch, c.patch, c.width, c.depth, c.heads, c.mlp, c.classes)},
+      {"architecture", fmt::format("{}: patch {}, width {}, depth {}, heads {}, MLP {}, {}",
+                                   c.arch.empty() ? "ViT" : c.arch, c.patch, c.width, c.depth, c.heads, c.mlp, head)},
       {"family", family_line(c)}};
   if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope) d.push_back({"attention", attention_line(c)});
   if (c.swiglu)
@@ -88,8 +105,16 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
   d.push_back({"pooling", pooling_line(c)});
   if (c.dist_token) d.push_back({"head", "mean of head and head_dist (timm's eval output)"});
   if (c.classes == 0) d.push_back({"head", "none: embeddings only (vit embed)"});
+  if (c.head_is_projection)
+    d.push_back({"head", "a projection into a joint image-text space: no classes; vit embed --head, or labels from "
+                         "text embeddings (--text-embeddings)"});
+  d.push_back({"embedding", fmt::format("{} values per image from vit embed (the pooled features){}", c.width,
+                                        c.classes ? fmt::format(", {} with --head ({})", c.classes,
+                                                                c.head_is_projection ? "the projection" : "the logits")
+                                                  : "")});
   d.push_back({"preprocessing", preprocessing_line(c.pre)});
-  d.push_back({"labels", c.labels.empty() ? "none in the files" : fmt::format("{} names ({}, ...)", c.labels.size(), c.labels[0])});
+  if (c.classes > 0 && !c.head_is_projection)
+    d.push_back({"labels", c.labels.empty() ? "none in the files" : fmt::format("{} names ({}, ...)", c.labels.size(), c.labels[0])});
   return d;
 }
 
@@ -98,6 +123,7 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
 ModelInfo model_info(const ViT& model, const PlanPool& plans) {
   const ViTConfig& c = model.config();
   ModelInfo i;
+  i.name = model_name(model.source());
   i.family = c.family;
   i.file = model.source();
   i.arch = c.arch;

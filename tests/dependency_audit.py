@@ -17,8 +17,8 @@ What is used:
   tool of `cmake -G`; programs in Python subprocess calls written as literals; and IMPLIED_COMMANDS, programs
   that a module starts outside Python (PySpark starts java).
 Owners: `dpkg -S` for files of Debian packages, the RECORD of the pip distribution for files in a
-site-packages folder, the project for its own files (its folders and build trees, install manifests) and the
-interpreter for the standard library of a Python not from Debian. Installed by scripts/setup.sh: the packages
+site-packages folder (or the zip archive a module came from), the project for its own files (its folders and
+build trees, install manifests) and the interpreter for the standard library of a Python not from Debian. Installed by scripts/setup.sh: the packages
 its `apt-get install` commands name and their dependencies (`apt-cache depends --recurse --installed
 --no-recommends`), Debian's Essential and required packages (on every Debian machine), the distributions its
 `pip install` commands name (requirements files included, extras honoured) and their Requires-Dist,
@@ -44,6 +44,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -556,6 +557,21 @@ def is_shell_script(path, rel):
     return bool(re.match(rb"#!\s*/\S*/(env\s+)?(ba|da)?sh\b", first))
 
 
+def in_archive(path):
+    """The zip archive a module was imported from (pyspark.zip/pyspark/util.py), if it was."""
+    while path not in ("/", "") and not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path if os.path.isfile(path) and zipfile.is_zipfile(path) else None
+
+
+def shown(arg, cwd, src):
+    """A path in a process's argv: relative to the source tree when in it, else its last two parts."""
+    path = os.path.realpath(os.path.join(cwd, arg))
+    if path.startswith(src + "/"):
+        return os.path.relpath(path, src)
+    return "/".join(path.split("/")[-2:]) if os.path.isabs(arg) else arg
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("source")
@@ -618,14 +634,15 @@ def main():
             continue
         records += 1
         argv, cwd = r.get("argv") or [""], r.get("cwd") or src
-        script = " ".join(argv[:2]) if argv[0] in ("-c", "-m", "") else argv[0]
-        if os.path.isfile(os.path.join(cwd, argv[0])):
-            script = os.path.relpath(os.path.realpath(os.path.join(cwd, argv[0])), src)
+        script = "python " + (argv[0] or "-") if argv[0] in ("-c", "-m", "") else shown(argv[0], cwd, src)
         ran.add(script)
-        who = f"{script} (ran)"
+        tested = [shown(a, cwd, src) for a in argv[1:] if os.path.exists(os.path.join(cwd, a)) and
+                  os.path.realpath(os.path.join(cwd, a)).startswith(src + "/")]
+        who = f"{' '.join([script] + tested[:1])} (ran)"
         if not os.path.realpath(r.get("executable", "")).startswith("/usr/"):
             owners.interpreter_stdlib.update(os.path.realpath(s) for s in r.get("stdlib", []))
         for name, file in r.get("modules", {}).items():
+            file = in_archive(file) or file
             if not os.path.exists(file):  # made at run time and removed since (torch's generated modules)
                 vanished += 1
                 continue
@@ -695,7 +712,7 @@ def main():
                                 f"({file_of[names[0]]})", f"used by {', '.join(whos)}"]))
 
     print(f"dependency audit: read {len(python_files)} Python files and {len(shell_scripts)} shell scripts; "
-          f"{records} run records ({', '.join(sorted(ran)) or 'none'}); {len(uses)} files of modules and programs, "
+          f"{records} run records ({', '.join(sorted(ran)[:8]) or 'none'}{' ...' if len(ran) > 8 else ''}); {len(uses)} files of modules and programs, "
           f"owned by {checked['debian']} Debian packages, {checked['pip']} pip distributions and the project"
           f"{f'; {vanished} modules made at run time and gone since' if vanished else ''}. scripts/setup.sh installs "
           f"{len(apt_roots)} Debian packages ({len(apt_ok)} with their dependencies and the base system) and "
@@ -708,8 +725,9 @@ def main():
         else:
             print("note: " + message)
     if failures:
-        print(f"\nFAIL: {len(failures)} dependencies that scripts/setup.sh does not install (name each in "
-              "scripts/setup.sh or in a requirements file it installs):")
+        print(f"\nFAIL: {len(failures)} {'findings' if len(failures) > 1 else 'finding'}: what the suite and scripts/ "
+              "use that scripts/setup.sh does not install (name each in scripts/setup.sh or in a requirements file "
+              "it installs), or what could not be checked:")
         for what, details in failures:
             print("  " + what)
             for d in details:

@@ -37,7 +37,8 @@ Image draw_attention(const Image& photo, const Rect& window, const Heat& heat, c
 Image draw_panels(const Image& photo, const Rect& window, const std::vector<Heat>& heats,
                   const std::vector<std::string>& captions, int max_side);
 
-// An RGB image encoded as PNG (the bytes of a .png file); throws vit::Error when it cannot be.
-std::string encode_png(const Image& img);
+// An RGB image encoded as PNG (the bytes of a .png file), naming `software` (if given) in a tEXt chunk
+// "Software" after the header, as image editors name themselves; throws vit::Error when it cannot be.
+std::string encode_png(const Image& img, const std::string& software = "");
 
 }  // namespace vit

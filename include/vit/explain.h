@@ -32,6 +32,7 @@ struct ExplainOptions {
   ExplainMethod method = ExplainMethod::Rollout;
   int picture_size = 1024;         // the pictures' longer side at most, 64 to 8192
   bool heads = false;              // also heads_picture
+  std::string picture_software;    // named in each picture's "Software" text chunk, as image editors name themselves ("" for none)
 };
 
 // One input's explanation, or the error that kept it from being explained.
