@@ -20,7 +20,6 @@
 #include "engine/io/text.h"
 #include "apps/inputs.h"
 #include "apps/output.h"
-#include "engine/image/image.h"
 #include "engine/io/safetensors.h"
 #include "vit/vit.h"
 

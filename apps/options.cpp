@@ -91,7 +91,6 @@ void add_img_size_option(CLI::App* cmd, int* img_size) {
                     "0: the model's size");
 }
 
-namespace {
 std::string model_path(const ModelOptions& o) {
   std::string path = o.model.empty() ? default_model_path() : o.model;
   struct stat st{};
@@ -99,12 +98,6 @@ std::string model_path(const ModelOptions& o) {
     throw Error(path, "default model not found; fetch it with weights/get_default_model.sh or pass --model");
   spdlog::debug("loading {}", path);
   return path;
-}
-}  // namespace
-
-ViT load_model(const ModelOptions& o) {
-  set_threads(usable_threads(o.threads));
-  return ViT::load(model_path(o), o.config, o.img_size, o.precision);
 }
 
 std::vector<std::string> model_files_to_keep(const ModelOptions& o) {

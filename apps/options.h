@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "models/vit.h"
+#include "vit/threads.h"
 #include "vit/vit.h"
 
 namespace vit::app {
@@ -31,7 +31,8 @@ void add_threads_option(CLI::App* cmd, int* threads);
 void add_img_size_option(CLI::App* cmd, int* img_size);
 void add_precision_option(CLI::App* cmd, Precision* precision);
 std::string default_model_path();
-ViT load_model(const ModelOptions& o);
+// The model file or folder the options name: --model, else the default model, which must be there.
+std::string model_path(const ModelOptions& o);
 // The library's options for these model options; load_classifier fills in the default model's path.
 ClassifierOptions classifier_options(const ModelOptions& o);
 Classifier load_classifier(const ModelOptions& o, const ClassifierOptions& co);

@@ -10,7 +10,7 @@
 #include "apps/command.h"
 #include "apps/options.h"
 #include "engine/io/text.h"
-#include "models/quantize.h"
+#include "vit/quantize.h"
 
 namespace vit::app {
 

@@ -320,9 +320,11 @@ Precision ViT::precision_of(const std::string& layer) const {
 }
 
 std::string ViT::attention_summary() const {
-  const AttentionKernels& k = attention_kernels(bf16_attention(precision_));
+  const AttentionKernels& k = attention_kernels(attention_products(precision_));
   return std::string("fused kernel (") + k.isa + "), " +
-         (&k == attention_kernels_bf16() ? "bf16 products summed in f32, softmax f32" : "f32");
+         (&k == attention_kernels_bf16()   ? "bf16 products summed in f32, softmax f32"
+          : &k == attention_kernels_int8() ? "u8 x s8 products summed in s32 (q, k per row, v per channel, softmax per row), softmax f32"
+                                           : "f32");
 }
 
 int64_t ViT::attention_chunk(int64_t B) const {

@@ -20,13 +20,6 @@ namespace vit {
 class Checkpoint;
 class RoundedWeights;
 
-// A thread count to run with: `requested`, or the cores when it asks for more (a warning says so); 0
-// stays 0 (all cores).
-int usable_threads(int requested);
-
-// Throws vit::Error unless 1 <= B <= kMaxBatch (vit/limits.h): the one check of a batch size.
-void check_batch_size(int64_t B);
-
 struct BlockWeights {
   LayerNormWeights norm1, norm2;  // [D]
   LinearWeights qkv;              // [3D, D]

@@ -10,7 +10,7 @@
 
 #include "engine/image/image.h"
 #include "engine/preprocess/preprocess.h"
-#include "models/runner.h"
+#include "library/runner.h"
 #include "models/vit.h"
 #include "test_util.h"
 #include "vit/error.h"

@@ -171,6 +171,23 @@ struct ModelInfo {
   double crop_pct;
   int resize;
   float mean[3], std[3];
+  // The rest of what `vit inspect` prints. The model in words, a topic and its line each, in order
+  // ("tokens", "197 = 196 patches (14x14) + class token"; "position table", ...).
+  std::vector<std::pair<std::string, std::string>> description;
+  // How it runs on this CPU: FLOPs per image (2 x multiply-adds), the weights' resident size at the
+  // precision, the int8.safetensors `vit quantize` made beside them ("" for none), each linear layer
+  // (the blocks' as blocks.*) and attention's products.
+  double flops = 0;
+  int64_t weight_bytes = 0;
+  std::string int8_weights;
+  struct Layer {
+    std::string name, precision, how;  // "blocks.*.mlp.fc1", "int8", "matmul, s32 product, then dequantized per row"
+  };
+  std::vector<Layer> layers;
+  std::string attention;
+  // Where each setting came from, for those whose origin is known: ("heads", a config file's path),
+  // ("patch", "file (tensor shapes)"), ("input size", "--img-size"), ...
+  std::vector<std::pair<std::string, std::string>> origins;
 };
 
 class Classifier {

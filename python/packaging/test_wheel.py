@@ -2,8 +2,8 @@
 (fixture python_wheel), each installed with pip into fresh virtual environments without system site
 packages, one with numpy 1.x and one with numpy 2.x, for the build tree's Python (3.11) and for pyenv's
 other Pythons (3.12 by default; a skip message without pyenv). In each: `import vit` comes from the
-environment, classify() of the 250 sample photos equals `vit classify --json` entry for entry, logits() are
-the same bits under numpy 1.x and 2.x, a uint8 array classifies as the same pixels in a file, OpenCV's
+environment, classify() of the 250 sample photos equals `vit classify --json` entry for entry, logits() of
+32 of them are the same bits under numpy 1.x and 2.x, a uint8 array classifies as the same pixels in a file, OpenCV's
 plugins load beside the module (WebP), and the environment's bin/vit runs (--version, a WebP) with the
 type stubs installed."""
 import json
@@ -64,7 +64,7 @@ import numpy as np
 import vit
 model, out, webp, photos = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 c = vit.Classifier(model, threads=2, batch=8)
-x = np.stack([c.preprocess(p) for p in photos])
+x = np.stack([c.preprocess(p) for p in photos[:32]])
 np.save(out + ".npy", c.logits(x))
 a = np.random.default_rng(1).integers(0, 256, (61, 83, 3), dtype=np.uint8)
 with open(out + ".ppm", "wb") as f:
@@ -126,7 +126,7 @@ def test_the_wheel_in_a_fresh_environment(tag, numpy, photos, cli, tmp_path):
     assert got["array"][0]["file"] == "<array 0>"
     assert got["webp"][0]["top"][0]["label"] == "tench", got["webp"]
     logits = np.load(out.with_suffix(".npy"))
-    assert logits.shape == (250, 1000) and logits.dtype == np.float32
+    assert logits.shape == (32, 1000) and logits.dtype == np.float32
     other = logits_by_tag.setdefault(tag, logits)
     np.testing.assert_array_equal(logits, other)  # numpy 1.x and 2.x: the same bits
     # The command in the environment's bin/, and the stubs beside the module.

@@ -4,18 +4,12 @@
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "engine/io/safetensors.h"
-
 namespace vit {
-
-class ViT;
-struct ModelFiles;
 
 struct QuantizeOptions {
   std::string model;        // a checkpoint file or folder, as ViT::load takes it
@@ -50,23 +44,10 @@ class Quantizer {
   // a folder's is (model.safetensors).
   std::string model_path() const;
 
- private:
-  // The rounded layers as written: q and scale per layer and grid, and the tensors pointing into them.
-  struct Rounded {
-    std::vector<std::vector<int8_t>> q;
-    std::vector<std::vector<float>> scale;
-    std::vector<TensorToWrite> tensors;
-  };
-  std::map<std::string, std::vector<double>> calibrate(const Progress& progress, QuantizeResult* r) const;
-  void round_layers(const std::map<std::string, std::vector<double>>& hessians, const Progress& progress,
-                    Rounded* rounded, QuantizeResult* r) const;
-  void write_folder(const Rounded& rounded, const QuantizeResult& r) const;
+  struct Impl;
 
-  QuantizeOptions o_;
-  std::unique_ptr<ModelFiles> files_of_model_;
-  std::unique_ptr<ViT> model_;
-  std::vector<std::string> files_;
-  std::vector<std::pair<std::string, std::string>> listing_failed_;
+ private:
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace vit

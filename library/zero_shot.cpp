@@ -9,7 +9,7 @@
 #include <set>
 
 #include "engine/io/safetensors.h"
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 #include "vit/error.h"
 
 namespace vit {

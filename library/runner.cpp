@@ -1,7 +1,7 @@
 // The batch runner of runner.h: decode and preprocess in parallel, close the holes failures leave so
 // the good inputs run together (in Plans of the batch size or of powers of two), hand them over, give
 // the Plans back.
-#include "models/runner.h"
+#include "library/runner.h"
 
 #include <cstring>
 

@@ -2,7 +2,7 @@
 // command runs its images) add each block linear layer's inputs to its Hessian (H = Σ x xᵀ, from the
 // {layer}.input taps), then GPTQ rounds the layer's weights on both int8 grids, and the folder is written
 // beside its final place and renamed into it.
-#include "models/quantize.h"
+#include "vit/quantize.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,7 +19,7 @@
 #include "engine/nn/gptq.h"
 #include "engine/nn/quantize.h"
 #include "models/int8_weights.h"
-#include "models/runner.h"
+#include "library/runner.h"
 #include "models/vit.h"
 #include "vit/error.h"
 #include "vit/vit.h"
@@ -78,7 +78,36 @@ struct Hessian {
 
 }  // namespace
 
-Quantizer::Quantizer(QuantizeOptions o) : o_(std::move(o)) {
+// The quantization's state: what the constructor checked and found, and the stages of run().
+struct Quantizer::Impl {
+  explicit Impl(QuantizeOptions o);
+  std::string model_path() const;
+  QuantizeResult run(const Progress& progress);
+
+  // The rounded layers as written: q and scale per layer and grid, and the tensors pointing into them.
+  struct Rounded {
+    std::vector<std::vector<int8_t>> q;
+    std::vector<std::vector<float>> scale;
+    std::vector<TensorToWrite> tensors;
+  };
+  std::map<std::string, std::vector<double>> calibrate(const Progress& progress, QuantizeResult* r) const;
+  void round_layers(const std::map<std::string, std::vector<double>>& hessians, const Progress& progress,
+                    Rounded* rounded, QuantizeResult* r) const;
+  void write_folder(const Rounded& rounded, const QuantizeResult& r) const;
+
+  QuantizeOptions o_;
+  std::unique_ptr<ModelFiles> files_of_model_;
+  std::unique_ptr<ViT> model_;
+  std::vector<std::string> files_;
+  std::vector<std::pair<std::string, std::string>> listing_failed_;
+};
+
+Quantizer::Quantizer(QuantizeOptions o) : impl_(std::make_unique<Impl>(std::move(o))) {}
+Quantizer::~Quantizer() = default;
+std::string Quantizer::model_path() const { return impl_->model_path(); }
+QuantizeResult Quantizer::run(const Progress& progress) { return impl_->run(progress); }
+
+Quantizer::Impl::Impl(QuantizeOptions o) : o_(std::move(o)) {
   check_output_folder(o_.out);
   if (o_.max_images < 1) throw Error("--images must be at least 1");
   for (const std::string& p : o_.calib) {
@@ -95,16 +124,14 @@ Quantizer::Quantizer(QuantizeOptions o) : o_(std::move(o)) {
     throw Error("no calibration images" + std::string(o_.calib.size() == 1 ? " in " + o_.calib[0] : ""));
 }
 
-Quantizer::~Quantizer() = default;
-
-std::string Quantizer::model_path() const {
+std::string Quantizer::Impl::model_path() const {
   const std::string name = fs::path(files_of_model_->weights).filename().string();
   return name == "model.safetensors" || name == "open_clip_model.safetensors" ? o_.out : (fs::path(o_.out) / name).string();
 }
 
 // Every block linear layer's Hessian from f32 forward passes over the calibration images, decoded on all
 // threads as every command decodes (run_batches); images that fail are listed in r.
-std::map<std::string, std::vector<double>> Quantizer::calibrate(const Progress& progress, QuantizeResult* r) const {
+std::map<std::string, std::vector<double>> Quantizer::Impl::calibrate(const Progress& progress, QuantizeResult* r) const {
   std::map<std::string, Hessian> hessians;  // by the name of the tap holding the layer's input
   for (const auto& [name, lw] : model_->block_linear_layers())
     hessians[name + ".input"] = {lw->K, std::vector<double>(size_t(lw->K * lw->K), 0.0)};
@@ -130,8 +157,8 @@ std::map<std::string, std::vector<double>> Quantizer::calibrate(const Progress& 
 
 // Each layer rounded by GPTQ on both grids, with how much it moves the calibration outputs against
 // rounding to nearest (r->gain).
-void Quantizer::round_layers(const std::map<std::string, std::vector<double>>& hessians, const Progress& progress,
-                             Rounded* rounded, QuantizeResult* r) const {
+void Quantizer::Impl::round_layers(const std::map<std::string, std::vector<double>>& hessians, const Progress& progress,
+                                   Rounded* rounded, QuantizeResult* r) const {
   const auto layers = model_->block_linear_layers();
   rounded->q.reserve(layers.size() * 2);
   rounded->scale.reserve(layers.size() * 2);
@@ -159,7 +186,7 @@ void Quantizer::round_layers(const std::map<std::string, std::vector<double>>& h
 }
 
 // The folder, written beside its final place and renamed into it when complete.
-void Quantizer::write_folder(const Rounded& rounded, const QuantizeResult& r) const {
+void Quantizer::Impl::write_folder(const Rounded& rounded, const QuantizeResult& r) const {
   const fs::path out(o_.out), parent = parent_of(out);
   std::error_code ec;
   std::string temp = (parent / ("." + out.filename().string() + ".XXXXXX")).string();
@@ -193,7 +220,7 @@ void Quantizer::write_folder(const Rounded& rounded, const QuantizeResult& r) co
   }
 }
 
-QuantizeResult Quantizer::run(const Progress& progress) {
+QuantizeResult Quantizer::Impl::run(const Progress& progress) {
   QuantizeResult r;
   r.failed = listing_failed_;
   const auto hessians = calibrate(progress, &r);

@@ -4,16 +4,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <functional>
+#include <mutex>
 
 #include "engine/image/image.h"
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 #include "engine/preprocess/preprocess.h"
-#include "models/labels.h"
-#include "models/runner.h"
-#include "models/video.h"
-#include "models/zero_shot.h"
+#include "library/labels.h"
+#include "library/model_info.h"
+#include "library/runner.h"
+#include "library/video.h"
+#include "library/zero_shot.h"
 #include "models/vit.h"
 #include "vit/vit.h"
 
@@ -27,19 +28,6 @@ void unit_length(std::vector<float>* v) {
   for (float x : *v) ss += double(x) * x;
   const float inv = float(1.0 / std::max(std::sqrt(ss), 1e-12));
   for (float& x : *v) x *= inv;
-}
-
-// A model's name: the folder's, for a folder or the weights file a folder is loaded from, else the file's
-// stem (as the loader reads folders: model.safetensors, or OpenCLIP's open_clip_model.safetensors).
-std::string model_name(const std::string& model) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path p = fs::absolute(fs::path(model), ec).lexically_normal();
-  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // a trailing slash
-  if (fs::is_directory(p, ec)) return p.filename().string();
-  const std::string file = p.filename().string();
-  if (file == "model.safetensors" || file == "open_clip_model.safetensors") return p.parent_path().filename().string();
-  return p.stem().string();
 }
 
 }  // namespace
@@ -59,7 +47,8 @@ struct Classifier::Impl {
   std::vector<std::string> labels;
   std::unique_ptr<ZeroShot> zero_shot;  // with ClassifierOptions::text_embeddings
   int threads = 1;
-  std::string name;  // ModelInfo::name
+  mutable std::once_flag info_once;  // info, made at the first info() call
+  mutable ModelInfo info;
 
   // A projection into a joint image-text space labels nothing without text embeddings.
   int64_t classes() const {
@@ -189,7 +178,6 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   set_threads(threads);
   impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
   impl_->threads = threads;
-  impl_->name = model_name(model);
   if (options.pool) {
     try {
       impl_->model.set_pool(*options.pool);
@@ -319,36 +307,11 @@ int64_t Classifier::classes() const { return impl_->classes(); }
 int64_t Classifier::logits_size() const { return impl_->logits_size(); }
 
 ModelInfo Classifier::info() const {
-  const ViTConfig& c = impl_->model.config();
-  ModelInfo i;
-  i.name = impl_->name;
-  i.family = family_name(c.family);
-  i.head = c.head;
-  i.embedding = c.width;
-  i.file = impl_->model.source();
-  i.arch = c.arch;
-  i.stored_as = c.stored_as;
-  i.precision = precision_name(impl_->model.precision());
-  i.pool = pool_name(c.pool);
-  i.interpolation = filter_name(c.pre.interpolation);
-  i.crop_mode = crop_mode_name(c.pre.crop_mode);
-  i.patch = c.patch;
-  i.width = c.width;
-  i.depth = c.depth;
-  i.heads = c.heads;
-  i.mlp = c.mlp;
-  i.classes = c.classes;
-  i.input_height = c.img_h();
-  i.input_width = c.img_w();
-  i.tokens = c.tokens();
-  i.parameters = c.parameters();
-  i.crop_pct = c.pre.crop_pct;
-  i.resize = c.pre.resize_height();
-  for (int k = 0; k < 3; ++k) {
-    i.mean[k] = c.pre.mean[size_t(k)];
-    i.std[k] = c.pre.std[size_t(k)];
-  }
-  return i;
+  std::call_once(impl_->info_once, [this] {
+    impl_->use_threads();
+    impl_->info = model_info(impl_->model, impl_->plans);
+  });
+  return impl_->info;
 }
 
 }  // namespace vit
