@@ -105,6 +105,19 @@ const FamilyRow kFamilies[] = {
        return s;
      }(),
      TimmClass::Eva},
+    // eva.py's vit_base_patch16_rope_reg1_gap_256 (timm's SBB ViTs): EVA-02's rotary embedding (ref_feat_shape
+    // 16x16) instead of a position table, one register token and no class token, a GELU MLP, q/v biases, gamma
+    // layer scale, the mean of the patches with fc_norm.
+    {Family::RopeViT, "vit_base_patch16_rope_reg1_gap_256", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 16, Pool::Avg, D::Inception, 0.95},
+     [] {
+       S s;
+       s.pos_embed = s.class_token = s.final_norm = false;
+       s.reg_tokens = 1;
+       s.layer_scale = s.qv_bias = s.fc_norm = true;
+       return s;
+     }(),
+     TimmClass::Eva},
 };
 
 // timm architectures the engine knows and does not run, each refused with its family's name.
@@ -195,6 +208,7 @@ const char* family_name(Family f) {
     case Family::SigLIP: return "SigLIP image tower";
     case Family::BEiT: return "BEiT";
     case Family::EVA02: return "EVA-02";
+    case Family::RopeViT: return "ViT with rotary embedding";
   }
   return "?";
 }
@@ -340,7 +354,7 @@ bool arch_preset(const std::string& arch, ViTConfig* c) {
   c->norm_pre = s.norm_pre;
   c->patch_bias = s.patch_bias;
   c->attn_pool_mlp = s.attn_pool ? c->mlp : 0;
-  c->abs_pos = !s.rel_pos;
+  c->abs_pos = s.pos_embed && !s.rel_pos;
   c->rel_pos_window = s.rel_pos ? c->pos_grid_h : 0;
   c->k_bias = !s.qv_bias;
   c->qkv_fused = !s.separate_qkv;

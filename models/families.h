@@ -15,7 +15,7 @@ namespace vit {
 class SafeTensors;
 struct ViTConfig;
 
-enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02 };
+enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, RopeViT };
 const char* family_name(Family f);  // "ViT", "DeiT III", "CLIP image tower", ...
 
 // The MLP: fc1, an activation, fc2 (GELU, GELU's tanh form, QuickGELU x * sigmoid(1.702 x)), or SwiGLU's
@@ -38,6 +38,7 @@ struct FamilyDefaults {
 // The structure of a family's models, beyond width, depth, heads, MLP, patch and input size: what its
 // tensors would show. `vit bench --arch` builds presets from it.
 struct FamilyStructure {
+  bool pos_embed = true;  // a learned position table (pos_embed); false: none (BEiT's relative bias, rotary only)
   bool class_token = true, dist_token = false, layer_scale = false, no_embed_class = false, norm_pre = false,
        patch_bias = true, attn_pool = false, rel_pos = false, qv_bias = false, separate_qkv = false,
        mlp_norm = false, final_norm = true, fc_norm = false;

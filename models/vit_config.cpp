@@ -341,7 +341,7 @@ const ModelArg kModelArgs[] = {
     {"init_values", kAll, ArgRule::Tensors}, {"pre_norm", kVit, ArgRule::Tensors}, {"final_norm", kVit, ArgRule::Tensors},
     {"dynamic_img_size", kVit, ArgRule::Tensors}, {"use_abs_pos_emb", kBeit | kEva, ArgRule::Tensors},
     {"use_fc_norm", kBeit | kEva, ArgRule::Tensors}, {"use_rel_pos_bias", kBeit, ArgRule::Tensors},
-    {"qkv_fused", kEva, ArgRule::Tensors}, {"scale_mlp", kEva, ArgRule::Tensors}, {"swiglu_mlp", kEva, ArgRule::Tensors},
+    {"qkv_fused", kEva, ArgRule::Tensors}, {"num_reg_tokens", kEva, ArgRule::Tensors}, {"scale_mlp", kEva, ArgRule::Tensors}, {"swiglu_mlp", kEva, ArgRule::Tensors},
     {"use_post_transformer_norm", kEva, ArgRule::Tensors},
     {"drop_rate", kAll, ArgRule::Training}, {"pos_drop_rate", kAll, ArgRule::Training},
     {"patch_drop_rate", kAll, ArgRule::Training}, {"proj_drop_rate", kAll, ArgRule::Training},
@@ -509,8 +509,7 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
   const FamilyRow& row = n.row                                       ? *n.row
                          : ck.layout() == CheckpointLayout::Other ? family_row(other_layout_family(ck.other_layout()))
                                                                      : family_of_tensors(ck);
-  const bool beit_eva = row.family == Family::BEiT || row.family == Family::EVA02;
-  if (!beit_eva && (f.eva_names || c.rel_pos_window))
+  if (row.timm_class == TimmClass::VisionTransformer && (f.eva_names || c.rel_pos_window))
     throw Error(where, n.arch + " is a " + family_name(row.family) + ", but " + file +
                            " holds tensors of timm's beit.py or eva.py (q_bias, relative_position_bias_table, ...)");
   if (row.family == Family::BEiT && !c.rel_pos_window)
@@ -595,7 +594,7 @@ std::vector<std::string> known_archs() {
           "vit_large_patch16_siglip_256", "vit_large_patch16_siglip_384", "vit_so400m_patch14_siglip_224",
           "vit_so400m_patch14_siglip_378", "beit_base_patch16_224",      "beit_large_patch16_224",
           "beitv2_large_patch16_224",     "eva02_tiny_patch14_224",      "eva02_small_patch14_224",
-          "eva02_base_patch14_224",       "eva02_base_patch14_448"};
+          "eva02_base_patch14_224",       "eva02_base_patch14_448",      "vit_base_patch16_rope_reg1_gap_256"};
 }
 
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {

@@ -94,6 +94,18 @@ TEST_F(Families, DINOv2At224LikeTimm) {
 TEST_F(Families, BEiTLikeTimm) { expect_like_timm("beit"); }
 TEST_F(Families, EVA02TinyLikeTimm) { expect_like_timm("eva02"); }
 TEST_F(Families, EVA02BaseLikeTimm) { expect_like_timm("eva02_base"); }
+// eva.py's vit_base_patch16_rope_reg1_gap_256: rotary embedding, no position table, one register, GELU, mean pool.
+TEST_F(Families, RopeViTLikeTimm) {
+  expect_like_timm("vit_rope");
+  const ViTConfig c = ViT::load(model("vit_rope")).config();
+  EXPECT_EQ(c.family, Family::RopeViT);
+  EXPECT_TRUE(c.rope && !c.abs_pos && !c.class_token && c.layer_scale && !c.k_bias && c.fc_norm && !c.final_norm);
+  EXPECT_EQ(c.reg_tokens, 1);
+  EXPECT_EQ(c.act, Activation::Gelu);
+  EXPECT_EQ(c.pool, Pool::Avg);
+  EXPECT_EQ(c.rope_ref_h, 16);
+  EXPECT_EQ(c.tokens(), 16 * 16 + 1);
+}
 // At 168 px the position table is resampled and the rotary grid rebuilt at 12x12, rescaled to the 16x16
 // it was trained at (ref_feat_shape), as timm's model made at that size computes it.
 // At 256 px BEiT's 14x14 relative position tables are resized for 16x16 (timm's resize_rel_pos_bias_table:

@@ -600,7 +600,8 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
       // 1000-class head (87117544 - 769000): the preset has none.
       {"vit_large_patch16_siglip_256", 315956224}, {"vit_large_patch16_siglip_384", 316283904},
       {"vit_so400m_patch14_siglip_224", 427680704}, {"vit_so400m_patch14_siglip_378", 428225600},
-      {"beitv2_large_patch16_224", 304430568},     {"eva02_base_patch14_448", 86348544}};
+      {"beitv2_large_patch16_224", 304430568},     {"eva02_base_patch14_448", 86348544},
+      {"vit_base_patch16_rope_reg1_gap_256", 86425576}};
   EXPECT_EQ(known_archs().size(), timm.size());
   std::mt19937 rng(5);
   std::set<std::string> ran;
