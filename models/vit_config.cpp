@@ -16,23 +16,13 @@
 #include "checkpoint.h"
 #include "families.h"
 #include "layout_config.h"
+#include "config_json.h"
 #include "vit/error.h"
 
 namespace vit {
 namespace {
 
 using json = nlohmann::json;
-
-template <typename T>
-T get_as(const json& j, const char* key, const std::string& where) {
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw Error(where, "'" + std::string(key) + "' has the wrong type: " + j.at(key).dump());
-  }
-}
-
-bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
 std::array<float, 3> triple(const json& j, const char* key, const std::string& where) {
   const auto v = get_as<std::vector<float>>(j, key, where);
