@@ -49,6 +49,34 @@ void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<floa
     }
 }
 
+// RotaryEmbeddingDinoV3._create_embed(feat_shape, no_aug=True), step by step in float32 as timm runs it:
+// _build_grid(grid_type='centered', normalize_coords='separate', 'ij'): t = (arange(0.5, s) + offset) / s,
+// then 2 t - 1; _compute_periods: temperature ** (2 arange(Dh/4) / (Dh/2)); _get_pos_embed_from_coords:
+// angles = 2 pi coords[:, :, None] / periods, flattened (y's Dh/4 angles, then x's); _rope_layout(rotate_half)
+// repeats them for the second half of the channels, which the Half rotary step reads from the same row.
+void dinov3_rotary_tables(int64_t gh, int64_t gw, int64_t Dh, float temperature, float grid_offset,
+                          std::vector<float>* sin, std::vector<float>* cos) {
+  const int64_t bands = Dh / 4, half = Dh / 2;
+  std::vector<float> period(static_cast<size_t>(bands));
+  for (int64_t k = 0; k < bands; ++k) period[size_t(k)] = std::pow(temperature, 2.f * float(k) / float(half));
+  const auto coord = [&](int64_t i, int64_t size) {
+    const float t = (float(i) + 0.5f + grid_offset) / float(size);
+    return 2.f * t - 1.f;
+  };
+  const float two_pi = float(2.0 * M_PI);
+  sin->assign(size_t(gh * gw * half), 0.f);
+  cos->assign(sin->size(), 0.f);
+  for (int64_t y = 0; y < gh; ++y)
+    for (int64_t x = 0; x < gw; ++x) {
+      const float ty = coord(y, gh), tx = coord(x, gw);
+      for (int64_t k = 0; k < half; ++k) {
+        const float angle = two_pi * (k < bands ? ty : tx) / period[size_t(k % bands)];
+        (*sin)[size_t((y * gw + x) * half + k)] = std::sin(angle);
+        (*cos)[size_t((y * gw + x) * half + k)] = std::cos(angle);
+      }
+    }
+}
+
 namespace {
 
 // resize_rel_pos_bias_table's _calc(src, dst): the source table's offsets placed on a geometric
