@@ -18,7 +18,8 @@ std::vector<int32_t> relative_position_index(int64_t Wh, int64_t Ww);
 std::vector<float> resize_relative_position_table(const std::vector<float>& table, int64_t H, int64_t W, int64_t Wh,
                                                   int64_t Ww);
 
-// EVA-02's rotary angles for the model's input grid: sin and cos [N, Dh / 2], one row per patch.
+// The model's rotary angles for its input grid (EVA-02's, or DINOv3's by c.rope_kind): sin and cos [N, Dh / 2],
+// one row per patch.
 void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<float>* cos);
 
 // DINOv3's rotary angles (timm's RotaryEmbeddingDinoV3, no augmentation) for a gh x gw patch grid, heads of

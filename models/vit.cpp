@@ -489,11 +489,13 @@ struct ViT::PlanBuilder {
     const int64_t B = layout.B, D = c.width, T = c.tokens(), H = c.heads;
     // qkv = self.qkv(self.norm1(x))
     norm_linear(p + ".norm1", w.norm1, p + ".attn.qkv", w.qkv, a().qkv);
-    // EvaAttention.forward: q, k = apply_rot_embed_cat(q[:, :, npt:], rope), the same for k: the patch
-    // tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles.
+    // EvaAttention.forward: q, k = apply_rot_embed_cat(q[:, :, npt:], rope, half=half), the same for k: the
+    // patch tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles, in
+    // interleaved pairs (EVA-02) or rotate-half pairs (DINOv3, rope_rotate_half).
     if (c.rope)
       add(rotary_step(p + ".attn.rope", B, T, c.prefix_tokens(), 2 * H, c.head_dim(), 3 * D, m.rope_sin_.data(),
-                      m.rope_cos_.data(), a().qkv));
+                      m.rope_cos_.data(), a().qkv,
+                      c.rope_kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved));
     // beit.py Attention.forward: attn = attn + self._get_rel_pos_bias() (the table looked up through the
     // index, [H, T, T]), before the softmax.
     if (c.rel_pos_window)

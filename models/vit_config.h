@@ -39,6 +39,11 @@ struct ConfigOrigin {
   }
 };
 
+// Which rotary embedding turns q and k (timm's pos_embed_sincos.py): EVA-02's RotaryEmbeddingCat (integer
+// coordinates, optionally rescaled to a reference grid; interleaved channel pairs), or DINOv3's
+// RotaryEmbeddingDinoV3 (patch centres normalised to [-1, 1] by the grid; rotate-half channel pairs).
+enum class RopeKind { EvaCat, DinoV3 };
+
 struct ViTConfig {
   std::string arch;                     // timm architecture name when known, else ""
   int64_t patch = 16;                   // P
@@ -75,6 +80,9 @@ struct ViTConfig {
   bool scale_mlp = false;               // a LayerNorm inside the MLP before fc2 (mlp.norm, EVA-02 base)
   bool rope = false;                    // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
   int64_t rope_ref_h = 0, rope_ref_w = 0;  // its ref_feat_shape: positions rescaled to this grid (0: none)
+  RopeKind rope_kind = RopeKind::EvaCat;
+  bool rope_xy = false;                 // rope_grid_indexing 'xy' (Perception Encoder): each patch's x angles
+                                        // first, then its y angles (else y, then x)
   float rope_temperature = 10000.f;
   float rope_grid_offset = 0.f;
   bool patch_bias = true;               // the patch embedding has a bias

@@ -19,8 +19,13 @@ import torch
 import timm
 from safetensors.torch import save_file
 
-# name: (architecture, model_args, grid). DINOv3 is dynamic: one model, any grid.
+# name: (architecture, model_args, grid). DINOv3 is dynamic: one model, any grid; the others' grid is the one
+# their model is made at (grid None: get_embed() of the model at model_args' img_size).
 CASES = {
+    "eva02_16x16": ("eva02_tiny_patch14_224", dict(embed_dim=64, num_heads=2), None),
+    "eva02_12x12": ("eva02_tiny_patch14_224", dict(embed_dim=64, num_heads=2, img_size=168), None),
+    "pe_core_24x24": ("vit_pe_core_small_patch16_384", dict(embed_dim=64, num_heads=2), None),
+    "pe_core_14x14": ("vit_pe_core_small_patch16_384", dict(embed_dim=128, num_heads=2, img_size=224), None),
     "dinov3_dh32_16x16": ("vit_small_patch16_dinov3", dict(embed_dim=64, num_heads=2), (16, 16)),
     "dinov3_dh32_14x14": ("vit_small_patch16_dinov3", dict(embed_dim=64, num_heads=2), (14, 14)),
     "dinov3_dh64_12x20": ("vit_base_patch16_dinov3", dict(embed_dim=128, num_heads=2), (12, 20)),
@@ -35,12 +40,18 @@ def main():
     for name, (arch, args, grid) in CASES.items():
         model = timm.create_model(arch, pretrained=False, depth=1, **args).eval()
         rope = model.rope
+        grid = list(grid) if grid else list(model.patch_embed.grid_size)
         with torch.no_grad():
-            embed = rope.get_embed(shape=list(grid))
+            embed = rope.get_embed(shape=grid) if type(rope).__name__ == "RotaryEmbeddingDinoV3" else rope.get_embed()
         tensors[name + ".embed"] = embed.float().contiguous()
-        meta[name] = {"arch": arch, "head_dim": args["embed_dim"] // args["num_heads"], "grid": list(grid),
-                      "module": type(rope).__name__, "temperature": getattr(rope, "temperature", None),
-                      "rotate_half": getattr(rope, "rotate_half", None)}
+        # What the model passed its rotary module (eva.py Eva.__init__), for the engine's side of the comparison.
+        meta[name] = {"arch": arch, "head_dim": args["embed_dim"] // args["num_heads"], "grid": grid,
+                      "patch": model.patch_embed.patch_size[0], "module": type(rope).__name__,
+                      "temperature": getattr(rope, "temperature", None),
+                      "rotate_half": getattr(rope, "rotate_half", None),
+                      "grid_offset": getattr(rope, "grid_offset", 0.0),
+                      "grid_indexing": getattr(rope, "grid_indexing", "ij"),
+                      "ref_feat_shape": list(rope.ref_feat_shape) if getattr(rope, "ref_feat_shape", None) else None}
         print(name, type(rope).__name__, tuple(embed.shape), flush=True)
     save_file(tensors, os.path.join(out, "rope_tables.safetensors"), metadata={"cases": json.dumps(meta)})
 

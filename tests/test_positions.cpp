@@ -1,6 +1,6 @@
-// The rotary angle tables of models/positions.h against timm's own rotary modules (tests/make_rope_tables.py,
-// run at test time by the .venv's timm): each case's sin and cos, in the module's channel layout, from the
-// table our rotary step reads. Skipped without timm in .venv (scripts/setup.sh installs it), except under CI=true.
+// The rotary angle tables of models/positions.h (EVA-02's, Perception Encoder's, DINOv3's) against timm's own
+// rotary modules (tests/make_rope_tables.py, run at test time by the .venv's timm): each case's sin and cos, in
+// the module's channel layout, from the table our rotary step reads. Skipped without timm in .venv (scripts/setup.sh installs it), except under CI=true.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +54,47 @@ TEST_F(RopeTables, DINOv3LikeTimm) {
         const float* row = want.data() + n * 2 * Dh;
         worst = std::max({worst, std::fabs(row[j] - sin[size_t(n * half + j % half)]),
                           std::fabs(row[Dh + j] - cos[size_t(n * half + j % half)])});
+      }
+    EXPECT_LT(worst, 2e-6f) << name;
+    std::printf("%s: max |difference| from timm %.2e\n", name.c_str(), double(worst));
+    ++tested;
+  }
+  EXPECT_GE(tested, 4);
+}
+
+// RotaryEmbeddingCat.get_embed() of EVA-02 ('ij', at its own grid and a smaller one, rescaled to ref_feat_shape)
+// and of Perception Encoder ('xy', grid offset 1, ref_feat_shape 24): [N, 2 Dh], sin then cos, each angle
+// repeated for its interleaved pair; ours: [N, Dh / 2] from the ViTConfig the model's settings make.
+TEST_F(RopeTables, RotaryEmbeddingCatLikeTimm) {
+  const SafeTensors st(dir_ + "/rope_tables.safetensors");
+  const auto cases = nlohmann::json::parse(st.metadata().at("cases"));
+  int tested = 0;
+  for (const auto& [name, k] : cases.items()) {
+    if (k["module"] != "RotaryEmbeddingCat") continue;
+    ASSERT_EQ(k["rotate_half"], false) << name;
+    ViTConfig c;
+    const int64_t Dh = k["head_dim"], gh = k["grid"][0], gw = k["grid"][1], half = Dh / 2;
+    c.width = Dh;
+    c.heads = 1;
+    c.patch = k["patch"];
+    c.pre.height = int(gh * c.patch);
+    c.pre.width = int(gw * c.patch);
+    c.rope = true;
+    c.rope_temperature = k["temperature"].get<float>();
+    c.rope_grid_offset = k["grid_offset"].get<float>();
+    c.rope_xy = k["grid_indexing"] == "xy";
+    if (!k["ref_feat_shape"].is_null()) c.rope_ref_h = k["ref_feat_shape"][0], c.rope_ref_w = k["ref_feat_shape"][1];
+    std::vector<float> sin, cos;
+    rotary_tables(c, &sin, &cos);
+    const auto want = st.to_f32(name + ".embed");
+    ASSERT_EQ(int64_t(want.size()), gh * gw * 2 * Dh) << name;
+    ASSERT_EQ(int64_t(sin.size()), gh * gw * half) << name;
+    float worst = 0;
+    for (int64_t n = 0; n < gh * gw; ++n)
+      for (int64_t j = 0; j < Dh; ++j) {
+        const float* row = want.data() + n * 2 * Dh;
+        worst = std::max({worst, std::fabs(row[j] - sin[size_t(n * half + j / 2)]),
+                          std::fabs(row[Dh + j] - cos[size_t(n * half + j / 2)])});
       }
     EXPECT_LT(worst, 2e-6f) << name;
     std::printf("%s: max |difference| from timm %.2e\n", name.c_str(), double(worst));
