@@ -52,7 +52,7 @@ std::string family_line(const ViTConfig& c) {
 
 // Said only of attention that is not timm's plain one.
 std::string attention_line(const ViTConfig& c) {
-  std::string s = c.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
+  std::string s = !c.qkv_bias ? "no q, k, v biases" : c.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
   if (!c.qkv_fused) s += ", separate q_proj, k_proj, v_proj (run as one)";
   if (c.rel_pos_window)
     s += fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})", c.rel_pos_window,
@@ -60,10 +60,15 @@ std::string attention_line(const ViTConfig& c) {
                      c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
                          ? ""
                          : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()));
-  if (c.rope)
-    s += fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, temperature {:g}{})",
+  if (c.rope && c.rope_kind == RopeKind::DinoV3)
+    s += fmt::format(", DINOv3's 2-D rotary embedding on the patch tokens' q and k (rotate-half pairs, temperature {:g}, "
+                     "patch centres normalised to the {}x{} grid)",
+                     double(c.rope_temperature), c.grid_h(), c.grid_w());
+  else if (c.rope)
+    s += fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, temperature {:g}{}{})",
                      double(c.rope_temperature),
-                     c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w) : std::string());
+                     c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w) : std::string(),
+                     c.rope_xy ? ", x angles first" : "");
   return s;
 }
 

@@ -50,6 +50,8 @@ const FamilyRow kFamilies[] = {
      HeadKind::Classifier, nullptr},
     {Family::EVA02, "EVA-02", "eva02_(tiny|small)_patch14_(224|336)|eva02_(base|large)_patch14_(224|448)",
      HeadKind::Classifier, nullptr},
+    {Family::DINOv3, "DINOv3", "vit_(tiny|small|small_plus|base|large|huge_plus|7b)_patch16_dinov3(_qkvb)?",
+     HeadKind::Classifier, "vit_(small|base|large)_patch16_dinov3"},
 };
 
 // timm architectures the engine knows and does not run, each refused with its family's name.
@@ -61,7 +63,6 @@ const struct {
     {"eva_.*", "EVA"},
     {"aimv2_.*", "AIMv2"},
     {"beit3_.*", "BEiT-3"},
-    {"vit_.*_dinov3(_qkvb)?", "DINOv3"},
     {"vit_pe_.*", "Perception Encoder"},
     {"vit_.*_sapiens2", "Sapiens2"},
     {"vit_.*_lingbot", "LingBot ViT"},
@@ -120,6 +121,9 @@ const Shape kShapes[] = {{"vit_base_patch16_gap_224", 0, 0, 16, 0, 0, 0},
                          {"vit_base_patch32_plus_256", 896, 0, 14, 3584, 0, 0},
                          {"vit_base_patch16_plus_clip_240", 896, 0, 14, 3584, 0, 0},
                          {"vit_giant_patch16_radio_v3", 1536, 0, 24, 0, 0, 512},
+                         {"vit_huge_plus_patch16_dinov3", 1280, 32, 20, 0, 0, 0},
+                         {"vit_huge_plus_patch16_dinov3_qkvb", 1280, 32, 20, 0, 0, 0},
+                         {"vit_7b_patch16_dinov3", 4096, 40, 32, 0, 0, 0},
                          {"test_vit", 64, 6, 2, 192, 16, 160},
                          {"test_vit2", 64, 8, 2, 192, 16, 160},
                          {"test_vit3", 96, 9, 3, 192, 16, 160}};
@@ -203,6 +207,22 @@ void family_settings(Family f, const std::string& arch, const std::string& size,
       c->pre.crop_pct = 0.9;
       c->family = "EVA-02";
       break;
+    case Family::DINOv3:  // vit_*_patch16_dinov3 (eva.py): rotary only, class + 4 registers, layer scale, eps 1e-5
+      c->pre = PreprocessConfig{};
+      c->pre.height = c->pre.width = 256;
+      c->pre.interpolation = Filter::Bicubic;
+      c->pre.crop_pct = 1.0;
+      c->abs_pos = false;
+      c->layer_scale = true;
+      c->reg_tokens = 4;
+      c->qkv_bias = false;
+      c->eps = 1e-5f;
+      c->rope = true;
+      c->rope_kind = RopeKind::DinoV3;
+      c->rope_temperature = 100.f;
+      c->pool = Pool::Avg;
+      c->family = "DINOv3";
+      break;
   }
 }
 
@@ -258,6 +278,7 @@ bool named_shape(const std::string& arch, Family f, NamedShape* n) {
     if (part.size() == 3 && std::all_of(part.begin(), part.end(), ::isdigit)) n->input = std::stoll(part);
   }
   n->input = f == Family::DINOv2 ? 518
+             : f == Family::DINOv3 ? 256
              : arch.find("tipsv2") != std::string::npos ? 448
              : arch.find("_radio_") != std::string::npos ? 512
              : arch.rfind("flexivit_", 0) == 0           ? 240
@@ -296,7 +317,9 @@ bool arch_preset(const std::string& arch, ViTConfig* c) {
   c->pre.height = c->pre.width = int(n.input);
   c->pos_grid_h = c->pos_grid_w = c->img_h() / c->patch;
   c->classes = row->head == HeadKind::Projection ? clip_projection(n.size)
-               : row->family == Family::DINOv2 || row->family == Family::SigLIP || row->family == Family::EVA02 ? 0
+               : row->family == Family::DINOv2 || row->family == Family::SigLIP || row->family == Family::EVA02 ||
+                         row->family == Family::DINOv3
+                   ? 0
                                                                                                                  : 1000;
   family_settings(row->family, arch, n.size, c);
   return true;

@@ -367,7 +367,7 @@ BufferTable ViT::activation_table(const PlanLayout& l, Plan* plan) const {
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
   t.add("pooled_dist", &a->pooled_dist, B * D);
-  t.add("pool_scores", &a->pool_scores, c.attn_pool_mlp ? B * c.heads * T : 0);
+  t.add("pool_scores", &a->pool_scores, c.attn_pool_mlp ? B * c.pool_heads() * T : 0);
   t.add("logits", &a->logits, B * c.classes);
   t.add("logits_dist", &a->logits_dist, B * c.classes);
   // The layers' scratch: inputs at most max(D, M) wide, results added into the residual stream D wide.
@@ -581,7 +581,8 @@ struct ViT::PlanBuilder {
     const ViTConfig& c = m.cfg_;
     const int64_t B = layout.B, T = c.tokens();
     linear("attn_pool.kv", m.attn_pool_.kv, T, feats, a().qkv);
-    add(attention_pool_step("attn_pool.attn", B, T, c.heads, c.head_dim(), m.attn_pool_.q.data(), a().qkv,
+    // AttentionPoolLatent's own heads (num_heads: Perception Encoder's attn_pool_num_heads, else the blocks').
+    add(attention_pool_step("attn_pool.attn", B, T, c.pool_heads(), c.width / c.pool_heads(), m.attn_pool_.q.data(), a().qkv,
                             a().pool_scores, a().pooled_dist));
     linear("attn_pool.proj", m.attn_pool_.proj, 1, a().pooled_dist, a().pooled);
     add(layer_norm_step("attn_pool.norm", m.attn_pool_.norm, B, a().pooled, a().pooled_norm));

@@ -390,8 +390,20 @@ void beit_eva_settings(const json* config, const std::string& arch, const Family
   if (!row && !beit)
     throw Error(file, c->family + " checkpoint (timm's eva.py tensor names) without a timm config.json naming its "
                       "architecture: its rotary position embedding, if any, is in no tensor");
-  c->family = beit ? "BEiT" : "EVA-02";
-  if (!beit) {  // every eva02_*_patch14_* (eva.py): use_rot_pos_emb=True, ref_feat_shape=(16, 16), SwiGLU
+  const bool dinov3 = row && row->family == Family::DINOv3;
+  c->family = beit ? "BEiT" : dinov3 ? "DINOv3" : "EVA-02";
+  if (dinov3) {  // vit_*_patch16_dinov3 (eva.py): rope_type='dinov3', rope_temperature=100, rope_rotate_half, eps 1e-5
+    c->rope = true;
+    c->rope_kind = RopeKind::DinoV3;
+    c->rope_temperature = 100.f;
+    c->origin.rope = "timm's defaults for " + arch + " (RotaryEmbeddingDinoV3: patch centres normalised to the grid, "
+                     "temperature 100, rotate-half pairs; the grid follows the input)";
+    if (c->origin.eps == "default") {
+      c->eps = 1e-5f;
+      c->origin.eps = "default for DINOv3 (timm's dinov3 architectures: 1e-5, not in their config.json)";
+    }
+    if (c->abs_pos) throw Error(file, arch + " has no position table, but the checkpoint holds pos_embed");
+  } else if (!beit) {  // every eva02_*_patch14_* (eva.py): use_rot_pos_emb=True, ref_feat_shape=(16, 16), SwiGLU
     c->rope = true;
     c->rope_ref_h = c->rope_ref_w = 16;
     c->origin.rope = "timm's defaults for " + arch + " (ref_feat_shape 16x16, temperature 10000, interleaved pairs)";
@@ -428,7 +440,7 @@ void beit_eva_settings(const json* config, const std::string& arch, const Family
     else if (!beit && is_one_of(key, {"qkv_fused", "scale_mlp", "class_token", "no_embed_class",
                                       "use_post_transformer_norm"}))
       continue;  // the tensors say
-    else if (!beit && key == "swiglu_mlp") want_bool(key, true);
+    else if (!beit && key == "swiglu_mlp") want_bool(key, dinov3 ? c->swiglu : true);
     else if (!beit && key == "use_rot_pos_emb") c->rope = get_as<bool>(*args, "use_rot_pos_emb", where);
     else if (!beit && key == "ref_feat_shape") {
       const auto v = value.is_array() ? get_as<std::vector<int64_t>>(*args, "ref_feat_shape", where)
@@ -441,11 +453,13 @@ void beit_eva_settings(const json* config, const std::string& arch, const Family
     } else if (!beit && key == "rope_grid_offset") {
       c->rope_grid_offset = get_as<float>(*args, "rope_grid_offset", where);
     } else if (!beit && key == "rope_type") {
-      if (get_as<std::string>(*args, "rope_type", where) != "cat") refuse(key);
+      if (get_as<std::string>(*args, "rope_type", where) != (dinov3 ? "dinov3" : "cat")) refuse(key);
     } else if (!beit && key == "rope_grid_indexing") {
       if (get_as<std::string>(*args, "rope_grid_indexing", where) != "ij") refuse(key);
     } else if (!beit && key == "rope_rotate_half") {
-      want_bool(key, false);
+      want_bool(key, dinov3);
+    } else if (dinov3 && is_one_of(key, {"dynamic_img_size", "num_reg_tokens", "swiglu_align_to"})) {
+      continue;  // any input size runs; the tensors say the registers and the MLP's width
     } else {
       refuse(key);  // use_post_norm, qk_norm, scale_attn_inner, attn_type, num_kv_heads, dynamic_img_size, ...
     }
@@ -562,7 +576,7 @@ void name_family(const std::string& arch, const std::string& tag, ViTConfig* c) 
     if (c->arch.empty()) c->arch = arch;
     return;
   }
-  if (c->family == "BEiT" || c->family == "EVA-02") {  // named by beit_eva_settings
+  if (c->family == "BEiT" || c->family == "EVA-02" || c->family == "DINOv3") {  // named by beit_eva_settings
     c->origin.family = named ? "the architecture " + arch : "file (relative_position_bias_table)";
     if (c->arch.empty()) c->arch = arch;
     return;
@@ -599,7 +613,7 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
     throw Error(where, std::to_string(c.patches()) + " patches are too many for a rotary embedding's tables");
   if (c.rope && c.head_dim() % 4)
     throw Error(where, "a rotary embedding needs a head width divisible by 4, got " + std::to_string(c.head_dim()));
-  if (c.swiglu && c.family != "EVA-02")
+  if (c.swiglu && c.family != "EVA-02" && c.family != "DINOv3")
     throw Error(file, "a SwiGLU MLP (fc1 of twice fc2's inputs, or fc1_g) in a " + c.family + " checkpoint: not supported");
   if (!c.labels.empty() && int64_t(c.labels.size()) != c.classes)
     throw Error(where, std::to_string(c.labels.size()) + " labels for " + std::to_string(c.classes) + " classes");
@@ -718,7 +732,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
                  (config->contains("model_args") && (*config)["model_args"].contains("img_size"));
   }
   if (config && !c.labels.empty()) c.origin.labels = where;
-  const bool beit_eva = row ? row->family == Family::BEiT || row->family == Family::EVA02
+  const bool beit_eva = row ? row->family == Family::BEiT || row->family == Family::EVA02 || row->family == Family::DINOv3
                             : c.family == "BEiT" || c.family == "EVA";
   if (row && !beit_eva && (c.family == "BEiT" || c.family == "EVA"))
     throw Error(where, arch + " is a " + row->name + ", but " + file + " holds " + c.family +

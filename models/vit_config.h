@@ -61,6 +61,7 @@ struct ViTConfig {
   bool norm_pre = false;                // CLIP: a LayerNorm after the position table, before the blocks
   bool quick_gelu = false;              // OpenAI CLIP's MLP activation, x * sigmoid(1.702 x), not GELU
   bool gelu_tanh = false;               // GELU's tanh approximation (Hugging Face SigLIP's gelu_pytorch_tanh)
+  int64_t attn_pool_heads = 0;          // the attention pool's heads when not the blocks' (Perception Encoder: 8)
   int64_t attn_pool_mlp = 0;            // SigLIP's attention-pool head (attn_pool.*): its MLP width, 0 without
   bool head_is_projection = false;      // the head maps into a joint image-text space (OpenCLIP's proj,
                                         // Hugging Face's visual_projection): no classes to label with
@@ -101,6 +102,7 @@ struct ViTConfig {
   int64_t patches() const { return grid_h() * grid_w(); }          // N
   int64_t tokens() const { return patches() + prefix_tokens(); }   // T
   int64_t head_dim() const { return width / heads; }               // Dh
+  int64_t pool_heads() const { return attn_pool_heads ? attn_pool_heads : heads; }  // the attention pool's
   int64_t pos_len() const {
     return abs_pos ? pos_grid_h * pos_grid_w + (no_embed_class ? 0 : prefix_tokens()) : 0;
   }
