@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include "apps/command.h"
@@ -117,6 +118,9 @@ int embed_all(const EmbedCommand& o, std::vector<Input>& inputs, const Classifie
   return out.failed() ? kExitSomeFailed : kExitOk;
 }
 
+// The --pool words, each to the engine's Pool: the one place the command reads them.
+const std::map<std::string, Pool> kPoolWords = {{"cls", Pool::Token}, {"mean", Pool::Avg}, {"map", Pool::Map}};
+
 std::function<int()> prepare_embed(EmbedCommand o) {
   if (o.stdin_paths && !o.paths.empty()) throw Error("--stdin reads the paths from standard input: give no PATH");
   if (!o.stdin_paths && o.paths.empty()) throw Error("no PATH: give image files or folders, or --stdin");
@@ -134,7 +138,7 @@ std::function<int()> prepare_embed(EmbedCommand o) {
   co.batch = o.batch;
   co.max_pixels = o.max_pixels;
   co.exif_transpose = o.exif_transpose;
-  co.pool = o.pool;
+  if (!o.pool.empty()) co.pool = kPoolWords.at(o.pool);
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
   auto out = std::make_shared<EmbedOutput>(o, *classifier);
   return [o, inputs, classifier, out] { return embed_all(o, *inputs, *classifier, *out); };
@@ -150,7 +154,7 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--head", o->embed.head, "apply the head too: timm's model(x) (the logits of a classifier)");
   cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls, mean or map (the "
                                      "attention pool, on models that have one)")
-      ->check(CLI::IsMember({"cls", "mean", "map"}));
+      ->check(CLI::IsMember(kPoolWords));
   cmd->add_flag("--tokens", o->embed.tokens, "also write the token sequence timm's forward_features returns: its "
                                              "prefix_tokens (class, registers) first, then the patch_grid's tokens "
                                              "row by row (both numbers given beside it)");

@@ -53,7 +53,7 @@ struct Classifier::Impl {
   // A projection into a joint image-text space labels nothing without text embeddings.
   int64_t classes() const {
     const ViTConfig& c = model.config();
-    return zero_shot ? zero_shot->classes() : c.head_is_projection ? 0 : c.classes;
+    return zero_shot ? zero_shot->classes() : c.head == HeadKind::Classifier ? c.classes : 0;
   }
   // The width of a row of logits(): the zero-shot scores, else timm's model(x) (the head's output, or
   // without a head the pooled features).
@@ -178,14 +178,9 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   set_threads(threads);
   impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
   impl_->threads = threads;
-  if (!options.pool.empty()) {
-    Pool pool = Pool::Token;
-    if (options.pool == "cls" || options.pool == "token") pool = Pool::Token;
-    else if (options.pool == "mean" || options.pool == "avg") pool = Pool::Avg;
-    else if (options.pool == "map") pool = Pool::Map;
-    else throw ArgumentError("pool '" + options.pool + "' is not supported (cls, mean or map)");
+  if (options.pool) {
     try {
-      impl_->model.set_pool(pool);
+      impl_->model.set_pool(*options.pool);
     } catch (const Error& e) {  // a pool the model cannot do: the caller's choice, not a broken model
       throw ArgumentError(e.what());
     }
@@ -193,9 +188,9 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   if (!options.text_embeddings.empty()) {
     const ViTConfig& c = impl_->model.config();
     if (!options.labels.empty()) throw ArgumentError("labels and text embeddings both name the classes: give one");
-    if (c.family.find("CLIP") == std::string::npos && c.family.find("SigLIP") == std::string::npos)
+    if (c.family != Family::Clip && c.family != Family::SigLIP)
       throw ArgumentError(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower, and " +
-                                                       impl_->model.source() + " is a " + c.family);
+                                                       impl_->model.source() + " is a " + family_name(c.family));
     impl_->zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(options.text_embeddings, c.classes > 0 ? c.classes : c.width));
     impl_->labels = impl_->zero_shot->labels();
     return;

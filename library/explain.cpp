@@ -56,7 +56,7 @@ struct Explainer::Impl {
   std::vector<std::string> labels;
 
   // A projection into a joint image-text space has no classes to explain.
-  int64_t classes() const { return model.config().head_is_projection ? 0 : model.config().classes; }
+  int64_t classes() const { return model.config().head == HeadKind::Classifier ? model.config().classes : 0; }
 
   // Image k of the batch just run: its top class, maps and pictures, into *e.
   void explain_one(const ViT::Plan& plan, int64_t k, const Image& photo, Explanation* e) const {

@@ -42,12 +42,14 @@ std::string position_line(const ViTConfig& c) {
 }
 
 std::string family_line(const ViTConfig& c) {
-  return c.family +
-         (c.layer_scale ? (c.family == "BEiT" ? ", layer scale on both branches of every block (gamma_1, gamma_2)"
-                                              : ", layer scale on both branches of every block (ls1, ls2)")
+  return std::string(family_name(c.family)) +
+         (c.layer_scale ? c.family == Family::BEiT ? ", layer scale on both branches of every block (gamma_1, gamma_2)"
+                                                   : ", layer scale on both branches of every block (ls1, ls2)"
                         : "") +
          (c.norm_pre ? ", LayerNorm before the blocks (norm_pre)" : "") +
-         (c.quick_gelu ? ", QuickGELU in the MLPs" : c.gelu_tanh ? ", GELU's tanh form in the MLPs" : "");
+         (c.act == Activation::QuickGelu  ? ", QuickGELU in the MLPs"
+          : c.act == Activation::GeluTanh ? ", GELU's tanh form in the MLPs"
+                                          : "");
 }
 
 // Said only of attention that is not timm's plain one.
@@ -92,9 +94,9 @@ std::string preprocessing_line(const PreprocessConfig& p) {
 // The model in words, a topic and its line each, in the order `vit inspect` prints them.
 std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
   const ViTConfig& c = model.config();
-  const std::string head = c.classes == 0        ? "no head"
-                           : c.head_is_projection ? fmt::format("a projection to {} dimensions", c.classes)
-                                                  : fmt::format("{} classes", c.classes);
+  const std::string head = c.head == HeadKind::None         ? "no head"
+                           : c.head == HeadKind::Projection ? fmt::format("a projection to {} dimensions", c.classes)
+                                                            : fmt::format("{} classes", c.classes);
   std::vector<std::pair<std::string, std::string>> d = {
       {"file", model.source()},
       {"layout", fmt::format("{}, {:.2f} M parameters", c.stored_as, double(c.parameters()) / 1e6)},
@@ -102,7 +104,7 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
                                    c.arch.empty() ? "ViT" : c.arch, c.patch, c.width, c.depth, c.heads, c.mlp, head)},
       {"family", family_line(c)}};
   if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope) d.push_back({"attention", attention_line(c)});
-  if (c.swiglu)
+  if (c.swiglu())
     d.push_back({"mlp", fmt::format("SwiGLU: silu(fc1_g x) * fc1_x x{}, then fc2", c.scale_mlp ? ", LayerNorm (mlp.norm)" : "")});
   d.push_back({"input", fmt::format("{}x{} RGB", c.img_h(), c.img_w())});
   d.push_back({"tokens", tokens_line(c)});
@@ -110,15 +112,15 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
   d.push_back({"pooling", pooling_line(c)});
   if (c.dist_token) d.push_back({"head", "mean of head and head_dist (timm's eval output)"});
   if (c.classes == 0) d.push_back({"head", "none: embeddings only (vit embed)"});
-  if (c.head_is_projection)
+  if (c.head == HeadKind::Projection)
     d.push_back({"head", "a projection into a joint image-text space: no classes; vit embed --head, or labels from "
                          "text embeddings (--text-embeddings)"});
   d.push_back({"embedding", fmt::format("{} values per image from vit embed (the pooled features){}", c.width,
                                         c.classes ? fmt::format(", {} with --head ({})", c.classes,
-                                                                c.head_is_projection ? "the projection" : "the logits")
+                                                                c.head == HeadKind::Projection ? "the projection" : "the logits")
                                                   : "")});
   d.push_back({"preprocessing", preprocessing_line(c.pre)});
-  if (c.classes > 0 && !c.head_is_projection)
+  if (c.head == HeadKind::Classifier)
     d.push_back({"labels", c.labels.empty() ? "none in the files" : fmt::format("{} names ({}, ...)", c.labels.size(), c.labels[0])});
   return d;
 }
@@ -129,7 +131,9 @@ ModelInfo model_info(const ViT& model, const PlanPool& plans) {
   const ViTConfig& c = model.config();
   ModelInfo i;
   i.name = model_name(model.source());
-  i.family = c.family;
+  i.family = family_name(c.family);
+  i.head = c.head;
+  i.embedding = c.width;
   i.file = model.source();
   i.arch = c.arch;
   i.stored_as = c.stored_as;

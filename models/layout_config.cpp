@@ -58,9 +58,10 @@ HfDefaults hf_defaults(OtherLayout l) {
 
 // transformers' ACT2FN names for the MLP activations the engine runs.
 void hidden_act(const std::string& act, const std::string& where, ViTConfig* c) {
-  if (act == "quick_gelu") c->quick_gelu = true;
-  else if (act == "gelu_pytorch_tanh" || act == "gelu_new") c->gelu_tanh = true;
-  else if (act != "gelu")
+  if (act == "quick_gelu") c->act = Activation::QuickGelu;
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_new") c->act = Activation::GeluTanh;
+  else if (act == "gelu") c->act = Activation::Gelu;
+  else
     throw Error(where, "hidden_act '" + act + "' is not supported (gelu, quick_gelu, gelu_pytorch_tanh, gelu_new)");
   c->origin.act = where;
 }
@@ -161,7 +162,7 @@ bool apply_open_clip(const json* config, const std::string& where, const std::st
                            std::to_string(c->mlp));
   if (has(v, "image_size")) set_size(c, get<int64_t>(v, "image_size", where), where);
   if (has(m, "quick_gelu")) {
-    c->quick_gelu = get<bool>(m, "quick_gelu", where);
+    c->act = get<bool>(m, "quick_gelu", where) ? Activation::QuickGelu : Activation::Gelu;
     c->origin.act = where;
   }
   if (top.contains("preprocess_cfg")) {
@@ -200,10 +201,7 @@ bool apply_other_layout_config(OtherLayout l, const json* config, const std::str
   return false;
 }
 
-void name_other_layout_family(OtherLayout l, ViTConfig* c) {
-  const std::string layout = other_layout_name(l);
-  c->origin.family = "file (" + layout + " layout)";
-  if (l == OtherLayout::HfDinov2 || l == OtherLayout::HfDinov2Registers) c->family = "DINOv2";
+void other_layout_resampling(OtherLayout l, ViTConfig* c) {
   // Each layout's own resampling of its position table at another input size. transformers' Dinov2 and its
   // CLIP and SigLIP (interpolate_pos_encoding): bicubic, size given, no antialiasing; Dinov2WithRegisters:
   // antialiased, as timm and open_clip's resize_pos_embed.

@@ -58,6 +58,17 @@ std::vector<float> affine(const float* w, const float* b, const float* x, int64_
   return y;
 }
 
+// The activation fused into fc1 (and into the attention pool's MLP): SwiGLU's comes after fc1, on its halves.
+Epilogue activation_epilogue(Activation a) {
+  switch (a) {
+    case Activation::Gelu: return Epilogue::Gelu;
+    case Activation::GeluTanh: return Epilogue::GeluTanh;
+    case Activation::QuickGelu: return Epilogue::QuickGelu;
+    case Activation::SwiGLU: break;
+  }
+  return Epilogue::None;
+}
+
 // A linear layer's weight [N, K] and bias [N] assembled from several tensors.
 struct Dense {
   std::vector<float> w, b;
@@ -192,7 +203,7 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
     }
     return make(n, w.data(), b.data(), K, D, Epilogue::AddToDst);
   };
-  const Epilogue mlp_act = c.quick_gelu ? Epilogue::QuickGelu : c.gelu_tanh ? Epilogue::GeluTanh : Epilogue::Gelu;
+  const Epilogue mlp_act = activation_epilogue(c.act);
   patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, Epilogue::None, {D, Cin, P, P});
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
@@ -209,7 +220,7 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
     else b.qkv = dense(p + "attn.qkv", fused_qkv(ck, p, c), D, 3 * D, Epilogue::None);
     b.proj = scaled_linear(p + "attn.proj", D, p + (beit_ls ? "gamma_1" : "ls1.gamma"));
     b.norm2 = norm(p + "norm2");
-    b.fc1 = c.swiglu ? dense(p + "mlp.fc1", swiglu_fc1(ck, p, c), D, 2 * M, Epilogue::None)
+    b.fc1 = c.swiglu() ? dense(p + "mlp.fc1", swiglu_fc1(ck, p, c), D, 2 * M, Epilogue::None)
                      : linear(p + "mlp.fc1", D, M, true, mlp_act);
     if (c.scale_mlp)
       b.mlp_norm = make_layer_norm(store_, take(p + "mlp.norm.weight", {M}).data(), take(p + "mlp.norm.bias", {M}).data(),
@@ -269,11 +280,11 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
   if (cfg.dist_token) m.dist_token_ = fill(size_t(D), 0.02f, 0.f);
   if (cfg.reg_tokens) m.reg_token_ = fill(size_t(cfg.reg_tokens * D), 0.02f, 0.f);
   m.pos_embed_ = fill(size_t(cfg.pos_len() * D), 0.02f, 0.f);
-  const Epilogue act = cfg.quick_gelu ? Epilogue::QuickGelu : cfg.gelu_tanh ? Epilogue::GeluTanh : Epilogue::Gelu;
+  const Epilogue act = activation_epilogue(cfg.act);
   for (int64_t i = 0; i < cfg.depth; ++i) {
     BlockWeights b{norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv", Epilogue::None),
                    linear(D, D, "blocks.attn.proj", Epilogue::AddToDst),
-                   cfg.swiglu ? linear(D, 2 * M, "blocks.mlp.fc1", Epilogue::None) : linear(D, M, "blocks.mlp.fc1", act),
+                   cfg.swiglu() ? linear(D, 2 * M, "blocks.mlp.fc1", Epilogue::None) : linear(D, M, "blocks.mlp.fc1", act),
                    linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst), LayerNormWeights{}, {}};
     if (cfg.scale_mlp) {
       const auto g = fill(size_t(M), 0.1f, 1.f), bias = fill(size_t(M), 0.02f, 0.f);
@@ -362,7 +373,7 @@ BufferTable ViT::activation_table(const PlanLayout& l, Plan* plan) const {
   t.add("heads", &a->heads, attention_scratch_floats(pass, T, c.heads, c.head_dim()));
   t.add("scores", &a->scores, l.keep_attention ? c.depth * B * c.heads * T * T : 0);
   t.add("mlp", &a->mlp, BT * c.mlp);
-  t.add("mlp_gate", &a->mlp_gate, c.swiglu ? BT * 2 * c.mlp : 0);
+  t.add("mlp_gate", &a->mlp_gate, c.swiglu() ? BT * 2 * c.mlp : 0);
   t.add("rel_bias", &a->rel_bias, c.rel_pos_window ? c.heads * T * T : 0);
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
@@ -476,7 +487,7 @@ struct ViT::PlanBuilder {
     const BlockWeights& w = m.blocks_[size_t(i)];
     const std::string p = "blocks." + std::to_string(i);
     attention(i, p, w);  // x = x + ls1(attn(norm1(x)))
-    if (m.cfg_.swiglu)
+    if (m.cfg_.swiglu())
       swiglu_mlp(p, w);  // x = x + ls2(mlp(norm2(x)))
     else
       mlp(p, w);         // x = x + ls2(mlp(norm2(x)))

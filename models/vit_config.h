@@ -10,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "engine/preprocess/preprocess.h"
+#include "families.h"
 #include "vit/limits.h"
 
 namespace vit {
@@ -19,10 +20,7 @@ class Checkpoint;
 // Heads for a width when nothing names them: one per 64 channels (every timm and torchvision ViT), at least one.
 int64_t default_heads(int64_t width);
 
-// How features become the head's input: the class token's row, or the mean of the patch tokens.
-enum class Pool { Token, Avg, Map };  // Map: SigLIP's attention-pool head (attn_pool)
-Pool pool_from_name(const std::string& name);  // timm's global_pool: "token", "avg"; throws on others
-const char* pool_name(Pool p);
+Pool pool_from_name(const std::string& name);  // timm's global_pool: "token", "avg", "map"; throws on others
 
 // Where each setting of a ViTConfig came from, for `vit inspect`: "file (tensor shapes)", a config file's
 // path, "default (...)", "timm's defaults for <arch>", "--img-size".
@@ -39,11 +37,6 @@ struct ConfigOrigin {
   }
 };
 
-// Which rotary embedding turns q and k (timm's pos_embed_sincos.py): EVA-02's RotaryEmbeddingCat (integer
-// coordinates, optionally rescaled to a reference grid; interleaved channel pairs), or DINOv3's
-// RotaryEmbeddingDinoV3 (patch centres normalised to [-1, 1] by the grid; rotate-half channel pairs).
-enum class RopeKind { EvaCat, DinoV3 };
-
 struct ViTConfig {
   std::string arch;                     // timm architecture name when known, else ""
   int64_t patch = 16;                   // P
@@ -57,14 +50,13 @@ struct ViTConfig {
   bool class_token = true;
   int64_t reg_tokens = 0;               // DINOv2's register tokens, after the class token
   bool layer_scale = false;             // ls1/ls2 gammas on each block's branches (DeiT III, DINOv2)
-  std::string family = "ViT";           // what `vit inspect` calls it: ViT, DeiT, DeiT III, DINOv2, CLIP
+  Family family = Family::ViT;          // its row of the family table (families.h)
   bool norm_pre = false;                // CLIP: a LayerNorm after the position table, before the blocks
-  bool quick_gelu = false;              // OpenAI CLIP's MLP activation, x * sigmoid(1.702 x), not GELU
-  bool gelu_tanh = false;               // GELU's tanh approximation (Hugging Face SigLIP's gelu_pytorch_tanh)
+  Activation act = Activation::Gelu;    // the MLP's: GELU, its tanh form, QuickGELU, or SwiGLU
   int64_t attn_pool_heads = 0;          // the attention pool's heads when not the blocks' (Perception Encoder: 8)
   int64_t attn_pool_mlp = 0;            // SigLIP's attention-pool head (attn_pool.*): its MLP width, 0 without
-  bool head_is_projection = false;      // the head maps into a joint image-text space (OpenCLIP's proj,
-                                        // Hugging Face's visual_projection): no classes to label with
+  HeadKind head = HeadKind::Classifier; // a classifier, a projection into a joint image-text space (no classes
+                                        // to label with), or none (classes 0)
   bool pos_antialias = true;            // position table resampled antialiased (timm's), else as torch's plain bicubic
   bool dist_token = false;              // DeiT distilled: second token and head_dist
   bool no_embed_class = false;          // position table covers patches only
@@ -77,7 +69,6 @@ struct ViTConfig {
   bool abs_pos = true;                  // a position table (pos_embed); BEiT's blocks have relative biases instead
   int64_t rel_pos_window = 0;           // BEiT: the (square) window its relative position tables were trained
                                         // at, 0 without; resized for the input's grid as timm does
-  bool swiglu = false;                  // MLP silu(fc1_g x) * fc1_x x then fc2 (EVA-02); mlp is fc2's input width
   bool scale_mlp = false;               // a LayerNorm inside the MLP before fc2 (mlp.norm, EVA-02 base)
   bool rope = false;                    // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
   int64_t rope_ref_h = 0, rope_ref_w = 0;  // its ref_feat_shape: positions rescaled to this grid (0: none)
@@ -110,6 +101,7 @@ struct ViTConfig {
     return (2 * rel_pos_window - 1) * (2 * rel_pos_window - 1) + 3;
   }
   int64_t input_floats() const { return in_chans * img_h() * img_w(); }  // one image, [C, H, W]
+  bool swiglu() const { return act == Activation::SwiGLU; }  // the MLP gated: mlp is fc2's input width
   int64_t parameters() const;
   std::string summary() const;
 };

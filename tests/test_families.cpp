@@ -171,37 +171,37 @@ TEST_F(Families, BEiTAndEVA02InLowerPrecision) {
 }
 
 TEST_F(Families, FamilyNamed) {
-  EXPECT_EQ(ViT::load(model("deit3")).config().family, "DeiT III");
-  EXPECT_EQ(ViT::load(model("dinov2")).config().family, "DINOv2");
+  EXPECT_EQ(ViT::load(model("deit3")).config().family, Family::DeiT3);
+  EXPECT_EQ(ViT::load(model("dinov2")).config().family, Family::DINOv2);
   const ViTConfig reg = ViT::load(model("dinov2_reg")).config();
-  EXPECT_EQ(reg.family, "DINOv2");
+  EXPECT_EQ(reg.family, Family::DINOv2);
   EXPECT_EQ(reg.reg_tokens, 4);
   EXPECT_TRUE(reg.layer_scale);
   EXPECT_EQ(reg.classes, 0);
   EXPECT_EQ(reg.tokens(), 37 * 37 + 5);
   const ViTConfig clip = ViT::load(model("clip")).config(), quick = ViT::load(model("clip_quickgelu")).config();
-  EXPECT_EQ(clip.family, "CLIP image tower");
-  EXPECT_TRUE(clip.norm_pre && !clip.patch_bias && !clip.quick_gelu);
+  EXPECT_EQ(clip.family, Family::Clip);
+  EXPECT_TRUE(clip.norm_pre && !clip.patch_bias && clip.act != Activation::QuickGelu);
   EXPECT_EQ(clip.eps, 1e-5f);
-  EXPECT_TRUE(quick.quick_gelu);
+  EXPECT_EQ(quick.act, Activation::QuickGelu);
   const ViTConfig siglip = ViT::load(model("siglip")).config();
-  EXPECT_EQ(siglip.family, "SigLIP image tower");
+  EXPECT_EQ(siglip.family, Family::SigLIP);
   EXPECT_EQ(siglip.pool, Pool::Map);
   EXPECT_FALSE(siglip.class_token);
   const ViTConfig beit = ViT::load(model("beit")).config();
-  EXPECT_EQ(beit.family, "BEiT");
+  EXPECT_EQ(beit.family, Family::BEiT);
   EXPECT_EQ(beit.rel_pos_window, 14);
   EXPECT_TRUE(beit.layer_scale && beit.qkv_bias && !beit.k_bias && !beit.abs_pos && beit.fc_norm && !beit.final_norm);
   EXPECT_EQ(beit.pool, Pool::Avg);
   EXPECT_EQ(beit.heads, 2);
   const ViTConfig tiny = ViT::load(model("eva02")).config(), base = ViT::load(model("eva02_base")).config();
-  EXPECT_EQ(tiny.family, "EVA-02");
-  EXPECT_TRUE(tiny.rope && tiny.swiglu && tiny.qkv_fused && !tiny.scale_mlp && !tiny.k_bias && tiny.abs_pos);
+  EXPECT_EQ(tiny.family, Family::EVA02);
+  EXPECT_TRUE(tiny.rope && tiny.swiglu() && tiny.qkv_fused && !tiny.scale_mlp && !tiny.k_bias && tiny.abs_pos);
   EXPECT_EQ(tiny.rope_ref_h, 16);
   EXPECT_EQ(tiny.mlp, 170);  // int(64 * 4 * 2 / 3)
   EXPECT_EQ(tiny.classes, 0);
-  EXPECT_EQ(base.family, "EVA-02");
-  EXPECT_TRUE(base.rope && base.swiglu && !base.qkv_fused && base.scale_mlp && !base.k_bias);
+  EXPECT_EQ(base.family, Family::EVA02);
+  EXPECT_TRUE(base.rope && base.swiglu() && !base.qkv_fused && base.scale_mlp && !base.k_bias);
   EXPECT_EQ(base.classes, 10);
 }
 
@@ -361,7 +361,7 @@ TEST_F(Families, PerceptionEncoderRefusedWithItsConfigAndWithout) {
 // quickgelu one's is metaclip_2pt5b). vit inspect says which, and the embedding width vit embed gives.
 TEST_F(Families, ACLIPTowersProjectionIsNoClassifier) {
   const std::string tower = model("clip_quickgelu");
-  EXPECT_TRUE(ViT::load(tower).config().head_is_projection);
+  EXPECT_EQ(ViT::load(tower).config().head, HeadKind::Projection);
   EXPECT_EQ(Classifier(tower).classes(), 0);
   test::Result r = run_vit("classify -m " + tower + " " + reference_photos()[0]);
   EXPECT_EQ(r.code, 2);
@@ -374,7 +374,7 @@ TEST_F(Families, ACLIPTowersProjectionIsNoClassifier) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   EXPECT_EQ(r.out.find("\nlabels "), std::string::npos) << r.out;
   // Fine-tuned on labels: a classifier.
-  EXPECT_FALSE(ViT::load(model("clip")).config().head_is_projection);
+  EXPECT_EQ(ViT::load(model("clip")).config().head, HeadKind::Classifier);
   EXPECT_EQ(Classifier(model("clip")).classes(), 32);
   TempDir d;
   const std::string tuned = with_config(d, tower, "tuned", [](nlohmann::json& j) { j["pretrained_cfg"]["tag"] = "openai_ft_in1k"; });

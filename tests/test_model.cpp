@@ -609,8 +609,8 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
     ASSERT_EQ(timm.count(arch), 1u);
     const ViTConfig full = config_for_arch(arch);
     EXPECT_EQ(full.parameters(), timm.at(arch));
-    const std::string variant = full.family + (full.reg_tokens ? " registers" : "") + (full.scale_mlp ? " scale_mlp" : "") +
-                                (full.quick_gelu ? " quickgelu" : "");
+    const std::string variant = family_name(full.family) + std::string(full.reg_tokens ? " registers" : "") +
+                                (full.scale_mlp ? " scale_mlp" : "") + (full.act == Activation::QuickGelu ? " quickgelu" : "");
     if (!ran.insert(variant).second) continue;
     ViTConfig c = config_for_arch(arch, 4 * full.patch);
     EXPECT_EQ(c.tokens(), 16 + full.prefix_tokens());
