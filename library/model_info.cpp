@@ -67,8 +67,9 @@ std::string attention_line(const ViTConfig& c) {
                      "patch centres normalised to the {}x{} grid)",
                      double(c.rope_temperature), c.grid_h(), c.grid_w());
   else if (c.rope)
-    s += fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, temperature {:g}{}{})",
+    s += fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, temperature {:g}{}{}{})",
                      double(c.rope_temperature),
+                     c.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", c.rope_grid_offset) : std::string(),
                      c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w) : std::string(),
                      c.rope_xy ? ", x angles first" : "");
   return s;
@@ -78,7 +79,10 @@ std::string pooling_line(const ViTConfig& c) {
   const char* pool = c.pool == Pool::Token ? "class token"
                      : c.pool == Pool::Avg ? "mean of patch tokens"
                                            : "attention pool (MAP head: a learned query over all tokens, then LayerNorm + MLP)";
-  return fmt::format("{}{}{}, LayerNorm eps {:g}", pool, c.final_norm ? ", final norm" : "",
+  const std::string heads = c.pool == Pool::Map ? fmt::format(", {} heads{}", c.pool_heads(),
+                                                               c.attn_pool_heads ? " of its own" : "")
+                                                 : std::string();
+  return fmt::format("{}{}{}{}, LayerNorm eps {:g}", pool, heads, c.final_norm ? ", final norm" : "",
                      c.fc_norm ? ", fc_norm after pooling" : "", double(c.eps));
 }
 

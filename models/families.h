@@ -15,7 +15,7 @@ namespace vit {
 class SafeTensors;
 struct ViTConfig;
 
-enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, DINOv3 };
+enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, DINOv3, PE };
 const char* family_name(Family f);  // "ViT", "DeiT III", "CLIP image tower", ...
 
 // The MLP: fc1, an activation, fc2 (GELU, GELU's tanh form, QuickGELU x * sigmoid(1.702 x)), or SwiGLU's
@@ -40,6 +40,9 @@ struct FamilyDefaults {
   double crop_pct = 1.0;
   RopeKind rope_kind = RopeKind::EvaCat;
   float rope_temperature = 10000.f;
+  bool rope_xy = false;          // rope_grid_indexing 'xy': a patch's x angles first
+  float rope_grid_offset = 0.f;
+  int64_t attn_pool_heads = 0;   // the attention pool's own heads (attn_pool_num_heads), 0: the blocks'
 };
 
 // The structure of a family's models, beyond width, depth, heads, MLP, patch and input size: what its
@@ -49,6 +52,7 @@ struct FamilyStructure {
        patch_bias = true, attn_pool = false, rel_pos = false, qv_bias = false, separate_qkv = false,
        mlp_norm = false, final_norm = true, fc_norm = false;
   bool pos_embed = true;   // a position table (DINOv3 has only its rotary embedding)
+  bool qkv_bias = true;    // q, k, v biases (DINOv3 without _qkvb has none)
   int64_t reg_tokens = 0;
   int64_t mlp_thirds = 0;  // MLP width = width * mlp_thirds / 3 (EVA-02's SwiGLU: 8), 0: the size's
   int64_t classes = 1000;  // a preset's head (a CLIP tower's: its projection, by size, kProjection)

@@ -543,7 +543,10 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
                      "grid, temperature 100, rotate-half pairs; the grid follows the input)";
   else if (row.defaults.rope)
     c->origin.rope = "timm's defaults for " + n.arch + " (ref_feat_shape " + std::to_string(row.defaults.rope_ref) + "x" +
-                     std::to_string(row.defaults.rope_ref) + ", temperature 10000, interleaved pairs)";
+                     std::to_string(row.defaults.rope_ref) + ", temperature 10000, interleaved pairs" +
+                     (row.defaults.rope_xy ? ", 'xy' grid" : "") +
+                     (row.defaults.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", row.defaults.rope_grid_offset) : "") +
+                     ")";
 }
 
 // Step 8: what must hold whatever the sources said. `where` names the config, else the model file.
@@ -556,6 +559,8 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
   if (c.img_h() % c.patch || c.img_w() % c.patch)
     throw Error(where, "input size " + std::to_string(c.img_h()) + "x" + std::to_string(c.img_w()) +
                            " is not a multiple of the patch size " + std::to_string(c.patch));
+  if (c.attn_pool_mlp && c.width % c.pool_heads())
+    throw Error(where, std::to_string(c.pool_heads()) + " attention-pool heads do not divide width " + std::to_string(c.width));
   if (c.pool == Pool::Map && !c.attn_pool_mlp)
     throw Error(file, "global_pool 'map' needs an attention-pool head, and the checkpoint has no attn_pool");
   if (c.pool == Pool::Token && !c.class_token)

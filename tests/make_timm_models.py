@@ -20,6 +20,8 @@ OUT_DIR/<name>/reference_168.safetensors        the same for the EVA-02 models a
                                                 position table resampled, the rotary grid rebuilt for 12x12
 OUT_DIR/beit/reference_256.safetensors          the same for BEiT at 256 px (16x16 patches): its relative
                                                 position tables resized by timm's resize_rel_pos_bias_table
+OUT_DIR/pe_core/reference_224.safetensors       the same for Perception Encoder at 224 px: the table resampled,
+                                                the rotary grid 14x14 rescaled to its 24x24 ref_feat_shape
 OUT_DIR/dinov3/reference_224.safetensors        the same for DINOv3 at 224 px (14x14 patches) and S+ at 192:
 OUT_DIR/dinov3_plus/reference_192.safetensors   the same model (dynamic_img_size), its rotary grid the input's
 Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity
@@ -54,8 +56,8 @@ SPECS = {
     "beit": ("beit_base_patch16_224", dict(SMALL, num_classes=10)),
     "eva02": ("eva02_tiny_patch14_224", dict(SMALL)),
     "eva02_base": ("eva02_base_patch14_224", dict(SMALL, num_classes=10)),
-    # Perception Encoder (eva.py): refused by name, with its config and without (its tensors are a CLIP tower's
-    # with an attention pool; its rotary embedding is in none).
+    # Perception Encoder (eva.py): runs from its config, refused without it (its tensors are a CLIP tower's with
+    # an attention pool; its rotary embedding and its pool's 8 heads are in none).
     "pe_core": ("vit_pe_core_small_patch16_384", dict(SMALL, num_classes=16)),
     # DINOv3 (eva.py): rotary only (rotate-half, temperature 100, coordinates normalised to the grid), class and
     # 4 register tokens, layer scale; without q/k/v biases, with them (_qkvb), with a SwiGLU MLP (S+, aligned).
@@ -72,6 +74,7 @@ OTHER_SIZES = {
     "eva02": (168, eva_filter_fn),
     "eva02_base": (168, eva_filter_fn),
     "beit": (256, beit_filter_fn),
+    "pe_core": (224, eva_filter_fn),
     "dinov3": (224, "same"),
     "dinov3_plus": (192, "same"),
 }

@@ -342,17 +342,30 @@ TEST_F(Families, ArchitecturesAndOptionsTheEngineDoesNotRunAreRefusedByName) {
   EXPECT_NE(family_of_arch("vit_base_patch14_reg1_tipsv2"), nullptr);
 }
 
-// Perception Encoder (eva.py) is refused by name with its config, and without it: its tensors look like a CLIP
-// tower's with an attention pool (norm_pre, attn_pool, cls_token), as which it loaded and answered off by 1.5;
-// its rotary embedding and its pool's heads are in no tensor.
-TEST_F(Families, PerceptionEncoderRefusedWithItsConfigAndWithout) {
-  expect_error([&] { ViT::load(model("pe_core")); },
-               "Perception Encoder checkpoint: not supported yet (vit_pe_core_small_patch16_384)");
+// Perception Encoder (eva.py's vit_pe_core_*) runs from its config: a position table and a rotary embedding
+// ('xy' grid, offset 1, ref_feat_shape its own 24x24), norm_pre, the attention pool with 8 heads of its own
+// (the blocks have 2), the projection; at 384 px and at 224 (the table resampled, the rotary grid 14x14
+// rescaled to 24x24). Without its config it is refused: its tensors look like a CLIP tower's with an attention
+// pool (norm_pre, attn_pool, cls_token), as which it once loaded and answered off by 1.5; its rotary embedding
+// and its pool's heads are in no tensor.
+TEST_F(Families, PerceptionEncoderLikeTimm) {
+  expect_like_timm("pe_core");
+  expect_like_timm("pe_core", "reference_224.safetensors", 224);
+  const ViTConfig c = ViT::load(model("pe_core")).config();
+  EXPECT_EQ(c.family, Family::PE);
+  EXPECT_EQ(c.pool_heads(), 8);
+  EXPECT_EQ(c.head, HeadKind::Projection);
+}
+TEST_F(Families, PerceptionEncoderRefusedWithoutItsConfig) {
   TempDir d;
   const std::string bare = d.file("bare");
   ASSERT_EQ(run_shell("mkdir -p " + bare + " && ln -s " + model("pe_core") + "/model.safetensors " + bare + "/"), 0);
   expect_error([&] { ViT::load(bare); }, "an attention-pool head (attn_pool) beside class or register tokens or after "
                                          "norm_pre (as Perception Encoder has), without a config naming its architecture");
+  expect_error([&] { ViT::load(with_config(d, model("pe_core"), "lang", [](nlohmann::json& j) {
+                 j["architecture"] = "vit_pe_lang_large_patch14_448";
+               })); },
+               "Perception Encoder (lang or spatial) checkpoint: not supported yet (vit_pe_lang_large_patch14_448)");
 }
 
 // A timm CLIP tower's head is its projection into the joint image-text space, as OpenCLIP's and Hugging Face's
