@@ -54,7 +54,7 @@ std::string family_line(const ViTConfig& c) {
 
 // Said only of attention that is not timm's plain one.
 std::string attention_line(const ViTConfig& c) {
-  std::string s = c.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
+  std::string s = !c.qkv_bias ? "no q, k, v biases" : c.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
   if (!c.qkv_fused) s += ", separate q_proj, k_proj, v_proj (run as one)";
   if (c.rel_pos_window)
     s += fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})", c.rel_pos_window,
@@ -62,10 +62,16 @@ std::string attention_line(const ViTConfig& c) {
                      c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
                          ? ""
                          : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()));
-  if (c.rope)
-    s += fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, temperature {:g}{})",
+  if (c.rope && c.rope_kind == RopeKind::DinoV3)
+    s += fmt::format(", DINOv3's 2-D rotary embedding on the patch tokens' q and k (rotate-half pairs, temperature {:g}, "
+                     "patch centres normalised to the {}x{} grid)",
+                     double(c.rope_temperature), c.grid_h(), c.grid_w());
+  else if (c.rope)
+    s += fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, temperature {:g}{}{}{})",
                      double(c.rope_temperature),
-                     c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w) : std::string());
+                     c.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", c.rope_grid_offset) : std::string(),
+                     c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w) : std::string(),
+                     c.rope_xy ? ", x angles first" : "");
   return s;
 }
 
@@ -73,7 +79,10 @@ std::string pooling_line(const ViTConfig& c) {
   const char* pool = c.pool == Pool::Token ? "class token"
                      : c.pool == Pool::Avg ? "mean of patch tokens"
                                            : "attention pool (MAP head: a learned query over all tokens, then LayerNorm + MLP)";
-  return fmt::format("{}{}{}, LayerNorm eps {:g}", pool, c.final_norm ? ", final norm" : "",
+  const std::string heads = c.pool == Pool::Map ? fmt::format(", {} heads{}", c.pool_heads(),
+                                                               c.attn_pool_heads ? " of its own" : "")
+                                                 : std::string();
+  return fmt::format("{}{}{}{}, LayerNorm eps {:g}", pool, heads, c.final_norm ? ", final norm" : "",
                      c.fc_norm ? ", fc_norm after pooling" : "", double(c.eps));
 }
 

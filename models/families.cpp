@@ -118,6 +118,36 @@ const FamilyRow kFamilies[] = {
        return s;
      }(),
      TimmClass::Eva},
+    // eva.py's vit_*_patch16_dinov3: no position table, its own rotary embedding (RotaryEmbeddingDinoV3:
+    // temperature 100, patch centres normalised to the grid, rotate-half pairs), class and 4 register tokens,
+    // layer scale, LayerNorm eps 1e-5, the final norm then timm's global_pool 'avg' (upstream: the class
+    // token), the ImageNet mean and std at 256 px; _qkvb: q and v biases; S+, H+ and 7B: a SwiGLU MLP.
+    {Family::DINOv3, "vit_(tiny|small|base|large)_patch16_dinov3(_qkvb)?", "vit_(small|base|large)_patch16_dinov3",
+     nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-5f, true, 0, Pool::Avg, D::ImageNet, 1.0, RopeKind::DinoV3, 100.f},
+     [] { S s; s.layer_scale = true; s.pos_embed = s.qkv_bias = false; s.reg_tokens = 4; s.classes = 0; return s; }(),
+     TimmClass::Eva},
+    {Family::DINOv3, "vit_(small_plus|huge_plus|7b)_patch16_dinov3(_qkvb)?",
+     "",  // no presets: their SwiGLU widths are aligned (swiglu_align_to), not a size word's
+     nullptr, HeadKind::Classifier,
+     D{Activation::SwiGLU, 1e-5f, true, 0, Pool::Avg, D::ImageNet, 1.0, RopeKind::DinoV3, 100.f},
+     [] { S s; s.layer_scale = true; s.pos_embed = s.qkv_bias = false; s.reg_tokens = 4; s.classes = 0; return s; }(),
+     TimmClass::Eva},
+    // eva.py's vit_pe_core_*: Perception Encoder's image tower. A position table and a 2-D rotary embedding
+    // (RotaryEmbeddingCat: 'xy' indexing, grid offset 1, ref_feat_shape the model's own grid) on the patch
+    // tokens, norm_pre, no patch-embedding bias, q/k/v biases, LayerNorm eps 1e-5, the final norm, then the
+    // attention pool with 8 heads of its own (attn_pool_num_heads) and the projection into the joint space.
+    {Family::PE, "vit_pe_core_(tiny|small)_patch16_384|vit_pe_core_large_patch14_336", "", nullptr, HeadKind::Projection,
+     D{Activation::Gelu, 1e-5f, true, 24, Pool::Map, D::Inception, 1.0, RopeKind::EvaCat, 10000.f, true, 1.f, 8},
+     [] { S s; s.norm_pre = s.attn_pool = true; s.patch_bias = false; s.classes = kProj; return s; }(), TimmClass::Eva},
+    {Family::PE, "vit_pe_core_base_patch16_224", "", nullptr, HeadKind::Projection,
+     D{Activation::Gelu, 1e-5f, true, 14, Pool::Map, D::Inception, 1.0, RopeKind::EvaCat, 10000.f, true, 1.f, 8},
+     [] { S s; s.norm_pre = s.attn_pool = true; s.patch_bias = false; s.classes = kProj; return s; }(), TimmClass::Eva},
+    // The gigantic one: no class token, grid offset 0, ref_feat_shape 32x32.
+    {Family::PE, "vit_pe_core_gigantic_patch14_448", "", nullptr, HeadKind::Projection,
+     D{Activation::Gelu, 1e-5f, true, 32, Pool::Map, D::Inception, 1.0, RopeKind::EvaCat, 10000.f, true, 0.f, 8},
+     [] { S s; s.norm_pre = s.attn_pool = true; s.patch_bias = false; s.class_token = false; s.classes = kProj; return s; }(),
+     TimmClass::Eva},
 };
 
 // timm architectures the engine knows and does not run, each refused with its family's name.
@@ -129,8 +159,7 @@ const struct {
     {"eva_.*", "EVA"},
     {"aimv2_.*", "AIMv2"},
     {"beit3_.*", "BEiT-3"},
-    {"vit_.*_dinov3(_qkvb)?", "DINOv3"},
-    {"vit_pe_.*", "Perception Encoder"},
+    {"vit_pe_(lang|spatial)_.*", "Perception Encoder (lang or spatial)"},
     {"vit_.*_sapiens2", "Sapiens2"},
     {"vit_.*_lingbot", "LingBot ViT"},
     {"vit_.*_rope_.*", "ViT with a rotary position embedding"},
@@ -188,6 +217,10 @@ const Shape kShapes[] = {{"vit_base_patch16_gap_224", 0, 0, 16, 0, 0, 0},
                          {"vit_base_patch32_plus_256", 896, 0, 14, 3584, 0, 0},
                          {"vit_base_patch16_plus_clip_240", 896, 0, 14, 3584, 0, 0},
                          {"vit_giant_patch16_radio_v3", 1536, 0, 24, 0, 0, 512},
+                         {"vit_huge_plus_patch16_dinov3", 1280, 32, 20, 0, 0, 0},
+                         {"vit_huge_plus_patch16_dinov3_qkvb", 1280, 32, 20, 0, 0, 0},
+                         {"vit_7b_patch16_dinov3", 4096, 40, 32, 0, 0, 0},
+                         {"vit_pe_core_gigantic_patch14_448", 1536, 50, 16, 8960, 0, 0},
                          {"test_vit", 64, 6, 2, 192, 16, 160},
                          {"test_vit2", 64, 8, 2, 192, 16, 160},
                          {"test_vit3", 96, 9, 3, 192, 16, 160}};
@@ -209,6 +242,8 @@ const char* family_name(Family f) {
     case Family::BEiT: return "BEiT";
     case Family::EVA02: return "EVA-02";
     case Family::RopeViT: return "ViT with rotary embedding";
+    case Family::DINOv3: return "DINOv3";
+    case Family::PE: return "Perception Encoder";
   }
   return "?";
 }
@@ -274,11 +309,13 @@ bool named_shape(const std::string& arch, Family f, NamedShape* n) {
     parts.push_back(arch.substr(b, e - b));
   }
   n->size = parts.size() > 1 ? parts[1] : "";
+  if (n->size == "pe" && parts.size() > 3) n->size = parts[3];  // vit_pe_core_<size>_patch..
   for (const std::string& part : parts) {
     if (part.rfind("patch", 0) == 0 && part.size() > 5) n->patch = std::stoll(part.substr(5));
     if (part.size() == 3 && std::all_of(part.begin(), part.end(), ::isdigit)) n->input = std::stoll(part);
   }
   n->input = f == Family::DINOv2 ? 518
+             : f == Family::DINOv3 ? 256
              : arch.find("tipsv2") != std::string::npos ? 448
              : arch.find("_radio_") != std::string::npos ? 512
              : arch.rfind("flexivit_", 0) == 0           ? 240
@@ -329,6 +366,11 @@ void apply_family_defaults(const FamilyRow& row, ViTConfig* c) {
   c->eps = d.eps;
   c->rope = d.rope;
   c->rope_ref_h = c->rope_ref_w = d.rope_ref;
+  c->rope_kind = d.rope_kind;
+  c->rope_temperature = d.rope_temperature;
+  c->rope_xy = d.rope_xy;
+  c->rope_grid_offset = d.rope_grid_offset;
+  c->attn_pool_heads = d.attn_pool_heads;
 }
 
 bool arch_preset(const std::string& arch, ViTConfig* c) {
@@ -355,6 +397,7 @@ bool arch_preset(const std::string& arch, ViTConfig* c) {
   c->patch_bias = s.patch_bias;
   c->attn_pool_mlp = s.attn_pool ? c->mlp : 0;
   c->abs_pos = s.pos_embed && !s.rel_pos;
+  c->qkv_bias = s.qkv_bias;
   c->rel_pos_window = s.rel_pos ? c->pos_grid_h : 0;
   c->k_bias = !s.qv_bias;
   c->qkv_fused = !s.separate_qkv;

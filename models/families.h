@@ -15,13 +15,18 @@ namespace vit {
 class SafeTensors;
 struct ViTConfig;
 
-enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, RopeViT };
+enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, RopeViT, DINOv3, PE };
 const char* family_name(Family f);  // "ViT", "DeiT III", "CLIP image tower", ...
 
 // The MLP: fc1, an activation, fc2 (GELU, GELU's tanh form, QuickGELU x * sigmoid(1.702 x)), or SwiGLU's
 // silu(gate) * value between them (fc1 holding the gate's rows, then the values').
 enum class Activation { Gelu, GeluTanh, QuickGelu, SwiGLU };
 const char* activation_name(Activation a);  // "GELU", "GELU (tanh)", "QuickGELU", "SwiGLU"
+
+// Which rotary embedding turns q and k (timm's pos_embed_sincos.py): EVA-02's RotaryEmbeddingCat (integer
+// coordinates, optionally rescaled to a reference grid; interleaved channel pairs), or DINOv3's
+// RotaryEmbeddingDinoV3 (patch centres normalised to [-1, 1] by the grid; rotate-half channel pairs).
+enum class RopeKind { EvaCat, DinoV3 };
 
 // What a family's blocks and embeddings are when neither the tensors nor a config say: its timm model
 // definition's defaults. (A checkpoint's tensors decide the rest: layer scale, tokens, norms, biases.)
@@ -33,6 +38,11 @@ struct FamilyDefaults {
   Pool pool = Pool::Token;    // without a class token (or an attention pool): the mean
   enum Mean { Inception, ImageNet, OpenAI } mean = Inception;  // 0.5; timm's ImageNet; OpenAI CLIP's
   double crop_pct = 1.0;
+  RopeKind rope_kind = RopeKind::EvaCat;
+  float rope_temperature = 10000.f;
+  bool rope_xy = false;          // rope_grid_indexing 'xy': a patch's x angles first
+  float rope_grid_offset = 0.f;
+  int64_t attn_pool_heads = 0;   // the attention pool's own heads (attn_pool_num_heads), 0: the blocks'
 };
 
 // The structure of a family's models, beyond width, depth, heads, MLP, patch and input size: what its
@@ -42,6 +52,7 @@ struct FamilyStructure {
   bool class_token = true, dist_token = false, layer_scale = false, no_embed_class = false, norm_pre = false,
        patch_bias = true, attn_pool = false, rel_pos = false, qv_bias = false, separate_qkv = false,
        mlp_norm = false, final_norm = true, fc_norm = false;
+  bool qkv_bias = true;    // q, k, v biases (DINOv3 without _qkvb has none)
   int64_t reg_tokens = 0;
   int64_t mlp_thirds = 0;  // MLP width = width * mlp_thirds / 3 (EVA-02's SwiGLU: 8), 0: the size's
   int64_t classes = 1000;  // a preset's head (a CLIP tower's: its projection, by size, kProjection)

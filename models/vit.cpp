@@ -378,7 +378,7 @@ BufferTable ViT::activation_table(const PlanLayout& l, Plan* plan) const {
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
   t.add("pooled_dist", &a->pooled_dist, B * D);
-  t.add("pool_scores", &a->pool_scores, c.attn_pool_mlp ? B * c.heads * T : 0);
+  t.add("pool_scores", &a->pool_scores, c.attn_pool_mlp ? B * c.pool_heads() * T : 0);
   t.add("logits", &a->logits, B * c.classes);
   t.add("logits_dist", &a->logits_dist, B * c.classes);
   // The layers' scratch: inputs at most max(D, M) wide, results added into the residual stream D wide.
@@ -500,11 +500,13 @@ struct ViT::PlanBuilder {
     const int64_t B = layout.B, D = c.width, T = c.tokens(), H = c.heads;
     // qkv = self.qkv(self.norm1(x))
     norm_linear(p + ".norm1", w.norm1, p + ".attn.qkv", w.qkv, a().qkv);
-    // EvaAttention.forward: q, k = apply_rot_embed_cat(q[:, :, npt:], rope), the same for k: the patch
-    // tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles.
+    // EvaAttention.forward: q, k = apply_rot_embed_cat(q[:, :, npt:], rope, half=half), the same for k: the
+    // patch tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles, in
+    // interleaved pairs (EVA-02) or rotate-half pairs (DINOv3, rope_rotate_half).
     if (c.rope)
       add(rotary_step(p + ".attn.rope", B, T, c.prefix_tokens(), 2 * H, c.head_dim(), 3 * D, m.rope_sin_.data(),
-                      m.rope_cos_.data(), a().qkv));
+                      m.rope_cos_.data(), a().qkv,
+                      c.rope_kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved));
     // beit.py Attention.forward: attn = attn + self._get_rel_pos_bias() (the table looked up through the
     // index, [H, T, T]), before the softmax.
     if (c.rel_pos_window)
@@ -590,7 +592,8 @@ struct ViT::PlanBuilder {
     const ViTConfig& c = m.cfg_;
     const int64_t B = layout.B, T = c.tokens();
     linear("attn_pool.kv", m.attn_pool_.kv, T, feats, a().qkv);
-    add(attention_pool_step("attn_pool.attn", B, T, c.heads, c.head_dim(), m.attn_pool_.q.data(), a().qkv,
+    // AttentionPoolLatent's own heads (num_heads: Perception Encoder's attn_pool_num_heads, else the blocks').
+    add(attention_pool_step("attn_pool.attn", B, T, c.pool_heads(), c.width / c.pool_heads(), m.attn_pool_.q.data(), a().qkv,
                             a().pool_scores, a().pooled_dist));
     linear("attn_pool.proj", m.attn_pool_.proj, 1, a().pooled_dist, a().pooled);
     add(layer_norm_step("attn_pool.norm", m.attn_pool_.norm, B, a().pooled, a().pooled_norm));

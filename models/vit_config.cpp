@@ -499,7 +499,8 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
   const FamilyRow& row = n.row                                       ? *n.row
                          : ck.layout() == CheckpointLayout::Other ? family_row(other_layout_family(ck.other_layout()))
                                                                      : family_of_tensors(ck);
-  if (row.timm_class == TimmClass::VisionTransformer && (f.eva_names || c.rel_pos_window))
+  const bool beit_eva = row.timm_class == TimmClass::Beit || row.timm_class == TimmClass::Eva;
+  if (!beit_eva && (f.eva_names || c.rel_pos_window))
     throw Error(where, n.arch + " is a " + family_name(row.family) + ", but " + file +
                            " holds tensors of timm's beit.py or eva.py (q_bias, relative_position_bias_table, ...)");
   if (row.family == Family::BEiT && !c.rel_pos_window)
@@ -527,9 +528,15 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
   if (row.defaults.eps != 1e-6f)
     c->origin.eps = std::string("default for ") + family_name(row.family) + "s (timm's architectures: " +
                     fmt::format("{:g}", row.defaults.eps) + ", not in their config.json)";
-  if (row.defaults.rope)
+  if (row.defaults.rope && row.defaults.rope_kind == RopeKind::DinoV3)
+    c->origin.rope = "timm's defaults for " + n.arch + " (RotaryEmbeddingDinoV3: patch centres normalised to the "
+                     "grid, temperature 100, rotate-half pairs; the grid follows the input)";
+  else if (row.defaults.rope)
     c->origin.rope = "timm's defaults for " + n.arch + " (ref_feat_shape " + std::to_string(row.defaults.rope_ref) + "x" +
-                     std::to_string(row.defaults.rope_ref) + ", temperature 10000, interleaved pairs)";
+                     std::to_string(row.defaults.rope_ref) + ", temperature 10000, interleaved pairs" +
+                     (row.defaults.rope_xy ? ", 'xy' grid" : "") +
+                     (row.defaults.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", row.defaults.rope_grid_offset) : "") +
+                     ")";
 }
 
 // Step 8: what must hold whatever the sources said. `where` names the config, else the model file.
@@ -542,6 +549,8 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
   if (c.img_h() % c.patch || c.img_w() % c.patch)
     throw Error(where, "input size " + std::to_string(c.img_h()) + "x" + std::to_string(c.img_w()) +
                            " is not a multiple of the patch size " + std::to_string(c.patch));
+  if (c.attn_pool_mlp && c.width % c.pool_heads())
+    throw Error(where, std::to_string(c.pool_heads()) + " attention-pool heads do not divide width " + std::to_string(c.width));
   if (c.pool == Pool::Map && !c.attn_pool_mlp)
     throw Error(file, "global_pool 'map' needs an attention-pool head, and the checkpoint has no attn_pool");
   if (c.pool == Pool::Token && !c.class_token)

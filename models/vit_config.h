@@ -53,6 +53,7 @@ struct ViTConfig {
   Family family = Family::ViT;          // its row of the family table (families.h)
   bool norm_pre = false;                // CLIP: a LayerNorm after the position table, before the blocks
   Activation act = Activation::Gelu;    // the MLP's: GELU, its tanh form, QuickGELU, or SwiGLU
+  int64_t attn_pool_heads = 0;          // the attention pool's heads when not the blocks' (Perception Encoder: 8)
   int64_t attn_pool_mlp = 0;            // SigLIP's attention-pool head (attn_pool.*): its MLP width, 0 without
   HeadKind head = HeadKind::Classifier; // a classifier, a projection into a joint image-text space (no classes
                                         // to label with), or none (classes 0)
@@ -71,6 +72,9 @@ struct ViTConfig {
   bool scale_mlp = false;               // a LayerNorm inside the MLP before fc2 (mlp.norm, EVA-02 base)
   bool rope = false;                    // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
   int64_t rope_ref_h = 0, rope_ref_w = 0;  // its ref_feat_shape: positions rescaled to this grid (0: none)
+  RopeKind rope_kind = RopeKind::EvaCat;
+  bool rope_xy = false;                 // rope_grid_indexing 'xy' (Perception Encoder): each patch's x angles
+                                        // first, then its y angles (else y, then x)
   float rope_temperature = 10000.f;
   float rope_grid_offset = 0.f;
   bool patch_bias = true;               // the patch embedding has a bias
@@ -89,6 +93,7 @@ struct ViTConfig {
   int64_t patches() const { return grid_h() * grid_w(); }          // N
   int64_t tokens() const { return patches() + prefix_tokens(); }   // T
   int64_t head_dim() const { return width / heads; }               // Dh
+  int64_t pool_heads() const { return attn_pool_heads ? attn_pool_heads : heads; }  // the attention pool's
   int64_t pos_len() const {
     return abs_pos ? pos_grid_h * pos_grid_w + (no_embed_class ? 0 : prefix_tokens()) : 0;
   }

@@ -116,10 +116,43 @@ TEST_F(Families, EVA02At168LikeTimm) {
   expect_like_timm("eva02_base", "reference_168.safetensors", 168);
 }
 
-// int8 and bf16 linear layers in the new blocks (SwiGLU's fused fc1, the folded q/v biases, BEiT's scaled
-// proj and fc2): the embeddings stay close to f32's.
+// DINOv3 (eva.py's vit_*_dinov3): its own rotary embedding (patch centres normalised to the grid, temperature
+// 100, rotate-half pairs) and no position table, class and 4 register tokens, layer scale, LayerNorm eps 1e-5;
+// without q/k/v biases, with q and v biases (_qkvb), with a SwiGLU MLP (S+). Pooled as timm's config says
+// (global_pool 'avg': the mean of the patch tokens).
+TEST_F(Families, DINOv3LikeTimm) {
+  expect_like_timm("dinov3");
+  expect_like_timm("dinov3_qkvb");
+  expect_like_timm("dinov3_plus");
+}
+// DINOv3 takes any input size (dynamic_img_size): the rotary grid follows the input, as timm's same model
+// computes it for a 224-px (14x14) and a 192-px (12x12) input.
+TEST_F(Families, DINOv3AtOtherSizesLikeTimm) {
+  expect_like_timm("dinov3", "reference_224.safetensors", 224);
+  expect_like_timm("dinov3_plus", "reference_192.safetensors", 192);
+}
+// Upstream's and Hugging Face's DINOv3 embedding is the class token (`--pool cls`): timm's normed tokens at 0.
+TEST_F(Families, DINOv3ClassTokenPoolLikeTimm) {
+  const SafeTensors ref(model("dinov3") + "/reference.safetensors");
+  ViT m = ViT::load(model("dinov3"));
+  EXPECT_EQ(m.config().pool, Pool::Avg);
+  m.set_pool(Pool::Token);
+  const int64_t B = ref.get("input").shape[0], T = m.config().tokens(), D = m.config().width;
+  auto plan = m.make_plan(B);
+  const auto input = ref.to_f32("input"), tokens = ref.to_f32("tokens");
+  std::memcpy(plan->input(), input.data(), input.size() * sizeof(float));
+  plan->run();
+  float worst = 0;
+  for (int64_t b = 0; b < B; ++b)
+    worst = std::max(worst, max_abs_diff(plan->features() + b * D, tokens.data() + b * T * D, size_t(D)));
+  EXPECT_LT(worst, 1e-4f);
+  std::printf("dinov3 --pool cls: max |difference| from timm's class token %.2e\n", double(worst));
+}
+
+// int8 and bf16 linear layers in the new blocks (SwiGLU's fused fc1, the folded q/v biases, BEiT's and DINOv3's
+// scaled proj and fc2, DINOv3's unbiased qkv): the embeddings stay close to f32's.
 TEST_F(Families, BEiTAndEVA02InLowerPrecision) {
-  for (const std::string name : {"beit", "eva02", "eva02_base"}) {
+  for (const std::string name : {"beit", "eva02", "eva02_base", "dinov3", "dinov3_plus"}) {
     const SafeTensors r(model(name) + "/reference.safetensors");
     const auto x = r.to_f32("input");
     std::vector<float> f32;
@@ -321,17 +354,30 @@ TEST_F(Families, ArchitecturesAndOptionsTheEngineDoesNotRunAreRefusedByName) {
   EXPECT_NE(family_of_arch("vit_base_patch14_reg1_tipsv2"), nullptr);
 }
 
-// Perception Encoder (eva.py) is refused by name with its config, and without it: its tensors look like a CLIP
-// tower's with an attention pool (norm_pre, attn_pool, cls_token), as which it loaded and answered off by 1.5;
-// its rotary embedding and its pool's heads are in no tensor.
-TEST_F(Families, PerceptionEncoderRefusedWithItsConfigAndWithout) {
-  expect_error([&] { ViT::load(model("pe_core")); },
-               "Perception Encoder checkpoint: not supported yet (vit_pe_core_small_patch16_384)");
+// Perception Encoder (eva.py's vit_pe_core_*) runs from its config: a position table and a rotary embedding
+// ('xy' grid, offset 1, ref_feat_shape its own 24x24), norm_pre, the attention pool with 8 heads of its own
+// (the blocks have 2), the projection; at 384 px and at 224 (the table resampled, the rotary grid 14x14
+// rescaled to 24x24). Without its config it is refused: its tensors look like a CLIP tower's with an attention
+// pool (norm_pre, attn_pool, cls_token), as which it once loaded and answered off by 1.5; its rotary embedding
+// and its pool's heads are in no tensor.
+TEST_F(Families, PerceptionEncoderLikeTimm) {
+  expect_like_timm("pe_core");
+  expect_like_timm("pe_core", "reference_224.safetensors", 224);
+  const ViTConfig c = ViT::load(model("pe_core")).config();
+  EXPECT_EQ(c.family, Family::PE);
+  EXPECT_EQ(c.pool_heads(), 8);
+  EXPECT_EQ(c.head, HeadKind::Projection);
+}
+TEST_F(Families, PerceptionEncoderRefusedWithoutItsConfig) {
   TempDir d;
   const std::string bare = d.file("bare");
   ASSERT_EQ(run_shell("mkdir -p " + bare + " && ln -s " + model("pe_core") + "/model.safetensors " + bare + "/"), 0);
   expect_error([&] { ViT::load(bare); }, "an attention-pool head (attn_pool) beside class or register tokens or after "
                                          "norm_pre (as Perception Encoder has), without a config naming its architecture");
+  expect_error([&] { ViT::load(with_config(d, model("pe_core"), "lang", [](nlohmann::json& j) {
+                 j["architecture"] = "vit_pe_lang_large_patch14_448";
+               })); },
+               "Perception Encoder (lang or spatial) checkpoint: not supported yet (vit_pe_lang_large_patch14_448)");
 }
 
 // A timm CLIP tower's head is its projection into the joint image-text space, as OpenCLIP's and Hugging Face's
