@@ -1,6 +1,7 @@
-// vit::Batcher (include/vit/batcher.h): one queue of requests, one thread that runs them. Encoded images
-// of several requests go into one classify_encoded call and preprocessed tensors into one logits call,
-// so each image's answer is what the Classifier gives it alone, whatever shares its batch.
+// vit::Batcher (include/vit/batcher.h): one queue of requests, one thread that runs them. The requests of
+// a pass that ask the same thing (classes of encoded images, logits of tensors, embeddings of either with
+// the same options) go into one Classifier call, so each image's answer is what the Classifier gives it
+// alone, whatever shares its batch.
 #include "vit/batcher.h"
 
 #include <algorithm>
@@ -18,14 +19,35 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// What a request asks for: classes or embeddings, of encoded images or of preprocessed tensors.
+enum class Kind { Classify, Logits, Embed, EmbedPixels };
+
 struct Job {
-  std::vector<std::pair<std::string, std::string>> images;  // encoded, or
-  std::vector<float> pixels;                                // [n, 3, H, W]
+  Kind kind = Kind::Classify;
+  std::vector<std::pair<std::string, std::string>> images;  // encoded (Classify, Embed), or
+  std::vector<float> pixels;                                // [n, 3, H, W] (Logits, EmbedPixels)
   int64_t n = 0;
   int topk = 5;
+  EmbedOptions embed;  // Embed, EmbedPixels
   Batcher::ResultsDone results_done;
-  Batcher::LogitsDone logits_done;
+  Batcher::EmbeddingsDone embeddings_done;
+  Batcher::LogitsDone rows_done;
   Clock::time_point queued_at;
+  // The answers, filled by the pass, handed over after it.
+  std::vector<Result> results;
+  std::vector<Embedding> embeddings;
+  std::vector<float> rows;
+  std::string error;
+};
+
+// The jobs of a pass that run in one Classifier call: one kind, one set of embedding options.
+struct Group {
+  Kind kind;
+  EmbedOptions embed;
+  std::vector<Job*> jobs;
+  bool takes(const Job& j) const {
+    return j.kind == kind && j.embed.head == embed.head && j.embed.normalize == embed.normalize;
+  }
 };
 
 std::string what(const std::exception_ptr& e) {
@@ -89,74 +111,87 @@ struct Batcher::Impl {
   void run(std::vector<Job>& batch) {
     BatchStats stats;
     const auto t0 = Clock::now();
-    std::vector<std::pair<std::string, std::string>> images;
-    std::vector<float> pixels;
-    int64_t n_pixels = 0;
-    int topk = 1;
+    std::vector<Group> groups;
     for (Job& j : batch) {
       stats.waits_s.push_back(std::chrono::duration<double>(t0 - j.queued_at).count());
       stats.images += j.n;
-      if (j.results_done) {
-        topk = std::max(topk, j.topk);
-        for (auto& im : j.images) images.push_back(std::move(im));
-      } else {
-        pixels.insert(pixels.end(), j.pixels.begin(), j.pixels.end());
-        n_pixels += j.n;
-        std::vector<float>().swap(j.pixels);
-      }
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.takes(j); });
+      if (g == groups.end()) g = groups.insert(groups.end(), Group{j.kind, j.embed, {}});
+      g->jobs.push_back(&j);
     }
-    // One call each, so the engine batches across requests; a request's own topk is a prefix of the
-    // batch's largest.
-    std::vector<Result> results;
-    std::string results_error;
-    if (!images.empty()) {
-      try {
-        results = classifier.classify_encoded(images, topk);
-      } catch (...) {
-        results_error = what(std::current_exception());
-      }
-    }
-    std::vector<float> logits;
-    std::string logits_error;
-    if (n_pixels > 0) {
-      try {
-        logits = classifier.logits(pixels.data(), n_pixels);
-      } catch (...) {
-        logits_error = what(std::current_exception());
-      }
-    }
+    for (Group& g : groups) (g.kind == Kind::Logits || g.kind == Kind::EmbedPixels) ? run_rows(g) : run_encoded(g);
     stats.run_s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (on_batch) on_batch(stats);  // before the answers, so that a client's next look at them includes this pass
-    const size_t classes = size_t(classifier.classes());
-    size_t next_result = 0, next_row = 0;
     for (Job& j : batch) {
-      if (j.results_done) {
-        std::vector<Result> mine;
-        for (size_t i = 0; i < size_t(j.n); ++i) {
-          Result r;
-          if (!results_error.empty()) {
-            r.file = images[next_result + i].first;
-            r.error = results_error;
-          } else {
-            r = std::move(results[next_result + i]);
-            if (r.top.size() > size_t(j.topk)) r.top.resize(size_t(j.topk));
-          }
-          mine.push_back(std::move(r));
+      if (j.results_done) j.results_done(std::move(j.results));
+      else if (j.embeddings_done) j.embeddings_done(std::move(j.embeddings));
+      else j.rows_done(std::move(j.rows), j.error);
+    }
+  }
+
+  // Encoded images: one classify_encoded or embed_encoded call; a request's own topk is a prefix of the
+  // group's largest. A call that throws gives each of its images the error.
+  void run_encoded(Group& g) {
+    std::vector<std::pair<std::string, std::string>> images;
+    int topk = 1;
+    for (Job* j : g.jobs) {
+      topk = std::max(topk, j->topk);
+      for (auto& im : j->images) images.push_back(std::move(im));
+    }
+    std::vector<Result> results;
+    std::vector<Embedding> embeddings;
+    std::string error;
+    try {
+      if (g.kind == Kind::Classify) results = classifier.classify_encoded(images, topk);
+      else embeddings = classifier.embed_encoded(images, g.embed);
+    } catch (...) {
+      error = what(std::current_exception());
+    }
+    size_t next = 0;
+    for (Job* j : g.jobs) {
+      for (size_t i = next; i < next + size_t(j->n); ++i) {
+        if (g.kind == Kind::Classify) {
+          Result r = error.empty() ? std::move(results[i]) : Result{images[i].first, error, {}, {}, -1, 0};
+          if (r.top.size() > size_t(j->topk)) r.top.resize(size_t(j->topk));
+          j->results.push_back(std::move(r));
+        } else {
+          j->embeddings.push_back(error.empty() ? std::move(embeddings[i]) : Embedding{images[i].first, error, {}, {}});
         }
-        next_result += size_t(j.n);
-        j.results_done(std::move(mine));
-      } else if (!logits_error.empty()) {
-        j.logits_done({}, logits_error);
-      } else {
-        const auto first = logits.begin() + long(next_row * classes);
-        j.logits_done(std::vector<float>(first, first + long(size_t(j.n) * classes)), "");
-        next_row += size_t(j.n);
       }
+      next += size_t(j->n);
+    }
+  }
+
+  // Preprocessed tensors: one logits or embeddings call, its rows handed out in order.
+  void run_rows(Group& g) {
+    std::vector<float> pixels;
+    int64_t n = 0;
+    for (Job* j : g.jobs) {
+      pixels.insert(pixels.end(), j->pixels.begin(), j->pixels.end());
+      n += j->n;
+      std::vector<float>().swap(j->pixels);
+    }
+    std::vector<float> rows;
+    std::string error;
+    try {
+      rows = g.kind == Kind::Logits ? classifier.logits(pixels.data(), n) : classifier.embeddings(pixels.data(), n, g.embed);
+    } catch (...) {
+      error = what(std::current_exception());
+    }
+    const size_t width = n > 0 ? rows.size() / size_t(n) : 0;
+    size_t next = 0;
+    for (Job* j : g.jobs) {
+      j->error = error;
+      if (error.empty()) j->rows.assign(rows.begin() + long(next * width), rows.begin() + long((next + size_t(j->n)) * width));
+      next += size_t(j->n);
     }
   }
 
   void loop() {
-    for (std::vector<Job> batch = take(); !batch.empty(); batch = take()) run(batch);
+    for (std::vector<Job> batch = take(); !batch.empty(); batch = take()) {
+      if (opt.around_pass) opt.around_pass([&] { run(batch); });
+      else run(batch);
+    }
   }
 };
 
@@ -185,13 +220,34 @@ bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, in
 }
 
 bool Batcher::submit(std::vector<float> pixels, int64_t n, LogitsDone done) {
+  return submit_rows(std::move(pixels), n, EmbedOptions{}, std::move(done), true);
+}
+
+bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options,
+                     EmbeddingsDone done) {
+  Job j;
+  j.kind = Kind::Embed;
+  j.n = int64_t(images.size());
+  j.images = std::move(images);
+  j.embed = options;
+  j.embeddings_done = std::move(done);
+  return impl_->push(std::move(j));
+}
+
+bool Batcher::submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done) {
+  return submit_rows(std::move(pixels), n, options, std::move(done), false);
+}
+
+bool Batcher::submit_rows(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done, bool logits) {
   if (n < 0 || int64_t(pixels.size()) != n * impl_->per_image)
     throw Error("Batcher: " + std::to_string(pixels.size()) + " floats for " + std::to_string(n) + " images of " +
                 std::to_string(impl_->per_image));
   Job j;
+  j.kind = logits ? Kind::Logits : Kind::EmbedPixels;
   j.n = n;
   j.pixels = std::move(pixels);
-  j.logits_done = std::move(done);
+  if (!logits) j.embed = options;
+  j.rows_done = std::move(done);
   return impl_->push(std::move(j));
 }
 

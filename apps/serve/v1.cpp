@@ -16,15 +16,11 @@ json top_json(const Result& r) {
 }
 
 // The model a /v1 request names with ?model=NAME; with one model served, naming it is optional.
-ServedModel& model_of(const Service& service, const HttpRequest& req) {
+ServedModel& model_of(const Service& service, const HttpRequest& req, const Reply& reply) {
   const auto name = query_value(req.query, "model");
-  if (name) return service.model(percent_decode(*name));
-  if (service.models().size() != 1) {
-    std::string names;
-    for (const auto& m : service.models()) names += (names.empty() ? "" : ", ") + m->name;
-    throw HttpError(400, "this server has several models (" + names + "): name one with ?model=NAME", "model");
-  }
-  return *service.models().front();
+  ServedModel& m = name ? service.model(percent_decode(*name)) : service.only_model("?model=NAME");
+  reply.model(m.name);
+  return m;
 }
 
 // The images of a /v1 request: its body, one encoded image, or the files of a multipart form.
@@ -48,7 +44,7 @@ EncodedImages request_images(HttpRequest& req, bool* multipart) {
 }
 
 void classify(Service& service, HttpRequest& req, const Reply& reply) {
-  ServedModel& m = model_of(service, req);
+  ServedModel& m = model_of(service, req, reply);
   Service::require_classes(m);
   int64_t topk = 5;
   if (const auto k = query_value(req.query, "topk")) {
@@ -60,11 +56,11 @@ void classify(Service& service, HttpRequest& req, const Reply& reply) {
   EncodedImages images = request_images(req, &multipart);
   service.check_queue_room(int64_t(images.size()));
   const int64_t pixels = service.take_pixels(images);
-  const bool ok = m.batcher->submit(std::move(images), int(topk), [&service, reply, multipart, pixels](std::vector<Result> rs) {
+  const bool ok = m.batcher->submit(std::move(images), int(topk), [&service, &m, reply, multipart, pixels](std::vector<Result> rs) {
     service.give_pixels(pixels);
     int64_t failed = 0;
     for (const Result& r : rs) failed += !r.error.empty();
-    service.images_done(int64_t(rs.size()) - failed, failed);
+    service.images_done(m, int64_t(rs.size()) - failed, failed);
     if (!multipart) {
       const Result& r = rs[0];
       return r.error.empty() ? reply(json_answer({{"top", top_json(r)}})) : reply.fail(HttpError(400, r.error));

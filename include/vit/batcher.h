@@ -17,6 +17,9 @@ struct BatcherOptions {
   int max_batch = 16;    // images per forward pass at most (a larger request runs alone, in slices)
   int max_delay_ms = 0;  // after the first waiting image, wait this much longer for a fuller batch
   int max_queue = 256;   // images waiting at most; a request that would pass it is refused
+  // If set, each pass (decoding included) runs as pass() inside it, on the batching thread: how the
+  // batchers of several models take turns on the cores. Unset, passes run as they come.
+  std::function<void(const std::function<void()>& pass)> around_pass;
 };
 
 // One forward pass's figures, for metrics.
@@ -29,8 +32,9 @@ struct BatchStats {
 class Batcher {
  public:
   using ResultsDone = std::function<void(std::vector<Result>)>;
-  // logits [n, classes], or empty with the error that stopped the pass.
-  using LogitsDone = std::function<void(std::vector<float> logits, std::string error)>;
+  using EmbeddingsDone = std::function<void(std::vector<Embedding>)>;
+  // rows [n, logits_size()] or [n, embedding_size()], or empty with the error that stopped the pass.
+  using LogitsDone = std::function<void(std::vector<float> rows, std::string error)>;
 
   // The classifier must outlive the batcher; made with batch >= options.max_batch, each batch is one
   // forward pass (else several). on_batch, if given, is called on the batching thread after each pass.
@@ -45,6 +49,12 @@ class Batcher {
   bool submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done);
   // Queues n preprocessed images [n, 3, H, W] for logits().
   bool submit(std::vector<float> pixels, int64_t n, LogitsDone done);
+  // The same for embed_encoded() and embeddings() with these options (their tokens and video aside).
+  // Requests of one kind and options in a pass run in one call, so each image's embedding is what the
+  // Classifier gives it alone, whatever shares its batch.
+  bool submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options,
+              EmbeddingsDone done);
+  bool submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done);
 
   int64_t queued() const;  // images waiting
   // Refuses new requests, answers every queued one, and stops the batching thread.
@@ -53,6 +63,7 @@ class Batcher {
   struct Impl;
 
  private:
+  bool submit_rows(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done, bool logits);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -70,6 +70,8 @@ struct ModelFiles {
 // model: a .safetensors file or the folder holding one; config: a config.json given instead of the one
 // beside ("" for that one). Throws vit::Error when there is no such path or the folder has no weights.
 ModelFiles find_model_files(const std::string& model, const std::string& config = "");
+// The name a model goes by (ModelInfo::name): its folder's, a lone weights file's without ".safetensors".
+std::string model_name(const std::string& model);
 
 struct ClassifierOptions {
   Precision precision = Precision::F32;
@@ -149,8 +151,14 @@ struct ImageHeader {
 };
 ImageHeader read_image_header(const std::string& bytes);
 
+// What a model's head does, and so what it answers: classes (a classifier), an embedding in a joint
+// image-text space (CLIP, EVA-02 CLIP, PE: classes only through text embeddings), or nothing (DINOv2, a
+// SigLIP tower: their pooled features are the embedding).
+enum class HeadKind { Classifier, Projection, None };
+
 // What the engine understood of the model, as `vit inspect` prints it.
 struct ModelInfo {
+  HeadKind head = HeadKind::None;
   std::string name;    // the model folder's name (of a lone weights file: the file's name without .safetensors)
   std::string family;  // ViT, DeiT, DeiT III, DINOv2
   std::string file, arch, stored_as, precision, pool, interpolation, crop_mode;
@@ -214,6 +222,10 @@ class Classifier {
   // ClassifierOptions::text_embeddings the zero-shot scores [classes()], logit_scale * cosine + logit_bias.
   std::vector<float> logits(const float* images, int64_t n, const BetweenBatches& between = {}) const;
   int64_t logits_size() const;
+  // Preprocessed images [n, 3, H, W] -> their embeddings [n, embedding_size(options)], as embed() gives
+  // them for the images these tensors were made from (options.tokens and options.video aside).
+  std::vector<float> embeddings(const float* images, int64_t n, const EmbedOptions& options = {},
+                                const BetweenBatches& between = {}) const;
   // Probabilities [n, classes()] of the logits [n, classes()] logits() gives a model with classes, made as
   // Result::top's are: a softmax over the classes, or with text embeddings each class's sigmoid where the
   // file says so.
