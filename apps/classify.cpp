@@ -20,7 +20,6 @@
 #include "engine/io/text.h"
 #include "apps/inputs.h"
 #include "apps/output.h"
-#include "engine/image/image.h"
 #include "engine/io/safetensors.h"
 #include "vit/vit.h"
 
@@ -41,7 +40,8 @@ struct ClassifyOptions {
 // Where results go: stdout (text or JSON lines) and the --save-logits file; counts what it was given.
 class Output {
  public:
-  Output(const ClassifyOptions& o, int64_t classes) : json_(o.json) {
+  Output(const ClassifyOptions& o, int64_t classes, const std::vector<std::string>& labels)
+      : json_(o.json), labels_(labels) {
     if (!o.save_logits.empty()) saved_ = std::make_unique<RowWriter>(o.save_logits, classes);
   }
   void error(const std::string& file, const std::string& why) {
@@ -85,7 +85,9 @@ class Output {
   }
   void finish() {
     if (!saved_) return;
-    std::map<std::string, std::string> meta{{"files", saved_files_ + "]"}};
+    // The columns' class names (a zero-shot file's labels, --labels, the model's), then the rows' files.
+    std::map<std::string, std::string> meta{{"files", saved_files_ + "]"},
+                                            {"labels", nlohmann::json(labels_).dump(-1, ' ', false, kReplace)}};
     if (any_frames_) {  // which rows are video frames: their index and time, null for images
       meta["frames"] = saved_frames_ + "]";
       meta["times_s"] = saved_times_ + "]";
@@ -97,7 +99,9 @@ class Output {
   size_t failed() const { return failed_; }
 
  private:
+  static constexpr auto kReplace = nlohmann::json::error_handler_t::replace;  // labels not UTF-8: U+FFFD
   bool json_;
+  std::vector<std::string> labels_;
   std::unique_ptr<RowWriter> saved_;  // --save-logits: one row per classified image, streamed to disk
   std::string saved_files_ = "[";  // a JSON list, names written as json_string writes them
   std::string saved_frames_ = "[", saved_times_ = "[";
@@ -202,7 +206,7 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   co.keep_logits = !o.save_logits.empty();
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
   require_head(classifier->classes(), classifier->info().file);
-  auto out = std::make_shared<Output>(o, classifier->classes());
+  auto out = std::make_shared<Output>(o, classifier->classes(), classifier->labels());
   auto batches = o.stdin_paths ? std::make_shared<Batches>(o.null_separated ? '\0' : '\n', size_t(o.batch))
                                : std::make_shared<Batches>(std::move(inputs), size_t(o.batch));
   return [o, batches, classifier, out] { return classify_all(o, *batches, *classifier, *out); };
@@ -223,7 +227,9 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   add_number_option(cmd, "-k,--topk", &o->topk, 1, 100000, "classes to print per image");
   add_batch_option(cmd, &o->batch);
   cmd->add_flag("--json", o->json, "one JSON object per line");
-  cmd->add_option("--save-logits", o->save_logits, "write the logits of the classified images to a .safetensors file");
+  add_name_option(cmd, "--save-logits", &o->save_logits,
+                  "write the logits of the classified images to a .safetensors file (its metadata: the files of the "
+                  "rows, the labels of the columns)");
   cmd->add_flag("--stats", o->stats, "print end-to-end images/s on stderr");
   add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,
                     "refuse images larger than this many pixels, from their header, before decoding");

@@ -31,9 +31,16 @@ struct EmbedCommand {
 
 // Where embeddings go: JSON lines on stdout, or the -o file (embeddings [N, E], tokens [N, T, D], the
 // files in order in its metadata); errors as `vit classify` prints them.
+// With --tokens, what a token sequence holds: its prefix tokens (class, distillation, register tokens)
+// first, then one token per patch, row by row of the patch grid.
 class EmbedOutput {
  public:
   EmbedOutput(const EmbedCommand& o, const Classifier& c) {
+    if (o.embed.tokens) {
+      const ModelInfo info = c.info();
+      grid_ = {info.input_height / info.patch, info.input_width / info.patch};
+      prefix_tokens_ = c.tokens() - grid_[0] * grid_[1];
+    }
     if (o.out.empty()) return;
     RowWriter::RowShapes shapes{{"embeddings", {c.embedding_size(o.embed)}}};
     if (o.embed.tokens) shapes.push_back({"tokens", {c.tokens(), c.width()}});
@@ -54,17 +61,29 @@ class EmbedOutput {
       return;
     }
     nlohmann::json rest = {{"embedding", e.embedding}};
-    if (!e.tokens.empty()) rest["tokens"] = e.tokens;
+    if (!e.tokens.empty()) {
+      rest["prefix_tokens"] = prefix_tokens_;
+      rest["patch_grid"] = grid_;
+      rest["tokens"] = e.tokens;
+    }
     std::printf("%s\n", json_line(e.file, rest).c_str());
   }
   void finish() {
-    if (saved_) saved_->finish(output_metadata("embed", {{"files", files_ + "]"}}));
+    if (!saved_) return;
+    std::map<std::string, std::string> meta{{"files", files_ + "]"}};
+    if (!grid_.empty()) {
+      meta["prefix_tokens"] = std::to_string(prefix_tokens_);
+      meta["patch_grid"] = nlohmann::json(grid_).dump();
+    }
+    saved_->finish(output_metadata("embed", meta));
   }
   size_t done() const { return done_; }
   size_t failed() const { return failed_; }
 
  private:
   std::unique_ptr<RowWriter> saved_;
+  std::vector<int64_t> grid_;  // with --tokens: the patch grid, [rows, columns]
+  int64_t prefix_tokens_ = 0;
   std::string files_ = "[";
   size_t done_ = 0, failed_ = 0;
 };
@@ -129,12 +148,15 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
                                                "pre_logits), or after it with --head");
   add_model_options(cmd, &o->model);
   cmd->add_flag("--head", o->embed.head, "apply the head too: timm's model(x) (the logits of a classifier)");
-  cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls or mean")
+  cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls, mean or map (the "
+                                     "attention pool, on models that have one)")
       ->check(CLI::IsMember({"cls", "mean", "map"}));
-  cmd->add_flag("--tokens", o->embed.tokens, "also write the token sequence timm's forward_features returns");
+  cmd->add_flag("--tokens", o->embed.tokens, "also write the token sequence timm's forward_features returns: its "
+                                             "prefix_tokens (class, registers) first, then the patch_grid's tokens "
+                                             "row by row (both numbers given beside it)");
   cmd->add_flag("--normalize", o->embed.normalize, "scale each embedding to unit length");
-  cmd->add_option("-o,--out", o->out, "write a .safetensors file (embeddings [N, E], tokens [N, T, D]) instead of "
-                                      "JSON lines on stdout");
+  add_name_option(cmd, "-o,--out", &o->out, "write a .safetensors file (embeddings [N, E], tokens [N, T, D]) instead "
+                                            "of JSON lines on stdout");
   cmd->add_flag("--force", o->force, "let -o replace an input or a file vit did not write (never the model's own files)");
   add_batch_option(cmd, &o->batch);
   add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,

@@ -118,11 +118,11 @@ bool written_here(OutputKind kind, const std::string& path) {
   return false;
 }
 
-// What an existing file that is not this kind of output of ours is called in the refusal.
+// What an existing file that is not this kind of output of ours is not, and what it may be instead.
 const char* not_ours(OutputKind kind) {
   switch (kind) {
-    case OutputKind::Safetensors: return "a safetensors file this engine wrote";
-    case OutputKind::Png: return "a picture vit explain drew";
+    case OutputKind::Safetensors: return "a safetensors file this engine wrote (a checkpoint, another program's file?)";
+    case OutputKind::Png: return "a picture vit explain drew (a photo, another program's picture?)";
   }
   return "";
 }
@@ -152,8 +152,7 @@ void check_output_target(OutputKind kind, const std::string& flag, const std::st
       throw Error(what, "exists and is not a safetensors file; not overwritten (--force to overwrite it)");
     }
   }
-  throw Error(what, std::string("exists and is not ") + not_ours(kind) + " (a checkpoint, another program's file?); "
-                        "not overwritten (--force to overwrite it)");
+  throw Error(what, std::string("exists and is not ") + not_ours(kind) + "; not overwritten (--force to overwrite it)");
 }
 
 void setup_logging(bool verbose) {

@@ -10,7 +10,7 @@
 #include "apps/command.h"
 #include "apps/options.h"
 #include "engine/io/text.h"
-#include "models/quantize.h"
+#include "vit/quantize.h"
 
 namespace vit::app {
 
@@ -24,7 +24,7 @@ void add_quantize_command(CLI::App& app, Prepare* prepare) {
   cmd->add_option("--calib", o->calib, "calibration images: files or folders (a few hundred photos like the ones "
                                        "the model will see)")
       ->required();
-  cmd->add_option("-o,--output", o->out, "the folder to write (must not exist, or be empty)")->required();
+  add_name_option(cmd, "-o,--output", &o->out, "the folder to write (must not exist, or be empty)")->required();
   add_number_option(cmd, "--images", &o->max_images, int64_t(1), int64_t(1) << 20,
                     "calibration images used at most (the first in name order)");
   add_threads_option(cmd, threads.get());

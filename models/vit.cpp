@@ -309,9 +309,11 @@ Precision ViT::precision_of(const std::string& layer) const {
 }
 
 std::string ViT::attention_summary() const {
-  const AttentionKernels& k = attention_kernels(bf16_attention(precision_));
+  const AttentionKernels& k = attention_kernels(attention_products(precision_));
   return std::string("fused kernel (") + k.isa + "), " +
-         (&k == attention_kernels_bf16() ? "bf16 products summed in f32, softmax f32" : "f32");
+         (&k == attention_kernels_bf16()   ? "bf16 products summed in f32, softmax f32"
+          : &k == attention_kernels_int8() ? "u8 x s8 products summed in s32 (q, k per row, v per channel, softmax per row), softmax f32"
+                                           : "f32");
 }
 
 int64_t ViT::attention_chunk(int64_t B) const {
@@ -590,6 +592,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   const PlanLayout layout = plan_layout(B, options);
   auto plan = std::make_unique<Plan>();
   plan->B_ = B;
+  plan->input_floats_ = cfg_.input_floats();
   plan->keeps_attention_ = options.keep_attention;
   plan->depth_ = cfg_.depth;
   plan->scores_per_image_ = cfg_.heads * cfg_.tokens() * cfg_.tokens();
@@ -625,6 +628,19 @@ const float* ViT::Plan::run() const {
   return act_.logits;
 }
 
+const float* ViT::Plan::run(const TapFn& tap) const {
+  tap("input", act_.input, B_ * input_floats_);
+  const auto& steps = program_.steps();
+  size_t next_tap = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    program_.execute(i);
+    cpu_stream().wait();
+    for (; next_tap < taps_.size() && taps_[next_tap].after_step == i; ++next_tap)
+      tap(taps_[next_tap].name, taps_[next_tap].data, taps_[next_tap].count);
+  }
+  return act_.logits;
+}
+
 ViT::Plan& ViT::plan(int64_t B) {
   auto& p = plans_[B];
   if (!p) p = make_plan(B);
@@ -640,15 +656,7 @@ void ViT::forward(const float* images, int64_t B, float* logits) {
 void ViT::forward_with_taps(const float* images, int64_t B, const TapFn& tap) {
   Plan& p = plan(B);
   std::memcpy(p.input(), images, size_t(B * cfg_.input_floats()) * sizeof(float));
-  tap("input", p.input(), B * cfg_.input_floats());
-  const auto& steps = p.program().steps();
-  size_t next_tap = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    p.program().execute(i);
-    cpu_stream().wait();
-    for (; next_tap < p.taps_.size() && p.taps_[next_tap].after_step == i; ++next_tap)
-      tap(p.taps_[next_tap].name, p.taps_[next_tap].data, p.taps_[next_tap].count);
-  }
+  p.run(tap);
 }
 
 }  // namespace vit

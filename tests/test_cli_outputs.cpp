@@ -32,6 +32,20 @@ void write_tiny_openclip(const std::string& dir) {
   write_file(dir + "/open_clip_config.json", config.dump());
 }
 
+// A zero-shot labels file as scripts/export_text_embeddings.py writes one, with `metadata` over its own.
+void write_text_embeddings(const std::string& path, const std::vector<std::string>& labels,
+                           std::map<std::string, std::string> metadata) {
+  std::vector<float> e(labels.size() * 10);
+  for (size_t i = 0; i < e.size(); ++i) e[i] = float((i * 7) % 11) - 5.f;
+  std::map<std::string, std::string> meta = {{"labels", nlohmann::json(labels).dump()}, {"logit_scale", "100.0"},
+                                             {"activation", "softmax"}};
+  for (const auto& [k, v] : metadata) {
+    if (v.empty()) meta.erase(k);
+    else meta[k] = v;
+  }
+  write_safetensors(path, {{"text_embeddings", {int64_t(labels.size()), 10}, e.data()}}, meta);
+}
+
 // Item: `vit embed -m DIR -o DIR/model.safetensors` replaced the checkpoint with its embeddings. Now no
 // output may be a file loading the model reads, or would read (an int8.safetensors not there yet), in
 // any command, even with --force; nothing is run and the files are as they were.
@@ -142,6 +156,21 @@ TEST_F(Cli, OutputsReplaceOnlyFilesThisEngineWrote) {
   EXPECT_EQ(read_file(out.file("a.heads.png")), "my notes");
 }
 
+// An empty name is no file: refused at parsing, never taken for "not given" (embed -o '' wrote JSON
+// lines to stdout, bench --arch '' benchmarked the default model).
+TEST_F(Cli, EmptyNamesAreRefused) {
+  const std::string a = images_.file("a.jpg");
+  for (const std::string& run :
+       {"embed " + model() + " -o '' " + a, "classify " + model() + " --save-logits '' " + a,
+        "explain " + model() + " --out '' " + a, "explain " + model() + " --save-attention '' " + a,
+        "quantize " + model() + " --calib " + a + " -o ''", std::string("bench --arch '' --iters 1 --batch 1")}) {
+    const Result r = run_vit(run);
+    EXPECT_EQ(r.code, 2) << run << "\n" << r.out;
+    EXPECT_EQ(r.out, "") << run;
+    EXPECT_NE(r.err.find("an empty name names nothing"), std::string::npos) << run << "\n" << r.err;
+  }
+}
+
 // vit quantize checks its output before it calibrates: a folder that cannot take a new one (/proc takes
 // none, even for root) is exit 2 with nothing run (it was exit 4 after the work); a file where a folder
 // should be and a calibration PATH that does not exist are named.
@@ -205,6 +234,85 @@ TEST_F(Cli, AFolderWithATrailingSlashNamesItsFilesOnce) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(model_.path() + "/config.json"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("//"), std::string::npos) << r.out;
+}
+
+// --save-logits of zero-shot scores records the labels of its columns (the zero-shot file's), as every
+// logits file now does (the model's, or --labels').
+TEST_F(Cli, SavedLogitsRecordTheirLabels) {
+  TempDir oc, out;
+  write_tiny_openclip(oc.path());
+  const std::vector<std::string> labels = {"a cat", "a dog", "caf\xc3\xa9"};
+  write_text_embeddings(out.file("text.safetensors"), labels, {});
+  Result r = run_vit("classify -m " + oc.path() + " --text-embeddings " + out.file("text.safetensors") +
+                     " --save-logits " + out.file("l.safetensors") + " " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  SafeTensors st(out.file("l.safetensors"));
+  EXPECT_EQ(st.get("logits").shape, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(nlohmann::json::parse(st.metadata().at("labels")), nlohmann::json(labels));
+  r = run_vit("classify " + model() + " --save-logits " + out.file("m.safetensors") + " " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto model_labels = nlohmann::json::parse(SafeTensors(out.file("m.safetensors")).metadata().at("labels"));
+  ASSERT_EQ(model_labels.size(), 10u);
+  EXPECT_EQ(model_labels[0], "class_0");
+}
+
+// Text-embedding files that would score quietly wrong are refused by name: a label twice, sigmoid
+// (SigLIP) without its logit_bias, no activation at all.
+TEST_F(Cli, ZeroShotFilesThatWouldGuessAreRefused) {
+  TempDir oc, out;
+  write_tiny_openclip(oc.path());
+  const std::string file = out.file("text.safetensors");
+  const auto run = [&] {
+    return run_vit("classify -m " + oc.path() + " --text-embeddings " + file + " " + images_.file("a.jpg"));
+  };
+  write_text_embeddings(file, {"cat", "dog", "cat"}, {});
+  Result r = run();
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(file + ": the label 'cat' is there twice"), std::string::npos) << r.err;
+  write_text_embeddings(file, {"cat", "dog"}, {{"activation", "sigmoid"}});
+  r = run();
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(file + ": activation sigmoid (SigLIP) without its logit_bias"), std::string::npos) << r.err;
+  write_text_embeddings(file, {"cat", "dog"}, {{"activation", ""}});
+  r = run();
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(file + ": no activation in its __metadata__ (softmax for CLIP, sigmoid for SigLIP)"),
+            std::string::npos)
+      << r.err;
+  write_text_embeddings(file, {"cat", "dog"}, {{"activation", "sigmoid"}, {"logit_bias", "-10"}});
+  r = run();
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// --tokens says what its rows hold: the prefix tokens (class, registers) first, then the patch grid's
+// tokens row by row; both numbers in the JSON lines and in the -o file's metadata.
+TEST_F(Cli, TokensRecordTheirPrefixAndGrid) {
+  TempDir out;
+  Result r = run_vit("embed " + model() + " --tokens " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto line = json_lines(r.out).at(0);
+  EXPECT_EQ(line.value("prefix_tokens", -1), 1) << r.out.substr(0, 200);
+  EXPECT_EQ(line.value("patch_grid", nlohmann::json()), nlohmann::json({4, 4}));
+  EXPECT_EQ(line["tokens"].size(), 17u * 32);
+  r = run_vit("embed " + model() + " --tokens --img-size 48 -o " + out.file("e.safetensors") + " " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  SafeTensors st(out.file("e.safetensors"));
+  EXPECT_EQ(st.get("tokens").shape, (std::vector<int64_t>{1, 37, 32}));
+  EXPECT_EQ(st.metadata().at("prefix_tokens"), "1");
+  EXPECT_EQ(st.metadata().at("patch_grid"), "[6,6]");
+  // A model without a class token: no prefix.
+  TempDir avg;
+  TinySpec s;
+  s.class_token = false;
+  write_tiny_model(avg.path(), s);
+  r = run_vit("embed -m " + avg.path() + " --tokens " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json_lines(r.out).at(0).value("prefix_tokens", -1), 0);
+}
+
+TEST_F(Cli, EmbedHelpNamesEveryPool) {
+  const Result r = run_vit("embed --help");
+  EXPECT_NE(r.out.find("cls, mean or map"), std::string::npos) << r.out;
 }
 
 }  // namespace

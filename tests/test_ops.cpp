@@ -117,7 +117,8 @@ struct KernelRun {
     const int64_t Tp = (T + 15) / 16 * 16, Dhp = (Dh + 15) / 16 * 16;
     qkv = random_vector(size_t(T * ld), rng, 2.f);
     bias = random_vector(size_t(rows * T), rng);
-    std::vector<float> kt(size_t(Dh * Tp), 9.f), vp(size_t(T * Dhp), 9.f), work(size_t(kAttendWorkRows * (Tp + Dh)));
+    std::vector<float> kt(size_t(attention_kt_floats(Dh, Tp)), 9.f), vp(size_t(attention_vp_floats(T, Tp, Dhp)), 9.f),
+        work(size_t(kAttendWorkRows * (Tp + Dh)));
     probs.assign(size_t(rows * T), 0.f);
     out.assign(size_t(rows * (Dh + 3)), -7.f);
     kernels.pack(qkv.data() + Dh, qkv.data() + 2 * Dh, ld, T, Dh, Tp, Dhp, kt.data(), vp.data());
@@ -211,9 +212,63 @@ TEST(AttentionKernels, Bf16ProductsAreTheAttentionOfBf16Operands) {
   }
 }
 
+// The int8 kernel (CPUs with avx512_vnni) computes exactly the attention of its int8 operands: q / sqrt(Dh)
+// per row and k per key on symmetric grids of max |x| / 127, v per channel likewise, the f32 softmax per row
+// on 0 .. its maximum in 255 steps, each rounded to nearest even of x * (127 / max) (or 255 / max), against a
+// naive loop in double on those operands. (What it costs end to end is measured on photos:
+// docs/PERFORMANCE.md.)
+struct SymmetricGrid {
+  float inv, scale;  // q = round(x * inv), x ~ q * scale
+  SymmetricGrid(float max_abs, float levels)
+      : inv(max_abs > 0.f ? levels / max_abs : 0.f), scale(max_abs > 0.f ? max_abs / levels : 1.f) {}
+  double operator()(float x) const { return double(std::nearbyint(x * inv)) * scale; }
+};
+
+TEST(AttentionKernels, Int8ProductsAreTheAttentionOfInt8Operands) {
+  const AttentionKernels* k = attention_kernels_int8();
+  if (!k) GTEST_SKIP() << "oneDNN runs this CPU as " << cpu_isa().name << ", without avx512_vnni: no int8 attention";
+  const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 101, 7}};
+  for (const auto& [T, Dh, rows] : shapes) {
+    SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows));
+    const KernelRun run(*k, T, Dh, rows);
+    auto row_max = [&](auto x, int64_t n) {
+      float m = 0.f;
+      for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x(i)));
+      return m;
+    };
+    std::vector<SymmetricGrid> key_grid, channel_grid;
+    for (int64_t j = 0; j < T; ++j) key_grid.emplace_back(row_max([&](int64_t d) { return run.k(j, d); }, Dh), 127.f);
+    for (int64_t d = 0; d < Dh; ++d) channel_grid.emplace_back(row_max([&](int64_t j) { return run.v(j, d); }, T), 127.f);
+    double worst_p = 0, worst_o = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      const SymmetricGrid q_grid(row_max([&](int64_t d) { return run.q(i, d); }, Dh), 127.f);
+      std::vector<double> p(static_cast<size_t>(T));
+      double top = -1e300, sum = 0;
+      for (int64_t j = 0; j < T; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < Dh; ++d) dot += q_grid(run.q(i, d)) * key_grid[size_t(j)](run.k(j, d));
+        p[size_t(j)] = dot * run.scale + run.bias[size_t(i * T + j)];
+        top = std::max(top, p[size_t(j)]);
+      }
+      for (auto& e : p) sum += (e = std::exp(e - top));
+      for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
+      // From the kernel's own f32 softmax, on its row's grid.
+      const SymmetricGrid p_grid(row_max([&](int64_t j) { return run.prob(i, j); }, T), 255.f);
+      for (int64_t d = 0; d < Dh; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j < T; ++j) o += p_grid(run.prob(i, j)) * channel_grid[size_t(d)](run.v(j, d));
+        worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
+      }
+      for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
+    }
+    EXPECT_LT(worst_p, 5e-6);
+    EXPECT_LT(worst_o, 2e-5);
+  }
+}
+
 // The softmax written out sums to one per row, and an image's result is the same in any batch, with f32
-// products and with bf16 ones.
-class AttentionSteps : public ::testing::TestWithParam<bool> {};
+// products, with bf16 ones and with int8 ones (each where the CPU has them).
+class AttentionSteps : public ::testing::TestWithParam<Precision> {};
 
 TEST_P(AttentionSteps, ScoresAndBatchIndependence) {
   const int64_t T = 197, H = 3, Dh = 64, D = H * Dh;
@@ -239,8 +294,12 @@ TEST_P(AttentionSteps, ScoresAndBatchIndependence) {
     EXPECT_NEAR(sum, 1.0, 1e-5);
   }
 }
-INSTANTIATE_TEST_SUITE_P(Products, AttentionSteps, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "Bf16WhereTheCpuHasIt" : "F32"; });
+INSTANTIATE_TEST_SUITE_P(Products, AttentionSteps, ::testing::Values(Precision::F32, Precision::BF16, Precision::Int8),
+                         [](const auto& info) {
+                           return info.param == Precision::F32    ? "F32"
+                                  : info.param == Precision::BF16 ? "Bf16WhereTheCpuHasIt"
+                                                                  : "Int8WhereTheCpuHasIt";
+                         });
 
 // A bias looked up per head through an index (BEiT's relative position bias): written out dense, then
 // given to the attention, against the naive attention with that bias added to the scores.

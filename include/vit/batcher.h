@@ -1,6 +1,8 @@
 // Dynamic batching over a vit::Classifier: requests from many threads wait in one bounded queue, and one
 // thread runs them together, a forward pass as soon as the previous one ends, taking every waiting image
-// up to max_batch. A full queue refuses at once rather than waiting. What `vit serve` runs on.
+// up to max_batch. A full queue refuses at once rather than waiting. What `vit serve` and Python's
+// vit.Batcher run on: classification and embeddings of encoded or decoded images, logits and embeddings of
+// tensors, and work of the caller's own (explaining an image) taking its turn.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -47,14 +49,20 @@ class Batcher {
   // Queues encoded images (name, bytes) for classify_encoded; done gets their Results on the batching
   // thread, in order. Returns false, queueing nothing, when they do not fit in the queue or after close().
   bool submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done);
+  // Decoded images for classify_pixels; their pixels must stay valid until done is called.
+  bool submit(std::vector<Pixels> images, int topk, ResultsDone done);
+  // Images to embed with these options (their video sampling unused), encoded (as embed_encoded takes
+  // them) or decoded (as embed_pixels does; valid until done is called): done gets their Embeddings in
+  // order. Requests with the same options share forward passes.
+  bool submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options, EmbeddingsDone done);
+  bool submit(std::vector<Pixels> images, const EmbedOptions& options, EmbeddingsDone done);
   // Queues n preprocessed images [n, 3, H, W] for logits().
   bool submit(std::vector<float> pixels, int64_t n, LogitsDone done);
-  // The same for embed_encoded() and embeddings() with these options (their tokens and video aside).
-  // Requests of one kind and options in a pass run in one call, so each image's embedding is what the
-  // Classifier gives it alone, whatever shares its batch.
-  bool submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options,
-              EmbeddingsDone done);
+  // The same for embeddings() with these options (their tokens and video aside): rows [n, embedding_size()].
   bool submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done);
+  // Work of the caller's own that uses the cores (explaining an image on Plans of its own), counted as
+  // `images` in the queue: it runs alone on the batching thread in its turn, inside around_pass.
+  bool submit(std::function<void()> work, int64_t images);
 
   int64_t queued() const;  // images waiting
   // Refuses new requests, answers every queued one, and stops the batching thread.
@@ -63,7 +71,6 @@ class Batcher {
   struct Impl;
 
  private:
-  bool submit_rows(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done, bool logits);
   std::unique_ptr<Impl> impl_;
 };
 

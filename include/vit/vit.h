@@ -70,7 +70,8 @@ struct ModelFiles {
 // model: a .safetensors file or the folder holding one; config: a config.json given instead of the one
 // beside ("" for that one). Throws vit::Error when there is no such path or the folder has no weights.
 ModelFiles find_model_files(const std::string& model, const std::string& config = "");
-// The name a model goes by (ModelInfo::name): its folder's, a lone weights file's without ".safetensors".
+// The name a model goes by (ModelInfo::name): the folder's, for a folder or the weights file a folder is
+// loaded from (model.safetensors, open_clip_model.safetensors), else the file's stem.
 std::string model_name(const std::string& model);
 
 struct ClassifierOptions {
@@ -154,7 +155,7 @@ ImageHeader read_image_header(const std::string& bytes);
 // What a model's head does, and so what it answers: classes (a classifier), an embedding in a joint
 // image-text space (CLIP, EVA-02 CLIP, PE: classes only through text embeddings), or nothing (DINOv2, a
 // SigLIP tower: their pooled features are the embedding).
-enum class HeadKind { Classifier, Projection, None };
+enum class HeadKind { None, Classifier, Projection };
 
 // What the engine understood of the model, as `vit inspect` prints it.
 struct ModelInfo {
@@ -166,6 +167,23 @@ struct ModelInfo {
   double crop_pct;
   int resize;
   float mean[3], std[3];
+  // The rest of what `vit inspect` prints. The model in words, a topic and its line each, in order
+  // ("tokens", "197 = 196 patches (14x14) + class token"; "position table", ...).
+  std::vector<std::pair<std::string, std::string>> description;
+  // How it runs on this CPU: FLOPs per image (2 x multiply-adds), the weights' resident size at the
+  // precision, the int8.safetensors `vit quantize` made beside them ("" for none), each linear layer
+  // (the blocks' as blocks.*) and attention's products.
+  double flops = 0;
+  int64_t weight_bytes = 0;
+  std::string int8_weights;
+  struct Layer {
+    std::string name, precision, how;  // "blocks.*.mlp.fc1", "int8", "matmul, s32 product, then dequantized per row"
+  };
+  std::vector<Layer> layers;
+  std::string attention;
+  // Where each setting came from, for those whose origin is known: ("heads", a config file's path),
+  // ("patch", "file (tensor shapes)"), ("input size", "--img-size"), ...
+  std::vector<std::pair<std::string, std::string>> origins;
 };
 
 class Classifier {

@@ -11,9 +11,6 @@
 
 namespace vit {
 
-class ViT;
-struct ModelFiles;
-
 struct QuantizeOptions {
   std::string model;        // a checkpoint file or folder, as ViT::load takes it
   std::string config;       // a config.json overriding the one beside the weights ("" for none)
@@ -39,19 +36,18 @@ struct QuantizeResult {
 // When no calibration image decodes, run() writes nothing and returns images = 0 with every failure listed.
 class Quantizer {
  public:
+  using Progress = std::function<void(const std::string&)>;
   explicit Quantizer(QuantizeOptions o);
   ~Quantizer();
-  QuantizeResult run(const std::function<void(const std::string&)>& progress = {});
+  QuantizeResult run(const Progress& progress = {});
   // What --model takes to run the folder written: the folder, or its checkpoint where that is not named as
   // a folder's is (model.safetensors).
   std::string model_path() const;
 
+  struct Impl;
+
  private:
-  QuantizeOptions o_;
-  std::unique_ptr<ModelFiles> files_of_model_;
-  std::unique_ptr<ViT> model_;
-  std::vector<std::string> files_;
-  std::vector<std::pair<std::string, std::string>> listing_failed_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace vit

@@ -4,16 +4,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <functional>
+#include <mutex>
 
 #include "engine/image/image.h"
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 #include "engine/preprocess/preprocess.h"
-#include "models/labels.h"
-#include "models/runner.h"
-#include "models/video.h"
-#include "models/zero_shot.h"
+#include "library/labels.h"
+#include "library/model_info.h"
+#include "library/runner.h"
+#include "library/video.h"
+#include "library/zero_shot.h"
 #include "models/vit.h"
 #include "vit/vit.h"
 
@@ -31,15 +32,6 @@ void unit_length(std::vector<float>* v) {
 
 }  // namespace
 
-std::string model_name(const std::string& model) {
-  std::string name = find_model_files(model).name;
-  if (name.empty() || name == "." || name == "..") name = std::filesystem::absolute(model).lexically_normal().parent_path().filename().string();
-  const std::string ext = ".safetensors";
-  if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0) name.resize(name.size() - ext.size());
-  return name;
-}
-
-
 ImageHeader read_image_header(const std::string& bytes) {
   ImageHeader h;
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
@@ -55,7 +47,8 @@ struct Classifier::Impl {
   std::vector<std::string> labels;
   std::unique_ptr<ZeroShot> zero_shot;  // with ClassifierOptions::text_embeddings
   int threads = 1;
-  std::string name;  // ModelInfo::name
+  mutable std::once_flag info_once;  // info, made at the first info() call
+  mutable ModelInfo info;
 
   // A projection into a joint image-text space labels nothing without text embeddings.
   int64_t classes() const {
@@ -202,7 +195,6 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   set_threads(threads);
   impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
   impl_->threads = threads;
-  impl_->name = model_name(model);
   if (!options.pool.empty()) {
     Pool pool = Pool::Token;
     if (options.pool == "cls" || options.pool == "token") pool = Pool::Token;
@@ -344,35 +336,11 @@ std::vector<float> Classifier::embeddings(const float* images, int64_t n, const 
 }
 
 ModelInfo Classifier::info() const {
-  const ViTConfig& c = impl_->model.config();
-  ModelInfo i;
-  i.name = impl_->name;
-  i.head = c.head_is_projection ? HeadKind::Projection : c.classes > 0 ? HeadKind::Classifier : HeadKind::None;
-  i.family = c.family;
-  i.file = impl_->model.source();
-  i.arch = c.arch;
-  i.stored_as = c.stored_as;
-  i.precision = precision_name(impl_->model.precision());
-  i.pool = pool_name(c.pool);
-  i.interpolation = filter_name(c.pre.interpolation);
-  i.crop_mode = crop_mode_name(c.pre.crop_mode);
-  i.patch = c.patch;
-  i.width = c.width;
-  i.depth = c.depth;
-  i.heads = c.heads;
-  i.mlp = c.mlp;
-  i.classes = c.classes;
-  i.input_height = c.img_h();
-  i.input_width = c.img_w();
-  i.tokens = c.tokens();
-  i.parameters = c.parameters();
-  i.crop_pct = c.pre.crop_pct;
-  i.resize = c.pre.resize_height();
-  for (int k = 0; k < 3; ++k) {
-    i.mean[k] = c.pre.mean[size_t(k)];
-    i.std[k] = c.pre.std[size_t(k)];
-  }
-  return i;
+  std::call_once(impl_->info_once, [this] {
+    impl_->use_threads();
+    impl_->info = model_info(impl_->model, impl_->plans);
+  });
+  return impl_->info;
 }
 
 }  // namespace vit
