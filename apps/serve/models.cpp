@@ -113,6 +113,20 @@ HttpError Service::queue_full() const {
   return busy("the queue is full (" + std::to_string(opt_.max_queue) + " images, --max-queue)");
 }
 
+const Explainer& ServedModel::explainer() {
+  if (!explainer_ && explainer_error_.empty()) {
+    try {
+      explainer_ = std::make_unique<Explainer>(path, explain_options);
+      if (explainer_->classes() == 0) throw Error("model has no classes to explain");
+    } catch (const std::exception& e) {
+      explainer_.reset();
+      explainer_error_ = e.what();
+    }
+  }
+  if (!explainer_) throw HttpError(400, "model '" + name + "' cannot be explained: " + explainer_error_);
+  return *explainer_;
+}
+
 void Service::require_classes(const ServedModel& m) {
   if (m.classes > 0) return;
   throw HttpError(400, "model '" + m.name + "' has no classifier head (embeddings only): ask POST /v1/embeddings or "

@@ -17,6 +17,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "vit/batcher.h"
+#include "vit/explain.h"
 #include "vit/vit.h"
 
 namespace vit::app {
@@ -32,6 +33,15 @@ struct ServedModel {
   bool head_embedding = false;  // the embedding it serves is its head's output (else the pre-logits)
   int64_t embedding_size = 0;
   std::atomic<bool> ready{false};
+  // /v1/explain: an f32 copy of the model whose Plans keep every block's attention, loaded from `path`
+  // with `explain_options` at the model's first explain request, on its batching thread.
+  std::string path;
+  ExplainOptions explain_options;
+  // The explainer, loaded at the first call (on the batching thread, which calls it alone); throws
+  // HttpError 400 for a model it cannot explain.
+  const Explainer& explainer();
+  std::unique_ptr<Explainer> explainer_;
+  std::string explainer_error_;  // why it could not be loaded, answered to every explain request
   Labels labels() const { return {{"model", name}}; }  // its metrics' labels
   // Its embedding options; normalize: unit length.
   EmbedOptions embed(bool normalize) const {

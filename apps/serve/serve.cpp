@@ -16,6 +16,7 @@
 
 #include "apps/command.h"
 #include "apps/options.h"
+#include "apps/output.h"
 #include "http_server.h"
 #include "kserve.h"
 #include "model_flags.h"
@@ -137,6 +138,13 @@ std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, 
     throw Error("model " + spec.name + ": " + e.what());
   }
   m->info = m->classifier->info();
+  m->path = m->info.file;
+  m->explain_options.threads = spec.model.threads;
+  m->explain_options.config = spec.model.config;
+  m->explain_options.img_size = spec.model.img_size;
+  m->explain_options.max_pixels = o.max_pixels;
+  m->explain_options.text_embeddings = spec.text_embeddings;
+  m->explain_options.picture_software = kPngSoftware;
   m->classes = m->classifier->classes();
   m->head_embedding = spec.embedding == EmbeddingChoice::Head ||
                       (spec.embedding == EmbeddingChoice::Default && m->info.head == HeadKind::Projection);
@@ -169,7 +177,7 @@ std::unique_ptr<Server> make_server(const ServeOptions& o) {
   add_openai_routes(*s->service, &routes);
   add_kserve_routes(*s->service, &routes);
   s->router = std::make_unique<Router>(std::move(routes), s->metrics,
-                                       "POST /v1/classify, /v1/embeddings, GET /v1/models, /metrics, KServe v2 under "
+                                       "GET / (the page), POST /v1/classify, /v1/explain, /v1/embeddings, GET /v1/models, /metrics, KServe v2 under "
                                        "/v2: /v2/health/live, /v2/health/ready, /v2/models/NAME[/ready|/infer]");
   s->http = std::make_unique<HttpServer>(o.http, *s->router);
   const HttpServer* http = s->http.get();
