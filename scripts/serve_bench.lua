@@ -1,7 +1,7 @@
--- wrk script for scripts/serve_bench.sh: POSTs the JPEGs listed in $VIT_BENCH_LIST to /v1/classify (or, with
--- VIT_BENCH_ENDPOINT=embeddings, to /v1/embeddings as OpenAI's client sends them: a JSON body with the photo in
--- base64, for the model $VIT_BENCH_MODEL, asking for base64 embeddings), each connection starting at its own
--- photo, and reports p50/p99 latency as plain numbers.
+-- wrk script for scripts/serve_bench.sh: POSTs the JPEGs listed in $VIT_BENCH_LIST to /v1/classify (naming
+-- the model $VIT_BENCH_MODEL when set) or, with VIT_BENCH_ENDPOINT=embeddings, to /v1/embeddings as OpenAI's
+-- client sends them (a JSON body with the photo in base64, for $VIT_BENCH_MODEL, asking for base64
+-- embeddings), each connection starting at its own photo, and reports p50/p99 latency as plain numbers.
 local bodies, next_body = {}, 1
 local counter = 0
 
@@ -37,7 +37,8 @@ function init(args)
   end
   next_body = (id * 37) % #bodies + 1
   wrk.method = "POST"
-  wrk.path = embeddings and "/v1/embeddings" or "/v1/classify"
+  local model = os.getenv("VIT_BENCH_MODEL")
+  wrk.path = embeddings and "/v1/embeddings" or "/v1/classify" .. (model and ("?model=" .. model) or "")
   wrk.headers["Content-Type"] = embeddings and "application/json" or "image/jpeg"
 end
 
