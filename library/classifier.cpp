@@ -73,6 +73,23 @@ struct Classifier::Impl {
     return scores.data();
   }
 
+  // Runs preprocessed images [n, 3, H, W] in Plans of the batch size (or powers of two below it): each(plan,
+  // b, image) for row b of a Plan, image its place among the n.
+  void run_tensors(const float* images, int64_t n, const BetweenBatches& between,
+                   const std::function<void(const ViT::Plan&, int64_t, int64_t)>& each) const {
+    use_threads();
+    const int64_t per = model.config().input_floats();
+    for (int64_t first = 0, count = 0; first < n; first += count) {
+      count = plan_size(n - first, opt.batch);
+      auto plan = plans.take(count);
+      std::memcpy(plan->input(), images + first * per, size_t(count * per) * sizeof(float));
+      plan->run();
+      for (int64_t b = 0; b < count; ++b) each(*plan, b, first + b);
+      plans.give_back(std::move(plan));
+      if (first + count < n) check_between(between);
+    }
+  }
+
   // Each call runs with the Classifier's thread count, whichever thread it comes from (OpenMP's count
   // is per thread, and a Plan's primitives are made for one count).
   void use_threads() const { set_threads(threads); }
@@ -266,20 +283,11 @@ int64_t Classifier::width() const { return impl_->model.config().width; }
 
 std::vector<float> Classifier::logits(const float* images, int64_t n, const BetweenBatches& between) const {
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
-  impl_->use_threads();
-  const ViTConfig& c = impl_->model.config();
-  const int64_t per = c.input_floats(), batch = impl_->opt.batch, C = impl_->logits_size();
+  const int64_t C = impl_->logits_size();
   std::vector<float> out(size_t(n * C)), scores;
-  for (int64_t first = 0, count = 0; first < n; first += count) {
-    count = plan_size(n - first, batch);
-    auto plan = impl_->plans.take(count);
-    std::memcpy(plan->input(), images + first * per, size_t(count * per) * sizeof(float));
-    plan->run();
-    for (int64_t b = 0; b < count; ++b)
-      std::memcpy(out.data() + (first + b) * C, impl_->logits(*plan, b, scores), size_t(C) * sizeof(float));
-    impl_->plans.give_back(std::move(plan));
-    if (first + count < n) check_between(between);
-  }
+  impl_->run_tensors(images, n, between, [&](const ViT::Plan& plan, int64_t b, int64_t image) {
+    std::memcpy(out.data() + image * C, impl_->logits(plan, b, scores), size_t(C) * sizeof(float));
+  });
   return out;
 }
 
@@ -305,6 +313,22 @@ std::vector<float> Classifier::preprocess(const std::string& path) const {
 const std::vector<std::string>& Classifier::labels() const { return impl_->labels; }
 int64_t Classifier::classes() const { return impl_->classes(); }
 int64_t Classifier::logits_size() const { return impl_->logits_size(); }
+
+std::vector<float> Classifier::embeddings(const float* images, int64_t n, const EmbedOptions& o,
+                                          const BetweenBatches& between) const {
+  if (n < 0) throw Error("embeddings: a negative image count, " + std::to_string(n));
+  const ViTConfig& c = impl_->model.config();
+  const bool logits = o.head && c.classes > 0;  // as Impl::embed chooses
+  const int64_t E = logits ? c.classes : c.width;
+  std::vector<float> out(size_t(n * E)), row;
+  impl_->run_tensors(images, n, between, [&](const ViT::Plan& plan, int64_t b, int64_t image) {
+    const float* v = (logits ? plan.logits() : plan.features()) + b * E;
+    row.assign(v, v + E);
+    if (o.normalize) unit_length(&row);
+    std::copy(row.begin(), row.end(), out.begin() + image * E);
+  });
+  return out;
+}
 
 ModelInfo Classifier::info() const {
   std::call_once(impl_->info_once, [this] {

@@ -23,7 +23,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
-using Clock = std::chrono::steady_clock;
 
 class Session;
 
@@ -69,7 +68,6 @@ class Session : public std::enable_shared_from_this<Session> {
   void refuse() {
     refused_ = true;
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-      self->started_ = Clock::now();
       self->stream_.expires_after(std::chrono::seconds(1));
       self->fail(busy("too many connections (" + std::to_string(self->server_.limits.max_connections) +
                       ", --max-connections)"));
@@ -100,7 +98,6 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_header(beast::error_code ec) {
-    started_ = Clock::now();
     if (gone(ec)) return close();
     if (ec && ec != http::error::body_limit)
       return fail(HttpError(ec == http::error::header_limit ? 431 : 400, "bad HTTP request: " + ec.message()));
@@ -151,9 +148,9 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec) return fail(HttpError(400, "bad HTTP request: " + ec.message()));
     state_ = State::answering;
-    started_ = Clock::now();
     auto& req = parser_->get();
     HttpRequest hr;
+    hr.peer = peer_;
     hr.method = method_;
     hr.path = path_;
     hr.query = query_;
@@ -173,7 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // An error met before the request reached the handler: answered in the path's form, and the connection
   // closed (its body, if any, is unread).
   void fail(const HttpError& e) {
-    HttpResponse r = server_.handler.error(method_, path_, e);
+    HttpResponse r = server_.handler.error(peer_, method_, path_, e);
     r.close = true;
     state_ = State::answering;
     answer(std::move(r));
@@ -190,8 +187,6 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.body() = std::move(r.body);
     res_.keep_alive(!r.close && !server_.stopping);
     res_.prepare_payload();
-    const double secs = std::chrono::duration<double>(Clock::now() - started_).count();
-    spdlog::debug("{} {} {} {} {:.1f} ms", peer_, method_, path_ + (query_.empty() ? "" : "?" + query_), r.status, secs * 1e3);
     http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
       self->give_back();
       if (ec || !self->res_.keep_alive()) return self->close();
@@ -231,7 +226,6 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
   std::string peer_ = "-", method_ = "-", path_ = "-", query_;
-  Clock::time_point started_;
   State state_ = State::reading;
   bool refused_ = false;  // past max_connections, so not counted
   int64_t held_ = 0;      // bytes of --max-bodies-mb this request holds, given back once its answer is written

@@ -71,6 +71,9 @@ struct ModelFiles {
 // model: a .safetensors file or the folder holding one; config: a config.json given instead of the one
 // beside ("" for that one). Throws vit::Error when there is no such path or the folder has no weights.
 ModelFiles find_model_files(const std::string& model, const std::string& config = "");
+// The name a model goes by (ModelInfo::name): the folder's, for a folder or the weights file a folder is
+// loaded from (model.safetensors, open_clip_model.safetensors), else the file's stem.
+std::string model_name(const std::string& model);
 
 // How a model pools its tokens into the head's input: the class token's row, the mean of the patch tokens,
 // or an attention pool (SigLIP's MAP head, attn_pool). The CLI's --pool and Python's pool= say cls, mean, map.
@@ -244,6 +247,10 @@ class Classifier {
   // ClassifierOptions::text_embeddings the zero-shot scores [classes()], logit_scale * cosine + logit_bias.
   std::vector<float> logits(const float* images, int64_t n, const BetweenBatches& between = {}) const;
   int64_t logits_size() const;
+  // Preprocessed images [n, 3, H, W] -> their embeddings [n, embedding_size(options)], as embed() gives
+  // them for the images these tensors were made from (options.tokens and options.video aside).
+  std::vector<float> embeddings(const float* images, int64_t n, const EmbedOptions& options = {},
+                                const BetweenBatches& between = {}) const;
   // Probabilities [n, classes()] of the logits [n, classes()] logits() gives a model with classes, made as
   // Result::top's are: a softmax over the classes, or with text embeddings each class's sigmoid where the
   // file says so.

@@ -75,11 +75,12 @@ def test_250_photos_from_8_clients_equal_vit_classify(serve, precision):
     text = requests.get(s.url + "/metrics", timeout=10).text
     m = {(x.name, tuple(sorted(x.labels.items()))): x.value
          for family in text_string_to_metric_families(text) for x in family.samples}
-    assert m[("vit_requests_total", (("endpoint", "/v1/classify"), ("status", "200")))] == 250
-    assert m[("vit_images_classified_total", ())] == 250
-    assert m[("vit_batch_size_sum", ())] == 250
-    print(f"{precision}: {m[('vit_batch_size_count', ())]:.0f} forward passes for 250 images, "
-          f"mean batch {250 / m[('vit_batch_size_count', ())]:.2f}")
+    model = (("model", DEIT.name),)
+    assert m[("vit_requests_total", (("endpoint", "/v1/classify"), ("model", DEIT.name), ("status", "200")))] == 250
+    assert m[("vit_images_classified_total", model)] == 250
+    assert m[("vit_batch_size_sum", model)] == 250
+    print(f"{precision}: {m[('vit_batch_size_count', model)]:.0f} forward passes for 250 images, "
+          f"mean batch {250 / m[('vit_batch_size_count', model)]:.2f}")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
