@@ -8,6 +8,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <array>
 #include <chrono>
 #include <list>
 #include <mutex>
@@ -172,6 +173,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void fail(const HttpError& e) {
     HttpResponse r = server_.handler.error(peer_, method_, path_, e);
     r.close = true;
+    unread_ = !refused_;
     state_ = State::answering;
     answer(std::move(r));
   }
@@ -189,8 +191,25 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.prepare_payload();
     http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
       self->give_back();
+      if (!ec && self->unread_) return self->linger();
       if (ec || !self->res_.keep_alive()) return self->close();
       self->read_request();
+    });
+  }
+
+  // After an answer that left the request's body unread: stop sending and read (and drop) what the client
+  // still sends, for at most a second, before closing. Closing with unread bytes would reset the connection,
+  // and a reset can reach the client before it has read the answer (a 503 or 413 it never sees).
+  void linger() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::seconds(1));
+    drain();
+  }
+  void drain() {
+    stream_.async_read_some(net::buffer(dropped_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->close();
+      self->drain();
     });
   }
 
@@ -228,6 +247,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string peer_ = "-", method_ = "-", path_ = "-", query_;
   State state_ = State::reading;
   bool refused_ = false;  // past max_connections, so not counted
+  bool unread_ = false;   // answered before its body was read: linger() before closing
+  std::array<char, 16384> dropped_;  // what linger() reads
   int64_t held_ = 0;      // bytes of --max-bodies-mb this request holds, given back once its answer is written
   // Stored here: Beast keeps a reference to the chunk callback. Holds each chunk before it is read.
   std::function<void(uint64_t, beast::string_view, beast::error_code&)> on_chunk_;
