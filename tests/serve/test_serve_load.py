@@ -162,4 +162,9 @@ def test_image_bombs_from_8_clients_stay_within_the_memory_bound(serve):
           f"{bound_mb} MiB; {statuses.count(503)} answers 503 before the {statuses.count(200)} answers 200")
     assert statuses.count(200) == CLIENTS and set(statuses) <= {200, 503}, statuses
     assert statuses.count(503) > 0
-    assert peak_mb <= bound_mb, (peak_mb, bound_mb)
+    # Under AddressSanitizer (scripts/test.sh --sanitize) the peak holds its quarantine of freed memory and its
+    # shadow memory besides the server's own: the bound is the release run's to check.
+    with open(f"/proc/{s.proc.pid}/maps") as f:
+        sanitized = "libasan" in f.read()
+    if not sanitized:
+        assert peak_mb <= bound_mb, (peak_mb, bound_mb)
