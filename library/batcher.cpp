@@ -176,6 +176,19 @@ struct Batcher::Impl {
   // Each job of a group gets its slice of the answers (a request's own topk is a prefix of the group's
   // largest), or the group's error for each of its images.
   static void answer(Group& g) {
+    // A job's answers, taken from the group's from `next` on, or the group's error for each of its images.
+    auto slice = [&g](auto& all, Job& j, size_t next) {
+      std::vector<std::decay_t<decltype(all[0])>> mine(size_t(j.n));
+      for (size_t i = 0; i < mine.size(); ++i) {
+        if (!g.error.empty()) {
+          mine[i].file = j.name(i);
+          mine[i].error = g.error;
+        } else {
+          mine[i] = std::move(all[next + i]);
+        }
+      }
+      return mine;
+    };
     size_t next = 0;
     const size_t width = g.jobs.front()->tensors() && g.error.empty() ? g.rows.size() / size_t(total(g)) : 0;
     for (Job* j : g.jobs) {
@@ -183,32 +196,12 @@ struct Batcher::Impl {
         if (!g.error.empty()) j->rows_done({}, g.error);
         else j->rows_done(std::vector<float>(g.rows.begin() + long(next * width), g.rows.begin() + long((next + size_t(j->n)) * width)), "");
       } else if (j->ask == Ask::Classify) {
-        std::vector<Result> mine;
-        for (size_t i = 0; i < size_t(j->n); ++i) {
-          Result r;
-          if (!g.error.empty()) {
-            r.file = j->name(i);
-            r.error = g.error;
-          } else {
-            r = std::move(g.results[next + i]);
-            if (r.top.size() > size_t(j->topk)) r.top.resize(size_t(j->topk));
-          }
-          mine.push_back(std::move(r));
-        }
+        std::vector<Result> mine = slice(g.results, *j, next);
+        for (Result& r : mine)
+          if (r.top.size() > size_t(j->topk)) r.top.resize(size_t(j->topk));
         j->results_done(std::move(mine));
       } else {
-        std::vector<Embedding> mine;
-        for (size_t i = 0; i < size_t(j->n); ++i) {
-          Embedding e;
-          if (!g.error.empty()) {
-            e.file = j->name(i);
-            e.error = g.error;
-          } else {
-            e = std::move(g.embeddings[next + i]);
-          }
-          mine.push_back(std::move(e));
-        }
-        j->embeddings_done(std::move(mine));
+        j->embeddings_done(slice(g.embeddings, *j, next));
       }
       next += size_t(j->n);
     }
