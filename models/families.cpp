@@ -191,6 +191,9 @@ const Marker kMarkers[] = {
     {"encoder.layer.0.mlp.weights_in.weight", "Hugging Face DINOv2 with a SwiGLU MLP (giant)"},
     {"dinov2.embeddings.cls_token", "Hugging Face Dinov2ForImageClassification"},
     {"dinov2_with_registers.embeddings.cls_token", "Hugging Face Dinov2WithRegistersForImageClassification"},
+    // transformers' DINOv3ViTModel (4.56 and later; the pinned reference, 4.48.3, has no DINOv3 to check
+    // against): timm's hub folders of the same weights (vit_*_dinov3) run.
+    {"layer.0.layer_scale1.lambda1", "Hugging Face DINOv3ViTModel (use timm's vit_*_dinov3 folder of the same weights)"},
 };
 
 bool matches(const char* pattern, const std::string& s) { return std::regex_match(s, std::regex(pattern)); }

@@ -451,7 +451,8 @@ TEST(LoaderErrors, UnsupportedFamiliesAreRefusedByName) {
       {"visual.trunk.patch_embed.proj.weight", "OpenCLIP image tower on a timm model (visual.trunk) checkpoint: not supported yet"},
       {"visual.attn_pool.query", "OpenCLIP image tower with an attentional pool checkpoint: not supported yet"},
       {"encoder.layer.0.mlp.weights_in.weight", "Hugging Face DINOv2 with a SwiGLU MLP (giant) checkpoint: not supported yet"},
-      {"dinov2.embeddings.cls_token", "Hugging Face Dinov2ForImageClassification checkpoint: not supported yet"}};
+      {"dinov2.embeddings.cls_token", "Hugging Face Dinov2ForImageClassification checkpoint: not supported yet"},
+      {"layer.0.layer_scale1.lambda1", "Hugging Face DINOv3ViTModel (use timm's vit_*_dinov3 folder of the same weights) checkpoint: not supported yet"}};
   for (const auto& [tensor, message] : cases) {
     TempDir d;
     write_tensors(d.file("model.safetensors"), {{tensor, {{2}, {1, 2}}}});
