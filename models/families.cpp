@@ -127,9 +127,9 @@ const FamilyRow kFamilies[] = {
      D{Activation::Gelu, 1e-5f, true, 0, Pool::Avg, D::ImageNet, 1.0, RopeKind::DinoV3, 100.f},
      [] { S s; s.layer_scale = true; s.pos_embed = s.qkv_bias = false; s.reg_tokens = 4; s.classes = 0; return s; }(),
      TimmClass::Eva},
-    {Family::DINOv3, "vit_(small_plus|huge_plus|7b)_patch16_dinov3(_qkvb)?",
-     "",  // no presets: their SwiGLU widths are aligned (swiglu_align_to), not a size word's
-     nullptr, HeadKind::Classifier,
+    // Their SwiGLU width is int(width * mlp_ratio) rounded up to swiglu_align_to (8, 64 for 7B), which the
+    // size word's MLP (and 7B's mlp_ratio 2) already is: 1536, 5120, 8192.
+    {Family::DINOv3, "vit_(small_plus|huge_plus|7b)_patch16_dinov3(_qkvb)?", nullptr, nullptr, HeadKind::Classifier,
      D{Activation::SwiGLU, 1e-5f, true, 0, Pool::Avg, D::ImageNet, 1.0, RopeKind::DinoV3, 100.f},
      [] { S s; s.layer_scale = true; s.pos_embed = s.qkv_bias = false; s.reg_tokens = 4; s.classes = 0; return s; }(),
      TimmClass::Eva},
@@ -222,7 +222,7 @@ const Shape kShapes[] = {{"vit_base_patch16_gap_224", 0, 0, 16, 0, 0, 0},
                          {"vit_giant_patch16_radio_v3", 1536, 0, 24, 0, 0, 512},
                          {"vit_huge_plus_patch16_dinov3", 1280, 32, 20, 0, 0, 0},
                          {"vit_huge_plus_patch16_dinov3_qkvb", 1280, 32, 20, 0, 0, 0},
-                         {"vit_7b_patch16_dinov3", 4096, 40, 32, 0, 0, 0},
+                         {"vit_7b_patch16_dinov3", 4096, 40, 32, 8192, 0, 0},
                          {"vit_pe_core_gigantic_patch14_448", 1536, 50, 16, 8960, 0, 0},
                          {"test_vit", 64, 6, 2, 192, 16, 160},
                          {"test_vit2", 64, 8, 2, 192, 16, 160},
