@@ -142,7 +142,7 @@ struct Classifier::Impl {
                                   "CLIP or SigLIP tower text embeddings (--text-embeddings)");
     use_threads();
     std::vector<Result> out(n);
-    run_batches(plans, n, {opt.batch, false}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+    run_batches(plans, n, {opt.batch, false, {}}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
       std::vector<float> scores;
       for (const BatchItem& item : items) {
         if (item.row < 0) {
@@ -165,7 +165,7 @@ struct Classifier::Impl {
     const bool logits = o.head && c.classes > 0;  // without a head, timm's model(x) is the features
     const size_t E = size_t(logits ? c.classes : c.width), TD = size_t(c.tokens() * c.width);
     std::vector<Embedding> out(n);
-    run_batches(plans, n, {opt.batch, false}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+    run_batches(plans, n, {opt.batch, false, {}}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
       for (const BatchItem& item : items) {
         Embedding& e = out[item.index];
         e.file = name(item.index);

@@ -129,7 +129,7 @@ struct Explainer::Impl {
       throw Error(model.source(), "the model has no classifier head (embeddings only, or a projection into a joint "
                                   "image-text space without text embeddings): there is no class to explain");
     set_threads(threads);
-    run_batches(plans, n, {batch, true}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+    run_batches(plans, n, {batch, true, {}}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
       std::vector<Explanation> done = explain_batch(plan, items, name, d);
       on_batch(done);
     }, between);
