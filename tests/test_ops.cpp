@@ -393,7 +393,8 @@ TEST(RotaryTest, RotateHalfMatchesReference) {
   }
 }
 
-// RMSNorm: x * rsqrt(mean(x^2) + eps) * weight (timm's rms_norm), against it in double, in place and not.
+// RMSNorm: x * rsqrt(mean(x^2) + eps) * weight (timm's rms_norm), against it in double, in place and not, and
+// through layer_norm_step (the norm step every model norm runs).
 TEST(RmsNormTest, MatchesReference) {
   const int64_t shapes[][2] = {{197, 64}, {5, 1024}, {1, 1}, {33, 1536}};  // M, D
   for (const auto& sh : shapes) {
@@ -401,12 +402,16 @@ TEST(RmsNormTest, MatchesReference) {
     std::mt19937 rng(uint32_t(M * 7 + D));
     const auto x = random_vector(size_t(M * D), rng, 3.f), gamma = random_vector(size_t(D), rng, 2.f);
     Arena store;
-    const RmsNormWeights rn = make_rms_norm(store, gamma.data(), D, 1e-5f);
+    const LayerNormWeights rn = make_rms_norm(store, gamma.data(), D, 1e-5f);
     std::vector<float> got(x.size(), -9.f), inplace = x;
     Step s = rms_norm_step("rms", rn, M, x.data(), got.data());
     run_step(s);
     Step t = rms_norm_step("rms", rn, M, inplace.data(), inplace.data());
     run_step(t);
+    std::vector<float> via_norm_step(x.size(), -9.f);  // what a model's norm step runs for an RMSNorm
+    Step u = layer_norm_step("rms", rn, M, x.data(), via_norm_step.data());
+    run_step(u);
+    EXPECT_EQ(got, via_norm_step) << M << "x" << D;
     float worst = 0;
     for (int64_t m = 0; m < M; ++m) {
       double sq = 0;

@@ -73,13 +73,18 @@ class Program {
   std::vector<std::vector<dnnl_exec_arg_t>> c_args_;
 };
 
+// A norm over rows of D: LayerNorm (mean and variance, gamma and beta), or RMSNorm (timm's RmsNorm: the root
+// mean square only, gamma, no beta: AIMv2).
+enum class NormKind { Layer, Rms };
 struct LayerNormWeights {
   int64_t D = 0;
   float eps = 1e-6f;
-  dnnl::memory gamma, beta;
+  NormKind kind = NormKind::Layer;
+  dnnl::memory gamma, beta;  // beta empty for RMSNorm
 };
 LayerNormWeights make_layer_norm(Arena& store, const float* gamma, const float* beta, int64_t D, float eps);
-// dst[M, D] = LayerNorm(src[M, D]) over the last dimension.
+// dst[M, D] = the norm of src[M, D] over the last dimension (in place when dst == src): oneDNN's LayerNorm, or
+// for an RMSNorm rms_norm_step.
 Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_t M, const float* src, float* dst);
 
 // Multi-head self-attention core on qkv [B, T, 3, H, Dh] (a linear layer's output, [B*T, 3*H*Dh]):
@@ -118,13 +123,8 @@ Step swiglu_step(const std::string& name, int64_t M, int64_t H, const float* src
 
 // RMSNorm (timm's RmsNorm, layers/fast_norm.py rms_norm): dst[m] = src[m] * rsqrt(mean(src[m]^2) + eps) *
 // gamma over rows of D, in place when dst == src. gamma is copied into the store.
-struct RmsNormWeights {
-  int64_t D = 0;
-  float eps = 1e-6f;
-  const float* gamma = nullptr;
-};
-RmsNormWeights make_rms_norm(Arena& store, const float* gamma, int64_t D, float eps);
-Step rms_norm_step(const std::string& name, const RmsNormWeights& rn, int64_t M, const float* src, float* dst);
+LayerNormWeights make_rms_norm(Arena& store, const float* gamma, int64_t D, float eps);
+Step rms_norm_step(const std::string& name, const LayerNormWeights& rn, int64_t M, const float* src, float* dst);
 
 // Attention pooling with one query shared by every image (timm's AttentionPoolLatent with one latent, the
 // MAP head of SigLIP): out [B, H*Dh] = per head h, softmax(q_h . k_h^T / sqrt(Dh)) v_h, from q [H*Dh] and
