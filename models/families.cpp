@@ -108,7 +108,9 @@ const FamilyRow kFamilies[] = {
     // eva.py's vit_base_patch16_rope_reg1_gap_256 (timm's SBB ViTs): EVA-02's rotary embedding (ref_feat_shape
     // 16x16) instead of a position table, one register token and no class token, a GELU MLP, q/v biases, gamma
     // layer scale, the mean of the patches with fc_norm.
-    {Family::RopeViT, "vit_base_patch16_rope_reg1_gap_256", nullptr, nullptr, HeadKind::Classifier,
+    // The medium ones alike (mediumd: no q/k/v biases); betwixt with 4 registers, eva.py's default mean (OpenAI's).
+    {Family::RopeViT, "vit_(medium|mediumd|base)_patch16_rope_reg1_gap_256",
+     "vit_(medium|base)_patch16_rope_reg1_gap_256", nullptr, HeadKind::Classifier,
      D{Activation::Gelu, 1e-6f, true, 16, Pool::Avg, D::Inception, 0.95},
      [] {
        S s;
@@ -118,6 +120,26 @@ const FamilyRow kFamilies[] = {
        return s;
      }(),
      TimmClass::Eva},
+    {Family::RopeViT, "vit_betwixt_patch16_rope_reg4_gap_256", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 16, Pool::Avg, D::OpenAI, 0.95},
+     [] {
+       S s;
+       s.pos_embed = s.class_token = s.final_norm = false;
+       s.reg_tokens = 4;
+       s.layer_scale = s.qv_bias = s.fc_norm = true;
+       return s;
+     }(),
+     TimmClass::Eva},
+    // eva.py's vit_*_patch16_rope_224 (Naver's RoPE-Axial ViT, AttentionRope): the rotary embedding of
+    // RotaryEmbeddingCat with temperature 100, 'xy' indexing (each patch's x angles first), no reference grid,
+    // interleaved pairs; no position table, or (_ape) one over the patches only; the class token, layer scale,
+    // q/k/v biases, the final norm, the class token pooled; the ImageNet mean and std.
+    {Family::RopeViT, "vit_(small|base|large)_patch16_rope_224", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 0, Pool::Token, D::ImageNet, 0.9, RopeKind::EvaCat, 100.f, true},
+     [] { S s; s.pos_embed = false; s.layer_scale = true; return s; }(), TimmClass::Eva},
+    {Family::RopeViT, "vit_(small|base|large)_patch16_rope_ape_224", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 0, Pool::Token, D::ImageNet, 0.9, RopeKind::EvaCat, 100.f, true},
+     [] { S s; s.no_embed_class = s.layer_scale = true; return s; }(), TimmClass::Eva},
     // eva.py's vit_*_patch16_dinov3: no position table, its own rotary embedding (RotaryEmbeddingDinoV3:
     // temperature 100, patch centres normalised to the grid, rotate-half pairs), class and 4 register tokens,
     // layer scale, LayerNorm eps 1e-5, the final norm then timm's global_pool 'avg' (upstream: the class
@@ -190,6 +212,7 @@ const struct {
     {"vit_pe_(lang|spatial)_.*", "Perception Encoder (lang or spatial)"},
     {"vit_.*_sapiens2", "Sapiens2"},
     {"vit_.*_lingbot", "LingBot ViT"},
+    {"vit_.*_rope_mixed_.*", "ViT with learned rotary frequencies (RoPE-Mixed, rope_type 'mixed')"},
     {"vit_.*_rope_.*", "ViT with a rotary position embedding"},
     {"vit_giant_patch14_(reg4_)?dinov2|vit_giant_patch14_reg1_tipsv2", "DINOv2 with a SwiGLU MLP (giant)"},
     {"vit_.*_siglip_.*", "SigLIP image tower with GELU's tanh form (SigLIP 2) or a crop"},

@@ -564,8 +564,9 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
     c->origin.rope = "timm's defaults for " + n.arch + " (RotaryEmbeddingDinoV3: patch centres normalised to the "
                      "grid, temperature 100, rotate-half pairs; the grid follows the input)";
   else if (row.defaults.rope)
-    c->origin.rope = "timm's defaults for " + n.arch + " (ref_feat_shape " + std::to_string(row.defaults.rope_ref) + "x" +
-                     std::to_string(row.defaults.rope_ref) + ", temperature 10000, interleaved pairs" +
+    c->origin.rope = "timm's defaults for " + n.arch + " (" +
+                     (row.defaults.rope_ref ? fmt::format("ref_feat_shape {0}x{0}, ", row.defaults.rope_ref) : "") +
+                     fmt::format("temperature {:g}, interleaved pairs", row.defaults.rope_temperature) +
                      (row.defaults.rope_xy ? ", 'xy' grid" : "") +
                      (row.defaults.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", row.defaults.rope_grid_offset) : "") +
                      ")";
@@ -626,7 +627,8 @@ std::vector<std::string> known_archs() {
           "vit_so400m_patch14_siglip_378", "beit_base_patch16_224",      "beit_large_patch16_224",
           "beitv2_large_patch16_224",     "eva02_tiny_patch14_224",      "eva02_small_patch14_224",
           "eva02_base_patch14_224",       "eva02_base_patch14_448",      "vit_base_patch16_rope_reg1_gap_256",
-          "aimv2_large_patch14_224",      "eva02_base_patch16_clip_224"};
+          "aimv2_large_patch14_224",      "eva02_base_patch16_clip_224", "vit_base_patch16_rope_224",
+          "vit_base_patch16_rope_ape_224"};
 }
 
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {

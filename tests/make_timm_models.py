@@ -26,7 +26,8 @@ OUT_DIR/dinov3/reference_224.safetensors        the same for DINOv3 at 224 px (1
 OUT_DIR/dinov3_plus/reference_192.safetensors   the same model (dynamic_img_size), its rotary grid the input's
 OUT_DIR/aimv2/reference_168.safetensors         the same for AIMv2 at 168 px (12x12 patches), EVA-02 CLIP at 160
 OUT_DIR/eva02_clip/reference_160.safetensors    (10x10): the position table resampled, EVA-02 CLIP's rotary grid
-                                                rebuilt and rescaled to its 16x16 ref_feat_shape
+                                                rebuilt and rescaled to its 16x16 ref_feat_shape; the RoPE-Axial
+OUT_DIR/vit_rope_{axial,ape}/reference_160...   ViTs at 160 px, their rotary grid 10x10
 Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity
 values, so a step the engine skipped or got wrong changes the outputs.
 """
@@ -75,6 +76,10 @@ SPECS = {
     # EVA-02 CLIP (eva.py): EVA-02 base with a LayerNorm on attention's output (scale_attn_inner), the class
     # token, the projection head.
     "eva02_clip": ("eva02_base_patch16_clip_224", dict(SMALL, num_classes=16)),
+    # Naver's RoPE-Axial ViTs (eva.py, AttentionRope): the rotary embedding with temperature 100 and 'xy' indexing,
+    # no reference grid; no position table, or (_ape) one over the patches only; the class token, layer scale.
+    "vit_rope_axial": ("vit_base_patch16_rope_224", dict(SMALL, num_classes=10)),
+    "vit_rope_ape": ("vit_base_patch16_rope_ape_224", dict(SMALL, num_classes=10)),
 }
 # The models also referenced at another input size: (size, how the weights get there). "same": the model is
 # dynamic (the rotary grid follows the input), run as it is; else timm's model made at that size, the
@@ -90,6 +95,8 @@ OTHER_SIZES = {
     "dinov3_plus": (192, "same"),
     "aimv2": (168, checkpoint_filter_fn),
     "eva02_clip": (160, eva_filter_fn),
+    "vit_rope_axial": (160, eva_filter_fn),
+    "vit_rope_ape": (160, eva_filter_fn),
 }
 
 

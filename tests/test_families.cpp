@@ -465,6 +465,25 @@ TEST_F(Families, EVA02CLIPLikeTimm) {
       << r.out;
 }
 
+// Naver's RoPE-Axial ViTs (eva.py's vit_*_patch16_rope_224, _ape): the rotary embedding of RotaryEmbeddingCat with
+// temperature 100 and 'xy' indexing, no reference grid; no position table, or one over the patches only (_ape);
+// the class token pooled after the final norm, layer scale, q/k/v biases. At 224 px and at 160 (10x10 patches:
+// the rotary grid rebuilt, the _ape table resampled).
+TEST_F(Families, NaverRopeViTsLikeTimm) {
+  for (const std::string name : {"vit_rope_axial", "vit_rope_ape"}) {
+    expect_like_timm(name);
+    expect_like_timm(name, "reference_160.safetensors", 160);
+    const ViTConfig c = ViT::load(model(name)).config();
+    EXPECT_EQ(c.family, Family::RopeViT);
+    EXPECT_TRUE(c.rope && c.rope_xy && c.class_token && c.layer_scale && c.k_bias && c.final_norm && !c.fc_norm);
+    EXPECT_EQ(c.rope_ref_h, 0);
+    EXPECT_EQ(c.rope_temperature, 100.f);
+    EXPECT_EQ(c.pool, Pool::Token);
+    EXPECT_EQ(c.abs_pos, name == "vit_rope_ape");
+    EXPECT_EQ(c.no_embed_class, name == "vit_rope_ape");
+  }
+}
+
 // A timm CLIP tower's head is its projection into the joint image-text space, as OpenCLIP's and Hugging Face's
 // are: no classes to label (a tower's 32 dimensions were classified as 32 classes), unless timm's pretrained tag
 // says the weights were fine-tuned on labels (the clip model's default tag, laion2b_ft_in12k_in1k; the

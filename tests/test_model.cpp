@@ -604,7 +604,8 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
       {"beitv2_large_patch16_224", 304430568},     {"eva02_base_patch14_448", 86348544},
       {"vit_base_patch16_rope_reg1_gap_256", 86425576},
       // AIMv2 has no head; EVA-02 CLIP's is its 512-wide projection.
-      {"aimv2_large_patch14_224", 309197824},      {"eva02_base_patch16_clip_224", 86263040}};
+      {"aimv2_large_patch14_224", 309197824},      {"eva02_base_patch16_clip_224", 86263040},
+      {"vit_base_patch16_rope_224", 86434792},     {"vit_base_patch16_rope_ape_224", 86585320}};
   EXPECT_EQ(known_archs().size(), timm.size());
   std::mt19937 rng(5);
   std::set<std::string> ran;
