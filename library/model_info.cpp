@@ -53,7 +53,10 @@ std::string attention_line(const ViTConfig& c) {
                      c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
                          ? ""
                          : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()));
-  if (c.rope && c.rope_kind == RopeKind::DinoV3)
+  if (c.rope && c.rope_kind == RopeKind::Mixed)
+    s += fmt::format(", RoPE-Mixed on the patch tokens' q and k (frequencies learned per block and head, rope.freqs; "
+                     "interleaved pairs, {} grid)", c.rope_xy ? "'xy'" : "'ij'");
+  else if (c.rope && c.rope_kind == RopeKind::DinoV3)
     s += fmt::format(", DINOv3's 2-D rotary embedding on the patch tokens' q and k (rotate-half pairs, temperature {:g}, "
                      "patch centres normalised to the {}x{} grid)",
                      double(c.rope_temperature), c.grid_h(), c.grid_w());

@@ -140,6 +140,14 @@ const FamilyRow kFamilies[] = {
     {Family::RopeViT, "vit_(small|base|large)_patch16_rope_ape_224", nullptr, nullptr, HeadKind::Classifier,
      D{Activation::Gelu, 1e-6f, true, 0, Pool::Token, D::ImageNet, 0.9, RopeKind::EvaCat, 100.f, true},
      [] { S s; s.no_embed_class = s.layer_scale = true; return s; }(), TimmClass::Eva},
+    // Naver's RoPE-Mixed ViTs (vit_*_patch16_rope_mixed_224, _mixed_ape_224): the same, with RotaryEmbeddingMixed's
+    // frequencies learned per block and head (rope.freqs [2, depth, heads, Dh/2]: x's and y's), 'xy' grid.
+    {Family::RopeViT, "vit_(small|base|large)_patch16_rope_mixed_224", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 0, Pool::Token, D::ImageNet, 0.9, RopeKind::Mixed, 10.f, true},
+     [] { S s; s.pos_embed = false; s.layer_scale = true; return s; }(), TimmClass::Eva},
+    {Family::RopeViT, "vit_(small|base|large)_patch16_rope_mixed_ape_224", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 0, Pool::Token, D::ImageNet, 0.9, RopeKind::Mixed, 10.f, true},
+     [] { S s; s.no_embed_class = s.layer_scale = true; return s; }(), TimmClass::Eva},
     // eva.py's vit_*_patch16_dinov3: no position table, its own rotary embedding (RotaryEmbeddingDinoV3:
     // temperature 100, patch centres normalised to the grid, rotate-half pairs), class and 4 register tokens,
     // layer scale, LayerNorm eps 1e-5, the final norm then timm's global_pool 'avg' (upstream: the class
@@ -212,7 +220,6 @@ const struct {
     {"vit_pe_(lang|spatial)_.*", "Perception Encoder (lang or spatial)"},
     {"vit_.*_sapiens2", "Sapiens2"},
     {"vit_.*_lingbot", "LingBot ViT"},
-    {"vit_.*_rope_mixed_.*", "ViT with learned rotary frequencies (RoPE-Mixed, rope_type 'mixed')"},
     {"vit_.*_rope_.*", "ViT with a rotary position embedding"},
     {"vit_giant_patch14_(reg4_)?dinov2|vit_giant_patch14_reg1_tipsv2", "DINOv2 with a SwiGLU MLP (giant)"},
     {"vit_.*_siglip_.*", "SigLIP image tower with GELU's tanh form (SigLIP 2) or a crop"},
@@ -231,7 +238,6 @@ const Marker kMarkers[] = {
     // timm's eva.py options beyond EVA-02's image models (EvaAttention, Eva).
     {"blocks.0.attn.q_norm.weight", "EVA with qk_norm"},
     {"blocks.0.attn.gate.weight", "EVA with gated attention"},
-    {"rope.freqs", "EVA with learned rotary frequencies (rope_type 'mixed')"},
     // timm's beit.py: one relative position table shared by every block.
     {"rel_pos_bias.relative_position_bias_table", "BEiT with a shared relative position bias (use_shared_rel_pos_bias)"},
     // Variants of the layouts in layouts.h that the engine does not run: OpenCLIP towers built on a timm

@@ -26,8 +26,10 @@ const char* activation_name(Activation a);  // "GELU", "GELU (tanh)", "QuickGELU
 
 // Which rotary embedding turns q and k (timm's pos_embed_sincos.py): EVA-02's RotaryEmbeddingCat (integer
 // coordinates, optionally rescaled to a reference grid; interleaved channel pairs), or DINOv3's
-// RotaryEmbeddingDinoV3 (patch centres normalised to [-1, 1] by the grid; rotate-half channel pairs).
-enum class RopeKind { EvaCat, DinoV3 };
+// RotaryEmbeddingDinoV3 (patch centres normalised to [-1, 1] by the grid; rotate-half channel pairs), or Naver's
+// RotaryEmbeddingMixed (rope_type 'mixed': frequencies learned per block and head, the tensor rope.freqs;
+// integer coordinates; interleaved pairs).
+enum class RopeKind { EvaCat, DinoV3, Mixed };
 
 // What a family's blocks and embeddings are when neither the tensors nor a config say: its timm model
 // definition's defaults. (A checkpoint's tensors decide the rest: layer scale, tokens, norms, biases.)

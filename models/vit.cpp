@@ -237,7 +237,10 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
     blocks_.push_back(std::move(b));
   }
   if (c.rel_pos_window) rel_pos_index_ = relative_position_index(c.grid_h(), c.grid_w());
-  if (c.rope) rotary_tables(c, &rope_sin_, &rope_cos_);
+  if (c.rope && c.rope_kind == RopeKind::Mixed)  // RoPE-Mixed's learned frequencies, x's then y's
+    rotary_tables(c, &rope_sin_, &rope_cos_, take("rope.freqs", {2, c.depth, c.heads, c.head_dim() / 2}).data());
+  else if (c.rope)
+    rotary_tables(c, &rope_sin_, &rope_cos_);
   if (c.final_norm) norm_ = norm("norm");
   if (c.fc_norm) fc_norm_ = norm("fc_norm");
   if (c.attn_pool_mlp) {
@@ -304,7 +307,22 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
     m.blocks_.push_back(std::move(b));
   }
   if (cfg.rel_pos_window) m.rel_pos_index_ = relative_position_index(cfg.grid_h(), cfg.grid_w());
-  if (cfg.rope) rotary_tables(cfg, &m.rope_sin_, &m.rope_cos_);
+  // RoPE-Mixed: frequencies as init_random_2d_freqs makes them, magnitudes temperature^(-4k/Dh) turned by an angle
+  // per block and head.
+  std::vector<float> freqs;
+  if (cfg.rope && cfg.rope_kind == RopeKind::Mixed) {
+    const int64_t half = cfg.head_dim() / 2, tables = cfg.depth * cfg.heads;
+    const auto turn = fill(size_t(tables), 3.14159265f, 3.14159265f);
+    freqs.resize(size_t(2 * tables * half));
+    for (int64_t t = 0; t < tables; ++t)
+      for (int64_t i = 0; i < half; ++i) {
+        const float mag = std::pow(cfg.rope_temperature, -float(4 * (i % (half / 2))) / float(cfg.head_dim()));
+        const float a = turn[size_t(t)] + (i < half / 2 ? 0.f : 1.5707963f);
+        freqs[size_t(t * half + i)] = mag * std::cos(a);
+        freqs[size_t((tables + t) * half + i)] = mag * std::sin(a);
+      }
+  }
+  if (cfg.rope) rotary_tables(cfg, &m.rope_sin_, &m.rope_cos_, freqs.data());
   if (cfg.patch_norm) m.patch_norm_ = norm();
   if (cfg.norm_pre) m.norm_pre_ = norm();
   if (cfg.final_norm) m.norm_ = norm();
@@ -515,10 +533,13 @@ struct ViT::PlanBuilder {
     // EvaAttention.forward: q, k = apply_rot_embed_cat(q[:, :, npt:], rope, half=half), the same for k: the
     // patch tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles, in
     // interleaved pairs (EVA-02) or rotate-half pairs (DINOv3, rope_rotate_half).
+    // RoPE-Mixed (Eva.forward_features: blk(x, rope=rot_pos_embed[i])): block i's table per head.
+    const bool mixed = c.rope_kind == RopeKind::Mixed;
+    const int64_t table = mixed ? i * H * c.patches() * (c.head_dim() / 2) : 0;
     if (c.rope)
-      add(rotary_step(p + ".attn.rope", B, T, c.prefix_tokens(), 2 * H, c.head_dim(), 3 * D, m.rope_sin_.data(),
-                      m.rope_cos_.data(), a().qkv,
-                      c.rope_kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved));
+      add(rotary_step(p + ".attn.rope", B, T, c.prefix_tokens(), 2 * H, c.head_dim(), 3 * D, m.rope_sin_.data() + table,
+                      m.rope_cos_.data() + table, a().qkv,
+                      c.rope_kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved, mixed ? H : 1));
     // beit.py Attention.forward: attn = attn + self._get_rel_pos_bias() (the table looked up through the
     // index, [H, T, T]), before the softmax.
     if (c.rel_pos_window)

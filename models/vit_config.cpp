@@ -361,7 +361,7 @@ const ModelArg kModelArgs[] = {
 // dynamic_img_size).
 json family_arg(const std::string& key, const ViTConfig& c) {
   const bool dinov3 = c.rope_kind == RopeKind::DinoV3;
-  if (key == "rope_type") return dinov3 ? "dinov3" : "cat";
+  if (key == "rope_type") return dinov3 ? "dinov3" : c.rope_kind == RopeKind::Mixed ? "mixed" : "cat";
   if (key == "rope_rotate_half") return dinov3;
   if (key == "rope_grid_indexing") return c.rope_xy ? "xy" : "ij";
   if (key == "dynamic_img_size") return c.family == Family::DINOv3;
@@ -535,6 +535,10 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
   if (row.defaults.act == Activation::SwiGLU && !f.swiglu)
     throw Error(file, n.arch + " has a SwiGLU MLP, but blocks.0.mlp.fc1 has " + std::to_string(c.mlp) + " rows for fc2's " +
                           std::to_string(c.mlp) + " inputs (expected twice as many, or fc1_g and fc1_x)");
+  if (ck.has("rope.freqs") != (row.defaults.rope_kind == RopeKind::Mixed))
+    throw Error(where, n.arch + (ck.has("rope.freqs") ? " has no learned rotary frequencies, but " + file + " holds rope.freqs"
+                                                      : " learns its rotary frequencies, but " + file + " has no rope.freqs") +
+                           " (RoPE-Mixed, rope_type 'mixed')");
   if (row.structure.attn_norm && !c.attn_norm)
     throw Error(where, n.arch + " has a LayerNorm inside attention (scale_attn_inner), but " + file +
                            " has no blocks.0.attn.norm");
@@ -560,7 +564,10 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
   if (row.defaults.eps != 1e-6f)
     c->origin.eps = std::string("default for ") + family_name(row.family) + "s (timm's architectures: " +
                     fmt::format("{:g}", row.defaults.eps) + ", not in their config.json)";
-  if (row.defaults.rope && row.defaults.rope_kind == RopeKind::DinoV3)
+  if (row.defaults.rope && row.defaults.rope_kind == RopeKind::Mixed)
+    c->origin.rope = "timm's defaults for " + n.arch + " (RotaryEmbeddingMixed: frequencies learned per block and head, "
+                     "rope.freqs; 'xy' grid, interleaved pairs)";
+  else if (row.defaults.rope && row.defaults.rope_kind == RopeKind::DinoV3)
     c->origin.rope = "timm's defaults for " + n.arch + " (RotaryEmbeddingDinoV3: patch centres normalised to the "
                      "grid, temperature 100, rotate-half pairs; the grid follows the input)";
   else if (row.defaults.rope)
@@ -628,7 +635,7 @@ std::vector<std::string> known_archs() {
           "beitv2_large_patch16_224",     "eva02_tiny_patch14_224",      "eva02_small_patch14_224",
           "eva02_base_patch14_224",       "eva02_base_patch14_448",      "vit_base_patch16_rope_reg1_gap_256",
           "aimv2_large_patch14_224",      "eva02_base_patch16_clip_224", "vit_base_patch16_rope_224",
-          "vit_base_patch16_rope_ape_224"};
+          "vit_base_patch16_rope_ape_224", "vit_base_patch16_rope_mixed_224"};
 }
 
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
@@ -658,7 +665,7 @@ int64_t ViTConfig::parameters() const {
   const int64_t attn_pool = Mp ? D + (D * D + D) + (2 * D * D + 2 * D) + (D * D + D) + norm + (Mp * D + Mp) + (D * Mp + D) : 0;
   return D * in_chans * patch * patch + (patch_bias ? D : 0) + prefix_tokens() * D + pos_len() * D + depth * block +
          (norm_pre ? norm : 0) + (patch_norm ? norm : 0) + (final_norm ? norm : 0) + (fc_norm ? norm : 0) +
-         head * (dist_token ? 2 : 1) + attn_pool;
+         head * (dist_token ? 2 : 1) + attn_pool + (rope && rope_kind == RopeKind::Mixed ? depth * D : 0);
 }
 
 std::string ViTConfig::summary() const {

@@ -27,7 +27,7 @@ OUT_DIR/dinov3_plus/reference_192.safetensors   the same model (dynamic_img_size
 OUT_DIR/aimv2/reference_168.safetensors         the same for AIMv2 at 168 px (12x12 patches), EVA-02 CLIP at 160
 OUT_DIR/eva02_clip/reference_160.safetensors    (10x10): the position table resampled, EVA-02 CLIP's rotary grid
                                                 rebuilt and rescaled to its 16x16 ref_feat_shape; the RoPE-Axial
-OUT_DIR/vit_rope_{axial,ape}/reference_160...   ViTs at 160 px, their rotary grid 10x10
+OUT_DIR/vit_rope_{axial,ape,mixed}/ref..._160   ViTs and RoPE-Mixed at 160 px, their rotary grid 10x10
 Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity
 values, so a step the engine skipped or got wrong changes the outputs.
 """
@@ -80,6 +80,8 @@ SPECS = {
     # no reference grid; no position table, or (_ape) one over the patches only; the class token, layer scale.
     "vit_rope_axial": ("vit_base_patch16_rope_224", dict(SMALL, num_classes=10)),
     "vit_rope_ape": ("vit_base_patch16_rope_ape_224", dict(SMALL, num_classes=10)),
+    # RoPE-Mixed: the rotary frequencies learned per block and head (rope.freqs).
+    "vit_rope_mixed": ("vit_base_patch16_rope_mixed_224", dict(SMALL, num_classes=10)),
 }
 # The models also referenced at another input size: (size, how the weights get there). "same": the model is
 # dynamic (the rotary grid follows the input), run as it is; else timm's model made at that size, the
@@ -97,6 +99,7 @@ OTHER_SIZES = {
     "eva02_clip": (160, eva_filter_fn),
     "vit_rope_axial": (160, eva_filter_fn),
     "vit_rope_ape": (160, eva_filter_fn),
+    "vit_rope_mixed": (160, eva_filter_fn),
 }
 
 
@@ -107,6 +110,9 @@ def randomize(model, seed):
             leaf = name.rsplit(".", 1)[-1]
             if leaf in ("gamma", "gamma_1", "gamma_2"):  # layer scales
                 p.copy_(0.5 + 0.2 * torch.randn(p.shape, generator=g))
+            elif leaf == "freqs":  # learned rotary frequencies: near their own values
+                noise = torch.randn(p.shape, generator=g)
+                p.copy_(p * (1.0 + 0.2 * noise) + 0.05 * noise)
             elif p.dim() == 1 and "norm" in name and leaf == "weight":
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             elif p.dim() == 1:

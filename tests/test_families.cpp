@@ -484,6 +484,28 @@ TEST_F(Families, NaverRopeViTsLikeTimm) {
   }
 }
 
+// Naver's RoPE-Mixed ViT (vit_base_patch16_rope_mixed_224): RotaryEmbeddingMixed's frequencies learned per block and
+// head (rope.freqs, randomised near their initial values), each block's q and k heads turned by their own angles.
+TEST_F(Families, NaverRopeMixedViTLikeTimm) {
+  expect_like_timm("vit_rope_mixed");
+  expect_like_timm("vit_rope_mixed", "reference_160.safetensors", 160);
+  const ViTConfig c = ViT::load(model("vit_rope_mixed")).config();
+  EXPECT_EQ(c.rope_kind, RopeKind::Mixed);
+  EXPECT_TRUE(c.rope && c.rope_xy && c.class_token && !c.abs_pos);
+  // Its frequencies are in the file: a config naming a RoPE-Axial architecture over them is refused, and the reverse.
+  TempDir d;
+  expect_error([&] {
+    ViT::load(with_config(d, model("vit_rope_mixed"), "axial", [](nlohmann::json& j) {
+      j["architecture"] = "vit_base_patch16_rope_224";
+    }));
+  }, "vit_base_patch16_rope_224 has no learned rotary frequencies, but");
+  expect_error([&] {
+    ViT::load(with_config(d, model("vit_rope_axial"), "mixed", [](nlohmann::json& j) {
+      j["architecture"] = "vit_base_patch16_rope_mixed_224";
+    }));
+  }, "vit_base_patch16_rope_mixed_224 learns its rotary frequencies, but");
+}
+
 // A timm CLIP tower's head is its projection into the joint image-text space, as OpenCLIP's and Hugging Face's
 // are: no classes to label (a tower's 32 dimensions were classified as 32 classes), unless timm's pretrained tag
 // says the weights were fine-tuned on labels (the clip model's default tag, laion2b_ft_in12k_in1k; the

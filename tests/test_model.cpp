@@ -446,7 +446,6 @@ TEST(LoaderErrors, UnsupportedFamiliesAreRefusedByName) {
        "BEiT with a shared relative position bias (use_shared_rel_pos_bias) checkpoint: not supported yet"},
       {"blocks.0.attn.q_norm.weight", "EVA with qk_norm checkpoint: not supported yet"},
       {"blocks.0.attn.gate.weight", "EVA with gated attention checkpoint: not supported yet"},
-      {"rope.freqs", "EVA with learned rotary frequencies (rope_type 'mixed') checkpoint: not supported yet"},
       {"visual.trunk.patch_embed.proj.weight", "OpenCLIP image tower on a timm model (visual.trunk) checkpoint: not supported yet"},
       {"visual.attn_pool.query", "OpenCLIP image tower with an attentional pool checkpoint: not supported yet"},
       {"encoder.layer.0.mlp.weights_in.weight", "Hugging Face DINOv2 with a SwiGLU MLP (giant) checkpoint: not supported yet"},
@@ -605,7 +604,8 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
       {"vit_base_patch16_rope_reg1_gap_256", 86425576},
       // AIMv2 has no head; EVA-02 CLIP's is its 512-wide projection.
       {"aimv2_large_patch14_224", 309197824},      {"eva02_base_patch16_clip_224", 86263040},
-      {"vit_base_patch16_rope_224", 86434792},     {"vit_base_patch16_rope_ape_224", 86585320}};
+      {"vit_base_patch16_rope_224", 86434792},     {"vit_base_patch16_rope_ape_224", 86585320},
+      {"vit_base_patch16_rope_mixed_224", 86444008}};
   EXPECT_EQ(known_archs().size(), timm.size());
   std::mt19937 rng(5);
   std::set<std::string> ran;
@@ -615,7 +615,8 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
     const ViTConfig full = config_for_arch(arch);
     EXPECT_EQ(full.parameters(), timm.at(arch));
     const std::string variant = family_name(full.family) + std::string(full.reg_tokens ? " registers" : "") +
-                                (full.scale_mlp ? " scale_mlp" : "") + (full.act == Activation::QuickGelu ? " quickgelu" : "");
+                                (full.scale_mlp ? " scale_mlp" : "") + (full.act == Activation::QuickGelu ? " quickgelu" : "") +
+                                (full.rope_kind == RopeKind::Mixed ? " mixed" : "");
     if (!ran.insert(variant).second) continue;
     ViTConfig c = config_for_arch(arch, 4 * full.patch);
     EXPECT_EQ(c.tokens(), 16 + full.prefix_tokens());
@@ -630,7 +631,8 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
     EXPECT_GT(max_abs_diff(std::vector<float>(f, f + c.width), std::vector<float>(f + c.width, f + 2 * c.width)), 1e-3f);
   }
   EXPECT_EQ(config_for_arch("vit_small_patch14_dinov2").img_h(), 518);
-  EXPECT_TRUE(ran.count("AIMv2") && ran.count("EVA-02 CLIP image tower scale_mlp"));
+  EXPECT_TRUE(ran.count("AIMv2") && ran.count("EVA-02 CLIP image tower scale_mlp") &&
+              ran.count("ViT with rotary embedding mixed"));
   EXPECT_EQ(config_for_arch("vit_small_patch14_dinov2", 224).tokens(), 257);
   expect_error([] { config_for_arch("vit_gigantic_patch3_999"); },
                "unknown architecture 'vit_gigantic_patch3_999' (known: vit_tiny_patch16_224, ");

@@ -214,17 +214,17 @@ Step lookup_bias_step(const std::string& name, int64_t H, int64_t T, const float
 }
 
 Step rotary_step(const std::string& name, int64_t B, int64_t T, int64_t first, int64_t groups, int64_t Dh,
-                 int64_t stride, const float* sin, const float* cos, float* x, RotaryLayout layout) {
+                 int64_t stride, const float* sin, const float* cos, float* x, RotaryLayout layout, int64_t tables) {
   // Pair i's channels: (2i, 2i + 1) interleaved, (i, i + Dh/2) in halves.
   const int64_t half = Dh / 2, step = layout == RotaryLayout::Half ? 1 : 2, other = layout == RotaryLayout::Half ? half : 1;
   return host_step(name, [=] {
     const int64_t rotated = T - first;
     parallel_for(B * rotated, [&](int64_t bt) {
       const int64_t b = bt / rotated, t = bt % rotated;
-      const float* s = sin + t * half;
-      const float* c = cos + t * half;
       float* row = x + (b * T + first + t) * stride;
       for (int64_t g = 0; g < groups; ++g) {
+        const float* s = sin + ((g % tables) * rotated + t) * half;
+        const float* c = cos + ((g % tables) * rotated + t) * half;
         float* v = row + g * Dh;
         for (int64_t i = 0; i < half; ++i) {
           float* a = v + i * step;

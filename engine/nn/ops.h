@@ -112,10 +112,11 @@ enum class RotaryLayout { Interleaved, Half };
 // Rotary position embedding, in place on rows x [B, T, stride]: in the rows of tokens first..T-1, each of
 // the first `groups` groups of Dh channels (the heads of q and k in a fused qkv row) has each channel pair
 // (a, b) of the layout rotated by that token's angle i: x'[a] = x[a] cos - x[b] sin, x'[b] = x[b] cos +
-// x[a] sin. sin, cos: [T - first, Dh / 2], one row per rotated token.
+// x[a] sin. sin, cos: [T - first, Dh / 2], one row per rotated token; or `tables` such tables one after the
+// other, group g turned by table g % tables (RoPE-Mixed's angles per head: q's head h and k's share table h).
 Step rotary_step(const std::string& name, int64_t B, int64_t T, int64_t first, int64_t groups, int64_t Dh,
                  int64_t stride, const float* sin, const float* cos, float* x,
-                 RotaryLayout layout = RotaryLayout::Interleaved);
+                 RotaryLayout layout = RotaryLayout::Interleaved, int64_t tables = 1);
 
 // The gated unit of a SwiGLU MLP: dst [M, H] = silu(src[:, :H]) * src[:, H:] for src [M, 2H] (the gate's
 // H columns first, then the values'), silu(g) = g * sigmoid(g).
