@@ -36,6 +36,19 @@ const FamilyRow kFamilies[] = {
      "|vit_(base|large|so400m)_patch14_reg1_tipsv2|flexivit_(small|base|large)|test_vit[23]?",
      "vit_(tiny|small|base|large|huge|giant|gigantic)_patch[0-9]+_[0-9]+", nullptr, HeadKind::Classifier,
      D{Activation::Gelu, 1e-6f, false, 0, Pool::Token, D::Inception, 0.9}, S{}, TimmClass::VisionTransformer},
+    // vision_transformer.py's test_vit4: RMSNorm (norm_layer 'rmsnorm', eps 1e-6), no class token and one register,
+    // layer scale, the mean of the patches with fc_norm.
+    {Family::ViT, "test_vit4", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, false, 0, Pool::Avg, D::Inception, 0.95, RopeKind::EvaCat, 10000.f, false, 0.f, 0,
+       NormKind::Rms},
+     [] {
+       S s;
+       s.class_token = s.final_norm = false;
+       s.reg_tokens = 1;
+       s.layer_scale = s.fc_norm = true;
+       return s;
+     }(),
+     TimmClass::VisionTransformer},
     // deit.py: the ImageNet mean and std; the distilled ones a second token and head.
     {Family::DeiT, "deit_(tiny|small|base)_patch16_224|deit_base_patch16_384", nullptr, nullptr, HeadKind::Classifier,
      D{Activation::Gelu, 1e-6f, false, 0, Pool::Token, D::ImageNet, 0.9}, S{}, TimmClass::VisionTransformer},
@@ -227,7 +240,6 @@ const struct {
     {"vit_.*_(xp|18x2)_.*|vit_d?pwee_.*", "ViT with parallel blocks"},
     {"vit_d(little|wee)_.*", "ViT with differential attention"},
     {"vit_.*_map_.*", "ViT with an attention pool beside register tokens"},
-    {"test_vit4", "ViT with RMSNorm"},
 };
 
 struct Marker {
@@ -284,7 +296,8 @@ const Shape kShapes[] = {{"vit_base_patch16_gap_224", 0, 0, 16, 0, 0, 0},
                          {"aimv2_3b_patch14_.*", 3072, 24, 24, 8192, 0, 0},
                          {"test_vit", 64, 6, 2, 192, 16, 160},
                          {"test_vit2", 64, 8, 2, 192, 16, 160},
-                         {"test_vit3", 96, 9, 3, 192, 16, 160}};
+                         {"test_vit3", 96, 9, 3, 192, 16, 160},
+                         {"test_vit4", 96, 9, 3, 288, 16, 160}};
 // A CLIP tower's projection width by size (timm's pretrained towers).
 int64_t clip_projection(const std::string& size) {
   return size == "large" ? 768 : size == "huge" || size == "giant" ? 1024 : size == "gigantic" ? 1280 : 512;

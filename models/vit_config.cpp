@@ -544,6 +544,10 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
                            " has no blocks.0.attn.norm");
   if (row.structure.patch_norm && !c.patch_norm)
     throw Error(where, n.arch + " has a norm after the patch embedding, but " + file + " has no patch_embed.norm");
+  if (row.defaults.norm == NormKind::Layer && ck.has("blocks.0.norm1.weight") && !ck.has("blocks.0.norm1.bias") &&
+      ck.layout() != CheckpointLayout::Other)
+    throw Error(where, "blocks.0.norm1 has no bias, as an RMSNorm: " + std::string(family_name(row.family)) +
+                           " has LayerNorms (a model with RMSNorm needs a config naming its architecture, e.g. AIMv2's)");
   if (row.defaults.norm == NormKind::Rms && ck.has("blocks.0.norm1.bias"))
     throw Error(file, n.arch + " has RMSNorm, but blocks.0.norm1 has a bias (a LayerNorm's): not supported");
   if (f.swiglu && row.defaults.act != Activation::SwiGLU)
