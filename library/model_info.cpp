@@ -34,6 +34,8 @@ std::string family_line(const ViTConfig& c) {
                                                    : ", layer scale on both branches of every block (ls1, ls2)"
                         : "") +
          (c.norm_pre ? ", LayerNorm before the blocks (norm_pre)" : "") +
+         (c.patch_norm ? ", a norm right after the patch embedding (patch_embed.norm)" : "") +
+         (c.norm == NormKind::Rms ? ", RMSNorm for every norm" : "") +
          (c.act == Activation::QuickGelu  ? ", QuickGELU in the MLPs"
           : c.act == Activation::GeluTanh ? ", GELU's tanh form in the MLPs"
                                           : "");
@@ -43,13 +45,18 @@ std::string family_line(const ViTConfig& c) {
 std::string attention_line(const ViTConfig& c) {
   std::string s = !c.qkv_bias ? "no q, k, v biases" : c.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
   if (!c.qkv_fused) s += ", separate q_proj, k_proj, v_proj (run as one)";
+  if (!c.proj_bias) s += ", no attn.proj or MLP biases";
+  if (c.attn_norm) s += ", LayerNorm on attention's output before attn.proj (attn.norm: scale_attn_inner)";
   if (c.rel_pos_window)
     s += fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})", c.rel_pos_window,
                      c.rel_pos_window, c.rel_pos_len(),
                      c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
                          ? ""
                          : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()));
-  if (c.rope && c.rope_kind == RopeKind::DinoV3)
+  if (c.rope && c.rope_kind == RopeKind::Mixed)
+    s += fmt::format(", RoPE-Mixed on the patch tokens' q and k (frequencies learned per block and head, rope.freqs; "
+                     "interleaved pairs, {} grid)", c.rope_xy ? "'xy'" : "'ij'");
+  else if (c.rope && c.rope_kind == RopeKind::DinoV3)
     s += fmt::format(", DINOv3's 2-D rotary embedding on the patch tokens' q and k (rotate-half pairs, temperature {:g}, "
                      "patch centres normalised to the {}x{} grid)",
                      double(c.rope_temperature), c.grid_h(), c.grid_w());
@@ -69,8 +76,9 @@ std::string pooling_line(const ViTConfig& c) {
   const std::string heads = c.pool == Pool::Map ? fmt::format(", {} heads{}", c.pool_heads(),
                                                                c.attn_pool_heads ? " of its own" : "")
                                                  : std::string();
-  return fmt::format("{}{}{}{}, LayerNorm eps {:g}", pool, heads, c.final_norm ? ", final norm" : "",
-                     c.fc_norm ? ", fc_norm after pooling" : "", double(c.eps));
+  return fmt::format("{}{}{}{}, {} eps {:g}", pool, heads, c.final_norm ? ", final norm" : "",
+                     c.fc_norm ? ", fc_norm after pooling" : "", c.norm == NormKind::Rms ? "RMSNorm" : "LayerNorm",
+                     double(c.eps));
 }
 
 std::string triple(const std::array<float, 3>& v) { return fmt::format("{:.4g}, {:.4g}, {:.4g}", v[0], v[1], v[2]); }
@@ -94,7 +102,8 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
       {"architecture", fmt::format("{}: patch {}, width {}, depth {}, heads {}, MLP {}, {}",
                                    c.arch.empty() ? "ViT" : c.arch, c.patch, c.width, c.depth, c.heads, c.mlp, head)},
       {"family", family_line(c)}};
-  if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope) d.push_back({"attention", attention_line(c)});
+  if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope || !c.qkv_bias || !c.proj_bias || c.attn_norm)
+    d.push_back({"attention", attention_line(c)});
   if (c.swiglu())
     d.push_back({"mlp", fmt::format("SwiGLU: silu(fc1_g x) * fc1_x x{}, then fc2", c.scale_mlp ? ", LayerNorm (mlp.norm)" : "")});
   d.push_back({"input", fmt::format("{}x{} RGB", c.img_h(), c.img_w())});

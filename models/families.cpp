@@ -36,6 +36,19 @@ const FamilyRow kFamilies[] = {
      "|vit_(base|large|so400m)_patch14_reg1_tipsv2|flexivit_(small|base|large)|test_vit[23]?",
      "vit_(tiny|small|base|large|huge|giant|gigantic)_patch[0-9]+_[0-9]+", nullptr, HeadKind::Classifier,
      D{Activation::Gelu, 1e-6f, false, 0, Pool::Token, D::Inception, 0.9}, S{}, TimmClass::VisionTransformer},
+    // vision_transformer.py's test_vit4: RMSNorm (norm_layer 'rmsnorm', eps 1e-6), no class token and one register,
+    // layer scale, the mean of the patches with fc_norm.
+    {Family::ViT, "test_vit4", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, false, 0, Pool::Avg, D::Inception, 0.95, RopeKind::EvaCat, 10000.f, false, 0.f, 0,
+       NormKind::Rms},
+     [] {
+       S s;
+       s.class_token = s.final_norm = false;
+       s.reg_tokens = 1;
+       s.layer_scale = s.fc_norm = true;
+       return s;
+     }(),
+     TimmClass::VisionTransformer},
     // deit.py: the ImageNet mean and std; the distilled ones a second token and head.
     {Family::DeiT, "deit_(tiny|small|base)_patch16_224|deit_base_patch16_384", nullptr, nullptr, HeadKind::Classifier,
      D{Activation::Gelu, 1e-6f, false, 0, Pool::Token, D::ImageNet, 0.9}, S{}, TimmClass::VisionTransformer},
@@ -108,7 +121,9 @@ const FamilyRow kFamilies[] = {
     // eva.py's vit_base_patch16_rope_reg1_gap_256 (timm's SBB ViTs): EVA-02's rotary embedding (ref_feat_shape
     // 16x16) instead of a position table, one register token and no class token, a GELU MLP, q/v biases, gamma
     // layer scale, the mean of the patches with fc_norm.
-    {Family::RopeViT, "vit_base_patch16_rope_reg1_gap_256", nullptr, nullptr, HeadKind::Classifier,
+    // The medium ones alike (mediumd: no q/k/v biases); betwixt with 4 registers, eva.py's default mean (OpenAI's).
+    {Family::RopeViT, "vit_(medium|mediumd|base)_patch16_rope_reg1_gap_256",
+     "vit_(medium|base)_patch16_rope_reg1_gap_256", nullptr, HeadKind::Classifier,
      D{Activation::Gelu, 1e-6f, true, 16, Pool::Avg, D::Inception, 0.95},
      [] {
        S s;
@@ -118,6 +133,34 @@ const FamilyRow kFamilies[] = {
        return s;
      }(),
      TimmClass::Eva},
+    {Family::RopeViT, "vit_betwixt_patch16_rope_reg4_gap_256", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 16, Pool::Avg, D::OpenAI, 0.95},
+     [] {
+       S s;
+       s.pos_embed = s.class_token = s.final_norm = false;
+       s.reg_tokens = 4;
+       s.layer_scale = s.qv_bias = s.fc_norm = true;
+       return s;
+     }(),
+     TimmClass::Eva},
+    // eva.py's vit_*_patch16_rope_224 (Naver's RoPE-Axial ViT, AttentionRope): the rotary embedding of
+    // RotaryEmbeddingCat with temperature 100, 'xy' indexing (each patch's x angles first), no reference grid,
+    // interleaved pairs; no position table, or (_ape) one over the patches only; the class token, layer scale,
+    // q/k/v biases, the final norm, the class token pooled; the ImageNet mean and std.
+    {Family::RopeViT, "vit_(small|base|large)_patch16_rope_224", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 0, Pool::Token, D::ImageNet, 0.9, RopeKind::EvaCat, 100.f, true},
+     [] { S s; s.pos_embed = false; s.layer_scale = true; return s; }(), TimmClass::Eva},
+    {Family::RopeViT, "vit_(small|base|large)_patch16_rope_ape_224", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 0, Pool::Token, D::ImageNet, 0.9, RopeKind::EvaCat, 100.f, true},
+     [] { S s; s.no_embed_class = s.layer_scale = true; return s; }(), TimmClass::Eva},
+    // Naver's RoPE-Mixed ViTs (vit_*_patch16_rope_mixed_224, _mixed_ape_224): the same, with RotaryEmbeddingMixed's
+    // frequencies learned per block and head (rope.freqs [2, depth, heads, Dh/2]: x's and y's), 'xy' grid.
+    {Family::RopeViT, "vit_(small|base|large)_patch16_rope_mixed_224", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 0, Pool::Token, D::ImageNet, 0.9, RopeKind::Mixed, 10.f, true},
+     [] { S s; s.pos_embed = false; s.layer_scale = true; return s; }(), TimmClass::Eva},
+    {Family::RopeViT, "vit_(small|base|large)_patch16_rope_mixed_ape_224", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 0, Pool::Token, D::ImageNet, 0.9, RopeKind::Mixed, 10.f, true},
+     [] { S s; s.no_embed_class = s.layer_scale = true; return s; }(), TimmClass::Eva},
     // eva.py's vit_*_patch16_dinov3: no position table, its own rotary embedding (RotaryEmbeddingDinoV3:
     // temperature 100, patch centres normalised to the grid, rotate-half pairs), class and 4 register tokens,
     // layer scale, LayerNorm eps 1e-5, the final norm then timm's global_pool 'avg' (upstream: the class
@@ -148,6 +191,35 @@ const FamilyRow kFamilies[] = {
      D{Activation::Gelu, 1e-5f, true, 32, Pool::Map, D::Inception, 1.0, RopeKind::EvaCat, 10000.f, true, 0.f, 8},
      [] { S s; s.norm_pre = s.attn_pool = true; s.patch_bias = false; s.class_token = false; s.classes = kProj; return s; }(),
      TimmClass::Eva},
+    // vision_transformer.py's aimv2_*: RMSNorm everywhere (eps 1e-5), also right after the patch embedding
+    // (embed_norm_layer); a SwiGLU MLP; no q/k/v, attn.proj or MLP biases (the patch embedding has one); a
+    // position table and no class token; the final norm, then the mean of the tokens; no head. OpenAI's mean.
+    {Family::AIMv2, "aimv2_(large|huge|1b|3b)_patch14_(224|336|448)", nullptr, "patch_embed.norm.weight",
+     HeadKind::Classifier,
+     D{Activation::SwiGLU, 1e-5f, false, 0, Pool::Avg, D::OpenAI, 1.0, RopeKind::EvaCat, 10000.f, false, 0.f, 0,
+       NormKind::Rms},
+     [] {
+       S s;
+       s.class_token = s.qkv_bias = s.proj_bias = false;
+       s.patch_norm = true;
+       s.classes = 0;
+       return s;
+     }(),
+     TimmClass::VisionTransformer},
+    // eva.py's eva02_*_clip_*: EVA-02 base/large (separate q, k, v with q and v biases, SwiGLU with its inner
+    // LayerNorm, rotary embedding with ref_feat_shape 16x16, a position table) with a LayerNorm on attention's
+    // output before attn.proj (scale_attn_inner); the class token after the final norm, then the projection
+    // into the joint image-text space (head). The enormous one (post-norm blocks) is refused below.
+    {Family::EVA02Clip, "eva02_base_patch16_clip_224|eva02_large_patch14_clip_(224|336)", nullptr, nullptr,
+     HeadKind::Projection, D{Activation::SwiGLU, 1e-6f, true, 16, Pool::Token, D::OpenAI, 0.9},
+     [] {
+       S s;
+       s.qv_bias = s.mlp_norm = s.separate_qkv = s.attn_norm = true;
+       s.mlp_thirds = 8;
+       s.classes = kProj;
+       return s;
+     }(),
+     TimmClass::Eva},
 };
 
 // timm architectures the engine knows and does not run, each refused with its family's name.
@@ -155,9 +227,8 @@ const struct {
   const char* archs;
   const char* family;
 } kRefusedArchs[] = {
-    {"eva02_.*_clip_.*", "EVA-02 CLIP tower"},
+    {"eva02_.*_clip_.*", "EVA-02 CLIP tower with post-norm residual blocks (enormous)"},
     {"eva_.*", "EVA"},
-    {"aimv2_.*", "AIMv2"},
     {"beit3_.*", "BEiT-3"},
     {"vit_pe_(lang|spatial)_.*", "Perception Encoder (lang or spatial)"},
     {"vit_.*_sapiens2", "Sapiens2"},
@@ -169,7 +240,6 @@ const struct {
     {"vit_.*_(xp|18x2)_.*|vit_d?pwee_.*", "ViT with parallel blocks"},
     {"vit_d(little|wee)_.*", "ViT with differential attention"},
     {"vit_.*_map_.*", "ViT with an attention pool beside register tokens"},
-    {"test_vit4", "ViT with RMSNorm"},
 };
 
 struct Marker {
@@ -178,10 +248,8 @@ struct Marker {
 };
 const Marker kMarkers[] = {
     // timm's eva.py options beyond EVA-02's image models (EvaAttention, Eva).
-    {"blocks.0.attn.norm.weight", "EVA-02 with a LayerNorm inside attention (scale_attn_inner, EVA-02 CLIP)"},
     {"blocks.0.attn.q_norm.weight", "EVA with qk_norm"},
     {"blocks.0.attn.gate.weight", "EVA with gated attention"},
-    {"rope.freqs", "EVA with learned rotary frequencies (rope_type 'mixed')"},
     // timm's beit.py: one relative position table shared by every block.
     {"rel_pos_bias.relative_position_bias_table", "BEiT with a shared relative position bias (use_shared_rel_pos_bias)"},
     // Variants of the layouts in layouts.h that the engine does not run: OpenCLIP towers built on a timm
@@ -211,7 +279,7 @@ const Size kSizes[] = {{"tiny", 192, 12, 3, 768},       {"xsmall", 256, 10, 4, 1
                        {"giant", 1408, 40, 16, 6144},   {"gigantic", 1664, 48, 16, 8192}};
 // Names whose shape is not their size word's.
 struct Shape {
-  const char* arch;
+  const char* arch;  // a regex over whole names
   int64_t width, depth, heads, mlp, patch, size;  // 0: the size word's, or the name's
 };
 const Shape kShapes[] = {{"vit_base_patch16_gap_224", 0, 0, 16, 0, 0, 0},
@@ -224,9 +292,15 @@ const Shape kShapes[] = {{"vit_base_patch16_gap_224", 0, 0, 16, 0, 0, 0},
                          {"vit_huge_plus_patch16_dinov3_qkvb", 1280, 32, 20, 0, 0, 0},
                          {"vit_7b_patch16_dinov3", 4096, 40, 32, 8192, 0, 0},
                          {"vit_pe_core_gigantic_patch14_448", 1536, 50, 16, 8960, 0, 0},
+                         // AIMv2: int(width * mlp_ratio) of 2.75 (large, 1b) or 2.6667 (huge, 3b)
+                         {"aimv2_large_patch14_.*", 1024, 24, 8, 2816, 0, 0},
+                         {"aimv2_huge_patch14_.*", 1536, 24, 12, 4096, 0, 0},
+                         {"aimv2_1b_patch14_.*", 2048, 24, 16, 5632, 0, 0},
+                         {"aimv2_3b_patch14_.*", 3072, 24, 24, 8192, 0, 0},
                          {"test_vit", 64, 6, 2, 192, 16, 160},
                          {"test_vit2", 64, 8, 2, 192, 16, 160},
-                         {"test_vit3", 96, 9, 3, 192, 16, 160}};
+                         {"test_vit3", 96, 9, 3, 192, 16, 160},
+                         {"test_vit4", 96, 9, 3, 288, 16, 160}};
 // A CLIP tower's projection width by size (timm's pretrained towers).
 int64_t clip_projection(const std::string& size) {
   return size == "large" ? 768 : size == "huge" || size == "giant" ? 1024 : size == "gigantic" ? 1280 : 512;
@@ -247,6 +321,8 @@ const char* family_name(Family f) {
     case Family::RopeViT: return "ViT with rotary embedding";
     case Family::DINOv3: return "DINOv3";
     case Family::PE: return "Perception Encoder";
+    case Family::AIMv2: return "AIMv2";
+    case Family::EVA02Clip: return "EVA-02 CLIP image tower";
   }
   return "?";
 }
@@ -327,7 +403,7 @@ bool named_shape(const std::string& arch, Family f, NamedShape* n) {
   for (const Size& z : kSizes)
     if (n->size == z.word) *n = NamedShape{n->size, z.width, z.depth, z.heads, z.mlp, n->patch, n->input};
   for (const Shape& x : kShapes)
-    if (arch == x.arch)
+    if (matches(x.arch, arch))
       *n = NamedShape{n->size,  x.width ? x.width : n->width, x.depth ? x.depth : n->depth, x.heads ? x.heads : n->heads,
                       x.mlp ? x.mlp : n->mlp, x.patch ? x.patch : n->patch, x.size ? x.size : n->input};
   return n->width > 0;
@@ -374,6 +450,7 @@ void apply_family_defaults(const FamilyRow& row, ViTConfig* c) {
   c->rope_xy = d.rope_xy;
   c->rope_grid_offset = d.rope_grid_offset;
   c->attn_pool_heads = d.attn_pool_heads;
+  c->norm = d.norm;
 }
 
 bool arch_preset(const std::string& arch, ViTConfig* c) {
@@ -401,6 +478,9 @@ bool arch_preset(const std::string& arch, ViTConfig* c) {
   c->attn_pool_mlp = s.attn_pool ? c->mlp : 0;
   c->abs_pos = s.pos_embed && !s.rel_pos;
   c->qkv_bias = s.qkv_bias;
+  c->proj_bias = s.proj_bias;
+  c->patch_norm = s.patch_norm;
+  c->attn_norm = s.attn_norm;
   c->rel_pos_window = s.rel_pos ? c->pos_grid_h : 0;
   c->k_bias = !s.qv_bias;
   c->qkv_fused = !s.separate_qkv;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/nn/ops.h"  // NormKind
 #include "vit/vit.h"
 
 namespace vit {
@@ -15,7 +16,7 @@ namespace vit {
 class SafeTensors;
 struct ViTConfig;
 
-enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, RopeViT, DINOv3, PE };
+enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, RopeViT, DINOv3, PE, AIMv2, EVA02Clip };
 const char* family_name(Family f);  // "ViT", "DeiT III", "CLIP image tower", ...
 
 // The MLP: fc1, an activation, fc2 (GELU, GELU's tanh form, QuickGELU x * sigmoid(1.702 x)), or SwiGLU's
@@ -25,8 +26,10 @@ const char* activation_name(Activation a);  // "GELU", "GELU (tanh)", "QuickGELU
 
 // Which rotary embedding turns q and k (timm's pos_embed_sincos.py): EVA-02's RotaryEmbeddingCat (integer
 // coordinates, optionally rescaled to a reference grid; interleaved channel pairs), or DINOv3's
-// RotaryEmbeddingDinoV3 (patch centres normalised to [-1, 1] by the grid; rotate-half channel pairs).
-enum class RopeKind { EvaCat, DinoV3 };
+// RotaryEmbeddingDinoV3 (patch centres normalised to [-1, 1] by the grid; rotate-half channel pairs), or Naver's
+// RotaryEmbeddingMixed (rope_type 'mixed': frequencies learned per block and head, the tensor rope.freqs;
+// integer coordinates; interleaved pairs).
+enum class RopeKind { EvaCat, DinoV3, Mixed };
 
 // What a family's blocks and embeddings are when neither the tensors nor a config say: its timm model
 // definition's defaults. (A checkpoint's tensors decide the rest: layer scale, tokens, norms, biases.)
@@ -43,6 +46,7 @@ struct FamilyDefaults {
   bool rope_xy = false;          // rope_grid_indexing 'xy': a patch's x angles first
   float rope_grid_offset = 0.f;
   int64_t attn_pool_heads = 0;   // the attention pool's own heads (attn_pool_num_heads), 0: the blocks'
+  NormKind norm = NormKind::Layer;  // every norm's kind: LayerNorm, or RMSNorm (AIMv2; its tensors have no bias)
 };
 
 // The structure of a family's models, beyond width, depth, heads, MLP, patch and input size: what its
@@ -53,6 +57,9 @@ struct FamilyStructure {
        patch_bias = true, attn_pool = false, rel_pos = false, qv_bias = false, separate_qkv = false,
        mlp_norm = false, final_norm = true, fc_norm = false;
   bool qkv_bias = true;    // q, k, v biases (DINOv3 without _qkvb has none)
+  bool proj_bias = true;   // attn.proj's and the MLP's biases (timm's proj_bias; AIMv2 has none)
+  bool patch_norm = false; // a norm right after the patch embedding (patch_embed.norm: AIMv2's embed_norm_layer)
+  bool attn_norm = false;  // a LayerNorm on attention's output before attn.proj (EVA-02 CLIP's scale_attn_inner)
   int64_t reg_tokens = 0;
   int64_t mlp_thirds = 0;  // MLP width = width * mlp_thirds / 3 (EVA-02's SwiGLU: 8), 0: the size's
   int64_t classes = 1000;  // a preset's head (a CLIP tower's: its projection, by size, kProjection)

@@ -28,7 +28,22 @@ std::vector<int32_t> relative_position_index(int64_t Wh, int64_t Ww) {
 // 'index' grid); angle = t * band. Per patch, in row-major (y, x) order: the Dh/4 y angles then the Dh/4 x
 // angles ('ij'), or x's then y's ('xy': the grid's coordinate channels swapped), angle k turning channel pair
 // (2k, 2k + 1) (_rope_layout, rotate_half=False).
-void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<float>* cos) {
+void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<float>* cos, const float* freqs) {
+  if (c.rope_kind == RopeKind::Mixed) {
+    const int64_t gh = c.grid_h(), gw = c.grid_w(), N = gh * gw, half = c.head_dim() / 2, tables = c.depth * c.heads;
+    sin->assign(size_t(tables * N * half), 0.f);
+    cos->assign(sin->size(), 0.f);
+    for (int64_t t = 0; t < tables; ++t)  // block l, head h: t = l H + h, as freqs[0] and freqs[1] are laid out
+      for (int64_t n = 0; n < N; ++n) {
+        const float y = float(n / gw), x = float(n % gw), tx = c.rope_xy ? x : y, ty = c.rope_xy ? y : x;
+        for (int64_t i = 0; i < half; ++i) {
+          const float angle = tx * freqs[t * half + i] + ty * freqs[(tables + t) * half + i];
+          (*sin)[size_t((t * N + n) * half + i)] = std::sin(angle);
+          (*cos)[size_t((t * N + n) * half + i)] = std::cos(angle);
+        }
+      }
+    return;
+  }
   if (c.rope_kind == RopeKind::DinoV3)
     return dinov3_rotary_tables(c.grid_h(), c.grid_w(), c.head_dim(), c.rope_temperature, c.rope_grid_offset, sin, cos);
   const int64_t bands = c.head_dim() / 4, gh = c.grid_h(), gw = c.grid_w(), half = 2 * bands;

@@ -19,8 +19,11 @@ std::vector<float> resize_relative_position_table(const std::vector<float>& tabl
                                                   int64_t Ww);
 
 // The model's rotary angles for its input grid (EVA-02's, or DINOv3's by c.rope_kind): sin and cos [N, Dh / 2],
-// one row per patch.
-void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<float>* cos);
+// one row per patch. RoPE-Mixed's from its learned frequencies freqs [2, depth, H, Dh / 2] (timm's rope.freqs:
+// x's, then y's): [depth, H, N, Dh / 2], a table per block and head, the angle of pair i of head h in block l
+// at patch (x, y) t_x f[0, l, h, i] + t_y f[1, l, h, i] in float32 as timm's get_mixed_freqs (t_x = x, t_y = y
+// on an 'xy' grid, swapped on an 'ij' one).
+void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<float>* cos, const float* freqs = nullptr);
 
 // DINOv3's rotary angles (timm's RotaryEmbeddingDinoV3, no augmentation) for a gh x gw patch grid, heads of
 // Dh channels: sin and cos [gh gw, Dh / 2], one row per patch in row-major (y, x) order, the Dh/4 y angles

@@ -107,7 +107,7 @@ Dense swiglu_fc1(Checkpoint& ck, const std::string& p, const ViTConfig& c) {
   }
   for (const char* n : {"mlp.fc1_g", "mlp.fc1_x"}) {
     append(&d.w, ck.take(p + n + ".weight", {M, D}));
-    append(&d.b, ck.take(p + n + ".bias", {M}));
+    if (c.proj_bias) append(&d.b, ck.take(p + n + ".bias", {M}));  // AIMv2's have none
   }
   return d;
 }
@@ -186,6 +186,7 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
     return make(n, d.w.data(), d.b.empty() ? nullptr : d.b.data(), K, N, ep);
   };
   auto norm = [&](const std::string& n) {
+    if (c.norm == NormKind::Rms) return make_rms_norm(store_, take(n + ".weight", {D}).data(), D, c.eps);
     const auto w = take(n + ".weight", {D}), b = take(n + ".bias", {D});
     return make_layer_norm(store_, w.data(), b.data(), D, c.eps);
   };
@@ -194,8 +195,9 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
   // (gamma W) x + gamma b, one row of W per channel, so the residual add stays fused and int8's
   // per-channel quantization sees the scaled rows.
   auto scaled_linear = [&](const std::string& n, int64_t K, const std::string& gamma) {
-    if (!c.layer_scale) return linear(n, K, D, true, Epilogue::AddToDst);
-    std::vector<float> w = take(n + ".weight", {D, K}).to_vector(), b = take(n + ".bias", {D}).to_vector();
+    if (!c.layer_scale) return linear(n, K, D, c.proj_bias, Epilogue::AddToDst);
+    std::vector<float> w = take(n + ".weight", {D, K}).to_vector();
+    std::vector<float> b = c.proj_bias ? take(n + ".bias", {D}).to_vector() : std::vector<float>(size_t(D), 0.f);
     const auto g = take(gamma, {D});
     for (int64_t o = 0; o < D; ++o) {
       for (int64_t k = 0; k < K; ++k) w[size_t(o * K + k)] *= g.data()[o];
@@ -205,6 +207,7 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
   };
   const Epilogue mlp_act = activation_epilogue(c.act);
   patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, Epilogue::None, {D, Cin, P, P});
+  if (c.patch_norm) patch_norm_ = norm("patch_embed.norm");
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
   if (c.reg_tokens) reg_token_ = take("reg_token", {1, c.reg_tokens, D}).to_vector();
@@ -218,6 +221,7 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
     const bool beit_ls = ck.has(p + "gamma_1");  // BEiT's gamma_1 * attn(...), gamma_2 * mlp(...)
     if (c.qkv_fused && c.k_bias) b.qkv = linear(p + "attn.qkv", D, 3 * D, c.qkv_bias, Epilogue::None);
     else b.qkv = dense(p + "attn.qkv", fused_qkv(ck, p, c), D, 3 * D, Epilogue::None);
+    if (c.attn_norm) b.attn_norm = norm(p + "attn.norm");
     b.proj = scaled_linear(p + "attn.proj", D, p + (beit_ls ? "gamma_1" : "ls1.gamma"));
     b.norm2 = norm(p + "norm2");
     b.fc1 = c.swiglu() ? dense(p + "mlp.fc1", swiglu_fc1(ck, p, c), D, 2 * M, Epilogue::None)
@@ -233,7 +237,10 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
     blocks_.push_back(std::move(b));
   }
   if (c.rel_pos_window) rel_pos_index_ = relative_position_index(c.grid_h(), c.grid_w());
-  if (c.rope) rotary_tables(c, &rope_sin_, &rope_cos_);
+  if (c.rope && c.rope_kind == RopeKind::Mixed)  // RoPE-Mixed's learned frequencies, x's then y's
+    rotary_tables(c, &rope_sin_, &rope_cos_, take("rope.freqs", {2, c.depth, c.heads, c.head_dim() / 2}).data());
+  else if (c.rope)
+    rotary_tables(c, &rope_sin_, &rope_cos_);
   if (c.final_norm) norm_ = norm("norm");
   if (c.fc_norm) fc_norm_ = norm("fc_norm");
   if (c.attn_pool_mlp) {
@@ -267,12 +274,13 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
     return v;
   };
   const int64_t D = cfg.width, M = cfg.mlp, C = cfg.classes, K0 = cfg.in_chans * cfg.patch * cfg.patch;
-  auto linear = [&](int64_t K, int64_t N, const std::string& n, Epilogue ep) {
+  auto linear = [&](int64_t K, int64_t N, const std::string& n, Epilogue ep, bool bias = true) {
     const auto w = fill(size_t(N * K), 1.f / std::sqrt(float(K)), 0.f), b = fill(size_t(N), 0.02f, 0.f);
-    return make_linear(m.store_, w.data(), b.data(), K, N, cfg.tokens(), ep, m.precision_of(n));
+    return make_linear(m.store_, w.data(), bias ? b.data() : nullptr, K, N, cfg.tokens(), ep, m.precision_of(n));
   };
   auto norm = [&] {
     const auto g = fill(size_t(D), 0.1f, 1.f), b = fill(size_t(D), 0.02f, 0.f);
+    if (cfg.norm == NormKind::Rms) return make_rms_norm(m.store_, g.data(), D, cfg.eps);
     return make_layer_norm(m.store_, g.data(), b.data(), D, cfg.eps);
   };
   m.patch_embed_ = linear(K0, D, "patch_embed.proj", Epilogue::None);
@@ -282,10 +290,13 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
   m.pos_embed_ = fill(size_t(cfg.pos_len() * D), 0.02f, 0.f);
   const Epilogue act = activation_epilogue(cfg.act);
   for (int64_t i = 0; i < cfg.depth; ++i) {
-    BlockWeights b{norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv", Epilogue::None),
-                   linear(D, D, "blocks.attn.proj", Epilogue::AddToDst),
-                   cfg.swiglu() ? linear(D, 2 * M, "blocks.mlp.fc1", Epilogue::None) : linear(D, M, "blocks.mlp.fc1", act),
-                   linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst), LayerNormWeights{}, {}};
+    const bool pb = cfg.proj_bias;
+    BlockWeights b{norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv", Epilogue::None, cfg.qkv_bias),
+                   linear(D, D, "blocks.attn.proj", Epilogue::AddToDst, pb),
+                   cfg.swiglu() ? linear(D, 2 * M, "blocks.mlp.fc1", Epilogue::None, pb)
+                                : linear(D, M, "blocks.mlp.fc1", act, pb),
+                   linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst, pb), LayerNormWeights{}, {}, LayerNormWeights{}};
+    if (cfg.attn_norm) b.attn_norm = norm();
     if (cfg.scale_mlp) {
       const auto g = fill(size_t(M), 0.1f, 1.f), bias = fill(size_t(M), 0.02f, 0.f);
       b.mlp_norm = make_layer_norm(m.store_, g.data(), bias.data(), M, cfg.eps);
@@ -296,7 +307,23 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
     m.blocks_.push_back(std::move(b));
   }
   if (cfg.rel_pos_window) m.rel_pos_index_ = relative_position_index(cfg.grid_h(), cfg.grid_w());
-  if (cfg.rope) rotary_tables(cfg, &m.rope_sin_, &m.rope_cos_);
+  // RoPE-Mixed: frequencies as init_random_2d_freqs makes them, magnitudes temperature^(-4k/Dh) turned by an angle
+  // per block and head.
+  std::vector<float> freqs;
+  if (cfg.rope && cfg.rope_kind == RopeKind::Mixed) {
+    const int64_t half = cfg.head_dim() / 2, tables = cfg.depth * cfg.heads;
+    const auto turn = fill(size_t(tables), 3.14159265f, 3.14159265f);
+    freqs.resize(size_t(2 * tables * half));
+    for (int64_t t = 0; t < tables; ++t)
+      for (int64_t i = 0; i < half; ++i) {
+        const float mag = std::pow(cfg.rope_temperature, -float(4 * (i % (half / 2))) / float(cfg.head_dim()));
+        const float a = turn[size_t(t)] + (i < half / 2 ? 0.f : 1.5707963f);
+        freqs[size_t(t * half + i)] = mag * std::cos(a);
+        freqs[size_t((tables + t) * half + i)] = mag * std::sin(a);
+      }
+  }
+  if (cfg.rope) rotary_tables(cfg, &m.rope_sin_, &m.rope_cos_, freqs.data());
+  if (cfg.patch_norm) m.patch_norm_ = norm();
   if (cfg.norm_pre) m.norm_pre_ = norm();
   if (cfg.final_norm) m.norm_ = norm();
   if (cfg.fc_norm) m.fc_norm_ = norm();
@@ -422,8 +449,9 @@ size_t ViT::weight_bytes() const {
   n += rel_pos_index_.size() * sizeof(int32_t) + (rope_sin_.size() + rope_cos_.size()) * sizeof(float);
   n += attn_pool_.q.size() * sizeof(float) + attn_pool_.kv.bytes() + attn_pool_.proj.bytes() + attn_pool_.fc1.bytes() +
        attn_pool_.fc2.bytes() + (cfg_.attn_pool_mlp ? size_t(2 * cfg_.width) * sizeof(float) : 0);
-  const size_t norms = size_t(2 * cfg_.width) * sizeof(float);
-  return n + norms * size_t(2 * cfg_.depth + int(cfg_.norm_pre) + int(cfg_.final_norm) + int(cfg_.fc_norm));
+  const size_t norms = size_t((cfg_.norm == NormKind::Rms ? 1 : 2) * cfg_.width) * sizeof(float);
+  return n + norms * size_t((2 + int(cfg_.attn_norm)) * cfg_.depth + int(cfg_.patch_norm) + int(cfg_.norm_pre) +
+                            int(cfg_.final_norm) + int(cfg_.fc_norm));
 }
 
 // Appends a Plan's steps in forward order, as its layout says, each named for the timm line it mirrors.
@@ -464,6 +492,8 @@ struct ViT::PlanBuilder {
     // The P x P / stride P conv as patch rows times the flattened kernel.
     add(patchify_step("patch_embed.patchify", B, c.in_chans, c.img_h(), c.img_w(), c.patch, a().input, a().patches));
     linear("patch_embed.proj", m.patch_embed_, N, a().patches, a().patch_embed);
+    // x = self.norm(x) in PatchEmbed.forward (AIMv2's embed_norm_layer), in place.
+    if (c.patch_norm) add(layer_norm_step("patch_embed.norm", m.patch_norm_, B * N, a().patch_embed, a().patch_embed));
     tap("patch_embed", a().patch_embed, B * N * D);
     // Prepend class/distillation tokens, add the position table (to the patches only, before
     // prepending, when no_embed_class).
@@ -503,10 +533,13 @@ struct ViT::PlanBuilder {
     // EvaAttention.forward: q, k = apply_rot_embed_cat(q[:, :, npt:], rope, half=half), the same for k: the
     // patch tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles, in
     // interleaved pairs (EVA-02) or rotate-half pairs (DINOv3, rope_rotate_half).
+    // RoPE-Mixed (Eva.forward_features: blk(x, rope=rot_pos_embed[i])): block i's table per head.
+    const bool mixed = c.rope_kind == RopeKind::Mixed;
+    const int64_t table = mixed ? i * H * c.patches() * (c.head_dim() / 2) : 0;
     if (c.rope)
-      add(rotary_step(p + ".attn.rope", B, T, c.prefix_tokens(), 2 * H, c.head_dim(), 3 * D, m.rope_sin_.data(),
-                      m.rope_cos_.data(), a().qkv,
-                      c.rope_kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved));
+      add(rotary_step(p + ".attn.rope", B, T, c.prefix_tokens(), 2 * H, c.head_dim(), 3 * D, m.rope_sin_.data() + table,
+                      m.rope_cos_.data() + table, a().qkv,
+                      c.rope_kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved, mixed ? H : 1));
     // beit.py Attention.forward: attn = attn + self._get_rel_pos_bias() (the table looked up through the
     // index, [H, T, T]), before the softmax.
     if (c.rel_pos_window)
@@ -518,6 +551,8 @@ struct ViT::PlanBuilder {
       add(plan.precision_.attention(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
                                     scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
                                     c.rel_pos_window ? a().rel_bias : nullptr));
+    // x = self.norm(x) (EvaAttention's scale_norm: EVA-02 CLIP's scale_attn_inner), in place
+    if (c.attn_norm) add(layer_norm_step(p + ".attn.norm", w.attn_norm, B * T, a().attn, a().attn));
     // x = self.proj(x), added into x
     linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
   }

@@ -28,6 +28,7 @@ struct BlockWeights {
   LinearWeights fc2;              // [D, M]
   LayerNormWeights mlp_norm;      // [M]: the norm inside the MLP (scale_mlp)
   std::vector<float> rel_pos_table;  // [R, H]: BEiT's relative position bias table (rel_pos_window)
+  LayerNormWeights attn_norm;     // [D]: the norm on attention's output before proj (attn_norm)
 };
 
 class ViT {
@@ -175,6 +176,7 @@ class ViT {
   std::vector<int32_t> rel_pos_index_;  // [T, T]: every block's row of its relative position table (BEiT)
   std::vector<float> rope_sin_, rope_cos_;  // [N, Dh / 2]: the rotary angles of each patch (EVA-02)
   std::vector<BlockWeights> blocks_;
+  LayerNormWeights patch_norm_;       // AIMv2's norm right after the patch embedding (cfg_.patch_norm)
   LayerNormWeights norm_pre_;         // CLIP's norm before the blocks (cfg_.norm_pre)
   LayerNormWeights norm_;             // final norm over tokens (cfg_.final_norm)
   LayerNormWeights fc_norm_;          // norm after pooling (cfg_.fc_norm)

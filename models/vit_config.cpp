@@ -57,6 +57,7 @@ const IntFact kTimmInts[] = {{"patch_size", &ViTConfig::patch, "patch size"},  {
                              {"reg_tokens", &ViTConfig::reg_tokens, "register tokens"}};
 const BoolFact kTimmBools[] = {{"class_token", &ViTConfig::class_token, "cls_token"},
                                {"qkv_bias", &ViTConfig::qkv_bias, "qkv biases"},
+                               {"proj_bias", &ViTConfig::proj_bias, "attn.proj biases"},
                                {"fc_norm", &ViTConfig::fc_norm, "fc_norm"}};
 const IntFact kHfInts[] = {{"hidden_size", &ViTConfig::width, "width"},
                            {"num_hidden_layers", &ViTConfig::depth, "depth"},
@@ -137,7 +138,8 @@ void attention_from_tensors(const Checkpoint& ck, ViTConfig* c, TensorFacts* f) 
     c->heads = s[1];
     c->origin.heads = "file (relative_position_bias_table: a column per head)";
   }
-  f->eva_names = !c->rel_pos_window && (!c->k_bias || !c->qkv_fused || f->swiglu || c->scale_mlp || ck.has("blocks.0.gamma_1"));
+  // (SwiGLU's fc1_g and fc1_x too, but timm's VisionTransformer has them in AIMv2: family_of decides.)
+  f->eva_names = !c->rel_pos_window && (!c->k_bias || !c->qkv_fused || c->scale_mlp || ck.has("blocks.0.gamma_1"));
   if (c->rel_pos_window || !c->k_bias || !c->qkv_fused)
     c->origin.attention = std::string("file (") + (c->k_bias ? "" : "q and v biases, no k bias; ") +
                           (c->qkv_fused ? "" : "q_proj, k_proj, v_proj; ") +
@@ -174,6 +176,9 @@ TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   c->final_norm = ck.has("norm.weight");
   c->fc_norm = ck.has("fc_norm.weight");
   c->patch_bias = ck.has("patch_embed.proj.bias");
+  c->patch_norm = ck.has("patch_embed.norm.weight");
+  c->attn_norm = ck.has("blocks.0.attn.norm.weight");
+  c->proj_bias = ck.has("blocks.0.attn.proj.bias");
   c->pool = c->attn_pool_mlp ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
   c->stored_as = ck.layout_label() + " names, " + ck.dtypes();
   for (std::string* k : {&c->origin.patch, &c->origin.width, &c->origin.depth, &c->origin.mlp, &c->origin.classes,
@@ -238,9 +243,11 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
     if (a.contains("no_embed_class")) c->no_embed_class = get_as<bool>(a, "no_embed_class", where);
     if (a.contains("act_layer")) {
       const std::string act = get_as<std::string>(a, "act_layer", where);
-      if (act != "gelu" && act != "quick_gelu")
-        throw Error(where, "act_layer '" + act + "' is not supported (gelu, quick_gelu)");
-      c->act = act == "quick_gelu" ? Activation::QuickGelu : Activation::Gelu;
+      // SwiGLU's gate is SiLU (AIMv2's act_layer 'silu'), its MLP said by the tensors.
+      const bool swiglu_silu = act == "silu" && c->act == Activation::SwiGLU;
+      if (act != "gelu" && act != "quick_gelu" && !swiglu_silu)
+        throw Error(where, "act_layer '" + act + "' is not supported (gelu, quick_gelu; silu in a SwiGLU MLP)");
+      if (!swiglu_silu) c->act = act == "quick_gelu" ? Activation::QuickGelu : Activation::Gelu;
       c->origin.act = where;
     }
     if (a.contains("img_size")) {
@@ -310,9 +317,10 @@ bool apply_hf_config(const json& j, const std::string& where, const std::string&
 }
 
 // Step 3c: every model_args key of the family's timm class (VisionTransformer, Beit, Eva) read by
-// apply_timm_config, said by the tensors, training-only, the one value the engine runs, or EVA-02's rotary
-// settings; any other is refused by name, so that an option the engine does not run never loads half-right.
-enum class ArgRule { Read, Tensors, Training, Only, Rope };
+// apply_timm_config, said by the tensors, training-only, the one value the engine runs, the value the
+// family's row gives it (family_arg), or EVA-02's rotary settings; any other is refused by name, so that an
+// option the engine does not run never loads half-right.
+enum class ArgRule { Read, Tensors, Training, Only, Family, Rope };
 struct ModelArg {
   const char* key;
   unsigned classes;  // bits of the TimmClass values whose configs have it
@@ -327,26 +335,38 @@ const ModelArg kModelArgs[] = {
     {"depth", kAll, ArgRule::Read}, {"num_heads", kAll, ArgRule::Read}, {"mlp_ratio", kAll, ArgRule::Read},
     {"qkv_bias", kAll, ArgRule::Read}, {"class_token", kVit | kEva, ArgRule::Read},
     {"no_embed_class", kVit | kEva, ArgRule::Read}, {"reg_tokens", kVit, ArgRule::Read}, {"fc_norm", kVit, ArgRule::Read},
-    {"act_layer", kVit, ArgRule::Read},
+    {"act_layer", kVit, ArgRule::Read}, {"proj_bias", kVit, ArgRule::Read},
     {"init_values", kAll, ArgRule::Tensors}, {"pre_norm", kVit, ArgRule::Tensors}, {"final_norm", kVit, ArgRule::Tensors},
     {"dynamic_img_size", kVit, ArgRule::Tensors}, {"use_abs_pos_emb", kBeit | kEva, ArgRule::Tensors},
     {"use_fc_norm", kBeit | kEva, ArgRule::Tensors}, {"use_rel_pos_bias", kBeit, ArgRule::Tensors},
     {"qkv_fused", kEva, ArgRule::Tensors}, {"num_reg_tokens", kEva, ArgRule::Tensors}, {"scale_mlp", kEva, ArgRule::Tensors}, {"swiglu_mlp", kEva, ArgRule::Tensors},
-    {"use_post_transformer_norm", kEva, ArgRule::Tensors},
+    {"use_post_transformer_norm", kEva, ArgRule::Tensors}, {"scale_attn_inner", kEva, ArgRule::Tensors},
     {"drop_rate", kAll, ArgRule::Training}, {"pos_drop_rate", kAll, ArgRule::Training},
     {"patch_drop_rate", kAll, ArgRule::Training}, {"proj_drop_rate", kAll, ArgRule::Training},
     {"attn_drop_rate", kAll, ArgRule::Training}, {"drop_path_rate", kAll, ArgRule::Training},
     {"head_init_scale", kBeit | kEva, ArgRule::Training}, {"weight_init", kVit, ArgRule::Training},
     {"fix_init", kVit, ArgRule::Training},
     {"qk_norm", kVit | kEva, ArgRule::Only, "false"}, {"scale_attn_norm", kVit, ArgRule::Only, "false"},
-    {"scale_mlp_norm", kVit, ArgRule::Only, "false"}, {"proj_bias", kVit, ArgRule::Only, "true"},
-    {"pos_embed", kVit, ArgRule::Only, "\"learn\""}, {"dynamic_img_pad", kVit, ArgRule::Only, "false"},
+    {"scale_mlp_norm", kVit, ArgRule::Only, "false"}, {"pos_embed", kVit, ArgRule::Only, "\"learn\""}, {"dynamic_img_pad", kVit, ArgRule::Only, "false"},
     {"use_shared_rel_pos_bias", kBeit, ArgRule::Only, "false"}, {"swiglu_mlp", kBeit, ArgRule::Only, "false"},
-    {"scale_mlp", kBeit, ArgRule::Only, "false"}, {"rope_type", kEva, ArgRule::Only, "\"cat\""},
-    {"rope_grid_indexing", kEva, ArgRule::Only, "\"ij\""}, {"rope_rotate_half", kEva, ArgRule::Only, "false"},
+    {"scale_mlp", kBeit, ArgRule::Only, "false"}, {"rope_type", kEva, ArgRule::Family},
+    {"rope_grid_indexing", kEva, ArgRule::Family}, {"rope_rotate_half", kEva, ArgRule::Family},
+    {"dynamic_img_size", kEva, ArgRule::Family},
     {"use_rot_pos_emb", kEva, ArgRule::Rope}, {"ref_feat_shape", kEva, ArgRule::Rope},
     {"rope_temperature", kEva, ArgRule::Rope}, {"rope_grid_offset", kEva, ArgRule::Rope},
 };
+
+// The value of an ArgRule::Family key that the model's family row runs (its timm definition's): the rotary
+// embedding's kind, channel pairs and grid indexing; whether the rotary grid follows the input (DINOv3's
+// dynamic_img_size).
+json family_arg(const std::string& key, const ViTConfig& c) {
+  const bool dinov3 = c.rope_kind == RopeKind::DinoV3;
+  if (key == "rope_type") return dinov3 ? "dinov3" : c.rope_kind == RopeKind::Mixed ? "mixed" : "cat";
+  if (key == "rope_rotate_half") return dinov3;
+  if (key == "rope_grid_indexing") return c.rope_xy ? "xy" : "ij";
+  if (key == "dynamic_img_size") return c.family == Family::DINOv3;
+  return nullptr;
+}
 
 // EVA-02's rotary settings from model_args.
 void rope_arg(const json& args, const std::string& key, const std::string& where, ViTConfig* c) {
@@ -378,7 +398,9 @@ void apply_model_args(const json& config, TimmClass cls, const std::string& wher
     for (const ModelArg& m : kModelArgs)
       if (key == m.key && (m.classes & (1u << unsigned(cls)))) rule = &m;
     if (rule && rule->rule == ArgRule::Rope) rope_arg(args, key, where, c);
-    if (rule && (rule->rule != ArgRule::Only || value == json::parse(rule->only))) continue;
+    if (rule && rule->rule == ArgRule::Family && value == family_arg(key, *c)) continue;
+    if (rule && rule->rule != ArgRule::Family && (rule->rule != ArgRule::Only || value == json::parse(rule->only)))
+      continue;
     throw Error(where, std::string(family_name(c->family)) + " with model_args " + key + " " + value.dump() +
                            ": not supported yet");
   }
@@ -493,14 +515,17 @@ Named named_architecture(const json* config, bool timm_config, const ConfigSourc
 const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFacts& f, const std::string& where,
                            const ViTConfig& c) {
   const std::string& file = ck.path();
-  if (!n.row && f.eva_names)
-    throw Error(file, "EVA checkpoint (timm's eva.py tensor names) without a timm config.json naming its "
-                      "architecture: its rotary position embedding, if any, is in no tensor");
   const FamilyRow& row = n.row                                       ? *n.row
                          : ck.layout() == CheckpointLayout::Other ? family_row(other_layout_family(ck.other_layout()))
                                                                      : family_of_tensors(ck);
+  // A SwiGLU MLP is eva.py's, but in a VisionTransformer family whose MLP is SwiGLU (AIMv2) timm's own.
+  const bool vit_swiglu = row.timm_class == TimmClass::VisionTransformer && row.defaults.act == Activation::SwiGLU;
+  const bool eva_names = f.eva_names || (f.swiglu && !vit_swiglu);
+  if (!n.row && eva_names)
+    throw Error(file, "EVA checkpoint (timm's eva.py tensor names) without a timm config.json naming its "
+                      "architecture: its rotary position embedding, if any, is in no tensor");
   const bool beit_eva = row.timm_class == TimmClass::Beit || row.timm_class == TimmClass::Eva;
-  if (!beit_eva && (f.eva_names || c.rel_pos_window))
+  if (!beit_eva && (eva_names || c.rel_pos_window))
     throw Error(where, n.arch + " is a " + family_name(row.family) + ", but " + file +
                            " holds tensors of timm's beit.py or eva.py (q_bias, relative_position_bias_table, ...)");
   if (row.family == Family::BEiT && !c.rel_pos_window)
@@ -510,6 +535,21 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
   if (row.defaults.act == Activation::SwiGLU && !f.swiglu)
     throw Error(file, n.arch + " has a SwiGLU MLP, but blocks.0.mlp.fc1 has " + std::to_string(c.mlp) + " rows for fc2's " +
                           std::to_string(c.mlp) + " inputs (expected twice as many, or fc1_g and fc1_x)");
+  if (ck.has("rope.freqs") != (row.defaults.rope_kind == RopeKind::Mixed))
+    throw Error(where, n.arch + (ck.has("rope.freqs") ? " has no learned rotary frequencies, but " + file + " holds rope.freqs"
+                                                      : " learns its rotary frequencies, but " + file + " has no rope.freqs") +
+                           " (RoPE-Mixed, rope_type 'mixed')");
+  if (row.structure.attn_norm && !c.attn_norm)
+    throw Error(where, n.arch + " has a LayerNorm inside attention (scale_attn_inner), but " + file +
+                           " has no blocks.0.attn.norm");
+  if (row.structure.patch_norm && !c.patch_norm)
+    throw Error(where, n.arch + " has a norm after the patch embedding, but " + file + " has no patch_embed.norm");
+  if (row.defaults.norm == NormKind::Layer && ck.has("blocks.0.norm1.weight") && !ck.has("blocks.0.norm1.bias") &&
+      ck.layout() != CheckpointLayout::Other)
+    throw Error(where, "blocks.0.norm1 has no bias, as an RMSNorm: " + std::string(family_name(row.family)) +
+                           " has LayerNorms (a model with RMSNorm needs a config naming its architecture, e.g. AIMv2's)");
+  if (row.defaults.norm == NormKind::Rms && ck.has("blocks.0.norm1.bias"))
+    throw Error(file, n.arch + " has RMSNorm, but blocks.0.norm1 has a bias (a LayerNorm's): not supported");
   if (f.swiglu && row.defaults.act != Activation::SwiGLU)
     throw Error(file, std::string("a SwiGLU MLP (fc1 of twice fc2's inputs, or fc1_g) in a ") + family_name(row.family) +
                           " checkpoint: not supported");
@@ -528,12 +568,16 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
   if (row.defaults.eps != 1e-6f)
     c->origin.eps = std::string("default for ") + family_name(row.family) + "s (timm's architectures: " +
                     fmt::format("{:g}", row.defaults.eps) + ", not in their config.json)";
-  if (row.defaults.rope && row.defaults.rope_kind == RopeKind::DinoV3)
+  if (row.defaults.rope && row.defaults.rope_kind == RopeKind::Mixed)
+    c->origin.rope = "timm's defaults for " + n.arch + " (RotaryEmbeddingMixed: frequencies learned per block and head, "
+                     "rope.freqs; 'xy' grid, interleaved pairs)";
+  else if (row.defaults.rope && row.defaults.rope_kind == RopeKind::DinoV3)
     c->origin.rope = "timm's defaults for " + n.arch + " (RotaryEmbeddingDinoV3: patch centres normalised to the "
                      "grid, temperature 100, rotate-half pairs; the grid follows the input)";
   else if (row.defaults.rope)
-    c->origin.rope = "timm's defaults for " + n.arch + " (ref_feat_shape " + std::to_string(row.defaults.rope_ref) + "x" +
-                     std::to_string(row.defaults.rope_ref) + ", temperature 10000, interleaved pairs" +
+    c->origin.rope = "timm's defaults for " + n.arch + " (" +
+                     (row.defaults.rope_ref ? fmt::format("ref_feat_shape {0}x{0}, ", row.defaults.rope_ref) : "") +
+                     fmt::format("temperature {:g}, interleaved pairs", row.defaults.rope_temperature) +
                      (row.defaults.rope_xy ? ", 'xy' grid" : "") +
                      (row.defaults.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", row.defaults.rope_grid_offset) : "") +
                      ")";
@@ -593,7 +637,9 @@ std::vector<std::string> known_archs() {
           "vit_large_patch16_siglip_256", "vit_large_patch16_siglip_384", "vit_so400m_patch14_siglip_224",
           "vit_so400m_patch14_siglip_378", "beit_base_patch16_224",      "beit_large_patch16_224",
           "beitv2_large_patch16_224",     "eva02_tiny_patch14_224",      "eva02_small_patch14_224",
-          "eva02_base_patch14_224",       "eva02_base_patch14_448",      "vit_base_patch16_rope_reg1_gap_256"};
+          "eva02_base_patch14_224",       "eva02_base_patch14_448",      "vit_base_patch16_rope_reg1_gap_256",
+          "aimv2_large_patch14_224",      "eva02_base_patch16_clip_224", "vit_base_patch16_rope_224",
+          "vit_base_patch16_rope_ape_224", "vit_base_patch16_rope_mixed_224"};
 }
 
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
@@ -613,15 +659,17 @@ ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
 }
 
 int64_t ViTConfig::parameters() const {
-  const int64_t D = width, norm = 2 * D;
-  const int64_t fc1 = (swiglu() ? 2 : 1) * (D * mlp + mlp), rel = rel_pos_window ? rel_pos_len() * heads : 0;
-  const int64_t block = 2 * norm + 3 * D * D + (qkv_bias ? (k_bias ? 3 : 2) * D : 0) + D * D + D + fc1 + D * mlp + D +
-                        (layer_scale ? 2 * D : 0) + (scale_mlp ? 2 * mlp : 0) + rel;
+  const int64_t D = width, norm = (this->norm == NormKind::Rms ? 1 : 2) * D, bias = proj_bias ? 1 : 0;
+  const int64_t fc1 = (swiglu() ? 2 : 1) * (D * mlp + bias * mlp), rel = rel_pos_window ? rel_pos_len() * heads : 0;
+  const int64_t block = 2 * norm + 3 * D * D + (qkv_bias ? (k_bias ? 3 : 2) * D : 0) + D * D + bias * D + fc1 +
+                        D * mlp + bias * D + (layer_scale ? 2 * D : 0) + (scale_mlp ? 2 * mlp : 0) +
+                        (attn_norm ? 2 * D : 0) + rel;
   const int64_t head = D * classes + classes;
   const int64_t Mp = attn_pool_mlp;  // latent, q, kv, proj, norm, MLP
   const int64_t attn_pool = Mp ? D + (D * D + D) + (2 * D * D + 2 * D) + (D * D + D) + norm + (Mp * D + Mp) + (D * Mp + D) : 0;
   return D * in_chans * patch * patch + (patch_bias ? D : 0) + prefix_tokens() * D + pos_len() * D + depth * block +
-         (norm_pre ? norm : 0) + (final_norm ? norm : 0) + (fc_norm ? norm : 0) + head * (dist_token ? 2 : 1) + attn_pool;
+         (norm_pre ? norm : 0) + (patch_norm ? norm : 0) + (final_norm ? norm : 0) + (fc_norm ? norm : 0) +
+         head * (dist_token ? 2 : 1) + attn_pool + (rope && rope_kind == RopeKind::Mixed ? depth * D : 0);
 }
 
 std::string ViTConfig::summary() const {
@@ -632,7 +680,8 @@ std::string ViTConfig::summary() const {
          ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "") +
          (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "") +
          (rel_pos_window ? ", relative position bias" : "") + (rope ? ", rotary position embedding" : "") +
-         (swiglu() ? ", SwiGLU" : "");
+         (swiglu() ? ", SwiGLU" : "") + (norm == NormKind::Rms ? ", RMSNorm" : "") +
+         (attn_norm ? ", a LayerNorm inside attention" : "");
 }
 
 namespace {

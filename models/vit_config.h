@@ -63,6 +63,11 @@ struct ViTConfig {
   bool final_norm = true;               // LayerNorm over all tokens before pooling
   bool fc_norm = false;                 // LayerNorm after pooling instead
   bool qkv_bias = true;
+  bool proj_bias = true;                // attn.proj and the MLP have biases (timm's proj_bias; AIMv2: none)
+  bool patch_norm = false;              // a norm right after the patch embedding (patch_embed.norm, AIMv2)
+  bool attn_norm = false;               // a LayerNorm on attention's output before attn.proj (attn.norm:
+                                        // EVA-02 CLIP's scale_attn_inner)
+  NormKind norm = NormKind::Layer;      // every norm's kind but the MLP's: LayerNorm, or RMSNorm (AIMv2)
   // BEiT (timm's beit.py) and EVA-02 (eva.py):
   bool k_bias = true;                   // false: q and v biases only (q_bias, v_bias), k's is zero
   bool qkv_fused = true;                // false: separate q_proj, k_proj, v_proj (EVA-02 base), fused at load

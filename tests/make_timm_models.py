@@ -24,6 +24,10 @@ OUT_DIR/pe_core/reference_224.safetensors       the same for Perception Encoder 
                                                 the rotary grid 14x14 rescaled to its 24x24 ref_feat_shape
 OUT_DIR/dinov3/reference_224.safetensors        the same for DINOv3 at 224 px (14x14 patches) and S+ at 192:
 OUT_DIR/dinov3_plus/reference_192.safetensors   the same model (dynamic_img_size), its rotary grid the input's
+OUT_DIR/aimv2/reference_168.safetensors         the same for AIMv2 at 168 px (12x12 patches), EVA-02 CLIP at 160
+OUT_DIR/eva02_clip/reference_160.safetensors    (10x10): the position table resampled, EVA-02 CLIP's rotary grid
+                                                rebuilt and rescaled to its 16x16 ref_feat_shape; the RoPE-Axial
+OUT_DIR/vit_rope_{axial,ape,mixed}/ref..._160   ViTs and RoPE-Mixed at 160 px, their rotary grid 10x10
 Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity
 values, so a step the engine skipped or got wrong changes the outputs.
 """
@@ -66,6 +70,18 @@ SPECS = {
     "dinov3": ("vit_small_patch16_dinov3", dict(SMALL)),
     "dinov3_qkvb": ("vit_base_patch16_dinov3_qkvb", dict(SMALL, num_classes=10)),
     "dinov3_plus": ("vit_small_plus_patch16_dinov3", dict(SMALL)),
+    # AIMv2 (vision_transformer.py): RMSNorm everywhere, also right after the patch embedding; a SwiGLU MLP; no
+    # q/k/v, attn.proj or MLP biases; a position table and no class token; the mean of the tokens; no head.
+    "aimv2": ("aimv2_large_patch14_224", dict(SMALL)),
+    # EVA-02 CLIP (eva.py): EVA-02 base with a LayerNorm on attention's output (scale_attn_inner), the class
+    # token, the projection head.
+    "eva02_clip": ("eva02_base_patch16_clip_224", dict(SMALL, num_classes=16)),
+    # Naver's RoPE-Axial ViTs (eva.py, AttentionRope): the rotary embedding with temperature 100 and 'xy' indexing,
+    # no reference grid; no position table, or (_ape) one over the patches only; the class token, layer scale.
+    "vit_rope_axial": ("vit_base_patch16_rope_224", dict(SMALL, num_classes=10)),
+    "vit_rope_ape": ("vit_base_patch16_rope_ape_224", dict(SMALL, num_classes=10)),
+    # RoPE-Mixed: the rotary frequencies learned per block and head (rope.freqs).
+    "vit_rope_mixed": ("vit_base_patch16_rope_mixed_224", dict(SMALL, num_classes=10)),
 }
 # The models also referenced at another input size: (size, how the weights get there). "same": the model is
 # dynamic (the rotary grid follows the input), run as it is; else timm's model made at that size, the
@@ -79,6 +95,11 @@ OTHER_SIZES = {
     "pe_core": (224, eva_filter_fn),
     "dinov3": (224, "same"),
     "dinov3_plus": (192, "same"),
+    "aimv2": (168, checkpoint_filter_fn),
+    "eva02_clip": (160, eva_filter_fn),
+    "vit_rope_axial": (160, eva_filter_fn),
+    "vit_rope_ape": (160, eva_filter_fn),
+    "vit_rope_mixed": (160, eva_filter_fn),
 }
 
 
@@ -89,6 +110,9 @@ def randomize(model, seed):
             leaf = name.rsplit(".", 1)[-1]
             if leaf in ("gamma", "gamma_1", "gamma_2"):  # layer scales
                 p.copy_(0.5 + 0.2 * torch.randn(p.shape, generator=g))
+            elif leaf == "freqs":  # learned rotary frequencies: near their own values
+                noise = torch.randn(p.shape, generator=g)
+                p.copy_(p * (1.0 + 0.2 * noise) + 0.05 * noise)
             elif p.dim() == 1 and "norm" in name and leaf == "weight":
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             elif p.dim() == 1:

@@ -152,7 +152,7 @@ TEST_F(Families, DINOv3ClassTokenPoolLikeTimm) {
 // int8 and bf16 linear layers in the new blocks (SwiGLU's fused fc1, the folded q/v biases, BEiT's and DINOv3's
 // scaled proj and fc2, DINOv3's unbiased qkv): the embeddings stay close to f32's.
 TEST_F(Families, BEiTAndEVA02InLowerPrecision) {
-  for (const std::string name : {"beit", "eva02", "eva02_base", "dinov3", "dinov3_plus"}) {
+  for (const std::string name : {"beit", "eva02", "eva02_base", "dinov3", "dinov3_plus", "aimv2", "eva02_clip"}) {
     const SafeTensors r(model(name) + "/reference.safetensors");
     const auto x = r.to_f32("input");
     std::vector<float> f32;
@@ -247,9 +247,16 @@ TEST_F(Families, UnsupportedVariantsRefusedByName) {
                "BEiT with model_args use_shared_rel_pos_bias true: not supported yet");
   expect_error([&] {
     ViT::load(with_config(d, model("eva02_base"), "clip", [](nlohmann::json& j) {
+      j["architecture"] = "eva02_enormous_patch14_clip_224";
+    }));
+  }, "EVA-02 CLIP tower with post-norm residual blocks (enormous) checkpoint: not supported yet "
+     "(eva02_enormous_patch14_clip_224)");
+  // An EVA-02 CLIP tower's name over EVA-02's tensors: no LayerNorm inside attention to run.
+  expect_error([&] {
+    ViT::load(with_config(d, model("eva02_base"), "clip_name", [](nlohmann::json& j) {
       j["architecture"] = "eva02_base_patch16_clip_224";
     }));
-  }, "EVA-02 CLIP tower checkpoint: not supported yet (eva02_base_patch16_clip_224)");
+  }, "eva02_base_patch16_clip_224 has a LayerNorm inside attention (scale_attn_inner), but");
   expect_error([&] {
     ViT::load(with_config(d, model("eva02"), "giant", [](nlohmann::json& j) { j["architecture"] = "eva_giant_patch14_224"; }));
   }, "EVA checkpoint: not supported yet (eva_giant_patch14_224)");
@@ -259,9 +266,33 @@ TEST_F(Families, UnsupportedVariantsRefusedByName) {
   expect_error([&] { ViT::load(bare); }, "without a timm config.json naming its architecture");
 }
 
+// A DINOv3 config.json that spells out its timm definition's rotary settings (rope_type 'dinov3', rope_rotate_half,
+// dynamic_img_size) loads as without them; any other value of those keys is refused by name.
+TEST_F(Families, DINOv3ConfigWithItsOwnDefaultsLoads) {
+  TempDir d;
+  const auto args = [](const char* key, nlohmann::json v) { return [=](nlohmann::json& j) { j["model_args"][key] = v; }; };
+  expect_like_timm_at(with_config(d, model("dinov3"), "spelled", [](nlohmann::json& j) {
+                        j["model_args"]["rope_type"] = "dinov3";
+                        j["model_args"]["rope_rotate_half"] = true;
+                        j["model_args"]["dynamic_img_size"] = true;
+                        j["model_args"]["rope_grid_indexing"] = "ij";
+                      }),
+                      "dinov3");
+  expect_error([&] { ViT::load(with_config(d, model("dinov3"), "cat", args("rope_type", "cat"))); },
+               "DINOv3 with model_args rope_type \"cat\": not supported yet");
+  expect_error([&] { ViT::load(with_config(d, model("dinov3"), "fixed", args("dynamic_img_size", false))); },
+               "DINOv3 with model_args dynamic_img_size false: not supported yet");
+  expect_error([&] { ViT::load(with_config(d, model("dinov3"), "pairs", args("rope_rotate_half", false))); },
+               "DINOv3 with model_args rope_rotate_half false: not supported yet");
+  // EVA-02's own values are its defaults, DINOv3's are refused for it.
+  expect_like_timm_at(with_config(d, model("eva02"), "eva_cat", args("rope_type", "cat")), "eva02");
+  expect_error([&] { ViT::load(with_config(d, model("eva02"), "eva_dyn", args("dynamic_img_size", true))); },
+               "EVA-02 with model_args dynamic_img_size true: not supported yet");
+}
+
 // The whole path: our decoding and preprocessing of the photos, then the model, against timm's pipeline.
 TEST_F(Families, EmbedFromPhotosLikeTimm) {
-  for (const std::string name : {"vit", "deit3", "dinov2_reg", "beit", "eva02_base"}) {
+  for (const std::string name : {"vit", "deit3", "dinov2_reg", "beit", "eva02_base", "aimv2", "eva02_clip"}) {
     const SafeTensors ref(model(name) + "/reference.safetensors");
     Classifier c(model(name));
     EmbedOptions o;
@@ -378,6 +409,101 @@ TEST_F(Families, PerceptionEncoderRefusedWithoutItsConfig) {
                  j["architecture"] = "vit_pe_lang_large_patch14_448";
                })); },
                "Perception Encoder (lang or spatial) checkpoint: not supported yet (vit_pe_lang_large_patch14_448)");
+}
+
+// AIMv2 (vision_transformer.py's aimv2_*): RMSNorm in every block, before the blocks' output pooling and right
+// after the patch embedding (embed_norm_layer); a SwiGLU MLP; no q/k/v, attn.proj or MLP biases (the patch
+// embedding has one); a position table and no class token; the mean of the tokens. At 224 px and at 168 (the
+// position table resampled as timm's checkpoint filter does for the model made at that size).
+TEST_F(Families, AIMv2LikeTimm) {
+  expect_like_timm("aimv2");
+  expect_like_timm("aimv2", "reference_168.safetensors", 168);
+  const ViTConfig c = ViT::load(model("aimv2")).config();
+  EXPECT_EQ(c.family, Family::AIMv2);
+  EXPECT_EQ(c.norm, NormKind::Rms);
+  EXPECT_TRUE(c.patch_norm && c.patch_bias && c.abs_pos && c.final_norm && c.swiglu());
+  EXPECT_FALSE(c.class_token || c.qkv_bias || c.proj_bias || c.fc_norm || c.rope);
+  EXPECT_EQ(c.pool, Pool::Avg);
+  EXPECT_EQ(c.eps, 1e-5f);
+  EXPECT_EQ(c.mlp, 176);  // int(64 * 2.75)
+  EXPECT_EQ(c.classes, 0);
+  // Without its config, its tensors (patch_embed.norm) still say AIMv2; RMSNorm is in no tensor but the missing biases.
+  TempDir d;
+  const std::string bare = d.file("bare");
+  ASSERT_EQ(run_shell("mkdir -p " + bare + " && ln -s " + model("aimv2") + "/model.safetensors " + bare + "/"), 0);
+  EXPECT_EQ(ViT::load(bare).config().family, Family::AIMv2);
+  const test::Result r = run_vit("inspect " + model("aimv2"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* want : {"AIMv2, a norm right after the patch embedding (patch_embed.norm), RMSNorm for every norm",
+                           "no q, k, v biases, no attn.proj or MLP biases", "mean of patch tokens, final norm, RMSNorm eps 1e-05"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  // A classic ViT's name over AIMv2's tensors is refused, not run with LayerNorms.
+  expect_error([&] {
+    ViT::load(with_config(d, model("aimv2"), "vit", [](nlohmann::json& j) { j["architecture"] = "vit_large_patch14_224"; }));
+  }, "vit_large_patch14_224 is a ViT, but");
+}
+
+// EVA-02 CLIP (eva.py's eva02_*_clip_*): EVA-02 base/large with a LayerNorm on attention's output before attn.proj
+// (scale_attn_inner), SwiGLU with its inner LayerNorm, rotary embedding (ref_feat_shape 16x16), the class token
+// after the final norm, and the projection into the joint image-text space. At 224 px and at 160 (the position
+// table resampled, the rotary grid 10x10 rescaled to 16x16).
+TEST_F(Families, EVA02CLIPLikeTimm) {
+  expect_like_timm("eva02_clip");
+  expect_like_timm("eva02_clip", "reference_160.safetensors", 160);
+  const ViTConfig c = ViT::load(model("eva02_clip")).config();
+  EXPECT_EQ(c.family, Family::EVA02Clip);
+  EXPECT_TRUE(c.attn_norm && c.scale_mlp && c.swiglu() && c.rope && !c.qkv_fused && !c.k_bias && c.class_token);
+  EXPECT_TRUE(c.final_norm && !c.fc_norm);
+  EXPECT_EQ(c.norm, NormKind::Layer);
+  EXPECT_EQ(c.pool, Pool::Token);
+  EXPECT_EQ(c.rope_ref_h, 16);
+  EXPECT_EQ(c.head, HeadKind::Projection);
+  EXPECT_EQ(Classifier(model("eva02_clip")).classes(), 0);
+  const test::Result r = run_vit("inspect " + model("eva02_clip"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("LayerNorm on attention's output before attn.proj (attn.norm: scale_attn_inner)"), std::string::npos)
+      << r.out;
+}
+
+// Naver's RoPE-Axial ViTs (eva.py's vit_*_patch16_rope_224, _ape): the rotary embedding of RotaryEmbeddingCat with
+// temperature 100 and 'xy' indexing, no reference grid; no position table, or one over the patches only (_ape);
+// the class token pooled after the final norm, layer scale, q/k/v biases. At 224 px and at 160 (10x10 patches:
+// the rotary grid rebuilt, the _ape table resampled).
+TEST_F(Families, NaverRopeViTsLikeTimm) {
+  for (const std::string name : {"vit_rope_axial", "vit_rope_ape"}) {
+    expect_like_timm(name);
+    expect_like_timm(name, "reference_160.safetensors", 160);
+    const ViTConfig c = ViT::load(model(name)).config();
+    EXPECT_EQ(c.family, Family::RopeViT);
+    EXPECT_TRUE(c.rope && c.rope_xy && c.class_token && c.layer_scale && c.k_bias && c.final_norm && !c.fc_norm);
+    EXPECT_EQ(c.rope_ref_h, 0);
+    EXPECT_EQ(c.rope_temperature, 100.f);
+    EXPECT_EQ(c.pool, Pool::Token);
+    EXPECT_EQ(c.abs_pos, name == "vit_rope_ape");
+    EXPECT_EQ(c.no_embed_class, name == "vit_rope_ape");
+  }
+}
+
+// Naver's RoPE-Mixed ViT (vit_base_patch16_rope_mixed_224): RotaryEmbeddingMixed's frequencies learned per block and
+// head (rope.freqs, randomised near their initial values), each block's q and k heads turned by their own angles.
+TEST_F(Families, NaverRopeMixedViTLikeTimm) {
+  expect_like_timm("vit_rope_mixed");
+  expect_like_timm("vit_rope_mixed", "reference_160.safetensors", 160);
+  const ViTConfig c = ViT::load(model("vit_rope_mixed")).config();
+  EXPECT_EQ(c.rope_kind, RopeKind::Mixed);
+  EXPECT_TRUE(c.rope && c.rope_xy && c.class_token && !c.abs_pos);
+  // Its frequencies are in the file: a config naming a RoPE-Axial architecture over them is refused, and the reverse.
+  TempDir d;
+  expect_error([&] {
+    ViT::load(with_config(d, model("vit_rope_mixed"), "axial", [](nlohmann::json& j) {
+      j["architecture"] = "vit_base_patch16_rope_224";
+    }));
+  }, "vit_base_patch16_rope_224 has no learned rotary frequencies, but");
+  expect_error([&] {
+    ViT::load(with_config(d, model("vit_rope_axial"), "mixed", [](nlohmann::json& j) {
+      j["architecture"] = "vit_base_patch16_rope_mixed_224";
+    }));
+  }, "vit_base_patch16_rope_mixed_224 learns its rotary frequencies, but");
 }
 
 // A timm CLIP tower's head is its projection into the joint image-text space, as OpenCLIP's and Hugging Face's

@@ -444,10 +444,8 @@ TEST(LoaderErrors, UnsupportedFamiliesAreRefusedByName) {
   const std::pair<const char*, const char*> cases[] = {
       {"rel_pos_bias.relative_position_bias_table",
        "BEiT with a shared relative position bias (use_shared_rel_pos_bias) checkpoint: not supported yet"},
-      {"blocks.0.attn.norm.weight", "EVA-02 with a LayerNorm inside attention (scale_attn_inner, EVA-02 CLIP) checkpoint"},
       {"blocks.0.attn.q_norm.weight", "EVA with qk_norm checkpoint: not supported yet"},
       {"blocks.0.attn.gate.weight", "EVA with gated attention checkpoint: not supported yet"},
-      {"rope.freqs", "EVA with learned rotary frequencies (rope_type 'mixed') checkpoint: not supported yet"},
       {"visual.trunk.patch_embed.proj.weight", "OpenCLIP image tower on a timm model (visual.trunk) checkpoint: not supported yet"},
       {"visual.attn_pool.query", "OpenCLIP image tower with an attentional pool checkpoint: not supported yet"},
       {"encoder.layer.0.mlp.weights_in.weight", "Hugging Face DINOv2 with a SwiGLU MLP (giant) checkpoint: not supported yet"},
@@ -460,8 +458,10 @@ TEST(LoaderErrors, UnsupportedFamiliesAreRefusedByName) {
   }
   TempDir d;
   write_tiny_model(d.path(), TinySpec{});
-  write_file(d.file("c.json"), R"({"architecture": "eva02_base_patch16_clip_224"})");
-  expect_load_error(d.path(), "EVA-02 CLIP tower checkpoint: not supported yet (eva02_base_patch16_clip_224)",
+  write_file(d.file("c.json"), R"({"architecture": "eva02_enormous_patch14_clip_224"})");
+  expect_load_error(d.path(),
+                    "EVA-02 CLIP tower with post-norm residual blocks (enormous) checkpoint: not supported yet "
+                    "(eva02_enormous_patch14_clip_224)",
                     d.file("c.json"));
   write_file(d.file("e.json"), R"({"architecture": "eva_giant_patch14_224"})");
   expect_load_error(d.path(), "EVA checkpoint: not supported yet (eva_giant_patch14_224)", d.file("e.json"));
@@ -602,7 +602,11 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
       {"vit_large_patch16_siglip_256", 315956224}, {"vit_large_patch16_siglip_384", 316283904},
       {"vit_so400m_patch14_siglip_224", 427680704}, {"vit_so400m_patch14_siglip_378", 428225600},
       {"beitv2_large_patch16_224", 304430568},     {"eva02_base_patch14_448", 86348544},
-      {"vit_base_patch16_rope_reg1_gap_256", 86425576}};
+      {"vit_base_patch16_rope_reg1_gap_256", 86425576},
+      // AIMv2 has no head; EVA-02 CLIP's is its 512-wide projection.
+      {"aimv2_large_patch14_224", 309197824},      {"eva02_base_patch16_clip_224", 86263040},
+      {"vit_base_patch16_rope_224", 86434792},     {"vit_base_patch16_rope_ape_224", 86585320},
+      {"vit_base_patch16_rope_mixed_224", 86444008}};
   EXPECT_EQ(known_archs().size(), timm.size());
   std::mt19937 rng(5);
   std::set<std::string> ran;
@@ -612,7 +616,8 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
     const ViTConfig full = config_for_arch(arch);
     EXPECT_EQ(full.parameters(), timm.at(arch));
     const std::string variant = family_name(full.family) + std::string(full.reg_tokens ? " registers" : "") +
-                                (full.scale_mlp ? " scale_mlp" : "") + (full.act == Activation::QuickGelu ? " quickgelu" : "");
+                                (full.scale_mlp ? " scale_mlp" : "") + (full.act == Activation::QuickGelu ? " quickgelu" : "") +
+                                (full.rope_kind == RopeKind::Mixed ? " mixed" : "");
     if (!ran.insert(variant).second) continue;
     ViTConfig c = config_for_arch(arch, 4 * full.patch);
     EXPECT_EQ(c.tokens(), 16 + full.prefix_tokens());
@@ -627,10 +632,33 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
     EXPECT_GT(max_abs_diff(std::vector<float>(f, f + c.width), std::vector<float>(f + c.width, f + 2 * c.width)), 1e-3f);
   }
   EXPECT_EQ(config_for_arch("vit_small_patch14_dinov2").img_h(), 518);
+  EXPECT_TRUE(ran.count("AIMv2") && ran.count("EVA-02 CLIP image tower scale_mlp") &&
+              ran.count("ViT with rotary embedding mixed"));
   EXPECT_EQ(config_for_arch("vit_small_patch14_dinov2", 224).tokens(), 257);
   expect_error([] { config_for_arch("vit_gigantic_patch3_999"); },
                "unknown architecture 'vit_gigantic_patch3_999' (known: vit_tiny_patch16_224, ");
   expect_error([] { config_for_arch("vit_small_patch14_dinov2", 100); }, "not a multiple of the model's patch size 14");
+}
+
+// `vit bench --arch` builds the biases timm's model has, no more: DINOv3 without _qkvb none for q, k and v;
+// AIMv2 none in its blocks (timm's qkv_bias and proj_bias False); a classic ViT all of them.
+TEST(Archs, RandomWeightsHaveTheBiasesOfTimmsModel) {
+  struct Case {
+    const char* arch;
+    bool qkv, proj;
+  };
+  for (const Case& k : {Case{"vit_small_patch16_dinov3", false, true}, Case{"aimv2_large_patch14_224", false, false},
+                        Case{"vit_base_patch16_224", true, true}}) {
+    SCOPED_TRACE(k.arch);
+    ViTConfig c = config_for_arch(k.arch);
+    c.pre.height = c.pre.width = int(4 * c.patch);
+    c.depth = 1;
+    ViT m = ViT::random(c, 1);
+    const auto layers = m.block_linear_layers();  // attn.qkv, attn.proj, mlp.fc1, mlp.fc2
+    ASSERT_EQ(layers.size(), 4u);
+    EXPECT_EQ(bool(layers[0].second->b), k.qkv) << layers[0].first;
+    for (size_t i = 1; i < 4; ++i) EXPECT_EQ(bool(layers[i].second->b), k.proj) << layers[i].first;
+  }
 }
 
 }  // namespace

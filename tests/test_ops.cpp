@@ -357,6 +357,36 @@ TEST(RotaryTest, MatchesReference) {
   }
 }
 
+// A table per head (RoPE-Mixed: q's head h and k's head h turned by table h of `tables`), against the rotation
+// written out in double.
+TEST(RotaryTest, TablePerHeadMatchesReference) {
+  const int64_t B = 2, T = 21, first = 1, H = 3, Dh = 8, groups = 2 * H, stride = 3 * H * Dh, half = Dh / 2;
+  std::mt19937 rng(17);
+  const auto x = random_vector(size_t(B * T * stride), rng, 2.f);
+  const auto angle = random_vector(size_t(H * (T - first) * half), rng, 20.f);
+  std::vector<float> sin(angle.size()), cos(angle.size());
+  for (size_t i = 0; i < angle.size(); ++i) sin[i] = std::sin(angle[i]), cos[i] = std::cos(angle[i]);
+  std::vector<float> got = x;
+  Step s = rotary_step("rope", B, T, first, groups, Dh, stride, sin.data(), cos.data(), got.data(),
+                       RotaryLayout::Interleaved, H);
+  run_step(s);
+  float worst = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t ch = 0; ch < stride; ++ch) {
+        const size_t at = size_t((b * T + t) * stride + ch);
+        double want = x[at];
+        if (t >= first && ch < groups * Dh) {
+          const int64_t head = (ch / Dh) % H, pair = (ch % Dh) / 2;
+          const double a = angle[size_t((head * (T - first) + t - first) * half + pair)];
+          const double x0 = x[at - size_t(ch % 2)], x1 = x[at - size_t(ch % 2) + 1];
+          want = ch % 2 == 0 ? x0 * std::cos(a) - x1 * std::sin(a) : x1 * std::cos(a) + x0 * std::sin(a);
+        }
+        worst = std::max(worst, float(std::fabs(want - got[at])));
+      }
+  EXPECT_LT(worst, 2e-6f);
+}
+
 // The rotate-half layout (DINOv3, Naver's RoPE ViTs): channel i pairs with i + Dh/2 and both turn by angle i,
 // timm's x * cos + rope_rotate_half(x) * sin with sin, cos = cat([angles, angles]); against that written out
 // in double over whole rows, the prefix tokens and v untouched.
@@ -393,7 +423,8 @@ TEST(RotaryTest, RotateHalfMatchesReference) {
   }
 }
 
-// RMSNorm: x * rsqrt(mean(x^2) + eps) * weight (timm's rms_norm), against it in double, in place and not.
+// RMSNorm: x * rsqrt(mean(x^2) + eps) * weight (timm's rms_norm), against it in double, in place and not, and
+// through layer_norm_step (the norm step every model norm runs).
 TEST(RmsNormTest, MatchesReference) {
   const int64_t shapes[][2] = {{197, 64}, {5, 1024}, {1, 1}, {33, 1536}};  // M, D
   for (const auto& sh : shapes) {
@@ -401,12 +432,16 @@ TEST(RmsNormTest, MatchesReference) {
     std::mt19937 rng(uint32_t(M * 7 + D));
     const auto x = random_vector(size_t(M * D), rng, 3.f), gamma = random_vector(size_t(D), rng, 2.f);
     Arena store;
-    const RmsNormWeights rn = make_rms_norm(store, gamma.data(), D, 1e-5f);
+    const LayerNormWeights rn = make_rms_norm(store, gamma.data(), D, 1e-5f);
     std::vector<float> got(x.size(), -9.f), inplace = x;
     Step s = rms_norm_step("rms", rn, M, x.data(), got.data());
     run_step(s);
     Step t = rms_norm_step("rms", rn, M, inplace.data(), inplace.data());
     run_step(t);
+    std::vector<float> via_norm_step(x.size(), -9.f);  // what a model's norm step runs for an RMSNorm
+    Step u = layer_norm_step("rms", rn, M, x.data(), via_norm_step.data());
+    run_step(u);
+    EXPECT_EQ(got, via_norm_step) << M << "x" << D;
     float worst = 0;
     for (int64_t m = 0; m < M; ++m) {
       double sq = 0;

@@ -381,7 +381,7 @@ bool can_quantize_for(const LinearWeights& lw, const LinearWeights& next) {
 
 Step norm_quantize_step(const std::string& name, const LayerNormWeights& ln, const LinearWeights& lw, int64_t B,
                         int64_t T, const float* src, float* h, const LinearScratch& s) {
-  if (lw.precision != Precision::Int8 || ln.D != lw.K)
+  if (lw.precision != Precision::Int8 || ln.D != lw.K || ln.kind != NormKind::Layer)
     throw Error(name, "internal: LayerNorm of width " + std::to_string(ln.D) + " quantized for a layer that is not int8 of that width");
   const int64_t K = lw.K, rows = B * T;
   const float* gamma = static_cast<const float*>(ln.gamma.get_data_handle());

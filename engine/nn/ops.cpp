@@ -129,6 +129,7 @@ LayerNormWeights make_layer_norm(Arena& store, const float* gamma, const float* 
 }
 
 Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_t M, const float* src, float* dst) {
+  if (ln.kind == NormKind::Rms) return rms_norm_step(name, ln, M, src, dst);
   const memory::desc md({M, ln.D}, dt::f32, tag::ab);
   const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
   dnnl::layer_normalization_forward::primitive_desc pd(
@@ -213,17 +214,17 @@ Step lookup_bias_step(const std::string& name, int64_t H, int64_t T, const float
 }
 
 Step rotary_step(const std::string& name, int64_t B, int64_t T, int64_t first, int64_t groups, int64_t Dh,
-                 int64_t stride, const float* sin, const float* cos, float* x, RotaryLayout layout) {
+                 int64_t stride, const float* sin, const float* cos, float* x, RotaryLayout layout, int64_t tables) {
   // Pair i's channels: (2i, 2i + 1) interleaved, (i, i + Dh/2) in halves.
   const int64_t half = Dh / 2, step = layout == RotaryLayout::Half ? 1 : 2, other = layout == RotaryLayout::Half ? half : 1;
   return host_step(name, [=] {
     const int64_t rotated = T - first;
     parallel_for(B * rotated, [&](int64_t bt) {
       const int64_t b = bt / rotated, t = bt % rotated;
-      const float* s = sin + t * half;
-      const float* c = cos + t * half;
       float* row = x + (b * T + first + t) * stride;
       for (int64_t g = 0; g < groups; ++g) {
+        const float* s = sin + ((g % tables) * rotated + t) * half;
+        const float* c = cos + ((g % tables) * rotated + t) * half;
         float* v = row + g * Dh;
         for (int64_t i = 0; i < half; ++i) {
           float* a = v + i * step;
@@ -236,13 +237,18 @@ Step rotary_step(const std::string& name, int64_t B, int64_t T, int64_t first, i
   });
 }
 
-RmsNormWeights make_rms_norm(Arena& store, const float* gamma, int64_t D, float eps) {
-  float* g = store.alloc_array<float>(size_t(D));
-  std::memcpy(g, gamma, size_t(D) * sizeof(float));
-  return RmsNormWeights{D, eps, g};
+LayerNormWeights make_rms_norm(Arena& store, const float* gamma, int64_t D, float eps) {
+  LayerNormWeights rn;
+  rn.D = D;
+  rn.eps = eps;
+  rn.kind = NormKind::Rms;
+  rn.gamma = stored_copy(store, memory::desc({D}, dt::f32, tag::a), gamma);
+  return rn;
 }
 
-Step rms_norm_step(const std::string& name, const RmsNormWeights& rn, int64_t M, const float* src, float* dst) {
+Step rms_norm_step(const std::string& name, const LayerNormWeights& rn, int64_t M, const float* src, float* dst) {
+  if (rn.kind != NormKind::Rms) throw Error(name, "internal: rms_norm_step of a LayerNorm");
+  const float* gamma = static_cast<const float*>(rn.gamma.get_data_handle());
   return host_step(name, [=] {
     const int64_t D = rn.D;
     parallel_for(M, [&](int64_t m) {
@@ -252,7 +258,7 @@ Step rms_norm_step(const std::string& name, const RmsNormWeights& rn, int64_t M,
       double sq = 0;
       for (int64_t i = 0; i < D; ++i) sq += double(x[i]) * x[i];
       const float r = 1.f / std::sqrt(float(sq / double(D)) + rn.eps);
-      for (int64_t i = 0; i < D; ++i) y[i] = x[i] * r * rn.gamma[i];
+      for (int64_t i = 0; i < D; ++i) y[i] = x[i] * r * gamma[i];
     });
   }, "host rms_norm");
 }

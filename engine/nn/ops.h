@@ -73,13 +73,18 @@ class Program {
   std::vector<std::vector<dnnl_exec_arg_t>> c_args_;
 };
 
+// A norm over rows of D: LayerNorm (mean and variance, gamma and beta), or RMSNorm (timm's RmsNorm: the root
+// mean square only, gamma, no beta: AIMv2).
+enum class NormKind { Layer, Rms };
 struct LayerNormWeights {
   int64_t D = 0;
   float eps = 1e-6f;
-  dnnl::memory gamma, beta;
+  NormKind kind = NormKind::Layer;
+  dnnl::memory gamma, beta;  // beta empty for RMSNorm
 };
 LayerNormWeights make_layer_norm(Arena& store, const float* gamma, const float* beta, int64_t D, float eps);
-// dst[M, D] = LayerNorm(src[M, D]) over the last dimension.
+// dst[M, D] = the norm of src[M, D] over the last dimension (in place when dst == src): oneDNN's LayerNorm, or
+// for an RMSNorm rms_norm_step.
 Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_t M, const float* src, float* dst);
 
 // Multi-head self-attention core on qkv [B, T, 3, H, Dh] (a linear layer's output, [B*T, 3*H*Dh]):
@@ -107,10 +112,11 @@ enum class RotaryLayout { Interleaved, Half };
 // Rotary position embedding, in place on rows x [B, T, stride]: in the rows of tokens first..T-1, each of
 // the first `groups` groups of Dh channels (the heads of q and k in a fused qkv row) has each channel pair
 // (a, b) of the layout rotated by that token's angle i: x'[a] = x[a] cos - x[b] sin, x'[b] = x[b] cos +
-// x[a] sin. sin, cos: [T - first, Dh / 2], one row per rotated token.
+// x[a] sin. sin, cos: [T - first, Dh / 2], one row per rotated token; or `tables` such tables one after the
+// other, group g turned by table g % tables (RoPE-Mixed's angles per head: q's head h and k's share table h).
 Step rotary_step(const std::string& name, int64_t B, int64_t T, int64_t first, int64_t groups, int64_t Dh,
                  int64_t stride, const float* sin, const float* cos, float* x,
-                 RotaryLayout layout = RotaryLayout::Interleaved);
+                 RotaryLayout layout = RotaryLayout::Interleaved, int64_t tables = 1);
 
 // The gated unit of a SwiGLU MLP: dst [M, H] = silu(src[:, :H]) * src[:, H:] for src [M, 2H] (the gate's
 // H columns first, then the values'), silu(g) = g * sigmoid(g).
@@ -118,13 +124,8 @@ Step swiglu_step(const std::string& name, int64_t M, int64_t H, const float* src
 
 // RMSNorm (timm's RmsNorm, layers/fast_norm.py rms_norm): dst[m] = src[m] * rsqrt(mean(src[m]^2) + eps) *
 // gamma over rows of D, in place when dst == src. gamma is copied into the store.
-struct RmsNormWeights {
-  int64_t D = 0;
-  float eps = 1e-6f;
-  const float* gamma = nullptr;
-};
-RmsNormWeights make_rms_norm(Arena& store, const float* gamma, int64_t D, float eps);
-Step rms_norm_step(const std::string& name, const RmsNormWeights& rn, int64_t M, const float* src, float* dst);
+LayerNormWeights make_rms_norm(Arena& store, const float* gamma, int64_t D, float eps);
+Step rms_norm_step(const std::string& name, const LayerNormWeights& rn, int64_t M, const float* src, float* dst);
 
 // Attention pooling with one query shared by every image (timm's AttentionPoolLatent with one latent, the
 // MAP head of SigLIP): out [B, H*Dh] = per head h, softmax(q_h . k_h^T / sqrt(Dh)) v_h, from q [H*Dh] and

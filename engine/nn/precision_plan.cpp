@@ -44,7 +44,7 @@ std::vector<Step> PrecisionPlan::norm_linear(const std::string& norm_name, const
                                              const LinearWeights& lw, int64_t rows, float* dst,
                                              const LinearWeights* next) {
   const LinearOutput out = output_for(lw, next, dst);
-  if (lw.precision == Precision::Int8) {
+  if (lw.precision == Precision::Int8 && ln.kind == NormKind::Layer) {  // an RMSNorm runs as a step of its own
     std::vector<Step> steps{norm_quantize_step(norm_name, ln, lw, B_, rows, src, normed, scratch_)};
     for (Step& s : product(name, lw, rows, normed, dst, LinearInput::Quantized, out)) steps.push_back(std::move(s));
     return steps;
