@@ -153,7 +153,7 @@ int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh) {
 
 namespace {
 
-// Image b's length from a lengths array read at run time: each in [lo, T], else an Error naming the step.
+// The lengths of a batch's images, read when a step runs: each must be in [lo, T], else an Error naming the step.
 void check_lengths(const std::string& name, int64_t B, int64_t lo, int64_t T, const int32_t* lengths) {
   for (int64_t b = 0; b < B; ++b)
     if (lengths[b] < lo || lengths[b] > T)
