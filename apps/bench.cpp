@@ -4,7 +4,6 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -15,7 +14,10 @@
 #include "apps/options.h"
 #include "engine/io/files.h"
 #include "apps/output.h"
+#include "vit/bench.h"
+#include "vit/cpu.h"
 #include "vit/error.h"
+#include "vit/threads.h"
 
 namespace vit::app {
 namespace {
@@ -48,8 +50,6 @@ double percentile(std::vector<double> v, double q) {
   return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
 }
 
-using Clock = std::chrono::steady_clock;
-
 // A step's name without its block: blocks.3.mlp.fc1 -> mlp.fc1, so a profile sums over the blocks.
 std::string step_kind(const std::string& name) {
   return name.rfind("blocks.", 0) == 0 ? name.substr(name.find('.', 7) + 1) : name;
@@ -79,7 +79,7 @@ std::string peak_note(Precision p) {
 }
 
 void print_peaks(Peaks& peaks) {
-  std::fprintf(stderr, "matmul peaks (3152x768x3072, weights as oneDNN asks, %d threads):\n", max_threads());
+  std::fprintf(stderr, "matmul peaks (3152x768x3072, weights as oneDNN asks, %d threads):\n", set_threads(0));
   const double f32 = peaks.of(Precision::F32).gops;
   for (Precision p : {Precision::F32, Precision::BF16, Precision::Int8}) {
     const MatmulPeak& pk = peaks.of(p);
@@ -94,20 +94,18 @@ void print_peaks(Peaks& peaks) {
 // oneDNN's matmuls come to their precision's peak (the time they would take at it over the time they
 // took), and the implementations that ran it (oneDNN's kernel names, or host:ISA for our own loops). The
 // host steps (attention, norms, quantize and dequantize passes) are reported as time beside them.
-void print_profile(const Program& prog, int B, Peaks& peaks) {
+void print_profile(const std::vector<Benchmark::StepTime>& steps, int B, Peaks& peaks) {
   std::map<std::string, double> by_kind, flops_by_kind, at_peak;  // at_peak: seconds at the peak
   std::map<std::string, std::set<std::string>> impls, precisions;
-  const int reps = 5;
-  for (int rep = 0; rep < reps; ++rep)
-    for (const auto& [name, sec] : prog.profile()) by_kind[step_kind(name)] += sec / reps;
-  for (const Step& st : prog.steps()) {
+  for (const Benchmark::StepTime& st : steps) {
     const std::string kind = step_kind(st.name);
+    by_kind[kind] += st.seconds;
     flops_by_kind[kind] += st.flops;
     impls[kind].insert(st.impl);
-    if (const auto p = product_precision(st)) {
-      const double peak = peaks.of(*p).gops;
+    if (st.is_product) {
+      const double peak = peaks.of(st.product).gops;
       at_peak[kind] += peak > 0 ? st.flops / (peak * 1e9) : 0.0;
-      precisions[kind].insert(precision_name(*p));
+      precisions[kind].insert(precision_name(st.product));
     }
   }
   double sum = 0, matmuls = 0, matmuls_at_peak = 0;
@@ -132,38 +130,18 @@ void print_profile(const Program& prog, int B, Peaks& peaks) {
                (sum - matmuls) * 1e3, 100 * (sum - matmuls) / sum);
 }
 
-Row bench_batch(ViT& model, int B, const BenchOptions& o, Peaks& peaks) {
-  const ViT::Plan& plan = model.plan(B);
-  const Program& prog = plan.program();
-  float* in = plan.input();
-  const size_t n = size_t(B * model.config().input_floats());
-  uint32_t s = 12345;
-  for (size_t i = 0; i < n; ++i) {
-    s = s * 1664525u + 1013904223u;
-    in[i] = float(int32_t(s)) / 2147483648.f * 2.f;
-  }
-  for (int i = 0; i < o.warmup; ++i) prog.run();
-  std::vector<double> lat;
-  lat.reserve(size_t(o.iters > 0 ? o.iters : 100000));
-  const auto t0 = Clock::now();
-  for (;;) {
-    const auto a = Clock::now();
-    prog.run();
-    const auto b = Clock::now();
-    lat.push_back(std::chrono::duration<double, std::milli>(b - a).count());
-    if (o.iters > 0 ? int(lat.size()) >= o.iters : std::chrono::duration<double>(b - t0).count() >= o.seconds) break;
-  }
-  const double total = std::chrono::duration<double>(Clock::now() - t0).count();
+Row bench_batch(Benchmark& model, int B, const BenchOptions& o, Peaks& peaks) {
+  const Benchmark::Runs runs = model.run(B, o.warmup, o.seconds, o.iters);
   Row r;
   r.batch = B;
-  r.runs = int(lat.size());
-  r.images_per_sec = double(B) * r.runs / total;
-  r.ms_p50 = percentile(lat, 0.5);
-  r.ms_p90 = percentile(lat, 0.9);
-  r.ms_p99 = percentile(lat, 0.99);
-  r.gflops = prog.flops() * r.runs / total / 1e9;
+  r.runs = int(runs.ms.size());
+  r.images_per_sec = double(B) * r.runs / runs.seconds;
+  r.ms_p50 = percentile(runs.ms, 0.5);
+  r.ms_p90 = percentile(runs.ms, 0.9);
+  r.ms_p99 = percentile(runs.ms, 0.99);
+  r.gflops = runs.flops * r.runs / runs.seconds / 1e9;
   r.peak_rss_mb = double(peak_rss_bytes()) / (1 << 20);
-  if (o.profile) print_profile(prog, B, peaks);
+  if (o.profile) print_profile(model.profile(B, 5), B, peaks);
   return r;
 }
 
@@ -235,24 +213,13 @@ std::string plot_svg(const std::string& title, const std::vector<Row>& rows) {
   return s + "</svg>\n";
 }
 
-// The model as a person names it: the architecture, else the folder (or file) name, not a path.
-std::string model_name(const BenchOptions& o, const ViT& model) {
-  if (!o.arch.empty()) return o.arch;
-  if (!model.config().arch.empty()) return model.config().arch;
-  std::string p = model.source();
-  const std::string file = "/model.safetensors";
-  if (p.size() > file.size() && p.compare(p.size() - file.size(), file.size(), file) == 0)
-    p.resize(p.size() - file.size());
-  return p.substr(p.find_last_of('/') + 1);
-}
-
 // The outputs, opened before the first timing so that a bad --csv or --plot costs nothing.
 struct BenchOutputs {
   std::unique_ptr<OutputFile> csv, plot;
   bool csv_stdout = false;
 };
 
-int run_bench(const BenchOptions& o, const std::vector<int>& batches, ViT& model, BenchOutputs& out) {
+int run_bench(const BenchOptions& o, const std::vector<int>& batches, Benchmark& model, BenchOutputs& out) {
   const std::string name = o.arch.empty() ? model.source() : o.arch;
   const int threads = set_threads(0);
   const char* precision = precision_name(model.precision());
@@ -266,7 +233,7 @@ int run_bench(const BenchOptions& o, const std::vector<int>& batches, ViT& model
   csv_line("engine,model,precision,batch,threads,images_per_sec,ms_p50,ms_p90,ms_p99,gflops,peak_rss_mb,weights_mb\n");
   const bool table = !o.json && !out.csv_stdout;
   if (table)
-    std::printf("%s, %s (weights %.1f MB), %d threads\n%6s %10s %9s %9s %9s %9s %9s\n", model.config().summary().c_str(),
+    std::printf("%s, %s (weights %.1f MB), %d threads\n%6s %10s %9s %9s %9s %9s %9s\n", model.summary().c_str(),
                 precision, weights_mb, threads, "batch", "img/s", "p50 ms", "p90 ms", "p99 ms", "GFLOP/s", "RSS MB");
   std::vector<Row> rows;
   for (int B : batches) {
@@ -289,7 +256,7 @@ int run_bench(const BenchOptions& o, const std::vector<int>& batches, ViT& model
   }
   if (out.csv) out.csv->commit();
   if (out.plot) {
-    const std::string svg = plot_svg(fmt::format("{} ({}, {} threads)", model_name(o, model), precision, threads), rows);
+    const std::string svg = plot_svg(fmt::format("{} ({}, {} threads)", model.name(), precision, threads), rows);
     out.plot->write(svg.data(), svg.size());
     out.plot->commit();
   }
@@ -305,8 +272,9 @@ std::function<int()> prepare_bench(const BenchOptions& o) {
   out->csv_stdout = o.csv == "-";
   if (!o.csv.empty() && o.csv != "-") out->csv = std::make_unique<OutputFile>(o.csv);
   if (!o.plot.empty()) out->plot = std::make_unique<OutputFile>(o.plot);
-  auto model = std::make_shared<ViT>(o.arch.empty() ? load_model(o.model)
-                                                    : ViT::random(config_for_arch(o.arch, o.model.img_size), 0, o.model.precision));
+  auto model = std::make_shared<Benchmark>(
+      o.arch.empty() ? Benchmark(model_path(o.model), o.model.config, o.model.img_size, o.model.precision)
+                     : Benchmark::random(o.arch, o.model.img_size, o.model.precision));
   return [o, batches, model, out] { return run_bench(o, *batches, *model, *out); };
 }
 
@@ -316,8 +284,10 @@ void add_bench_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "measure forward-pass throughput and latency per batch size");
   add_model_options(cmd, &o->model);
-  cmd->add_option("--arch", o->arch, "a timm architecture with random weights, e.g. vit_base_patch16_224, vit_small_patch14_dinov2, "
-                                      "vit_base_patch16_clip_224, beit_base_patch16_224, eva02_base_patch14_224");
+  cmd->add_option("--arch", o->arch, "a timm architecture with random weights: any that docs/MODELS.md lists as running, e.g. "
+                                      "vit_base_patch16_224, vit_small_patch14_dinov2, vit_so400m_patch14_siglip_378, "
+                                      "beitv2_large_patch16_224, eva02_base_patch14_448");
+  cmd->get_option("--arch")->check(non_empty_name());  // --arch '' is no architecture, not the default model
   cmd->add_option("-b,--batch", o->batches, "batch sizes, comma separated")->capture_default_str();
   auto* secs = add_number_option(cmd, "--seconds", &o->seconds, 0.001, 1e6, "timed seconds per batch size");
   auto* iters = add_number_option(cmd, "--iters", &o->iters, 1, 1 << 30, "timed runs per batch size (instead of --seconds)");

@@ -20,7 +20,6 @@
 #include "engine/io/text.h"
 #include "apps/inputs.h"
 #include "apps/output.h"
-#include "engine/image/image.h"
 #include "engine/io/safetensors.h"
 #include "vit/vit.h"
 
@@ -41,7 +40,8 @@ struct ClassifyOptions {
 // Where results go: stdout (text or JSON lines) and the --save-logits file; counts what it was given.
 class Output {
  public:
-  Output(const ClassifyOptions& o, int64_t classes) : json_(o.json) {
+  Output(const ClassifyOptions& o, int64_t classes, const std::vector<std::string>& labels)
+      : json_(o.json), labels_(labels) {
     if (!o.save_logits.empty()) saved_ = std::make_unique<RowWriter>(o.save_logits, classes);
   }
   void error(const std::string& file, const std::string& why) {
@@ -85,19 +85,23 @@ class Output {
   }
   void finish() {
     if (!saved_) return;
-    std::map<std::string, std::string> meta{{"files", saved_files_ + "]"}};
+    // The columns' class names (a zero-shot file's labels, --labels, the model's), then the rows' files.
+    std::map<std::string, std::string> meta{{"files", saved_files_ + "]"},
+                                            {"labels", nlohmann::json(labels_).dump(-1, ' ', false, kReplace)}};
     if (any_frames_) {  // which rows are video frames: their index and time, null for images
       meta["frames"] = saved_frames_ + "]";
       meta["times_s"] = saved_times_ + "]";
     }
-    saved_->finish("logits", meta);
+    saved_->finish("logits", output_metadata("classify", meta));
   }
   size_t classified() const { return classified_; }  // images
   size_t frames() const { return frames_; }          // video frames
   size_t failed() const { return failed_; }
 
  private:
+  static constexpr auto kReplace = nlohmann::json::error_handler_t::replace;  // labels not UTF-8: U+FFFD
   bool json_;
+  std::vector<std::string> labels_;
   std::unique_ptr<RowWriter> saved_;  // --save-logits: one row per classified image, streamed to disk
   std::string saved_files_ = "[";  // a JSON list, names written as json_string writes them
   std::string saved_frames_ = "[", saved_times_ = "[";
@@ -186,9 +190,9 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
   std::vector<Input> inputs = collect_inputs(o.paths, o.videos);
   if (!o.save_logits.empty()) {
-    std::vector<std::string> files;
-    for (const Input& in : inputs) files.push_back(in.file);
-    check_output_target("--save-logits", o.save_logits, files, o.force);
+    KeepFiles keep{model_files_to_keep(o.model), {o.labels, o.text_embeddings}};
+    for (const Input& in : inputs) keep.inputs.push_back(in.file);
+    check_output_target(OutputKind::Safetensors, "--save-logits", o.save_logits, keep, o.force);
   }
   // Fewer images than a batch: plans for just those. A video's frames fill whole batches.
   const bool videos = std::any_of(inputs.begin(), inputs.end(), [](const Input& in) { return is_video_name(in.file); });
@@ -202,7 +206,7 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   co.keep_logits = !o.save_logits.empty();
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
   require_head(classifier->classes(), classifier->info().file);
-  auto out = std::make_shared<Output>(o, classifier->classes());
+  auto out = std::make_shared<Output>(o, classifier->classes(), classifier->labels());
   auto batches = o.stdin_paths ? std::make_shared<Batches>(o.null_separated ? '\0' : '\n', size_t(o.batch))
                                : std::make_shared<Batches>(std::move(inputs), size_t(o.batch));
   return [o, batches, classifier, out] { return classify_all(o, *batches, *classifier, *out); };
@@ -223,11 +227,14 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   add_number_option(cmd, "-k,--topk", &o->topk, 1, 100000, "classes to print per image");
   add_batch_option(cmd, &o->batch);
   cmd->add_flag("--json", o->json, "one JSON object per line");
-  cmd->add_option("--save-logits", o->save_logits, "write the logits of the classified images to a .safetensors file");
+  add_name_option(cmd, "--save-logits", &o->save_logits,
+                  "write the logits of the classified images to a .safetensors file (its metadata: the files of the "
+                  "rows, the labels of the columns)");
   cmd->add_flag("--stats", o->stats, "print end-to-end images/s on stderr");
   add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,
                     "refuse images larger than this many pixels, from their header, before decoding");
-  cmd->add_flag("--force", o->force, "let --save-logits replace a file that is not a safetensors file");
+  cmd->add_flag("--force", o->force, "let --save-logits replace an input or a file vit did not write (never the model's "
+                                     "own files)");
   cmd->add_flag("--stdin", o->stdin_paths,
                 "read the paths from standard input, one per line, and write each batch's results as it is done");
   cmd->add_flag("-0,--null", o->null_separated, "with --stdin: paths end with NUL, as find -print0 writes them");

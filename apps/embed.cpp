@@ -31,9 +31,16 @@ struct EmbedCommand {
 
 // Where embeddings go: JSON lines on stdout, or the -o file (embeddings [N, E], tokens [N, T, D], the
 // files in order in its metadata); errors as `vit classify` prints them.
+// With --tokens, what a token sequence holds: its prefix tokens (class, distillation, register tokens)
+// first, then one token per patch, row by row of the patch grid.
 class EmbedOutput {
  public:
   EmbedOutput(const EmbedCommand& o, const Classifier& c) {
+    if (o.embed.tokens) {
+      const ModelInfo info = c.info();
+      grid_ = {info.input_height / info.patch, info.input_width / info.patch};
+      prefix_tokens_ = c.tokens() - grid_[0] * grid_[1];
+    }
     if (o.out.empty()) return;
     RowWriter::RowShapes shapes{{"embeddings", {c.embedding_size(o.embed)}}};
     if (o.embed.tokens) shapes.push_back({"tokens", {c.tokens(), c.width()}});
@@ -54,17 +61,29 @@ class EmbedOutput {
       return;
     }
     nlohmann::json rest = {{"embedding", e.embedding}};
-    if (!e.tokens.empty()) rest["tokens"] = e.tokens;
+    if (!e.tokens.empty()) {
+      rest["prefix_tokens"] = prefix_tokens_;
+      rest["patch_grid"] = grid_;
+      rest["tokens"] = e.tokens;
+    }
     std::printf("%s\n", json_line(e.file, rest).c_str());
   }
   void finish() {
-    if (saved_) saved_->finish({{"files", files_ + "]"}});
+    if (!saved_) return;
+    std::map<std::string, std::string> meta{{"files", files_ + "]"}};
+    if (!grid_.empty()) {
+      meta["prefix_tokens"] = std::to_string(prefix_tokens_);
+      meta["patch_grid"] = nlohmann::json(grid_).dump();
+    }
+    saved_->finish(output_metadata("embed", meta));
   }
   size_t done() const { return done_; }
   size_t failed() const { return failed_; }
 
  private:
   std::unique_ptr<RowWriter> saved_;
+  std::vector<int64_t> grid_;  // with --tokens: the patch grid, [rows, columns]
+  int64_t prefix_tokens_ = 0;
   std::string files_ = "[";
   size_t done_ = 0, failed_ = 0;
 };
@@ -104,9 +123,9 @@ std::function<int()> prepare_embed(EmbedCommand o) {
   if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
   auto inputs = std::make_shared<std::vector<Input>>(collect_inputs(o.paths, o.videos));
   if (!o.out.empty()) {
-    std::vector<std::string> files;
-    for (const Input& in : *inputs) files.push_back(in.file);
-    check_output_target("-o", o.out, files, o.force);
+    KeepFiles keep{model_files_to_keep(o.model), {}};
+    for (const Input& in : *inputs) keep.inputs.push_back(in.file);
+    check_output_target(OutputKind::Safetensors, "-o", o.out, keep, o.force);
   }
   // Fewer images than a batch: plans for just those. A video's frames fill whole batches.
   const bool videos = std::any_of(inputs->begin(), inputs->end(), [](const Input& in) { return is_video_name(in.file); });
@@ -129,13 +148,16 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
                                                "pre_logits), or after it with --head");
   add_model_options(cmd, &o->model);
   cmd->add_flag("--head", o->embed.head, "apply the head too: timm's model(x) (the logits of a classifier)");
-  cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls or mean")
+  cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls, mean or map (the "
+                                     "attention pool, on models that have one)")
       ->check(CLI::IsMember({"cls", "mean", "map"}));
-  cmd->add_flag("--tokens", o->embed.tokens, "also write the token sequence timm's forward_features returns");
+  cmd->add_flag("--tokens", o->embed.tokens, "also write the token sequence timm's forward_features returns: its "
+                                             "prefix_tokens (class, registers) first, then the patch_grid's tokens "
+                                             "row by row (both numbers given beside it)");
   cmd->add_flag("--normalize", o->embed.normalize, "scale each embedding to unit length");
-  cmd->add_option("-o,--out", o->out, "write a .safetensors file (embeddings [N, E], tokens [N, T, D]) instead of "
-                                      "JSON lines on stdout");
-  cmd->add_flag("--force", o->force, "let -o replace a file that is not a safetensors file");
+  add_name_option(cmd, "-o,--out", &o->out, "write a .safetensors file (embeddings [N, E], tokens [N, T, D]) instead "
+                                            "of JSON lines on stdout");
+  cmd->add_flag("--force", o->force, "let -o replace an input or a file vit did not write (never the model's own files)");
   add_batch_option(cmd, &o->batch);
   add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,
                     "refuse images larger than this many pixels, from their header, before decoding");

@@ -18,7 +18,7 @@
 #include "apps/inputs.h"
 #include "apps/labels_csv.h"
 #include "apps/output.h"
-#include "models/imagenet_classes.h"
+#include "vit/imagenet_classes.h"
 
 namespace vit::app {
 namespace {

@@ -1,13 +1,10 @@
-// `vit inspect`: what the engine understood of a model file, without running it: architecture,
-// tokens, parameters, FLOPs per image, storage dtype, the weights at a --precision, preprocessing, and
-// where each setting came from.
-#include <spdlog/fmt/fmt.h>
-
-#include <memory>
-
+// `vit inspect`: what the engine understood of a model file, without running it (the library's
+// ModelInfo): architecture, tokens, parameters, preprocessing, FLOPs per image, storage dtype, the weights
+// at a --precision and how each layer runs on this CPU, and where each setting came from.
 #include "apps/command.h"
 #include "apps/options.h"
-#include "engine/nn/linear.h"
+#include "vit/cpu.h"
+#include "vit/vit.h"
 
 namespace vit::app {
 namespace {
@@ -20,81 +17,20 @@ std::string precision_support() {
   return s + (isa.bf16 ? ", bf16" : "; bf16 needs avx512_bf16 or AMX");
 }
 
-
-std::string triple(const std::array<float, 3>& v) { return fmt::format("{:.4g}, {:.4g}, {:.4g}", v[0], v[1], v[2]); }
-
-int print_inspect(ViT& model) {
-  const ViTConfig& c = model.config();
-  const PreprocessConfig& p = c.pre;
-  std::string tokens = fmt::format("{} = {} patches ({}x{})", c.tokens(), c.patches(), c.grid_h(), c.grid_w());
-  if (c.class_token) tokens += " + class token";
-  if (c.dist_token) tokens += " + distillation token";
-  if (c.reg_tokens) tokens += fmt::format(" + {} register tokens (reg_token, not in the position table)", c.reg_tokens);
-  std::string pos = c.abs_pos ? fmt::format("{}x{} grid", c.pos_grid_h, c.pos_grid_w) : "none";
-  if (c.abs_pos && c.pos_grid_h != c.grid_h())
-    pos += fmt::format(", resampled to {}x{} ({})", c.grid_h(), c.grid_w(),
-                       c.pos_antialias ? "bicubic, antialiased" : "bicubic, not antialiased: torch's, as the layout's code");
-  pos += c.no_embed_class ? ", patches only (no_embed_class)" : "";
-  const std::string resize = p.crop_mode == CropMode::Squash
-                                 ? fmt::format("{}x{}", p.resize_width(), p.resize_height())
-                                 : fmt::format("{} (shorter side)", p.resize_height());
-
-  std::printf("file           %s\n", model.source().c_str());
-  std::printf("layout         %s, %.2f M parameters\n", c.stored_as.c_str(), double(c.parameters()) / 1e6);
-  std::printf("architecture   %s: patch %lld, width %lld, depth %lld, heads %lld, MLP %lld, %lld classes\n",
-              c.arch.empty() ? "ViT" : c.arch.c_str(), (long long)c.patch, (long long)c.width, (long long)c.depth,
-              (long long)c.heads, (long long)c.mlp, (long long)c.classes);
-  std::printf("family         %s%s%s%s\n", c.family.c_str(),
-              c.layer_scale ? (c.family == "BEiT" ? ", layer scale on both branches of every block (gamma_1, gamma_2)"
-                                                  : ", layer scale on both branches of every block (ls1, ls2)")
-                            : "",
-              c.norm_pre ? ", LayerNorm before the blocks (norm_pre)" : "",
-              c.quick_gelu ? ", QuickGELU in the MLPs" : c.gelu_tanh ? ", GELU's tanh form in the MLPs" : "");
-  if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope)
-    std::printf("attention      %s%s%s%s\n", c.k_bias ? "q, k, v biases" : "q and v biases, no k bias",
-                c.qkv_fused ? "" : ", separate q_proj, k_proj, v_proj (run as one)",
-                c.rel_pos_window
-                    ? fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})",
-                                  c.rel_pos_window, c.rel_pos_window, c.rel_pos_len(),
-                                  c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
-                                      ? ""
-                                      : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()))
-                          .c_str()
-                    : "",
-                c.rope ? fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, "
-                                     "temperature {:g}{})", double(c.rope_temperature),
-                                     c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w)
-                                                  : std::string())
-                                .c_str()
-                       : "");
-  if (c.swiglu)
-    std::printf("mlp            SwiGLU: silu(fc1_g x) * fc1_x x%s, then fc2\n",
-                c.scale_mlp ? ", LayerNorm (mlp.norm)" : "");
-  std::printf("input          %lldx%lld RGB\n", (long long)c.img_h(), (long long)c.img_w());
-  std::printf("tokens         %s\n", tokens.c_str());
-  std::printf("position table %s\n", pos.c_str());
-  std::printf("pooling        %s%s%s, LayerNorm eps %g\n", c.pool == Pool::Token ? "class token" : c.pool == Pool::Avg ? "mean of patch tokens" : "attention pool (MAP head: a learned query over all tokens, then LayerNorm + MLP)",
-              c.final_norm ? ", final norm" : "", c.fc_norm ? ", fc_norm after pooling" : "", double(c.eps));
-  if (c.dist_token) std::printf("head           mean of head and head_dist (timm's eval output)\n");
-  if (c.classes == 0) std::printf("head           none: embeddings only (vit embed)\n");
-  std::printf("FLOPs/image    %.3g G (multiply-add = 2)\n", model.plan(1).program().flops() / 1e9);
-  std::printf("precision      %s, weights %.1f MB resident\n", precision_name(model.precision()),
-              double(model.weight_bytes()) / 1e6);
-  if (!model.int8_source().empty())
-    std::printf("int8 weights   %s: rounded by vit quantize (GPTQ)%s\n", model.int8_source().c_str(),
-                model.precision() == Precision::Int8 ? ", used" : ", used at --precision int8");
+int print_inspect(const ModelInfo& info) {
+  for (const auto& [topic, text] : info.description) std::printf("%-14s %s\n", topic.c_str(), text.c_str());
+  std::printf("FLOPs/image    %.3g G (multiply-add = 2)\n", info.flops / 1e9);
+  std::printf("precision      %s, weights %.1f MB resident\n", info.precision.c_str(), double(info.weight_bytes) / 1e6);
+  if (!info.int8_weights.empty())
+    std::printf("int8 weights   %s: rounded by vit quantize (GPTQ)%s\n", info.int8_weights.c_str(),
+                info.precision == precision_name(Precision::Int8) ? ", used" : ", used at --precision int8");
   std::printf("this CPU       %s\n", precision_support().c_str());
   std::printf("linear layers  how each runs on this CPU (oneDNN form; int8: path)\n");
-  for (const auto& [name, lw] : model.linear_layers())
-    std::printf("  %-26s %s, %s\n", name.c_str(), precision_name(lw->precision), linear_summary(*lw).c_str());
-  std::printf("attention core %s\n", model.attention_summary().c_str());
-  std::printf("preprocessing  %s resize to %s, center crop %dx%d, mean %s, std %s\n", filter_name(p.interpolation),
-              resize.c_str(), p.width, p.height, triple(p.mean).c_str(), triple(p.std).c_str());
-  std::printf("labels         %s\n", c.labels.empty() ? "none in the files"
-                                                      : fmt::format("{} names ({}, ...)", c.labels.size(), c.labels[0]).c_str());
+  for (const ModelInfo::Layer& l : info.layers)
+    std::printf("  %-26s %s, %s\n", l.name.c_str(), l.precision.c_str(), l.how.c_str());
+  std::printf("attention core %s\n", info.attention.c_str());
   std::printf("where each setting came from:\n");
-  for (const auto& [what, from] : c.origin.settings())
-    if (!from->empty()) std::printf("  %-14s %s\n", what, from->c_str());
+  for (const auto& [what, from] : info.origins) std::printf("  %-14s %s\n", what.c_str(), from.c_str());
   return kExitOk;
 }
 
@@ -112,8 +48,8 @@ void add_inspect_command(CLI::App& app, Prepare* prepare) {
   add_precision_option(cmd, &o->precision);  // the weights as that precision keeps them, and their size
   cmd->callback([o, prepare] {
     *prepare = [o]() -> std::function<int()> {
-      auto model = std::make_shared<ViT>(load_model(*o));
-      return [model] { return print_inspect(*model); };
+      const Classifier model(model_path(*o), classifier_options(*o));
+      return [info = model.info()] { return print_inspect(info); };
     };
   });
 }

@@ -91,7 +91,6 @@ void add_img_size_option(CLI::App* cmd, int* img_size) {
                     "0: the model's size");
 }
 
-namespace {
 std::string model_path(const ModelOptions& o) {
   std::string path = o.model.empty() ? default_model_path() : o.model;
   struct stat st{};
@@ -100,11 +99,23 @@ std::string model_path(const ModelOptions& o) {
   spdlog::debug("loading {}", path);
   return path;
 }
-}  // namespace
 
-ViT load_model(const ModelOptions& o) {
-  set_threads(usable_threads(o.threads));
-  return ViT::load(model_path(o), o.config, o.img_size, o.precision);
+std::vector<std::string> model_files_to_keep(const ModelOptions& o) {
+  try {
+    return find_model_files(o.model.empty() ? default_model_path() : o.model, o.config).read_paths();
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+CLI::Validator non_empty_name() {
+  return CLI::Validator(
+      [](const std::string& s) { return s.empty() ? std::string("an empty name names nothing") : std::string(); }, "",
+      "not empty");
+}
+
+CLI::Option* add_name_option(CLI::App* cmd, const std::string& names, std::string* value, const std::string& help) {
+  return cmd->add_option(names, *value, help)->check(non_empty_name());
 }
 
 ClassifierOptions classifier_options(const ModelOptions& o) {

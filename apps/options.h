@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "models/vit.h"
+#include "vit/threads.h"
 #include "vit/vit.h"
 
 namespace vit::app {
@@ -31,13 +31,23 @@ void add_threads_option(CLI::App* cmd, int* threads);
 void add_img_size_option(CLI::App* cmd, int* img_size);
 void add_precision_option(CLI::App* cmd, Precision* precision);
 std::string default_model_path();
-ViT load_model(const ModelOptions& o);
+// The model file or folder the options name: --model, else the default model, which must be there.
+std::string model_path(const ModelOptions& o);
 // The library's options for these model options; load_classifier fills in the default model's path.
 ClassifierOptions classifier_options(const ModelOptions& o);
 Classifier load_classifier(const ModelOptions& o, const ClassifierOptions& co);
 // classify, eval and explain need a classifier head: a model without one (DINOv2, a SigLIP tower) is
 // refused, pointing to vit embed.
 void require_head(int64_t classes, const std::string& model_file);
+
+// The files loading the model of these options reads or would read (ModelFiles::read_paths), which no
+// output may replace; none when there is no such model (loading it then says why).
+std::vector<std::string> model_files_to_keep(const ModelOptions& o);
+
+// An option naming a file, folder or architecture: an empty value is refused at parsing ("--out: an
+// empty name names nothing"), never taken for "not given".
+CLI::Option* add_name_option(CLI::App* cmd, const std::string& names, std::string* value, const std::string& help);
+CLI::Validator non_empty_name();
 
 // -b,--batch: images per forward pass, 1 to kMaxBatch.
 void add_batch_option(CLI::App* cmd, int* batch);

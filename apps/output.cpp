@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <cstdio>
 #include <cstring>
 
@@ -46,22 +48,111 @@ std::string json_line(const std::string& file, const nlohmann::json& rest) {
   return "{\"file\":" + json_string(file) + (body.size() > 2 ? "," + body.substr(1) : "}");
 }
 
-void check_output_target(const std::string& flag, const std::string& path, const std::vector<std::string>& inputs,
+std::map<std::string, std::string> output_metadata(const std::string& command, std::map<std::string, std::string> rest) {
+  rest[kWrittenByKey] = "vit " + command;
+  return rest;
+}
+
+namespace {
+
+// Where a path points: the file's device and inode, or for a path not there (yet) its folder's and its
+// name, so that a file about to be created in the model's folder is recognised too.
+struct Place {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string name;  // "" for an existing file
+  bool known = false;
+};
+
+Place place_of(const std::string& path) {
+  if (path.empty()) return {};
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0) return {st.st_dev, st.st_ino, "", true};
+  const std::filesystem::path p(path);
+  const std::string parent = p.parent_path().empty() ? "." : p.parent_path().string();
+  if (::stat(parent.c_str(), &st) == 0) return {st.st_dev, st.st_ino, p.filename().string(), true};
+  return {};
+}
+
+bool same_place(const Place& a, const Place& b) {
+  return a.known && b.known && a.dev == b.dev && a.ino == b.ino && a.name == b.name;
+}
+
+std::string head_of(const std::string& path, size_t n) {
+  std::ifstream in(path, std::ios::binary);
+  std::string s(n, '\0');
+  in.read(s.data(), std::streamsize(n));
+  s.resize(size_t(in.gcount()));
+  return s;
+}
+
+// A PNG whose text chunks before its pixels name kPngSoftware as the software that wrote it.
+bool png_written_here(const std::string& path) {
+  const std::string s = head_of(path, 1 << 16);
+  if (s.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0) return false;
+  for (size_t at = 8; at + 8 <= s.size();) {
+    const auto byte = [&](size_t i) { return uint32_t(uint8_t(s[at + i])); };
+    const size_t length = (byte(0) << 24) | (byte(1) << 16) | (byte(2) << 8) | byte(3);
+    const std::string type = s.substr(at + 4, 4);
+    if (type == "IDAT" || at + 12 + length > s.size()) return false;
+    if (type == "tEXt" && s.compare(at + 8, length, std::string("Software") + '\0' + kPngSoftware) == 0) return true;
+    at += 12 + length;
+  }
+  return false;
+}
+
+bool written_here(OutputKind kind, const std::string& path) {
+  switch (kind) {
+    case OutputKind::Safetensors:
+      try {
+        const SafeTensors st(path);
+        const auto& meta = st.metadata();
+        const auto by = meta.find(kWrittenByKey);
+        return (by != meta.end() && by->second.rfind("vit ", 0) == 0) || meta.count("files");
+      } catch (const Error&) {
+        return false;
+      }
+    case OutputKind::Png:
+      return png_written_here(path);
+  }
+  return false;
+}
+
+// What an existing file that is not this kind of output of ours is not, and what it may be instead.
+const char* not_ours(OutputKind kind) {
+  switch (kind) {
+    case OutputKind::Safetensors: return "a safetensors file this engine wrote (a checkpoint, another program's file?)";
+    case OutputKind::Png: return "a picture vit explain drew (a photo, another program's picture?)";
+  }
+  return "";
+}
+
+}  // namespace
+
+void check_output_target(OutputKind kind, const std::string& flag, const std::string& path, const KeepFiles& keep,
                          bool force) {
-  struct stat out{};
-  if (::stat(path.c_str(), &out) != 0) return;  // a new file
-  if (!S_ISREG(out.st_mode)) throw Error(flag + " " + path, "exists and is not a regular file; not overwritten");
+  const std::string what = flag + " " + path;
+  const Place out = place_of(path);
+  for (const std::string& m : keep.model)
+    if (same_place(out, place_of(m)))
+      throw Error(what, "is a file loading the model reads (its weights, config or int8.safetensors); never "
+                        "overwritten, even with --force");
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return;  // a new file
+  if (!S_ISREG(st.st_mode)) throw Error(what, "exists and is not a regular file; not overwritten");
   if (force) return;
-  for (const std::string& in : inputs) {
-    struct stat st{};
-    if (::stat(in.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino)
-      throw Error(flag + " " + path, "is one of the inputs; not overwritten (--force to overwrite it anyway)");
+  for (const std::string& in : keep.inputs)
+    if (same_place(out, place_of(in)))
+      throw Error(what, "is one of the inputs; not overwritten (--force to overwrite it anyway)");
+  if (written_here(kind, path)) return;
+  if (kind == OutputKind::Safetensors) {
+    try {
+      const SafeTensors other(path);
+    } catch (const Error&) {
+      throw Error(what, "exists and is not a safetensors file; not overwritten (--force to overwrite it)");
+    }
   }
-  try {
-    SafeTensors existing(path);
-  } catch (const Error&) {
-    throw Error(flag + " " + path, "exists and is not a safetensors file; not overwritten (--force to overwrite it)");
-  }
+  throw Error(what, std::string("exists and is not ") + not_ours(kind) + "; not overwritten (--force to overwrite it)");
 }
 
 void setup_logging(bool verbose) {

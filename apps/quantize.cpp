@@ -9,7 +9,8 @@
 
 #include "apps/command.h"
 #include "apps/options.h"
-#include "models/quantize.h"
+#include "engine/io/text.h"
+#include "vit/quantize.h"
 
 namespace vit::app {
 
@@ -23,7 +24,7 @@ void add_quantize_command(CLI::App& app, Prepare* prepare) {
   cmd->add_option("--calib", o->calib, "calibration images: files or folders (a few hundred photos like the ones "
                                        "the model will see)")
       ->required();
-  cmd->add_option("-o,--output", o->out, "the folder to write (must not exist, or be empty)")->required();
+  add_name_option(cmd, "-o,--output", &o->out, "the folder to write (must not exist, or be empty)")->required();
   add_number_option(cmd, "--images", &o->max_images, int64_t(1), int64_t(1) << 20,
                     "calibration images used at most (the first in name order)");
   add_threads_option(cmd, threads.get());
@@ -39,7 +40,8 @@ void add_quantize_command(CLI::App& app, Prepare* prepare) {
           spdlog::debug("{}", s);
         });
         if (terminal) std::fprintf(stderr, "\r%-60s\r", "");
-        for (const auto& [file, why] : r.failed) std::fprintf(stderr, "%s: %s (not used)\n", file.c_str(), why.c_str());
+        for (const auto& [file, why] : r.failed)
+          std::fprintf(stderr, "error: %s: %s (not used)\n", printable(file).c_str(), printable(why).c_str());
         if (r.images == 0) {
           std::fprintf(stderr, "error: none of the %zu calibration images could be read; nothing written\n",
                        r.failed.size());
@@ -51,7 +53,7 @@ void add_quantize_command(CLI::App& app, Prepare* prepare) {
                     "against rounding to nearest %.2fx on average (worst layer %.2fx)\n"
                     "run it with: --model %s --precision int8\n",
                     o->out.c_str(), (long long)r.layers, (long long)r.images,
-                    r.gain.empty() ? 1.0 : sum / double(r.gain.size()), worst, o->out.c_str());
+                    r.gain.empty() ? 1.0 : sum / double(r.gain.size()), worst, q->model_path().c_str());
         return r.failed.empty() ? kExitOk : kExitSomeFailed;
       };
     };

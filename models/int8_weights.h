@@ -1,4 +1,4 @@
-// The int8 weights `vit quantize` rounds ahead of time (models/quantize.h), in int8.safetensors beside the
+// The int8 weights `vit quantize` rounds ahead of time (vit/quantize.h), in int8.safetensors beside the
 // checkpoint they were made from: per block linear layer, q [N, K] (I8) and scale [N] (F32) for each of the
 // two int8 grids (|q| <= 127 on CPUs with VNNI, 64 without: int8_weight_max()).
 #pragma once

@@ -208,7 +208,6 @@ void name_other_layout_family(OtherLayout l, ViTConfig* c) {
   // CLIP and SigLIP (interpolate_pos_encoding): bicubic, size given, no antialiasing; Dinov2WithRegisters:
   // antialiased, as timm and open_clip's resize_pos_embed.
   c->pos_antialias = l == OtherLayout::HfDinov2Registers || l == OtherLayout::OpenClip;
-  c->head_is_projection = l == OtherLayout::HfClip || l == OtherLayout::OpenClip;
 }
 
 }  // namespace vit

@@ -3,7 +3,6 @@
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <cmath>
 #include <cstring>
@@ -19,25 +18,6 @@
 
 namespace vit {
 namespace {
-
-bool is_dir(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool exists(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0;
-}
-std::string parent_dir(const std::string& p) {
-  const auto pos = p.find_last_of('/');
-  return pos == std::string::npos ? "." : p.substr(0, pos);
-}
-std::string base_name(const std::string& p) {
-  std::string s = p;
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  const auto pos = s.find_last_of('/');
-  return pos == std::string::npos ? s : s.substr(pos + 1);
-}
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -136,35 +116,21 @@ void check_batch_size(int64_t B) {
 }
 
 ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision) {
-  std::string file = model, dir;
-  if (!exists(model)) throw Error(model, "no such file or directory");
-  if (is_dir(model)) {
-    dir = model;
-    const std::string slash = model.back() == '/' ? "" : "/";
-    file = model + slash + "model.safetensors";
-    // An OpenCLIP hub folder: open_clip_model.safetensors beside open_clip_config.json.
-    if (!exists(file) && exists(model + slash + "open_clip_model.safetensors")) file = model + slash + "open_clip_model.safetensors";
-    if (!exists(file)) throw Error(model, "folder has no model.safetensors (or open_clip_model.safetensors)");
-  } else {
-    dir = parent_dir(model);
-  }
-  std::string cfg_file = config_path;
-  const bool open_clip = base_name(file).rfind("open_clip", 0) == 0;
-  const std::string beside = dir + (open_clip ? "/open_clip_config.json" : "/config.json");
-  if (cfg_file.empty() && exists(beside)) cfg_file = beside;
+  const ModelFiles files = find_model_files(model, config_path);
+  const std::string& file = files.weights;
   nlohmann::json cfg_json, pre_json;
   ConfigSources src;
-  if (!cfg_file.empty()) {
-    cfg_json = read_json(cfg_file);
+  if (!files.config.empty()) {
+    cfg_json = read_json(files.config);
     src.config = &cfg_json;
-    src.config_name = cfg_file;
+    src.config_name = files.config;
   }
-  if (exists(dir + "/preprocessor_config.json")) {
-    src.preprocessor_name = dir + "/preprocessor_config.json";
+  if (!files.preprocessor.empty()) {
+    src.preprocessor_name = files.preprocessor;
     pre_json = read_json(src.preprocessor_name);
     src.preprocessor = &pre_json;
   }
-  src.name_hint = base_name(is_dir(model) ? model : (base_name(file) == "model.safetensors" || open_clip ? dir : file));
+  src.name_hint = files.name;
   src.img_size = img_size;
 
   Checkpoint ck(file);
@@ -174,11 +140,10 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
   m.cfg_ = resolve_config(ck, src);
   spdlog::debug("{}: {} layout, {}", file, layout_name(ck.layout()), m.cfg_.summary());
   // A folder `vit quantize` made: its rounded weights replace quantization at load for int8.
-  const std::string rounded_file = (dir.empty() ? std::string(".") : dir) + "/" + kInt8WeightsFile;
   std::unique_ptr<RoundedWeights> rounded;
-  if (exists(rounded_file)) {
-    rounded = RoundedWeights::open(rounded_file, file);
-    m.int8_source_ = rounded_file;
+  if (!files.int8.empty()) {
+    rounded = RoundedWeights::open(files.int8, file);
+    m.int8_source_ = files.int8;
   }
   m.load_weights(ck, precision == Precision::Int8 ? rounded.get() : nullptr);
   ck.check_all_used();
@@ -344,9 +309,11 @@ Precision ViT::precision_of(const std::string& layer) const {
 }
 
 std::string ViT::attention_summary() const {
-  const AttentionKernels& k = attention_kernels(bf16_attention(precision_));
+  const AttentionKernels& k = attention_kernels(attention_products(precision_));
   return std::string("fused kernel (") + k.isa + "), " +
-         (&k == attention_kernels_bf16() ? "bf16 products summed in f32, softmax f32" : "f32");
+         (&k == attention_kernels_bf16()   ? "bf16 products summed in f32, softmax f32"
+          : &k == attention_kernels_int8() ? "u8 x s8 products summed in s32 (q, k per row, v per channel, softmax per row), softmax f32"
+                                           : "f32");
 }
 
 int64_t ViT::attention_chunk(int64_t B) const {
@@ -625,6 +592,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   const PlanLayout layout = plan_layout(B, options);
   auto plan = std::make_unique<Plan>();
   plan->B_ = B;
+  plan->input_floats_ = cfg_.input_floats();
   plan->keeps_attention_ = options.keep_attention;
   plan->depth_ = cfg_.depth;
   plan->scores_per_image_ = cfg_.heads * cfg_.tokens() * cfg_.tokens();
@@ -660,6 +628,19 @@ const float* ViT::Plan::run() const {
   return act_.logits;
 }
 
+const float* ViT::Plan::run(const TapFn& tap) const {
+  tap("input", act_.input, B_ * input_floats_);
+  const auto& steps = program_.steps();
+  size_t next_tap = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    program_.execute(i);
+    cpu_stream().wait();
+    for (; next_tap < taps_.size() && taps_[next_tap].after_step == i; ++next_tap)
+      tap(taps_[next_tap].name, taps_[next_tap].data, taps_[next_tap].count);
+  }
+  return act_.logits;
+}
+
 ViT::Plan& ViT::plan(int64_t B) {
   auto& p = plans_[B];
   if (!p) p = make_plan(B);
@@ -675,15 +656,7 @@ void ViT::forward(const float* images, int64_t B, float* logits) {
 void ViT::forward_with_taps(const float* images, int64_t B, const TapFn& tap) {
   Plan& p = plan(B);
   std::memcpy(p.input(), images, size_t(B * cfg_.input_floats()) * sizeof(float));
-  tap("input", p.input(), B * cfg_.input_floats());
-  const auto& steps = p.program().steps();
-  size_t next_tap = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    p.program().execute(i);
-    cpu_stream().wait();
-    for (; next_tap < p.taps_.size() && p.taps_[next_tap].after_step == i; ++next_tap)
-      tap(p.taps_[next_tap].name, p.taps_[next_tap].data, p.taps_[next_tap].count);
-  }
+  p.run(tap);
 }
 
 }  // namespace vit

@@ -20,13 +20,6 @@ namespace vit {
 class Checkpoint;
 class RoundedWeights;
 
-// A thread count to run with: `requested`, or the cores when it asks for more (a warning says so); 0
-// stays 0 (all cores).
-int usable_threads(int requested);
-
-// Throws vit::Error unless 1 <= B <= kMaxBatch (vit/limits.h): the one check of a batch size.
-void check_batch_size(int64_t B);
-
 struct BlockWeights {
   LayerNormWeights norm1, norm2;  // [D]
   LinearWeights qkv;              // [3D, D]
@@ -60,6 +53,9 @@ class ViT {
   // The int8.safetensors of a folder `vit quantize` made ("" for none); its weights are used at int8.
   const std::string& int8_source() const { return int8_source_; }
 
+  // A named intermediate tensor of a forward pass (forward_with_taps lists them), while it is in the arena.
+  using TapFn = std::function<void(const std::string& name, const float* data, int64_t count)>;
+
   // Everything one batch size needs to run: its oneDNN primitives, bound to an activation arena.
   // Built from a loaded ViT (which must outlive it); independent Plans may run on different threads.
   class Plan {
@@ -67,6 +63,8 @@ class ViT {
     int64_t batch() const { return B_; }
     float* input() const { return act_.input; }  // [B, 3, H, W]: preprocess straight into it
     const float* run() const;                    // one forward pass; returns logits [B, C] in the arena
+    // The same pass, reporting the named intermediate tensors forward_with_taps lists as it goes.
+    const float* run(const TapFn& tap) const;
     const float* logits() const { return act_.logits; }  // [B, C]: the last run's
     // After run(): what timm's forward_features returns, [B, T, D] (final-normed where the model has a
     // final norm), and forward_head(..., pre_logits=True), [B, D] (pooled, then fc_norm where there is one).
@@ -106,7 +104,7 @@ class ViT {
       const float* data;
       int64_t count;
     };
-    int64_t B_ = 0;
+    int64_t B_ = 0, input_floats_ = 0;  // the batch, and one image's input floats
     bool keeps_attention_ = false;
     int64_t depth_ = 0, scores_per_image_ = 0;  // for attention(): L, and H T^2
     Arena arena_;
@@ -135,7 +133,6 @@ class ViT {
   // input, patch_embed, embed, blocks.{i}.norm1, blocks.{i}.norm2, blocks.{i}.mlp.fc1_gelu (fc1 is fused with
   // its GELU), blocks.{i}, norm, logits; and every linear layer's f32 input as {layer}.input (blocks.{i}.attn.qkv.input,
   // ..., head.input), which `vit quantize` calibrates from.
-  using TapFn = std::function<void(const std::string& name, const float* data, int64_t count)>;
   void forward_with_taps(const float* images, int64_t B, const TapFn& tap);
 
   // The linear layers, named as the checkpoint names them (the blocks' from block 0: every block's

@@ -307,6 +307,30 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
   return heads_given;
 }
 
+// Step 3a': every model_args key of a timm VisionTransformer (vision_transformer.py, deit.py) either read
+// above, checked by the tensors, training-only, or at the value the engine runs; any other is refused by name,
+// so that an option the engine does not run never loads half-right.
+void refuse_unknown_model_args(const json& j, const std::string& where, const ViTConfig& c) {
+  if (!j.contains("model_args") || !j["model_args"].is_object()) return;
+  static const char* const kRead[] = {"img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim",
+                                      "depth", "num_heads", "mlp_ratio", "qkv_bias", "init_values", "class_token",
+                                      "no_embed_class", "reg_tokens", "pre_norm", "final_norm", "fc_norm", "act_layer",
+                                      "dynamic_img_size", "drop_rate", "pos_drop_rate", "patch_drop_rate",
+                                      "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "weight_init", "fix_init"};
+  // Options the engine runs at one value only (timm's default).
+  static const std::pair<const char*, json> kOnly[] = {
+      {"qk_norm", false}, {"scale_attn_norm", false}, {"scale_mlp_norm", false}, {"proj_bias", true},
+      {"pos_embed", "learn"}, {"dynamic_img_pad", false}};
+  for (const auto& [key, value] : j["model_args"].items()) {
+    if (value.is_null() || std::find(std::begin(kRead), std::end(kRead), key) != std::end(kRead)) continue;
+    // The engine's attention pool reads the prefix tokens too, its mean pool only the patches.
+    if (key == "pool_include_prefix" && (!c.prefix_tokens() || value == json(c.attn_pool_mlp > 0))) continue;
+    const auto only = std::find_if(std::begin(kOnly), std::end(kOnly), [&](const auto& o) { return key == o.first; });
+    if (only != std::end(kOnly) && value == only->second) continue;
+    throw Error(where, "model_args " + key + " " + value.dump() + ": not supported yet");
+  }
+}
+
 // Step 3b: a Hugging Face config (ViTForImageClassification): heads, eps, image_size, id2label; its
 // preprocessing defaults are ViTImageProcessor's (resize straight to the input size, bilinear, 0.5).
 bool apply_hf_config(const json& j, const std::string& where, const std::string& file, ViTConfig* c) {
@@ -360,15 +384,12 @@ bool is_one_of(const std::string& key, std::initializer_list<const char*> keys) 
 // Step 3c: BEiT and EVA-02 (timm's beit.py, eva.py). What the architecture implies beyond the tensors
 // (EVA-02's rotary embedding is in no tensor), and every model_args key either understood, checked by the
 // tensors, or refused by name: an option the engine does not run never loads half-right.
-void beit_eva_settings(const json* config, const std::string& arch, const std::string& where,
+void beit_eva_settings(const json* config, const std::string& arch, const FamilyRow* row, const std::string& where,
                        const std::string& file, ViTConfig* c) {
-  const bool beit = is_beit_arch(arch) || (arch.empty() && c->family == "BEiT");
-  if (!beit && !is_eva02_arch(arch)) {
-    if (arch.empty())
-      throw Error(file, c->family + " checkpoint (timm's eva.py tensor names) without a timm config.json naming its "
-                        "architecture: its rotary position embedding, if any, is in no tensor");
-    throw Error(where, c->family + " checkpoint: not supported yet (" + arch + ")");
-  }
+  const bool beit = row ? row->family == Family::BEiT : c->family == "BEiT";
+  if (!row && !beit)
+    throw Error(file, c->family + " checkpoint (timm's eva.py tensor names) without a timm config.json naming its "
+                      "architecture: its rotary position embedding, if any, is in no tensor");
   c->family = beit ? "BEiT" : "EVA-02";
   if (!beit) {  // every eva02_*_patch14_* (eva.py): use_rot_pos_emb=True, ref_feat_shape=(16, 16), SwiGLU
     c->rope = true;
@@ -514,13 +535,15 @@ void position_grid(const Checkpoint& ck, ViTConfig* c) {
   c->pos_grid_h = c->pos_grid_w = g;
 }
 
-// Step 7: which family the model is, for `vit inspect`: named by the architecture where there is one,
-// else by what the tensors hold.
-void name_family(const std::string& arch, ViTConfig* c) {
+// Step 7: which family the model is, for `vit inspect`, and so what its head is: named by the architecture
+// where there is one, else by what the tensors hold. `tag`: the weights' pretrained tag.
+void name_family(const std::string& arch, const std::string& tag, ViTConfig* c) {
   const bool named = !arch.empty();
   if (c->norm_pre) {
-    // timm's CLIP towers: norm_layer=partial(LayerNorm, eps=1e-5), which no config.json records.
+    // timm's CLIP towers: norm_layer=partial(LayerNorm, eps=1e-5), which no config.json records. Their head is
+    // the projection into the joint space, in every layout, unless the weights were fine-tuned on labels.
     c->family = "CLIP image tower";
+    c->head_is_projection = head_kind(Family::Clip, c->classes, tag) == HeadKind::Projection;
     if (c->origin.eps == "default") {
       c->eps = 1e-5f;
       c->origin.eps = "default for CLIP towers (timm's clip architectures: 1e-5, not in their config.json)";
@@ -595,153 +618,27 @@ Pool pool_from_name(const std::string& name) {
 
 const char* pool_name(Pool p) { return p == Pool::Token ? "token" : p == Pool::Avg ? "avg" : "map"; }
 
-namespace {
-
-// The shapes config_for_arch builds beyond timm's classic ViT and DeiT names: each family's settings as
-// its timm model definition has them (the settings a checkpoint's tensors and config.json would give).
-void shape(ViTConfig* c, int64_t width, int64_t depth, int64_t heads, int64_t mlp, int64_t patch, int size,
-           int64_t classes) {
-  c->width = width;
-  c->depth = depth;
-  c->heads = heads;
-  c->mlp = mlp;
-  c->patch = patch;
-  c->pre.height = c->pre.width = size;
-  c->pos_grid_h = c->pos_grid_w = size / patch;
-  c->classes = classes;
-}
-constexpr std::array<float, 3> kClipMean{0.48145466f, 0.4578275f, 0.40821073f}, kClipStd{0.26862954f, 0.26130258f, 0.27577711f};
-// vision_transformer.py's vit_*_patch14_dinov2 (init_values 1e-5, 518 px) and *_reg4_dinov2
-// (reg_tokens 4, no_embed_class): no head.
-void dinov2(ViTConfig* c, int64_t registers) {
-  c->family = "DINOv2";
-  c->layer_scale = true;
-  c->reg_tokens = registers;
-  c->no_embed_class = registers > 0;
-  c->pre.crop_pct = 1.0;
-}
-// vision_transformer.py's vit_*_clip_*: pre_norm, no patch-embedding bias, LayerNorm eps 1e-5, OpenAI's
-// mean and std; the head is the projection into the joint space.
-void clip(ViTConfig* c, bool quick_gelu) {
-  c->family = "CLIP image tower";
-  c->norm_pre = true;
-  c->patch_bias = false;
-  c->eps = 1e-5f;
-  c->quick_gelu = quick_gelu;
-  c->pre.mean = kClipMean;
-  c->pre.std = kClipStd;
-  c->pre.crop_pct = 1.0;
-}
-// vision_transformer.py's vit_*_siglip_*: no class token, the MAP head (AttentionPoolLatent, MLP 4D).
-void siglip(ViTConfig* c) {
-  c->family = "SigLIP image tower";
-  c->class_token = false;
-  c->attn_pool_mlp = 4 * c->width;
-  c->pool = Pool::Map;
-  c->pre.mean = c->pre.std = {0.5f, 0.5f, 0.5f};
-  c->pre.crop_pct = 1.0;
-}
-// deit.py's deit3_*: layer scale, a position table without the class token.
-void deit3(ViTConfig* c) {
-  c->family = "DeiT III";
-  c->layer_scale = true;
-  c->no_embed_class = true;
-  c->pre.crop_pct = 1.0;
-}
-// beit.py's beit_*: relative position tables (window = the grid), layer scale, q/v biases, mean pooling
-// with fc_norm instead of a final norm.
-void beit(ViTConfig* c) {
-  c->family = "BEiT";
-  c->abs_pos = false;
-  c->rel_pos_window = c->pos_grid_h;
-  c->layer_scale = true;
-  c->k_bias = false;
-  c->pool = Pool::Avg;
-  c->final_norm = false;
-  c->fc_norm = true;
-  c->pre.mean = c->pre.std = {0.5f, 0.5f, 0.5f};
-}
-// eva.py's eva02_*_patch14_*: rotary embedding (ref_feat_shape 16x16), SwiGLU (mlp_ratio 4 * 2 / 3), q/v
-// biases, mean pooling with fc_norm; base and larger add scale_mlp and separate q, k, v projections.
-void eva02(ViTConfig* c, bool base) {
-  c->family = "EVA-02";
-  c->rope = true;
-  c->rope_ref_h = c->rope_ref_w = 16;
-  c->swiglu = true;
-  c->scale_mlp = base;
-  c->qkv_fused = !base;
-  c->k_bias = false;
-  c->pool = Pool::Avg;
-  c->final_norm = false;
-  c->fc_norm = true;
-  c->pre.mean = kClipMean;
-  c->pre.std = kClipStd;
-}
-
-// Every name config_for_arch knows, and what it builds: the one list, which its error message prints.
-struct KnownArch {
-  const char* name;
-  std::function<void(ViTConfig*)> build;  // null: timm's classic ViT / DeiT defaults (arch_defaults)
-};
-const std::vector<KnownArch>& arch_table() {
-  static const std::vector<KnownArch> table = {
-      {"vit_tiny_patch16_224", nullptr},
-      {"vit_small_patch16_224", nullptr},
-      {"vit_base_patch16_224", nullptr},
-      {"vit_base_patch32_224", nullptr},
-      {"vit_large_patch16_224", nullptr},
-      {"vit_base_patch16_384", nullptr},
-      {"deit_tiny_patch16_224", nullptr},
-      {"deit_small_patch16_224", nullptr},
-      {"deit_base_patch16_224", nullptr},
-      {"deit3_small_patch16_224", [](ViTConfig* c) { shape(c, 384, 12, 6, 1536, 16, 224, 1000), deit3(c); }},
-      {"deit3_base_patch16_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 16, 224, 1000), deit3(c); }},
-      {"vit_small_patch14_dinov2", [](ViTConfig* c) { shape(c, 384, 12, 6, 1536, 14, 518, 0), dinov2(c, 0); }},
-      {"vit_base_patch14_dinov2", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 14, 518, 0), dinov2(c, 0); }},
-      {"vit_large_patch14_dinov2", [](ViTConfig* c) { shape(c, 1024, 24, 16, 4096, 14, 518, 0), dinov2(c, 0); }},
-      {"vit_small_patch14_reg4_dinov2", [](ViTConfig* c) { shape(c, 384, 12, 6, 1536, 14, 518, 0), dinov2(c, 4); }},
-      {"vit_base_patch14_reg4_dinov2", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 14, 518, 0), dinov2(c, 4); }},
-      {"vit_base_patch16_clip_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 16, 224, 512), clip(c, false); }},
-      {"vit_base_patch16_clip_quickgelu_224",
-       [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 16, 224, 512), clip(c, true); }},
-      {"vit_base_patch32_clip_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 32, 224, 512), clip(c, false); }},
-      {"vit_large_patch14_clip_224", [](ViTConfig* c) { shape(c, 1024, 24, 16, 4096, 14, 224, 768), clip(c, false); }},
-      {"vit_base_patch16_siglip_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 16, 224, 0), siglip(c); }},
-      {"beit_base_patch16_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 3072, 16, 224, 1000), beit(c); }},
-      {"beit_large_patch16_224", [](ViTConfig* c) { shape(c, 1024, 24, 16, 4096, 16, 224, 1000), beit(c); }},
-      {"eva02_tiny_patch14_224", [](ViTConfig* c) { shape(c, 192, 12, 3, 512, 14, 224, 0), eva02(c, false); }},
-      {"eva02_small_patch14_224", [](ViTConfig* c) { shape(c, 384, 12, 6, 1024, 14, 224, 0), eva02(c, false); }},
-      {"eva02_base_patch14_224", [](ViTConfig* c) { shape(c, 768, 12, 12, 2048, 14, 224, 0), eva02(c, true); }},
-  };
-  return table;
-}
-
-}  // namespace
-
 std::vector<std::string> known_archs() {
-  std::vector<std::string> names;
-  for (const KnownArch& a : arch_table()) names.push_back(a.name);
-  return names;
+  return {"vit_tiny_patch16_224",         "vit_small_patch16_224",       "vit_base_patch16_224",
+          "vit_base_patch32_224",         "vit_large_patch16_224",       "vit_base_patch16_384",
+          "deit_tiny_patch16_224",        "deit_small_patch16_224",      "deit_base_patch16_224",
+          "deit3_small_patch16_224",      "deit3_base_patch16_224",      "vit_small_patch14_dinov2",
+          "vit_base_patch14_dinov2",      "vit_large_patch14_dinov2",    "vit_small_patch14_reg4_dinov2",
+          "vit_base_patch14_reg4_dinov2", "vit_base_patch16_clip_224",   "vit_base_patch16_clip_quickgelu_224",
+          "vit_base_patch32_clip_224",    "vit_large_patch14_clip_224",  "vit_base_patch16_siglip_224",
+          "vit_large_patch16_siglip_256", "vit_large_patch16_siglip_384", "vit_so400m_patch14_siglip_224",
+          "vit_so400m_patch14_siglip_378", "beit_base_patch16_224",      "beit_large_patch16_224",
+          "beitv2_large_patch16_224",     "eva02_tiny_patch14_224",      "eva02_small_patch14_224",
+          "eva02_base_patch14_224",       "eva02_base_patch14_448"};
 }
 
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
-  const auto& table = arch_table();
-  const auto it = std::find_if(table.begin(), table.end(), [&](const KnownArch& a) { return arch == a.name; });
-  if (it == table.end()) {
+  ViTConfig c;
+  if (!arch_preset(arch, &c)) {
     std::string list;
     for (const auto& a : known_archs()) list += (list.empty() ? "" : ", ") + a;
-    throw Error("unknown architecture '" + arch + "' (known: " + list + ")");
-  }
-  ViTConfig c;
-  if (it->build) {
-    c.arch = arch;
-    c.pre = PreprocessConfig{};
-    c.pre.interpolation = Filter::Bicubic;
-    it->build(&c);
-  } else {
-    arch_defaults(arch, &c);
-    c.classes = 1000;
-    c.family = arch.rfind("deit", 0) == 0 ? "DeiT" : "ViT";
+    throw Error("unknown architecture '" + arch + "' (known: " + list + ", and the other timm names docs/MODELS.md "
+                "lists as running)");
   }
   if (img_size > 0) {  // random weights: the position table made at the size it runs at
     set_input_size(&c, img_size, img_size, "--img-size");
@@ -782,22 +679,33 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   const bool other = ck.layout() == CheckpointLayout::Other;  // layouts.h's: settings from their own configs
   const bool hf = !other && config && (config->contains("model_type") || config->contains("architectures"));
 
-  // Step 2: timm's defaults for an architecture named by a timm config, or with no config by the file name.
+  // Step 2: the architecture a timm config names, or without a config the file or folder name: one of the
+  // families' (timm's defaults for it), "vit_custom" (what the tensors and model_args say), or refused by name.
   ViTConfig c;
-  std::string arch;
-  if (config && !hf && !other && config->contains("architecture")) arch = get_as<std::string>(*config, "architecture", where);
-  else if (!config && !other) arch = src.name_hint;
-  const std::string refused = config ? unsupported_family(arch) : "";
-  if (!refused.empty()) throw Error(where, refused + " checkpoint: not supported yet (" + arch + ")");
-  const bool known = !arch.empty() && arch_defaults(arch, &c);
-  const std::string arch_origin = "timm's defaults for " + c.arch;
+  std::string arch, tag;
+  const FamilyRow* row = nullptr;
+  if (config && !hf && !other && has(*config, "architecture")) {
+    arch = get_as<std::string>(*config, "architecture", where);
+    if (arch == kCustomArch) arch.clear();
+    else if (!(row = family_of_arch(arch))) throw Error(where, refusal_of_arch(arch));
+    if (config->contains("pretrained_cfg") && has((*config)["pretrained_cfg"], "tag"))
+      tag = get_as<std::string>((*config)["pretrained_cfg"], "tag", where);
+  } else if (!config && !other) {
+    const size_t dot = src.name_hint.find('.');
+    if ((row = family_of_arch(src.name_hint.substr(0, dot)))) arch = src.name_hint.substr(0, dot);
+    if (row && dot != std::string::npos) tag = src.name_hint.substr(dot + 1);
+  }
+  const bool known = row && arch_defaults(arch, &c);
+  const int64_t named_heads = row ? arch_heads(arch) : 0;
+  const std::string arch_origin = "timm's defaults for " + arch;
   shape_from_tensors(ck, &c);
-  if (!c.rel_pos_window) c.origin.heads = known ? arch_origin : "default (width / 64)";
+  if (named_heads && !c.rel_pos_window) c.heads = named_heads;
+  if (!c.rel_pos_window) c.origin.heads = named_heads ? arch_origin : "default (width / 64)";
   c.origin.input_size = known ? arch_origin : "file (position table grid)";
   c.origin.preprocessing = known ? arch_origin : "default (timm's ImageNet defaults)";
 
   // Step 3: the config.json.
-  bool heads_given = known, size_given = known;
+  bool heads_given = named_heads > 0, size_given = known;
   if (other) {
     heads_given = apply_other_layout_config(ck.other_layout(), config, where, file, &c);
     size_given = config != nullptr;
@@ -805,13 +713,25 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
     heads_given = apply_hf_config(*config, where, file, &c);
     size_given = true;
   } else if (config) {
-    heads_given = apply_timm_config(*config, where, file, &c) || known;
+    heads_given = apply_timm_config(*config, where, file, &c) || named_heads > 0;
     size_given = known || config->contains("pretrained_cfg") ||
                  (config->contains("model_args") && (*config)["model_args"].contains("img_size"));
   }
   if (config && !c.labels.empty()) c.origin.labels = where;
-  if (c.family == "BEiT" || c.family == "EVA" || is_beit_arch(arch) || is_eva02_arch(arch))
-    beit_eva_settings(config && !hf ? config : nullptr, config && !hf ? arch : "", where, file, &c);
+  const bool beit_eva = row ? row->family == Family::BEiT || row->family == Family::EVA02
+                            : c.family == "BEiT" || c.family == "EVA";
+  if (row && !beit_eva && (c.family == "BEiT" || c.family == "EVA"))
+    throw Error(where, arch + " is a " + row->name + ", but " + file + " holds " + c.family +
+                           " tensors (timm's beit.py or eva.py names)");
+  if (beit_eva)
+    beit_eva_settings(config && !hf ? config : nullptr, arch, config && !hf ? row : nullptr, where, file, &c);
+  else if (config && !hf && !other) refuse_unknown_model_args(*config, where, c);
+  // Without an architecture, SigLIP's attention pool is the one the tensors can say: beside prefix tokens or
+  // after norm_pre (Perception Encoder, timm's *_reg4_map_*) whether it reads the prefix tokens, its heads and
+  // any rotary embedding are in no tensor.
+  if (!row && c.attn_pool_mlp && (c.prefix_tokens() > 0 || c.norm_pre))
+    throw Error(where, "an attention-pool head (attn_pool) beside class or register tokens or after norm_pre (as "
+                       "Perception Encoder has), without a config naming its architecture: not supported");
 
   // Step 4: a Hugging Face preprocessor_config.json.
   if (src.preprocessor) {
@@ -839,8 +759,9 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   // Step 6: the position table's grid; the input size follows it when nothing named one.
   position_grid(ck, &c);
   if (!size_given) set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
-  name_family(config && !hf ? arch : known ? c.arch : "", &c);
+  name_family(arch, tag, &c);
   if (other) name_other_layout_family(ck.other_layout(), &c);
+  if (c.classes == 0 || c.head_is_projection) c.origin.labels.clear();  // nothing to label
 
   // Step 7: --img-size, with the same crop_pct (or Hugging Face resize ratio) at the new size, as timm's.
   if (src.img_size > 0) {

@@ -10,13 +10,11 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "engine/preprocess/preprocess.h"
+#include "vit/limits.h"
 
 namespace vit {
 
 class Checkpoint;
-
-// The largest input side accepted (a config's input size, --img-size): 512 x 512 patches of 16.
-constexpr int64_t kMaxInputSize = 8192;
 
 // Heads for a width when nothing names them: one per 64 channels (every timm and torchvision ViT), at least one.
 int64_t default_heads(int64_t width);

@@ -1,4 +1,4 @@
-// The Python module `vit`: vit::Classifier (include/vit/vit.h) with numpy arrays for tensors and dicts
+// The Python module `vit._vit` (the package `vit`): vit::Classifier (include/vit/vit.h) with numpy arrays for tensors and dicts
 // shaped like `vit classify --json` lines. Arguments are checked and copied while the GIL is held; the
 // engine then decodes and runs with it released, so Python threads can share one Classifier, and takes
 // it back between batches to run Python's signal handlers, so Ctrl-C ends a long call within a batch.
@@ -9,7 +9,9 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <memory>
 #include <optional>
@@ -66,6 +68,186 @@ void check_topk(int topk) {
   if (topk < 1) throw py::value_error("topk must be at least 1, got " + std::to_string(topk));
 }
 
+std::string shape_text(const std::vector<py::ssize_t>& shape) {
+  std::string s;
+  for (py::ssize_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
+// Every array the engine hands to Python goes through here: its floats must fill the shape exactly, or
+// the call fails rather than hand over memory that was never written (or drop what was).
+py::array_t<float> to_array(const std::vector<float>& v, std::vector<py::ssize_t> shape) {
+  size_t size = 1;
+  for (py::ssize_t d : shape) size *= size_t(d);
+  if (v.size() != size)
+    throw vit::Error("internal: the engine gave " + std::to_string(v.size()) + " floats for an array of shape " +
+                     shape_text(shape));
+  py::array_t<float> a(std::move(shape));
+  if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(float));
+  return a;
+}
+
+// One (name, bytes or bytearray) pair, an encoded image file in memory; `item` names it in errors.
+std::pair<std::string, std::string> encoded_item(const py::handle& h, const std::string& item) {
+  if (!(py::isinstance<py::tuple>(h) || py::isinstance<py::list>(h)) || py::len(h) != 2)
+    throw py::type_error(item + " must be a (name, bytes) pair, got " + type_name(h));
+  const py::object name = h[py::int_(0)], data = h[py::int_(1)];
+  std::string bytes;
+  if (py::isinstance<py::bytes>(data)) {
+    bytes.assign(PyBytes_AS_STRING(data.ptr()), size_t(PyBytes_GET_SIZE(data.ptr())));
+  } else if (PyByteArray_Check(data.ptr())) {
+    bytes.assign(PyByteArray_AS_STRING(data.ptr()), size_t(PyByteArray_GET_SIZE(data.ptr())));
+  } else {
+    throw py::type_error(item + ": the image must be bytes or bytearray, got " + type_name(data));
+  }
+  return {path_arg(name, item + ": the name"), std::move(bytes)};
+}
+
+// ---- Images in memory: PIL images and numpy uint8 arrays, handed to the engine as decoded 8-bit RGB.
+
+// The images of one call, each with its place among the answers: files for the engine to read, encoded
+// files in memory, or decoded pixels; an image whose pixels PIL could not read fails alone.
+struct Inputs {
+  size_t size = 0;
+  std::vector<std::string> paths;
+  std::vector<size_t> path_at;
+  std::vector<std::pair<std::string, std::string>> encoded;
+  std::vector<size_t> encoded_at;
+  std::vector<vit::Pixels> pixels;
+  std::vector<size_t> pixels_at;
+  std::vector<std::pair<size_t, std::pair<std::string, std::string>>> failed;  // place, (name, error)
+  std::vector<py::object> arrays;  // the C-contiguous arrays pixels point into, kept alive
+  std::deque<std::string> copies;  // or the pixels made here (a deque: its strings never move)
+
+  void add_pixels(std::string name, int64_t width, int64_t height, const uint8_t* rgb) {
+    pixels.push_back({std::move(name), int(width), int(height), rgb});
+    pixels_at.push_back(size++);
+  }
+};
+
+const char* const kImageKinds = "a PIL.Image.Image or a numpy uint8 array [H, W, 3] RGB ([N, H, W, 3] for several)";
+
+bool is_pil_image(const py::handle& h) {
+  PyObject* module = PyDict_GetItemString(PyImport_GetModuleDict(), "PIL.Image");  // only if a program imported it
+  if (!module) return false;
+  return py::isinstance(h, py::reinterpret_borrow<py::object>(module).attr("Image"));
+}
+
+// A numpy uint8 array [H, W, 3] (one image, "<array I>") or [N, H, W, 3] (N of one size, "<array I[J]>"),
+// RGB (whether it is OpenCV's BGR cannot be told from its values); any strides, read-only or not.
+void add_array(Inputs& in, const py::handle& h, size_t index, const std::string& item) {
+  py::array a = py::reinterpret_borrow<py::array>(h);
+  const std::string want = std::string(" must be ") + kImageKinds;
+  if (a.dtype().kind() != 'u' || a.itemsize() != 1)
+    throw py::value_error(item + want + ", got dtype " + std::string(py::str(a.dtype())) +
+                          (a.dtype().kind() == 'f' ? " (floats: scale to 0..255 and .astype(numpy.uint8))" : ""));
+  std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
+  const bool one = a.ndim() == 3 && shape[2] == 3, several = a.ndim() == 4 && shape[3] == 3;
+  if (!one && !several)
+    throw py::value_error(item + want + ", got shape " + shape_text(shape) +
+                          (a.ndim() == 2 ? " (grey: numpy.stack([a] * 3, axis=-1))" : ""));
+  const py::ssize_t n = several ? shape[0] : 1, h_ = shape[a.ndim() - 3], w = shape[a.ndim() - 2];
+  if (h_ > INT32_MAX || w > INT32_MAX) throw py::value_error(item + ": an image of " + shape_text(shape) + " is too large");
+  if (!(a.flags() & py::array::c_style)) a = py::module_::import("numpy").attr("ascontiguousarray")(a);
+  in.arrays.push_back(a);
+  const auto* rgb = static_cast<const uint8_t*>(a.data());
+  const std::string name = "<array " + std::to_string(index);
+  for (py::ssize_t j = 0; j < n; ++j)
+    in.add_pixels(several ? name + "[" + std::to_string(j) + "]>" : name + ">", w, h_, rgb + size_t(j) * size_t(h_ * w * 3));
+}
+
+std::string bytes_of(const py::object& b) { return std::string(PyBytes_AS_STRING(b.ptr()), size_t(PyBytes_GET_SIZE(b.ptr()))); }
+
+// A PIL image as img.convert("RGB") gives it, named by its filename where it has one, else "<image I>".
+// 16-bit grey (I;16, I;16L, I;16B, I;16N) keeps each value's high byte, as the engine reads a 16-bit grey
+// PNG file (where PIL's convert clips at 255); 32-bit integer and float modes (I, F) are refused, their
+// range unknown.
+void add_pil(Inputs& in, const py::handle& img, size_t index, const std::string& item) {
+  const std::string mode = py::str(img.attr("mode"));
+  std::string name = "<image " + std::to_string(index) + ">";
+  const py::object filename = py::getattr(img, "filename", py::none());
+  if ((py::isinstance<py::str>(filename) || py::isinstance<py::bytes>(filename)) && py::len(filename) > 0)
+    name = path_arg(filename, item + ": its filename");
+  if (mode == "I" || mode == "F")
+    throw py::value_error(item + ": a PIL image of mode " + mode + " (32-bit " + (mode == "I" ? "integers" : "floats") +
+                          "): which 8 bits to keep is not known; convert it first (img.convert('RGB') clips at 255)");
+  try {
+    img.attr("load")();  // reads a lazily opened file: a broken one fails here, alone
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_Exception)) throw;  // KeyboardInterrupt and the like end the call
+    in.failed.push_back({in.size++, {name, std::string(py::str(e.type().attr("__name__"))) + ": " + py::str(e.value()).cast<std::string>()}});
+    return;
+  }
+  const auto [w, h] = img.attr("size").cast<std::pair<int64_t, int64_t>>();
+  const size_t count = size_t(w) * size_t(h);
+  std::string rgb;
+  if (mode.rfind("I;16", 0) == 0) {
+    const std::string raw = bytes_of(img.attr("tobytes")());
+    if (raw.size() != 2 * count) throw vit::Error("internal: " + item + ": " + std::to_string(raw.size()) + " bytes of mode " + mode);
+    const size_t high = mode == "I;16B" ? 0 : 1;  // I;16, I;16L and (on this CPU) I;16N are little-endian
+    rgb.resize(3 * count);
+    for (size_t k = 0; k < count; ++k) rgb[3 * k] = rgb[3 * k + 1] = rgb[3 * k + 2] = raw[2 * k + high];
+  } else {
+    py::object converted = mode == "RGB" ? py::reinterpret_borrow<py::object>(img) : py::object();
+    if (!converted) {
+      try {
+        converted = img.attr("convert")("RGB");
+      } catch (py::error_already_set& e) {
+        if (!e.matches(PyExc_ValueError)) throw;
+        throw py::value_error(item + ": PIL cannot convert a " + mode + " image to RGB: " + py::str(e.value()).cast<std::string>());
+      }
+    }
+    rgb = bytes_of(converted.attr("tobytes")());
+    if (rgb.size() != 3 * count) throw vit::Error("internal: " + item + ": " + std::to_string(rgb.size()) + " bytes of RGB");
+  }
+  in.copies.push_back(std::move(rgb));
+  in.add_pixels(std::move(name), w, h, reinterpret_cast<const uint8_t*>(in.copies.back().data()));
+}
+
+// The items of a list for classify() and embed() (paths and images in memory) or the Batcher's (encoded
+// pairs and images in memory). `what` names the argument in errors.
+Inputs inputs_of(const py::handle& seq, const std::string& what, bool pairs) {
+  Inputs in;
+  size_t index = 0;
+  for (const py::object& h : items(seq, what)) {
+    const std::string item = what + "[" + std::to_string(index) + "]";
+    if (py::isinstance<py::array>(h)) {
+      add_array(in, h, index, item);
+    } else if (is_pil_image(h)) {
+      add_pil(in, h, index, item);
+    } else if (pairs) {
+      if (!(py::isinstance<py::tuple>(h) || py::isinstance<py::list>(h)))
+        throw py::type_error(item + " must be a (name, bytes) pair, " + kImageKinds + ", got " + type_name(h));
+      in.encoded.push_back(encoded_item(h, item));
+      in.encoded_at.push_back(in.size++);
+    } else {
+      if (!py::isinstance<py::str>(h) && !py::isinstance<py::bytes>(h) && !py::hasattr(h, "__fspath__"))
+        throw py::type_error(item + " must be a str, bytes or os.PathLike, got " + type_name(h) + " (or an image in memory: " +
+                             kImageKinds + ")");
+      in.paths.push_back(path_arg(h, item));
+      in.path_at.push_back(in.size++);
+    }
+    ++index;
+  }
+  return in;
+}
+
+// Moves a call's answers into their places.
+template <typename T>
+void place(std::vector<T>&& got, const std::vector<size_t>& at, std::vector<T>& out) {
+  if (got.size() != at.size())
+    throw vit::Error("internal: " + std::to_string(got.size()) + " answers for " + std::to_string(at.size()) + " inputs");
+  for (size_t k = 0; k < got.size(); ++k) out[at[k]] = std::move(got[k]);
+}
+
+template <typename T>
+void place_failed(const Inputs& in, std::vector<T>& out) {
+  for (const auto& [at, f] : in.failed) {
+    out[at].file = f.first;
+    out[at].error = f.second;
+  }
+}
+
 // One Result as a `vit classify --json` line: {"file", "top": [{"index", "label", "prob"}]} or {"file", "error"}.
 py::list to_dicts(const std::vector<vit::Result>& results) {
   py::list out;
@@ -92,25 +274,6 @@ py::list to_dicts(const std::vector<vit::Result>& results) {
     out.append(std::move(d));
   }
   return out;
-}
-
-std::string shape_text(const std::vector<py::ssize_t>& shape) {
-  std::string s;
-  for (py::ssize_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
-  return "[" + s + "]";
-}
-
-// Every array the engine hands to Python goes through here: its floats must fill the shape exactly, or
-// the call fails rather than hand over memory that was never written (or drop what was).
-py::array_t<float> to_array(const std::vector<float>& v, std::vector<py::ssize_t> shape) {
-  size_t size = 1;
-  for (py::ssize_t d : shape) size *= size_t(d);
-  if (v.size() != size)
-    throw vit::Error("internal: the engine gave " + std::to_string(v.size()) + " floats for an array of shape " +
-                     shape_text(shape));
-  py::array_t<float> a(std::move(shape));
-  if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(float));
-  return a;
 }
 
 // Runs call(between) with the GIL released. Signals reach Python's C handler between forward passes
@@ -185,10 +348,15 @@ vit::Classifier make_classifier(const py::object& model, const std::string& prec
 
 py::list classify(const vit::Classifier& c, const py::object& paths, int topk) {
   check_topk(topk);
-  std::vector<std::string> p;
-  for (const py::object& h : items(paths, "classify: paths"))
-    p.push_back(path_arg(h, "classify: paths[" + std::to_string(p.size()) + "]"));
-  return to_dicts(interruptible([&](const vit::BetweenBatches& between) { return c.classify(p, topk, between); }));
+  Inputs in = inputs_of(paths, "classify: paths", false);
+  std::vector<vit::Result> out(in.size);
+  interruptible([&](const vit::BetweenBatches& between) {
+    place(c.classify(in.paths, topk, between), in.path_at, out);  // even none: a model without a head says so
+    if (!in.pixels.empty()) place(c.classify_pixels(in.pixels, topk, between), in.pixels_at, out);
+    return 0;
+  });
+  place_failed(in, out);
+  return to_dicts(out);
 }
 
 // every=N takes every Nth frame, fps one frame per 1/fps seconds (1 when neither is given): one or the
@@ -223,21 +391,7 @@ py::list classify_video(const vit::Classifier& c, const py::object& path, int ev
 // A list of (name, bytes or bytearray) pairs as the library takes them; `what` names the argument.
 std::vector<std::pair<std::string, std::string>> encoded_items(const py::handle& images, const std::string& what) {
   std::vector<std::pair<std::string, std::string>> in;
-  for (const py::object& h : items(images, what)) {
-    const std::string item = what + "[" + std::to_string(in.size()) + "]";
-    if (!(py::isinstance<py::tuple>(h) || py::isinstance<py::list>(h)) || py::len(h) != 2)
-      throw py::type_error(item + " must be a (name, bytes) pair, got " + type_name(h));
-    const py::object name = h[py::int_(0)], data = h[py::int_(1)];
-    std::string bytes;
-    if (py::isinstance<py::bytes>(data)) {
-      bytes.assign(PyBytes_AS_STRING(data.ptr()), size_t(PyBytes_GET_SIZE(data.ptr())));
-    } else if (PyByteArray_Check(data.ptr())) {
-      bytes.assign(PyByteArray_AS_STRING(data.ptr()), size_t(PyByteArray_GET_SIZE(data.ptr())));
-    } else {
-      throw py::type_error(item + ": the image must be bytes or bytearray, got " + type_name(data));
-    }
-    in.emplace_back(path_arg(name, item + ": the name"), std::move(bytes));
-  }
+  for (const py::object& h : items(images, what)) in.push_back(encoded_item(h, what + "[" + std::to_string(in.size()) + "]"));
   return in;
 }
 
@@ -253,20 +407,43 @@ struct PyBatcher {
   std::unique_ptr<vit::Batcher> batcher;
 };
 
-py::list batcher_classify_encoded(PyBatcher& pb, const py::object& images, int topk) {
-  check_topk(topk);
-  std::vector<std::pair<std::string, std::string>> in = encoded_items(images, "classify_encoded: images");
-  if (in.empty()) return py::list();
-  std::vector<vit::Result> r;
+// Queues the encoded and the decoded images of `in` as (at most) two requests, waits for both answers with
+// the GIL released, and puts them in their places. submit(images, done) queues one request.
+template <typename Answer, typename Submit>
+std::vector<Answer> wait_for(Inputs& in, const std::string& what, const Submit& submit) {
+  std::vector<Answer> out(in.size);
   {
     py::gil_scoped_release unlocked;  // the batching thread never takes the GIL
-    std::promise<std::vector<vit::Result>> answer;
-    std::future<std::vector<vit::Result>> got = answer.get_future();
-    if (!pb.batcher->submit(std::move(in), topk, [&answer](std::vector<vit::Result> rs) { answer.set_value(std::move(rs)); }))
-      throw std::runtime_error("Batcher.classify_encoded: the queue is full (max_queue images waiting) or closed");
-    r = got.get();
+    std::promise<std::vector<Answer>> encoded, decoded;
+    std::future<std::vector<Answer>> got_encoded = encoded.get_future(), got_decoded = decoded.get_future();
+    bool queued = true;
+    if (!in.encoded_at.empty())
+      queued = submit(std::move(in.encoded), [&encoded](std::vector<Answer> a) { encoded.set_value(std::move(a)); });
+    const bool encoded_queued = queued && !in.encoded_at.empty();
+    if (queued && !in.pixels.empty())
+      queued = submit(in.pixels, [&decoded](std::vector<Answer> a) { decoded.set_value(std::move(a)); });
+    if (encoded_queued) place(got_encoded.get(), in.encoded_at, out);  // even when the second was refused
+    if (!queued) throw std::runtime_error(what + ": the queue is full (max_queue images waiting) or closed");
+    if (!in.pixels.empty()) place(got_decoded.get(), in.pixels_at, out);
   }
-  return to_dicts(r);
+  place_failed(in, out);
+  return out;
+}
+
+py::list batcher_classify(PyBatcher& pb, Inputs in, int topk, const std::string& what) {
+  check_topk(topk);
+  if (in.size == 0) return py::list();
+  return to_dicts(wait_for<vit::Result>(in, what, [&](auto images, vit::Batcher::ResultsDone done) {
+    return pb.batcher->submit(std::move(images), topk, std::move(done));
+  }));
+}
+
+py::list batcher_classify_encoded(PyBatcher& pb, const py::object& images, int topk) {
+  check_topk(topk);
+  Inputs in;
+  in.encoded = encoded_items(images, "classify_encoded: images");
+  for (size_t i = 0; i < in.encoded.size(); ++i) in.encoded_at.push_back(in.size++);
+  return batcher_classify(pb, std::move(in), topk, "Batcher.classify_encoded");
 }
 
 py::array_t<float> logits(const vit::Classifier& c, const py::object& images) {
@@ -359,12 +536,31 @@ py::dict embed_dict(const vit::Classifier& c, const std::vector<vit::Embedding>&
 py::dict embed(const vit::Classifier& c, const py::handle& paths, bool head, bool tokens, bool normalize, int every,
               const std::optional<double>& fps) {
   const vit::VideoSampling sampling = sampling_arg("embed", every, fps);
-  std::vector<std::string> p;
-  for (const py::object& h : items(paths, "embed: paths"))
-    p.push_back(path_arg(h, "embed: paths[" + std::to_string(p.size()) + "]"));
+  Inputs in = inputs_of(paths, "embed: paths", false);
   const vit::EmbedOptions o{head, tokens, normalize, sampling};
-  const auto r = interruptible([&](const vit::BetweenBatches& between) { return c.embed(p, o, between); });
-  return embed_dict(c, r, o);
+  std::vector<vit::Embedding> out(in.size);
+  interruptible([&](const vit::BetweenBatches& between) {
+    if (!in.paths.empty()) place(c.embed(in.paths, o, between), in.path_at, out);
+    if (!in.pixels.empty()) place(c.embed_pixels(in.pixels, o, between), in.pixels_at, out);
+    return 0;
+  });
+  place_failed(in, out);
+  return embed_dict(c, out, o);
+}
+
+py::list batcher_classify_images(PyBatcher& pb, const py::object& images, int topk) {
+  check_topk(topk);
+  return batcher_classify(pb, inputs_of(images, "Batcher.classify: images", true), topk, "Batcher.classify");
+}
+
+py::dict batcher_embed(PyBatcher& pb, const py::object& images, bool head, bool tokens, bool normalize) {
+  Inputs in = inputs_of(images, "Batcher.embed: images", true);
+  const vit::EmbedOptions o{head, tokens, normalize, {}};
+  const vit::Classifier& c = pb.classifier.cast<const vit::Classifier&>();
+  if (in.size == 0) return embed_dict(c, {}, o);
+  return embed_dict(c, wait_for<vit::Embedding>(in, "Batcher.embed", [&](auto images, vit::Batcher::EmbeddingsDone done) {
+    return pb.batcher->submit(std::move(images), o, std::move(done));
+  }), o);
 }
 
 py::dict embed_encoded(const vit::Classifier& c, const py::handle& images, bool head, bool tokens, bool normalize) {
@@ -454,8 +650,13 @@ void bind_classifier(py::module_& m) {
            "A wrong type raises TypeError; a model, config, labels or text-embeddings file that cannot be used\n"
            "raises vit.Error.")
       .def("classify", &classify, py::arg("paths"), py::arg("topk") = 5,
-           "Image files -> one dict per file, in order: {'file', 'top': [{'index', 'label', 'prob'}, ...]},\n"
-           "or {'file', 'error'} for a file that could not be classified.")
+           "Image files and images in memory -> one dict per image, in order: {'file', 'top': [{'index', 'label',\n"
+           "'prob'}, ...]}, or {'file', 'error'} for one that could not be classified. Each item is a path (str,\n"
+           "bytes, os.PathLike), a PIL.Image.Image (as img.convert('RGB') gives it; 16-bit grey I;16 keeps the\n"
+           "high byte, as the engine reads 16-bit grey files; modes I and F are refused) or a numpy uint8 array\n"
+           "[H, W, 3] in RGB order (OpenCV's BGR must be turned: a[..., ::-1]), or [N, H, W, 3] for N images;\n"
+           "their 'file' is the PIL image's filename where it has one, else '<image I>', '<array I>' or\n"
+           "'<array I[J]>' (I: the item's place in the list). Images in memory are never turned by EXIF.")
       .def("classify_video", &classify_video, py::arg("path"), py::kw_only(), py::arg("every") = 0, py::arg("fps") = py::none(),
            py::arg("topk") = 5,
            "A video file -> one dict per sampled frame, in order: {'file', 'frame', 'time_s', 'top'}; every=N:\n"
@@ -466,8 +667,9 @@ void bind_classifier(py::module_& m) {
            "Encoded image files in memory, a list of (name, bytes or bytearray) -> dicts as classify() gives.")
       .def("embed", &embed, py::arg("paths"), py::kw_only(), py::arg("head") = false, py::arg("tokens") = false,
            py::arg("normalize") = false, py::arg("every") = 0, py::arg("fps") = py::none(),
-           "Image or video files -> {'files', 'embeddings': float32 ndarray [n, E], 'tokens': [n, T, D]\n"
-           "(tokens=True), 'errors': [{'index', 'file', 'error'}]}, as `vit embed -o` writes them: by default\n"
+           "Image or video files and images in memory (as classify() takes them) -> {'files', 'embeddings':\n"
+           "float32 ndarray [n, E], 'tokens': [n, T, D] (tokens=True), 'errors': [{'index', 'file', 'error'}]}\n"
+           "('index': the image's place, an [N, H, W, 3] array counting N), as `vit embed -o` writes them: by default\n"
            "timm's forward_head(forward_features(x), pre_logits=True); head=True: model(x); normalize: unit\n"
            "rows. A video's row is the mean over its frames sampled as classify_video samples them (every,\n"
            "fps), normalized after averaging; a video that stops early or is damaged is an error.")
@@ -507,8 +709,9 @@ void bind_classifier(py::module_& m) {
 void bind_batcher(py::module_& m) {
   const vit::BatcherOptions batcher_defaults;
   py::class_<PyBatcher>(m, "Batcher",
-                        "Dynamic batching over a Classifier, as `vit serve` runs it: classify_encoded calls from many\n"
-                        "threads wait in one bounded queue and run together, a forward pass as soon as the last ends.")
+                        "Dynamic batching over a Classifier, as `vit serve` runs it: calls from many threads wait in one\n"
+                        "bounded queue and run together, a forward pass as soon as the last ends. The GIL is released\n"
+                        "while a call waits.")
       .def(py::init([](py::object classifier, int max_batch, int max_delay_ms, int max_queue) {
              vit::BatcherOptions o;
              o.max_batch = max_batch;
@@ -524,9 +727,17 @@ void bind_batcher(py::module_& m) {
            py::arg("max_delay_ms") = batcher_defaults.max_delay_ms, py::arg("max_queue") = batcher_defaults.max_queue,
            "classifier: a Classifier made with batch >= max_batch (else a batch runs as several passes);\n"
            "max_batch: images per pass at most; max_delay_ms: extra wait for a fuller batch; max_queue: images\n"
-           "waiting at most (past it, classify_encoded raises RuntimeError at once).")
+           "waiting at most (past it, a call raises RuntimeError at once).")
       .def("classify_encoded", &batcher_classify_encoded, py::arg("images"), py::arg("topk") = 5,
            "As Classifier.classify_encoded, the images queued with other threads' and run in their batch.")
+      .def("classify", &batcher_classify_images, py::arg("images"), py::arg("topk") = 5,
+           "Images in memory -> dicts as Classifier.classify gives them, queued with other threads' images: each\n"
+           "item a (name, bytes or bytearray) pair of an encoded file, a PIL.Image.Image or a numpy uint8 array\n"
+           "[H, W, 3] RGB ([N, H, W, 3] for several), taken as Classifier.classify takes them.")
+      .def("embed", &batcher_embed, py::arg("images"), py::kw_only(), py::arg("head") = false, py::arg("tokens") = false,
+           py::arg("normalize") = false,
+           "Images in memory, as Batcher.classify takes them -> a dict as Classifier.embed gives it, queued with\n"
+           "other threads' images (requests with the same options share forward passes).")
       .def_property_readonly("queued", [](const PyBatcher& pb) { return pb.batcher->queued(); }, "Images waiting.")
       .def("close", [](PyBatcher& pb) {
         py::gil_scoped_release unlocked;
@@ -536,7 +747,9 @@ void bind_batcher(py::module_& m) {
 
 }  // namespace
 
-PYBIND11_MODULE(vit, m) {
+// The module vit._vit, whose names the package vit gives (python/vit/__init__.py); they say so in their
+// __module__, so that help() and repr() name vit.Classifier.
+PYBIND11_MODULE(_vit, m) {
   m.doc() = "ViT image classification on the CPU (oneDNN), preprocessing and logits as timm's.";
   m.attr("__version__") = VIT_VERSION;
 
@@ -552,4 +765,5 @@ PYBIND11_MODULE(vit, m) {
 
   bind_classifier(m);
   bind_batcher(m);
+  for (const char* name : {"Classifier", "Batcher", "find_images"}) m.attr(name).attr("__module__") = "vit";
 }

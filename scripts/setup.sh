@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The first README command: installs the Debian packages, makes a release build in build/, installs the
-# Python module for Debian's python3, PySpark, the reference libraries and tritonclient into .venv, obtains the
+# The first README command: installs the Debian packages, PySpark, the reference libraries, pybind11 and
+# tritonclient into .venv, makes a release build in build/, installs the Python package for Debian's python3, obtains the
 # default model and classifies a sample photo with it. Everything the suite and scripts/ import or run comes from
 # here: the dependency audit (tests/dependency_audit.py, run last by scripts/test.sh) fails on anything else.
 set -euo pipefail
@@ -13,23 +13,25 @@ $sudo apt-get install -y -q --no-install-recommends \
   libdnnl-dev ocl-icd-opencl-dev libjpeg-dev libstb-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libgtest-dev \
   clang libclang-rt-14-dev libomp-14-dev python3-torch python3-torchvision \
   libopencv-dev libavutil-dev libwebp-dev libcsv-dev zlib1g-dev python3-pil python3-dev python3-numpy python3-pybind11 python3-pytest python3-venv \
-  libboost-dev python3-requests python3-prometheus-client wrk openjdk-17-jre-headless
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build build
-# `import vit` for Debian's /usr/bin/python3: the module goes into /usr/local/lib/python3.11/dist-packages,
-# which is on its path (PEP 668 keeps pip out of the system interpreter).
-$sudo cmake --install build --component python
-/usr/bin/python3 -c 'import vit; print("python3: import vit gives", vit.__file__)'
+  libboost-dev python3-requests python3-prometheus-client wrk openjdk-17-jre-headless ccache
 # The Spark job (scripts/spark-classify.sh): PySpark and what its pandas functions need, from the Python
-# package index into .venv, which sees Debian's packages (the vit module, pytest) too.
+# package index into .venv, which sees Debian's packages (pytest, numpy, PIL) too.
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r spark/requirements.txt
 # timm, transformers and open_clip over Debian's torch (with sentencepiece and protobuf, SigLIP's tokenizer), for
 # the references of the model-family and layout tests (tests/make_timm_models.py, tests/make_layout_models.py) and
-# scripts/export_text_embeddings.py.
+# scripts/export_text_embeddings.py; pybind11 for the build tree's Python package (python/CMakeLists.txt).
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 # KServe v2's Python client, for the `vit serve` test that calls the server through it.
 .venv/bin/python -m pip install -q --disable-pip-version-check "tritonclient[http]"
+# After .venv, whose Python (Debian's python3 underneath) and pybind11 the build tree's package is built for.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build
+# `import vit` for Debian's /usr/bin/python3 too: the package folder of the build tree goes into
+# /usr/local/lib/python3.11/dist-packages/vit, on its path (PEP 668 keeps pip out of the system interpreter).
+# In a virtual environment of any Python, `pip install .` builds and installs it instead (docs/PYTHON.md).
+$sudo cmake --install build --component python
+/usr/bin/python3 -c 'import vit; print("python3: import vit gives", vit.__file__)'
 weights/get_default_model.sh
 sample=../shared/data/images/imagenet-samples/n01440764_tench.JPEG
 if [ ! -f "$sample" ]; then

@@ -38,10 +38,14 @@ def parse_args(argv):
     p.add_argument("inputs", nargs="*", metavar="INPUT", help="image files and folders (searched recursively)")
     p.add_argument("--list", metavar="FILE", help="a file of image paths, one per line (added to INPUT)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (Spark's part files)")
-    p.add_argument("--master", default="local[2]", help="Spark master URL (default: local[2])")
+    p.add_argument("--master", help="Spark master URL (default: spark-submit's --master, else local[*])")
     p.add_argument("--model", default=default_model(),
                    help=f"model folder or .safetensors (default: {DEFAULT_MODEL} in the current folder, else in "
                    "this repository, as the vit command finds it)")
+    p.add_argument("--executor-model", metavar="PATH",
+                   help="the model's path on the executors, where it differs from --model's on the driver: the "
+                   "NAME of a folder shipped with spark-submit --archives model.tar.gz#NAME, which executors unpack "
+                   "in their working folder (default: --model's absolute path, on a file system every node shares)")
     p.add_argument("--topk", type=int, default=5, help="classes per image (default: 5)")
     p.add_argument("--precision", default="f32", choices=["f32", "bf16", "int8"], help="default: f32")
     p.add_argument("--batch", type=int, default=8, help="images per forward pass (default: 8)")
@@ -87,7 +91,10 @@ def check_model(a):
         vit.Classifier(a.model, precision=a.precision, threads=1, batch=a.batch, pool=a.pool)
     except (vit.Error, ValueError) as e:
         usage_error(str(e))
-    # Executors open the model by this path: an absolute one, the same on every machine of the cluster.
+    # Executors open the model by this path: what --executor-model names (relative: in each executor's
+    # working folder, where --archives unpack), else --model's absolute path, the same on every machine.
+    if a.executor_model:
+        return a.executor_model
     return a.model if has_scheme(a.model) else os.path.abspath(a.model)
 
 
@@ -150,12 +157,15 @@ def main(argv):
 
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(a.master).appName("vit classify")
-             .config("spark.task.cpus", str(a.threads))  # the engine's threads are the task's cores
+    builder = SparkSession.builder.appName("vit classify")
+    if a.master:  # else spark-submit's --master (or spark.master), never overridden here
+        builder = builder.master(a.master)
+    spark = (builder.config("spark.task.cpus", str(a.threads))  # the engine's threads are the task's cores
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(8 * a.batch))
              .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    print(f"application {spark.sparkContext.applicationId} on {spark.sparkContext.master}", file=sys.stderr, flush=True)
     # The workers' half lives in a module of its own, shipped to them, so that its Classifier cache
     # outlives a task: a function of this script would be sent by value and start empty every time.
     here = os.path.dirname(os.path.abspath(__file__))

@@ -1,11 +1,20 @@
-"""The Spark job on a local master of 2 workers (CTest label spark): its rows for the 250 sample photos and
-a few broken files equal `vit classify --json` on the same inputs (top-5 indices identical, probabilities
-within 1e-5, one error row per broken file), as JSON lines from local paths and as Parquet from file: URIs;
-the embeddings of --embed equal `vit embed`'s; and its usage errors. Run by the .venv Python that scripts/setup.sh makes (PySpark, pyarrow)."""
+"""The Spark job (CTest label spark). As a cluster runs it: spark-submit on local-cluster[2,1,2048] (two
+executor JVMs with their own Python workers), the package shipped as a packed virtual environment holding
+the wheel of this run (python/packaging/build_wheels.sh), numpy, pandas and pyarrow (--archives
+env.tar.gz#env, PYSPARK_PYTHON=./env/bin/python) and the model as another archive: its rows for the 250
+sample photos and a few broken files equal `vit classify --json`, its --embed rows `vit embed`'s. On a local
+master of 2 threads with the build tree's package (scripts/spark-classify.sh): the same from local paths
+(JSON lines) and from file: URIs (Parquet), and its usage errors. Rows equal: top-5 indices identical,
+probabilities within 1e-5, one error row per broken file. Run by the .venv Python that scripts/setup.sh makes
+(PySpark, pyarrow)."""
 import json
 import os
 import pathlib
+import re
+import shutil
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -15,6 +24,7 @@ VIT_BINARY = os.environ.get("VIT_BINARY", str(REPO / "build" / "vit"))
 DEIT = SHARED / "models" / "deit_tiny_patch16_224.fb_in1k"
 PHOTOS = SHARED / "images" / "imagenet-samples"
 JOB = REPO / "scripts" / "spark-classify.sh"
+WHEELS = pathlib.Path(os.environ.get("VIT_WHEEL_DIR", REPO / "build" / "python" / "wheels"))
 
 
 def require(condition, what):
@@ -177,3 +187,95 @@ def test_usage_errors_exit_2_before_any_work(inputs, tmp_path):
         run = run_job(*args, expect=2)
         assert message in run.stderr, (args, run.stderr)
         assert not (tmp_path / "o").exists()
+
+
+# ---- local-cluster: separate executors, the package shipped in a packed virtual environment
+
+
+@pytest.fixture(scope="module")
+def packed(inputs, tmp_path_factory):
+    """env.tar.gz: a virtual environment (no system packages) of this Python's version holding the wheel and
+    spark/requirements.txt's packages but PySpark (executors get it from Spark's own pyspark.zip), packed as
+    a cluster user packs one; model.tar.gz: the model folder. Returns (env folder, its archive, the model's)."""
+    tag = "cp%d%d" % sys.version_info[:2]
+    wheels = sorted(WHEELS.glob(f"vit-*-{tag}-{tag}-*.whl"))
+    require(wheels, f"no {tag} wheel in {WHEELS} (CTest's python_wheel builds it)")
+    root = WHEELS.parent / "spark-env"  # in the build tree, kept until the next run
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    env = root / "env"
+    t0 = time.perf_counter()
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(env)], check=True)
+    requirements = [line.split("#")[0].strip() for line in (REPO / "spark" / "requirements.txt").read_text().splitlines()]
+    requirements = [r for r in requirements if r and not r.lower().startswith("pyspark")]
+    subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                    str(wheels[-1]), *requirements], check=True)
+    subprocess.run(["tar", "-czf", str(root / "env.tar.gz"), "-C", str(env), "."], check=True)
+    subprocess.run(["tar", "-czf", str(root / "model.tar.gz"), "-C", str(DEIT), "."], check=True)
+    print(f"\npacked environment ({wheels[-1].name}, {' '.join(requirements)}): "
+          f"{(root / 'env.tar.gz').stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s")
+    return env, root / "env.tar.gz", root / "model.tar.gz"
+
+
+def submit(packed, *args, expect):
+    """spark-submit of spark/classify.py on local-cluster[2,1,2048], as a cluster user runs it; removes the
+    executors' work folder of its application ($SPARK_HOME/work/APP) afterwards."""
+    import pyspark
+
+    env, env_archive, model_archive = packed
+    spark_home = pathlib.Path(pyspark.__file__).parent
+    cmd = [str(spark_home / "bin" / "spark-submit"), "--master", "local-cluster[2,1,2048]",
+           "--archives", f"{env_archive}#env,{model_archive}#model", str(REPO / "spark" / "classify.py"),
+           "--threads", "1", "--model", str(DEIT), "--executor-model", "model", *map(str, args)]
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
+    environment.update(PYSPARK_PYTHON="./env/bin/python", PYSPARK_DRIVER_PYTHON=str(env / "bin" / "python"))
+    t0 = time.perf_counter()
+    run = subprocess.run(cmd, capture_output=True, text=True, env=environment)
+    elapsed = time.perf_counter() - t0
+    app = re.search(r"application (app-[0-9-]+) on (local-cluster\[[0-9,]+\]|\S+)", run.stderr)  # amid the JVM's log
+    if app:
+        shutil.rmtree(spark_home / "work" / app.group(1), ignore_errors=True)
+    assert run.returncode == expect, f"{cmd}\nexit {run.returncode}\n{run.stderr[-5000:]}"
+    assert app and app.group(2) == "local-cluster[2,1,2048]", run.stderr[-3000:]  # spark-submit's master, not ours
+    return run, elapsed
+
+
+def test_local_cluster_rows_equal_the_cli(packed, inputs, tmp_path):
+    paths, bad = inputs
+    out = tmp_path / "out"
+    run, elapsed = submit(packed, "--out", out, *paths, expect=1)
+    job = {}
+    for part in sorted(out.glob("part-*.json")):
+        for line in part.read_text().splitlines():
+            row = json.loads(line)
+            assert row["file"] not in job, f"two rows for {row['file']}"
+            job[row["file"]] = row
+    cli = cli_rows(paths)
+    assert len(cli) == 255
+    worst = assert_same(job, cli)
+    assert "255 images: 252 classified, 3 failed" in run.stdout
+    print(f"\nlocal-cluster[2,1,2048], packed environment: 255 rows equal `vit classify --json` (largest |prob "
+          f"difference| {worst:.2g}) in {elapsed:.0f} s")
+
+
+def test_local_cluster_embeddings_equal_vit_embed(packed, inputs, tmp_path):
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    paths, bad = inputs
+    files = [str(p) for p in sorted(PHOTOS.glob("*.JPEG"))[:24]] + [str(bad / "broken file.jpg")]
+    out = tmp_path / "out"
+    _, elapsed = submit(packed, "--embed", "--format", "parquet", "--out", out, *files, expect=1)
+    rows = {r["file"]: r for r in pq.read_table(out).to_pylist()}
+    assert sorted(rows) == sorted(files)
+    assert rows[files[-1]]["embedding"] is None and rows[files[-1]]["error"]
+    emb = tmp_path / "emb.safetensors"
+    cli = subprocess.run([VIT_BINARY, "embed", "--model", str(DEIT), "-o", str(emb), *files], capture_output=True, text=True)
+    assert cli.returncode == 1, cli.stderr
+    data = emb.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    want = np.frombuffer(data[8 + n:], dtype="<f4").reshape(header["embeddings"]["shape"])
+    got = np.array([rows[f]["embedding"] for f in files[:-1]], dtype=np.float32)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    print(f"\nlocal-cluster[2,1,2048]: 24 embeddings equal `vit embed`'s, the broken file an error row, in {elapsed:.0f} s")

@@ -51,6 +51,9 @@ from packaging.utils import canonicalize_name
 
 FRESH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's for root
 IMPLIED_COMMANDS = {"pyspark": ["java"]}  # module -> programs it starts outside Python
+# Programs pip runs only to describe the machine in its user agent, when they are on PATH (rustc --version,
+# lsb_release -a through distro): a fresh machine without them builds and installs the same.
+PIP_PROBES = {"rustc", "lsb_release"}
 CMAKE_GENERATORS = {"Ninja": "ninja", "Unix Makefiles": "make"}
 PROJECT_MODULES = {"vit"}  # the Python module python/ builds (installed by setup.sh's cmake --install)
 SHELLS = {"sh", "bash", "dash"}
@@ -658,6 +661,8 @@ def main():
             else:
                 progs = [c.get("executable") or (argv_c or [""])[0]]
             for prog in filter(None, progs):
+                if "pip" in script.split("/") and os.path.basename(prog) in PIP_PROBES:
+                    continue
                 if "/" in prog and not prog.startswith("/"):
                     prog = os.path.normpath(os.path.join(cwd, prog))
                 programs.setdefault(prog, set()).add(who)

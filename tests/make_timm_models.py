@@ -52,6 +52,9 @@ SPECS = {
     "beit": ("beit_base_patch16_224", dict(SMALL, num_classes=10)),
     "eva02": ("eva02_tiny_patch14_224", dict(SMALL)),
     "eva02_base": ("eva02_base_patch14_224", dict(SMALL, num_classes=10)),
+    # Perception Encoder (eva.py): refused by name, with its config and without (its tensors are a CLIP tower's
+    # with an attention pool; its rotary embedding is in none).
+    "pe_core": ("vit_pe_core_small_patch16_384", dict(SMALL, num_classes=16)),
 }
 
 

@@ -78,7 +78,7 @@ void write_tensors(const std::string& path, const TensorMap& t) {
 
 void write_tiny_model(const std::string& dir, const TinySpec& s, uint32_t seed) {
   write_tensors(dir + "/model.safetensors", tiny_vit_tensors(s, seed));
-  nlohmann::json cfg = {{"architecture", "vit_test"},
+  nlohmann::json cfg = {{"architecture", "vit_custom"},
                         {"num_classes", s.classes},
                         {"global_pool", s.class_token && !s.fc_norm ? "token" : "avg"},
                         {"model_args", {{"num_heads", s.heads}, {"no_embed_class", s.no_embed_class}}},

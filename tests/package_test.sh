@@ -34,17 +34,20 @@ install_test() {
   # A package is relocatable: what it says about itself follows it to wherever it is unpacked.
   mkdir -p "$tmp/moved"
   mv "$tmp/installed" "$prefix"
-  [ "$(cd "$prefix/include" && find . -type f | sort | tr '\n' ' ')" = "./vit/batcher.h ./vit/error.h ./vit/limits.h ./vit/precision.h ./vit/vit.h " ] ||
-    fail "installed headers are not exactly vit/vit.h, vit/batcher.h, vit/error.h, vit/limits.h and vit/precision.h: $(cd "$prefix/include" && find . -type f)"
+  local headers="./vit/batcher.h ./vit/bench.h ./vit/cpu.h ./vit/error.h ./vit/explain.h ./vit/imagenet_classes.h ./vit/limits.h ./vit/precision.h ./vit/quantize.h ./vit/threads.h ./vit/topk.h ./vit/vit.h "
+  [ "$(cd "$prefix/include" && find . -type f | sort | tr '\n' ' ')" = "$headers" ] ||
+    fail "installed headers are not exactly $headers: $(cd "$prefix/include" && find . -type f)"
   # Two shared objects: OpenCV's plugins (WebP, TIFF, JPEG 2000; video), never the Python module.
   local objects
   objects="$(cd "$prefix" && find . -name '*.so*' | sort | tr '\n' ' ')"
   [[ "$objects" =~ ^\./(lib[^/]*)/vit/libvit_opencv_image\.so\ \./lib[^/]*/vit/libvit_opencv_video\.so\ $ ]] ||
     fail "a plain install must install OpenCV's two plugins and no other shared object (the Python module): $objects"
   local plugins="$prefix/${BASH_REMATCH[1]}/vit"
-  # The public headers stand alone on standard headers, in C++14 (the standard vit::vit asks for).
-  echo '#include <vit/vit.h>' | ${CXX:-c++} -std=c++14 -fsyntax-only -I"$prefix/include" -x c++ - ||
-    fail "include/vit/vit.h does not compile alone"
+  # The public headers stand alone on standard headers, in C++14 (the standard vit::vit asks for): each one.
+  for h in $headers; do
+    echo "#include <${h#./}>" | ${CXX:-c++} -std=c++14 -fsyntax-only -I"$prefix/include" -x c++ - ||
+      fail "include/${h#./} does not compile alone"
+  done
 
   quiet "$cmake" -S "$here/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix"
   grep -q "^vit_DIR:PATH=$prefix/" "$tmp/consumer/CMakeCache.txt" ||
@@ -94,7 +97,7 @@ subproject_test() {
       -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "$build_type" "$flags"
     theirs="$(flags_of "$parent" tests/consumer/main.cpp)"
     [[ "$theirs" == *-DVIT_PARENT_FLAGS* ]] || fail "the parent's own flags are missing from its command: '$theirs'"
-    for file in engine/nn/topk.cpp models/classifier.cpp; do
+    for file in engine/nn/topk.cpp library/classifier.cpp; do
       mine="$(flags_of "$parent" "$file")"
       [ "$mine" = "$theirs" ] || fail "with $build_type $flags, $file compiles with '$mine', the parent's code with '$theirs'"
     done

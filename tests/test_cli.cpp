@@ -310,6 +310,17 @@ TEST_F(Cli, MaxPixelsRefusesLargeImagesBeforeDecoding) {
 }
 
 
+// A folder named with a trailing slash: its config is folder/config.json, not folder//config.json.
+TEST_F(Cli, InspectNamesAFoldersFilesOnceSlashed) {
+  const Result r = run_vit("inspect " + model_.path() + "/");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(model_.file("config.json") + "\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("//"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("embedding      32 values per image from vit embed (the pooled features), 10 with --head (the logits)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("labels         none in the files"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, InspectSaysWhatItUnderstoodAndWhereFrom) {
   Result r = run_vit("inspect " + model_.path() + " --img-size 48");
   EXPECT_EQ(r.code, 0) << r.err;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "models/families.h"
 #include "models/vit.h"
 #include "reference_models.h"
 #include "test_util.h"
@@ -65,6 +66,12 @@ class Families : public ::testing::Test {
     EXPECT_LT(out, 1e-4f) << name;
     std::printf("%s (%s): max |difference| from timm: tokens %.2e, embeddings %.2e, outputs %.2e\n", name.c_str(),
                 c.summary().c_str(), double(tokens), double(emb), double(out));
+  }
+  // A folder holding one of the models (its weights) run against that model's reference.
+  static void expect_like_timm_at(const std::string& dir, const std::string& name) {
+    const SafeTensors ref(model(name) + "/reference.safetensors");
+    ViT m = ViT::load(dir);
+    run_like_timm(name, m, ref);
   }
   static std::string dir_;
   static bool ready_;
@@ -273,6 +280,82 @@ TEST_F(Families, ClassifyEvalExplainRefuseAModelWithoutHead) {
     EXPECT_EQ(r.code, 2) << cmd;
     EXPECT_NE(r.err.find("no classifier head (embeddings only): use vit embed"), std::string::npos) << cmd << ": " << r.err;
   }
+}
+
+// An architecture the engine does not run is refused by name, whatever its tensors look like (the engine
+// runs an allow-list: docs/MODELS.md); so is a model_args option it does not run. A ViT of one's own, described
+// by its tensors and model_args alone, is "vit_custom". (timm's ResPostBlock ViT has a classic ViT's tensors:
+// it loaded, and answered wrongly.)
+TEST_F(Families, ArchitecturesAndOptionsTheEngineDoesNotRunAreRefusedByName) {
+  TempDir d;
+  const auto arch = [](const char* name) { return [=](nlohmann::json& j) { j["architecture"] = name; }; };
+  const auto args = [](const char* key, nlohmann::json v) { return [=](nlohmann::json& j) { j["model_args"][key] = v; }; };
+  expect_error([&] { ViT::load(with_config(d, model("vit"), "rpn", arch("vit_base_patch16_rpn_224"))); },
+               "ViT with post-norm residual blocks checkpoint: not supported yet (vit_base_patch16_rpn_224)");
+  expect_error([&] { ViT::load(with_config(d, model("vit"), "unheard", arch("vit_unheard_of_224"))); },
+               "architecture 'vit_unheard_of_224': not supported");
+  expect_error([&] { ViT::load(with_config(d, model("vit"), "qk", args("qk_norm", true))); },
+               "model_args qk_norm true: not supported yet");
+  expect_error([&] { ViT::load(with_config(d, model("vit"), "nopos", args("pos_embed", "none"))); },
+               "model_args pos_embed \"none\": not supported yet");
+  expect_error([&] { ViT::load(with_config(d, model("vit"), "block", args("block_fn", "ResPostBlock"))); },
+               "model_args block_fn \"ResPostBlock\": not supported yet");
+  expect_error([&] { ViT::load(with_config(d, model("deit3"), "tbd", args("act_layer", "silu"))); },
+               "act_layer 'silu' is not supported");
+  // The values the engine runs are taken; "vit_custom" is the tensors and model_args alone.
+  expect_like_timm_at(with_config(d, model("vit"), "default_args", args("qk_norm", false)), "vit");
+  expect_like_timm_at(with_config(d, model("vit"), "custom", arch("vit_custom")), "vit");
+  // TIPSv2 (a DINOv2-style ViT with one register) matched timm before the allow-list and stays allowed.
+  EXPECT_NE(family_of_arch("vit_base_patch14_reg1_tipsv2"), nullptr);
+}
+
+// Perception Encoder (eva.py) is refused by name with its config, and without it: its tensors look like a CLIP
+// tower's with an attention pool (norm_pre, attn_pool, cls_token), as which it loaded and answered off by 1.5;
+// its rotary embedding and its pool's heads are in no tensor.
+TEST_F(Families, PerceptionEncoderRefusedWithItsConfigAndWithout) {
+  expect_error([&] { ViT::load(model("pe_core")); },
+               "Perception Encoder checkpoint: not supported yet (vit_pe_core_small_patch16_384)");
+  TempDir d;
+  const std::string bare = d.file("bare");
+  ASSERT_EQ(run_shell("mkdir -p " + bare + " && ln -s " + model("pe_core") + "/model.safetensors " + bare + "/"), 0);
+  expect_error([&] { ViT::load(bare); }, "an attention-pool head (attn_pool) beside class or register tokens or after "
+                                         "norm_pre (as Perception Encoder has), without a config naming its architecture");
+}
+
+// A timm CLIP tower's head is its projection into the joint image-text space, as OpenCLIP's and Hugging Face's
+// are: no classes to label (a tower's 32 dimensions were classified as 32 classes), unless timm's pretrained tag
+// says the weights were fine-tuned on labels (the clip model's default tag, laion2b_ft_in12k_in1k; the
+// quickgelu one's is metaclip_2pt5b). vit inspect says which, and the embedding width vit embed gives.
+TEST_F(Families, ACLIPTowersProjectionIsNoClassifier) {
+  const std::string tower = model("clip_quickgelu");
+  EXPECT_TRUE(ViT::load(tower).config().head_is_projection);
+  EXPECT_EQ(Classifier(tower).classes(), 0);
+  test::Result r = run_vit("classify -m " + tower + " " + reference_photos()[0]);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no classifier head (embeddings only): use vit embed, or for a CLIP or SigLIP image tower vit "
+                       "classify --text-embeddings"), std::string::npos) << r.err;
+  r = run_vit("inspect " + tower);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* want : {"MLP 256, a projection to 32 dimensions", "head           a projection into a joint image-text space",
+                           "embedding      64 values per image from vit embed (the pooled features), 32 with --head (the projection)"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  EXPECT_EQ(r.out.find("\nlabels "), std::string::npos) << r.out;
+  // Fine-tuned on labels: a classifier.
+  EXPECT_FALSE(ViT::load(model("clip")).config().head_is_projection);
+  EXPECT_EQ(Classifier(model("clip")).classes(), 32);
+  TempDir d;
+  const std::string tuned = with_config(d, tower, "tuned", [](nlohmann::json& j) { j["pretrained_cfg"]["tag"] = "openai_ft_in1k"; });
+  EXPECT_EQ(Classifier(tuned).classes(), 32);
+  r = run_vit("inspect " + tuned);
+  EXPECT_NE(r.out.find("MLP 256, 32 classes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("32 with --head (the logits)"), std::string::npos) << r.out;
+  // No head: nothing to label, and no ImageNet line.
+  r = run_vit("inspect " + model("dinov2"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("MLP 256, no head"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("embedding      64 values per image from vit embed (the pooled features)\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ImageNet"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\nlabels "), std::string::npos) << r.out;
 }
 
 }  // namespace

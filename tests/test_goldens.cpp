@@ -12,7 +12,7 @@
 #include "engine/image/image.h"
 #include "engine/preprocess/preprocess.h"
 #include "engine/nn/ops.h"
-#include "models/quantize.h"
+#include "vit/quantize.h"
 #include "models/vit.h"
 #include "test_util.h"
 

@@ -14,9 +14,9 @@
 
 #include "cli_util.h"
 #include "engine/io/safetensors.h"
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 #include "models/vit.h"
-#include "models/zero_shot.h"
+#include "library/zero_shot.h"
 #include "reference_models.h"
 #include "test_util.h"
 

@@ -417,6 +417,30 @@ TEST_F(Video, EmbeddingIsTheMeanOfItsFramesEmbeddings) {
   EXPECT_LE(max_abs_diff(unit, mean), 1e-5f);
 }
 
+// A file that is no video says so as an image would ("empty file", "not a ... file"), not by FFmpeg's
+// complaint about the container it guessed from the name ("moov atom not found"); a video container
+// FFmpeg cannot read keeps FFmpeg's reason.
+TEST_F(Video, FilesThatAreNoVideoSaySo) {
+  const std::string empty = dir_.file("empty.mp4"), text = dir_.file("notes.mp4"), mkv = dir_.file("notes.mkv");
+  const std::string boxes = dir_.file("boxes.mp4");
+  std::ofstream(empty).close();
+  std::ofstream(text) << "not a video, just some words";
+  std::ofstream(mkv) << "not a video either";
+  std::ofstream(boxes) << std::string("\0\0\0\x18" "ftypisom\0\0\x02\0isomiso2", 24);  // an MP4 with no moov
+  const Result r = run_vit("classify " + model() + " --json " + empty + " " + text + " " + mkv + " " + boxes);
+  EXPECT_EQ(r.code, 1) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  EXPECT_EQ(lines[0]["error"], "empty file, not a video");
+  EXPECT_EQ(lines[1]["error"], "cannot open as a video: not a video file (MP4, MKV, AVI, MOV, WebM)");
+  EXPECT_EQ(lines[2]["error"], "cannot open as a video: not a video file (MP4, MKV, AVI, MOV, WebM)");
+  EXPECT_NE(lines[3]["error"].get<std::string>().find("cannot open as a video: "), std::string::npos) << lines[3];
+  EXPECT_EQ(lines[3]["error"].get<std::string>().find("not a video file"), std::string::npos) << lines[3];
+  const Result e = run_vit("embed " + model() + " " + empty);
+  EXPECT_EQ(e.code, 1) << e.err;
+  EXPECT_EQ(json_lines(e.out).at(0)["error"], "empty file, not a video");
+}
+
 TEST_F(Video, ABrokenVideoIsOneEmbeddingErrorAndLosesNothing) {
   const std::string cut = dir_.file("cut.mkv");
   std::filesystem::copy_file(clip(), cut);

@@ -259,7 +259,7 @@ TEST(TinyModel, OtherLayoutsGiveTheSameOutputs) {
     TinySpec s;
     s.class_token = std::string(c.name) != "Hugging Face SigLIP";
     TensorMap t = tiny_vit_tensors(s, 21);
-    nlohmann::json cfg = {{"architecture", "vit_test"}, {"num_classes", s.classes},
+    nlohmann::json cfg = {{"architecture", "vit_custom"}, {"num_classes", s.classes},
                           {"global_pool", s.class_token ? "token" : "avg"}, {"model_args", {{"num_heads", s.heads}}}};
     c.timm(t, s, cfg);
     if (std::string(c.name) == "Hugging Face CLIP") cfg["global_pool"] = "token";
@@ -312,6 +312,20 @@ TEST(TinyModel, ConfigHeadsAreUsedEvenWhenTheyEqualTheDefault) {
   std::mt19937 rng(9);
   const auto images = random_vector(size_t(3 * s.img * s.img), rng);
   EXPECT_LT(max_abs_diff(run(m, images, 1), ref_vit_forward(tiny_vit_tensors(s, 8), s, images, 1)), 1e-3f);
+}
+
+// A config that names an architecture without model_args.num_heads runs with that architecture's heads, as
+// timm builds it: vit_base_patch16_gap_224 has 16 (width / 64 would say 12, here 1), SigLIP so400m 16 (not 18).
+TEST(TinyModel, AnArchitecturesOwnHeadsWhenItsConfigNamesNone) {
+  TempDir d;
+  TinySpec s;
+  write_tensors(d.file("model.safetensors"), tiny_vit_tensors(s, 2));
+  write_file(d.file("config.json"), R"({"architecture": "vit_base_patch16_gap_224", "global_pool": "token"})");
+  const ViTConfig c = ViT::load(d.path()).config();
+  EXPECT_EQ(c.heads, 16);
+  EXPECT_EQ(c.origin.heads, "timm's defaults for vit_base_patch16_gap_224");
+  EXPECT_EQ(config_for_arch("vit_so400m_patch14_siglip_224").heads, 16);
+  EXPECT_EQ(config_for_arch("vit_giant_patch14_clip_224").heads, 16);
 }
 
 TEST(TinyModel, NoConfigUsesDefaults) {
@@ -465,7 +479,7 @@ TEST(LoaderErrors, InvalidConfigJson) {
 TEST(LoaderErrors, ConfigWithBadValues) {
   TempDir d;
   write_tiny_model(d.path(), TinySpec{});
-  write_file(d.file("bad.json"), R"({"architecture": "x", "model_args": {"num_heads": 5}})");
+  write_file(d.file("bad.json"), R"({"architecture": "vit_custom", "model_args": {"num_heads": 5}})");
   expect_load_error(d.path(), "5 heads do not divide width 32", d.file("bad.json"));
   write_file(d.file("bad2.json"), R"({"pretrained_cfg": {"interpolation": "cubic-ish"}})");
   expect_load_error(d.path(), "unknown interpolation 'cubic-ish'", d.file("bad2.json"));
@@ -581,7 +595,12 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
       {"vit_base_patch32_clip_224", 87849728},     {"vit_large_patch14_clip_224", 303966976},
       {"vit_base_patch16_siglip_224", 92884224},   {"beit_base_patch16_224", 86530984},
       {"beit_large_patch16_224", 304430568},       {"eva02_tiny_patch14_224", 5502144},
-      {"eva02_small_patch14_224", 21621120},       {"eva02_base_patch14_224", 85758720}};
+      {"eva02_small_patch14_224", 21621120},       {"eva02_base_patch14_224", 85758720},
+      // timm's counts for these (vit_large_patch16_siglip_256 ...), eva02_base_patch14_448's without its
+      // 1000-class head (87117544 - 769000): the preset has none.
+      {"vit_large_patch16_siglip_256", 315956224}, {"vit_large_patch16_siglip_384", 316283904},
+      {"vit_so400m_patch14_siglip_224", 427680704}, {"vit_so400m_patch14_siglip_378", 428225600},
+      {"beitv2_large_patch16_224", 304430568},     {"eva02_base_patch14_448", 86348544}};
   EXPECT_EQ(known_archs().size(), timm.size());
   std::mt19937 rng(5);
   std::set<std::string> ran;

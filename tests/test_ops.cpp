@@ -119,7 +119,8 @@ struct KernelRun {
     const int64_t Tp = (T + 15) / 16 * 16, Dhp = (Dh + 15) / 16 * 16;
     qkv = random_vector(size_t(T * ld), rng, 2.f);
     bias = random_vector(size_t(rows * ldp), rng);
-    std::vector<float> kt(size_t(Dh * Tp), 9.f), vp(size_t(T * Dhp), 9.f), work(size_t(kAttendWorkRows * (Tp + Dh)));
+    std::vector<float> kt(size_t(attention_kt_floats(Dh, Tp)), 9.f), vp(size_t(attention_vp_floats(T, Tp, Dhp)), 9.f),
+        work(size_t(kAttendWorkRows * (Tp + Dh)));
     probs.assign(size_t(rows * ldp), -5.f);
     out.assign(size_t(rows * (Dh + 3)), -7.f);
     kernels.pack(qkv.data() + Dh, qkv.data() + 2 * Dh, ld, T, Dh, Tp, Dhp, kt.data(), vp.data());
@@ -189,36 +190,96 @@ TEST(AttentionKernels, Bf16ProductsAreTheAttentionOfBf16Operands) {
   const AttentionKernels* k = attention_kernels_bf16();
   if (!k) GTEST_SKIP() << "this CPU (" << cpu_isa().name << ") has no avx512_bf16: attention stays f32";
   const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 101, 7}};
-  for (const auto& [T, Dh, rows] : shapes) {
-    SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows));
-    const KernelRun run(*k, T, Dh, rows);
-    double worst_p = 0, worst_o = 0;
-    for (int64_t i = 0; i < rows; ++i) {
-      std::vector<double> p(static_cast<size_t>(T));
-      double top = -1e300, sum = 0;
-      for (int64_t j = 0; j < T; ++j) {
-        double dot = 0;
-        for (int64_t d = 0; d < Dh; ++d) dot += double(round_bf16(run.q(i, d) * run.scale)) * round_bf16(run.k(j, d));
-        p[size_t(j)] = dot + run.bias_at(i, j);
-        top = std::max(top, p[size_t(j)]);
+  for (const auto& [T, Dh, rows] : shapes)
+    for (const int64_t gap : {0, 21}) {
+      SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows) + " gap " +
+                   std::to_string(gap));
+      const KernelRun run(*k, T, Dh, rows, gap);
+      double worst_p = 0, worst_o = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        std::vector<double> p(static_cast<size_t>(T));
+        double top = -1e300, sum = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < Dh; ++d) dot += double(round_bf16(run.q(i, d) * run.scale)) * round_bf16(run.k(j, d));
+          p[size_t(j)] = dot + run.bias_at(i, j);
+          top = std::max(top, p[size_t(j)]);
+        }
+        for (auto& e : p) sum += (e = std::exp(e - top));
+        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
+        for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
+        for (int64_t d = 0; d < Dh; ++d) {
+          double o = 0;  // from the kernel's own f32 softmax, rounded
+          for (int64_t j = 0; j < T; ++j) o += double(round_bf16(run.prob(i, j))) * round_bf16(run.v(j, d));
+          worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
+        }
+        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
       }
-      for (auto& e : p) sum += (e = std::exp(e - top));
-      for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
-      for (int64_t d = 0; d < Dh; ++d) {
-        double o = 0;  // from the kernel's own f32 softmax, rounded
-        for (int64_t j = 0; j < T; ++j) o += double(round_bf16(run.prob(i, j))) * round_bf16(run.v(j, d));
-        worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
-      }
-      for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
+      EXPECT_LT(worst_p, 5e-6);
+      EXPECT_LT(worst_o, 2e-5);
     }
-    EXPECT_LT(worst_p, 5e-6);
-    EXPECT_LT(worst_o, 2e-5);
-  }
+}
+
+// The int8 kernel (CPUs with avx512_vnni) computes exactly the attention of its int8 operands: q / sqrt(Dh)
+// per row and k per key on symmetric grids of max |x| / 127, v per channel likewise, the f32 softmax per row
+// on 0 .. its maximum in 255 steps, each rounded to nearest even of x * (127 / max) (or 255 / max), against a
+// naive loop in double on those operands. (What it costs end to end is measured on photos:
+// docs/PERFORMANCE.md.)
+struct SymmetricGrid {
+  float inv, scale;  // q = round(x * inv), x ~ q * scale
+  SymmetricGrid(float max_abs, float levels)
+      : inv(max_abs > 0.f ? levels / max_abs : 0.f), scale(max_abs > 0.f ? max_abs / levels : 1.f) {}
+  double operator()(float x) const { return double(std::nearbyint(x * inv)) * scale; }
+};
+
+TEST(AttentionKernels, Int8ProductsAreTheAttentionOfInt8Operands) {
+  const AttentionKernels* k = attention_kernels_int8();
+  if (!k) GTEST_SKIP() << "oneDNN runs this CPU as " << cpu_isa().name << ", without avx512_vnni: no int8 attention";
+  const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 101, 7}};
+  for (const auto& [T, Dh, rows] : shapes)
+    for (const int64_t gap : {0, 21}) {
+      SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows) + " gap " +
+                   std::to_string(gap));
+      const KernelRun run(*k, T, Dh, rows, gap);
+      auto row_max = [&](auto x, int64_t n) {
+        float m = 0.f;
+        for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x(i)));
+        return m;
+      };
+      std::vector<SymmetricGrid> key_grid, channel_grid;
+      for (int64_t j = 0; j < T; ++j) key_grid.emplace_back(row_max([&](int64_t d) { return run.k(j, d); }, Dh), 127.f);
+      for (int64_t d = 0; d < Dh; ++d) channel_grid.emplace_back(row_max([&](int64_t j) { return run.v(j, d); }, T), 127.f);
+      double worst_p = 0, worst_o = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        const SymmetricGrid q_grid(row_max([&](int64_t d) { return run.q(i, d); }, Dh), 127.f);
+        std::vector<double> p(static_cast<size_t>(T));
+        double top = -1e300, sum = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < Dh; ++d) dot += q_grid(run.q(i, d)) * key_grid[size_t(j)](run.k(j, d));
+          p[size_t(j)] = dot * run.scale + run.bias_at(i, j);
+          top = std::max(top, p[size_t(j)]);
+        }
+        for (auto& e : p) sum += (e = std::exp(e - top));
+        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
+        for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
+        // From the kernel's own f32 softmax, on its row's grid.
+        const SymmetricGrid p_grid(row_max([&](int64_t j) { return run.prob(i, j); }, T), 255.f);
+        for (int64_t d = 0; d < Dh; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j < T; ++j) o += p_grid(run.prob(i, j)) * channel_grid[size_t(d)](run.v(j, d));
+          worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
+        }
+        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
+      }
+      EXPECT_LT(worst_p, 5e-6);
+      EXPECT_LT(worst_o, 2e-5);
+    }
 }
 
 // The softmax written out sums to one per row, and an image's result is the same in any batch, with f32
-// products and with bf16 ones.
-class AttentionSteps : public ::testing::TestWithParam<bool> {};
+// products, with bf16 ones and with int8 ones (each where the CPU has them).
+class AttentionSteps : public ::testing::TestWithParam<Precision> {};
 
 TEST_P(AttentionSteps, ScoresAndBatchIndependence) {
   const int64_t T = 197, H = 3, Dh = 64, D = H * Dh;
@@ -244,8 +305,12 @@ TEST_P(AttentionSteps, ScoresAndBatchIndependence) {
     EXPECT_NEAR(sum, 1.0, 1e-5);
   }
 }
-INSTANTIATE_TEST_SUITE_P(Products, AttentionSteps, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "Bf16WhereTheCpuHasIt" : "F32"; });
+INSTANTIATE_TEST_SUITE_P(Products, AttentionSteps, ::testing::Values(Precision::F32, Precision::BF16, Precision::Int8),
+                         [](const auto& info) {
+                           return info.param == Precision::F32    ? "F32"
+                                  : info.param == Precision::BF16 ? "Bf16WhereTheCpuHasIt"
+                                                                  : "Int8WhereTheCpuHasIt";
+                         });
 
 // A bias looked up per head through an index (BEiT's relative position bias): written out dense, then
 // given to the attention, against the naive attention with that bias added to the scores.
@@ -271,19 +336,19 @@ TEST_P(AttentionTest, WithLookedUpBiasMatchesReference) {
   EXPECT_LT(max_abs_diff(out.data(), want.data(), want.size()), 1e-4f);
 }
 
-// Attention over a batch of images of different lengths padded to T (NaFlex), with f32 products and with
-// bf16 ones where the CPU has them: the steps on the padded batch, once with the softmax written out.
+// Attention over a batch of images of different lengths padded to T (NaFlex), with f32 products, bf16 ones
+// and int8 ones (each where the CPU has them): the steps on the padded batch, the softmax written out.
 struct MaskedRun {
   std::vector<float> out, scores;
 };
 MaskedRun run_attention(int64_t B, int64_t T, int64_t H, int64_t Dh, const float* qkv, const int32_t* lengths,
-                        bool bf16, const float* bias = nullptr) {
+                        Precision products, const float* bias = nullptr) {
   MaskedRun r;
   std::vector<float> heads(size_t(attention_scratch_floats(B, T, H, Dh)), 9.f);
   r.out.assign(size_t(B * T * H * Dh), -3.f);
   r.scores.assign(size_t(B * H * T * T), -4.f);
   Program p;
-  for (Step& s : attention_steps("attn", B, T, H, Dh, qkv, heads.data(), r.scores.data(), r.out.data(), bias, bf16,
+  for (Step& s : attention_steps("attn", B, T, H, Dh, qkv, heads.data(), r.scores.data(), r.out.data(), bias, products,
                                  lengths))
     p.add(std::move(s));
   p.run();
@@ -295,16 +360,23 @@ std::vector<float> image_tokens(const std::vector<float>& qkv, int64_t b, int64_
   return {qkv.begin() + b * T * width, qkv.begin() + (b * T + n) * width};
 }
 
-class MaskedAttention : public ::testing::TestWithParam<bool> {};
+// What attention_steps multiplies in for products of a precision on this CPU.
+Precision products_here(Precision p) {
+  if (p == Precision::BF16 && attention_kernels_bf16()) return p;
+  if (p == Precision::Int8 && attention_kernels_int8()) return p;
+  return Precision::F32;
+}
+
+class MaskedAttention : public ::testing::TestWithParam<Precision> {};
 
 // Random shapes and lengths (one token, full length, in between) against a naive masked softmax in
 // double: each valid row's softmax over its image's keys only (zeros past them), padded rows of the
 // softmax and of the output zero, the output of each valid row from its image's values. What runs in the
-// padding (random qkv rows there) cannot matter. With bf16 products (CPUs with avx512_bf16) the reference
-// takes the operands rounded as the kernel rounds them (Bf16ProductsAreTheAttentionOfBf16Operands).
+// padding (random qkv rows there) cannot matter. With bf16 or int8 products the reference takes the
+// operands rounded as the kernel rounds them (Bf16ProductsAreTheAttentionOfBf16Operands,
+// Int8ProductsAreTheAttentionOfInt8Operands), int8's grids over the image's own keys and values.
 TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
-  const bool bf16 = GetParam() && attention_kernels_bf16();  // else the f32 kernels
-  const auto r = [&](float x) { return bf16 ? round_bf16(x) : x; };
+  const Precision here = products_here(GetParam());
   const int64_t shapes[][4] = {{3, 50, 2, 16}, {4, 197, 3, 64}, {2, 257, 1, 40}, {5, 17, 2, 8}, {2, 33, 2, 72}};
   for (const auto& [B, T, H, Dh] : shapes) {
     SCOPED_TRACE("B " + std::to_string(B) + " T " + std::to_string(T) + " H " + std::to_string(H) + " Dh " +
@@ -320,11 +392,32 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
     const auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t d) {
       return qkv[size_t(((b * T + t) * 3 + part) * D + h * Dh + d)];
     };
+    const auto max_abs = [](auto x, int64_t n) {
+      float m = 0.f;
+      for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x(i)));
+      return m;
+    };
     double worst_p = 0, worst_o = 0;
     for (int64_t b = 0; b < B; ++b) {
       const int64_t n = lengths[size_t(b)];
       SCOPED_TRACE("image " + std::to_string(b) + " of length " + std::to_string(n));
-      for (int64_t h = 0; h < H; ++h)
+      for (int64_t h = 0; h < H; ++h) {
+        // The operands as the kernel rounds them: k per key and v per channel (int8's grids over the image's n keys).
+        std::vector<double> k(size_t(n * Dh)), v(size_t(n * Dh));
+        for (int64_t j = 0; j < n; ++j) {
+          const SymmetricGrid grid(max_abs([&](int64_t d) { return at(b, j, 1, h, d); }, Dh), 127.f);
+          for (int64_t d = 0; d < Dh; ++d) {
+            const float x = at(b, j, 1, h, d);
+            k[size_t(j * Dh + d)] = here == Precision::BF16 ? round_bf16(x) : here == Precision::Int8 ? grid(x) : x;
+          }
+        }
+        for (int64_t d = 0; d < Dh; ++d) {
+          const SymmetricGrid grid(max_abs([&](int64_t j) { return at(b, j, 2, h, d); }, n), 127.f);
+          for (int64_t j = 0; j < n; ++j) {
+            const float x = at(b, j, 2, h, d);
+            v[size_t(j * Dh + d)] = here == Precision::BF16 ? round_bf16(x) : here == Precision::Int8 ? grid(x) : x;
+          }
+        }
         for (int64_t i = 0; i < T; ++i) {
           const float* probs = got.scores.data() + ((b * H + h) * T + i) * T;
           const float* out = got.out.data() + (b * T + i) * D + h * Dh;
@@ -333,22 +426,37 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
             for (int64_t d = 0; d < Dh; ++d) ASSERT_EQ(out[d], 0.f) << "padded row " << i;
             continue;
           }
+          const SymmetricGrid q_grid(max_abs([&](int64_t d) { return at(b, i, 0, h, d); }, Dh), 127.f);
           std::vector<double> p(static_cast<size_t>(n));
           double top = -1e300, sum = 0;
           for (int64_t j = 0; j < n; ++j) {
             double dot = 0;
-            for (int64_t d = 0; d < Dh; ++d) dot += double(r(at(b, i, 0, h, d) * scale)) * r(at(b, j, 1, h, d));
+            for (int64_t d = 0; d < Dh; ++d) {
+              const float x = at(b, i, 0, h, d);
+              const double q = here == Precision::BF16   ? round_bf16(x * scale)
+                               : here == Precision::Int8 ? q_grid(x) * scale
+                                                         : double(x * scale);
+              dot += q * k[size_t(j * Dh + d)];
+            }
             top = std::max(top, p[size_t(j)] = dot);
           }
           for (auto& e : p) sum += (e = std::exp(e - top));
           for (int64_t j = 0; j < n; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - probs[j]));
           for (int64_t j = n; j < T; ++j) ASSERT_EQ(probs[j], 0.f) << "padded key " << j << " of row " << i;
+          // With bf16 or int8 products, the output from the kernel's own f32 softmax, rounded (int8: on its row's grid).
+          const SymmetricGrid p_grid(max_abs([&](int64_t j) { return probs[j]; }, n), 255.f);
           for (int64_t d = 0; d < Dh; ++d) {
-            double o = 0;  // with bf16 products, from the kernel's own f32 softmax, rounded
-            for (int64_t j = 0; j < n; ++j) o += (bf16 ? double(r(probs[j])) : p[size_t(j)] / sum) * r(at(b, j, 2, h, d));
+            double o = 0;
+            for (int64_t j = 0; j < n; ++j) {
+              const double w = here == Precision::BF16   ? double(round_bf16(probs[j]))
+                               : here == Precision::Int8 ? p_grid(probs[j])
+                                                         : p[size_t(j)] / sum;
+              o += w * v[size_t(j * Dh + d)];
+            }
             worst_o = std::max(worst_o, std::fabs(o - out[d]));
           }
         }
+      }
     }
     EXPECT_LT(worst_p, 5e-6);
     EXPECT_LT(worst_o, 2e-5);
@@ -358,16 +466,16 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
 // Each image of a padded batch gets bit for bit the answer it gets alone (its own length, no padding),
 // whatever its neighbours' lengths; with every image full length, the lengths change nothing at all.
 TEST_P(MaskedAttention, EachImageAsAloneBitForBit) {
-  const bool bf16 = GetParam();
+  const Precision products = GetParam();
   const int64_t B = 4, T = 197, H = 3, Dh = 64, D = H * Dh;
   std::mt19937 rng(11);
   const auto qkv = random_vector(size_t(B * T * 3 * D), rng);
   const std::vector<int32_t> lengths = {197, 1, 120, 33};
-  const MaskedRun batch = run_attention(B, T, H, Dh, qkv.data(), lengths.data(), bf16);
+  const MaskedRun batch = run_attention(B, T, H, Dh, qkv.data(), lengths.data(), products);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = lengths[size_t(b)];
     const auto mine = image_tokens(qkv, b, T, n, 3 * D);
-    const MaskedRun alone = run_attention(1, n, H, Dh, mine.data(), nullptr, bf16);
+    const MaskedRun alone = run_attention(1, n, H, Dh, mine.data(), nullptr, products);
     EXPECT_TRUE(std::equal(alone.out.begin(), alone.out.end(), batch.out.begin() + b * T * D)) << "image " << b;
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < n; ++i)
@@ -376,27 +484,27 @@ TEST_P(MaskedAttention, EachImageAsAloneBitForBit) {
             << "image " << b << " head " << h << " row " << i;
   }
   const std::vector<int32_t> full(static_cast<size_t>(B), int32_t(T));
-  const MaskedRun masked = run_attention(B, T, H, Dh, qkv.data(), full.data(), bf16);
-  const MaskedRun plain = run_attention(B, T, H, Dh, qkv.data(), nullptr, bf16);
+  const MaskedRun masked = run_attention(B, T, H, Dh, qkv.data(), full.data(), products);
+  const MaskedRun plain = run_attention(B, T, H, Dh, qkv.data(), nullptr, products);
   EXPECT_EQ(masked.out, plain.out);
   EXPECT_EQ(masked.scores, plain.scores);
 }
 
 // A bias over the padded batch's tokens is read in each image's own corner: as alone with that corner.
 TEST_P(MaskedAttention, BiasReadInTheImagesCorner) {
-  const bool bf16 = GetParam();
+  const Precision products = GetParam();
   const int64_t B = 2, T = 40, H = 2, Dh = 16, D = H * Dh;
   std::mt19937 rng(12);
   const auto qkv = random_vector(size_t(B * T * 3 * D), rng), bias = random_vector(size_t(H * T * T), rng, 3.f);
   const std::vector<int32_t> lengths = {23, 40};
-  const MaskedRun batch = run_attention(B, T, H, Dh, qkv.data(), lengths.data(), bf16, bias.data());
+  const MaskedRun batch = run_attention(B, T, H, Dh, qkv.data(), lengths.data(), products, bias.data());
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = lengths[size_t(b)];
     std::vector<float> corner;
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < n; ++i) corner.insert(corner.end(), &bias[size_t((h * T + i) * T)], &bias[size_t((h * T + i) * T + n)]);
     const auto mine = image_tokens(qkv, b, T, n, 3 * D);
-    const MaskedRun alone = run_attention(1, n, H, Dh, mine.data(), nullptr, bf16, corner.data());
+    const MaskedRun alone = run_attention(1, n, H, Dh, mine.data(), nullptr, products, corner.data());
     EXPECT_TRUE(std::equal(alone.out.begin(), alone.out.end(), batch.out.begin() + b * T * D)) << "image " << b;
   }
 }
@@ -412,8 +520,12 @@ TEST_P(MaskedAttention, LengthOutsideTheBatchIsAnError) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Products, MaskedAttention, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "Bf16WhereTheCpuHasIt" : "F32"; });
+INSTANTIATE_TEST_SUITE_P(Products, MaskedAttention, ::testing::Values(Precision::F32, Precision::BF16, Precision::Int8),
+                         [](const auto& info) {
+                           return info.param == Precision::F32    ? "F32"
+                                  : info.param == Precision::BF16 ? "Bf16WhereTheCpuHasIt"
+                                                                  : "Int8WhereTheCpuHasIt";
+                         });
 
 // Rotary embedding in place on fused q/k/v rows: the first `groups` heads of tokens first.. turned, the
 // rest of every row and the prefix tokens untouched; against the rotation written out in double.

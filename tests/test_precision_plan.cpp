@@ -111,10 +111,12 @@ TEST(PrecisionPlan, LayersTakeTheBatchOrEachImageAsThePrecisionSays) {
   }
 }
 
-TEST(PrecisionPlan, AttentionTakesBf16ProductsBelowF32) {
-  EXPECT_FALSE(bf16_attention(Precision::F32));
-  EXPECT_TRUE(bf16_attention(Precision::BF16));
-  EXPECT_TRUE(bf16_attention(Precision::Int8));
+// Each precision's attention asks for products of its own precision (attention_kernels falls back to f32
+// where the CPU lacks them).
+TEST(PrecisionPlan, AttentionTakesProductsOfItsOwnPrecision) {
+  EXPECT_EQ(attention_products(Precision::F32), Precision::F32);
+  EXPECT_EQ(attention_products(Precision::BF16), Precision::BF16);
+  EXPECT_EQ(attention_products(Precision::Int8), Precision::Int8);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 
 namespace vit {
 namespace {

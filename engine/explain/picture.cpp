@@ -12,7 +12,6 @@
 #include <cstring>
 #include <mutex>
 
-#include "engine/io/files.h"
 #include "vit/error.h"
 
 // stb_image_write's own deflate is several times slower than zlib's: PNGs are compressed by zlib.
@@ -188,16 +187,30 @@ Image draw_panels(const Image& photo, const Rect& window, const std::vector<Heat
   return to_image(grid);
 }
 
-void write_png(const std::string& path, const Image& img) {
+namespace {
+
+// A PNG tEXt chunk: length, type, keyword NUL text, CRC of type and data (big-endian numbers).
+std::string text_chunk(const std::string& keyword, const std::string& text) {
+  const std::string body = "tEXt" + keyword + std::string(1, '\0') + text;
+  const auto be32 = [](uint32_t v) {
+    return std::string{char(v >> 24), char((v >> 16) & 0xff), char((v >> 8) & 0xff), char(v & 0xff)};
+  };
+  const uLong crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(body.data()), uInt(body.size()));
+  return be32(uint32_t(body.size() - 4)) + body + be32(uint32_t(crc));
+}
+
+}  // namespace
+
+std::string encode_png(const Image& img, const std::string& software) {
   // One row filter (Paeth) rather than stb's trial of all five for every row.
   static std::once_flag once;
   std::call_once(once, [] { stbi_write_force_png_filter = 4; });
   std::string bytes;
   if (!stbi_write_png_to_func(append_bytes, &bytes, img.width, img.height, 3, img.rgb.data(), img.width * 3))
-    throw WriteError(path, "cannot encode the PNG (" + std::to_string(img.width) + "x" + std::to_string(img.height) + ")");
-  OutputFile out(path);  // beside the target, renamed into place when whole
-  out.write(bytes.data(), bytes.size());
-  out.commit();
+    throw Error("cannot encode a PNG of " + std::to_string(img.width) + "x" + std::to_string(img.height));
+  constexpr size_t kHeaderEnd = 8 + 25;  // the signature and the IHDR chunk
+  if (!software.empty()) bytes.insert(kHeaderEnd, text_chunk("Software", software));
+  return bytes;
 }
 
 }  // namespace vit

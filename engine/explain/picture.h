@@ -1,5 +1,5 @@
 // Pictures of attention maps over photos, drawn with OpenCV's core and imgproc (colour map, resizing,
-// blending, text) and written as PNG by stb_image_write: nothing here loads OpenCV's image codecs.
+// blending, text) and encoded as PNG by stb_image_write: nothing here loads OpenCV's image codecs.
 #pragma once
 #include <string>
 #include <vector>
@@ -37,7 +37,8 @@ Image draw_attention(const Image& photo, const Rect& window, const Heat& heat, c
 Image draw_panels(const Image& photo, const Rect& window, const std::vector<Heat>& heats,
                   const std::vector<std::string>& captions, int max_side);
 
-// Writes an RGB image as PNG; throws vit::WriteError naming the path when it cannot.
-void write_png(const std::string& path, const Image& img);
+// An RGB image encoded as PNG (the bytes of a .png file), naming `software` (if given) in a tEXt chunk
+// "Software" after the header, as image editors name themselves; throws vit::Error when it cannot be.
+std::string encode_png(const Image& img, const std::string& software = "");
 
 }  // namespace vit

@@ -168,6 +168,32 @@ void check_tga_length(const uint8_t* d, size_t n, int w, int h, const std::strin
                           std::to_string(h) + " needs " + std::to_string(need));
 }
 
+// A WebP's canvas size from its first chunk (RIFF header, then VP8X, VP8 or VP8L; the WebP container
+// specification): VP8X holds it as 24-bit sides minus one, VP8 as 14-bit sides after its frame tag and
+// start code, VP8L as 14-bit sides minus one after its signature byte.
+bool webp_size(const uint8_t* d, size_t n, int64_t* w, int64_t* h) {
+  if (n < 30) return false;
+  const auto le = [&](size_t i, int bytes) {
+    int64_t v = 0;
+    for (int b = bytes - 1; b >= 0; --b) v = v << 8 | d[i + size_t(b)];
+    return v;
+  };
+  if (std::memcmp(d + 12, "VP8X", 4) == 0) {
+    *w = le(24, 3) + 1;
+    *h = le(27, 3) + 1;
+  } else if (std::memcmp(d + 12, "VP8 ", 4) == 0 && d[23] == 0x9d && d[24] == 0x01 && d[25] == 0x2a) {
+    *w = le(26, 2) & 0x3fff;
+    *h = le(28, 2) & 0x3fff;
+  } else if (std::memcmp(d + 12, "VP8L", 4) == 0 && d[20] == 0x2f) {
+    const int64_t bits = le(21, 4);
+    *w = (bits & 0x3fff) + 1;
+    *h = ((bits >> 14) & 0x3fff) + 1;
+  } else {
+    return false;
+  }
+  return *w > 0 && *h > 0;
+}
+
 }  // namespace
 
 void check_image_size(int64_t w, int64_t h, int64_t max_pixels, const std::string& name) {
@@ -250,6 +276,34 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
   img.height = h;
   img.rgb.assign(px.get(), px.get() + size_t(w) * size_t(h) * 3);
   return img;
+}
+
+bool read_image_size(const uint8_t* data, size_t size, int64_t* width, int64_t* height) {
+  *width = *height = 0;
+  const ImageFormat format = image_format(data, size);
+  if (format == ImageFormat::Jpeg) {  // jpeg_decode with no pixels allowed reads the header alone
+    JpegErr err{};
+    jpeg_decompress_struct cinfo{};
+    Image img;
+    const bool ok = jpeg_decode(data, size, 0, &err, &cinfo, &img);
+    std::free(err.row_buf);
+    *width = img.width;
+    *height = img.height;
+    return ok && img.width > 0 && img.height > 0;
+  }
+  if (format == ImageFormat::Png) {
+    if (size < 24 || std::memcmp(data + 12, "IHDR", 4) != 0) return false;
+    *width = be32(data + 16);
+    *height = be32(data + 20);
+    return *width > 0 && *height > 0;
+  }
+  if (format == ImageFormat::WebP) return webp_size(data, size, width, height);
+  if (format != ImageFormat::Other || size > size_t(INT32_MAX)) return false;
+  int w = 0, h = 0, comp = 0;
+  if (!stbi_info_from_memory(data, int(size), &w, &h, &comp)) return false;
+  *width = w;
+  *height = h;
+  return w > 0 && h > 0;
 }
 
 Image pick_pixels(const Image& src, const std::vector<int>& cols, const std::vector<int>& rows) {

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -154,12 +155,33 @@ Image decode_with_opencv(const uint8_t* data, size_t size, const std::string& na
   return img;
 }
 
+namespace {
+
+// Whether a file opens as a container of the video extensions (find_images' list): MP4 and MOV's ISO
+// boxes, Matroska and WebM's EBML header, AVI's RIFF. A file that FFmpeg cannot open and that is none of
+// these is no video at all, and is called so rather than by FFmpeg's complaint about it.
+bool video_container(const uint8_t* d, size_t n) {
+  if (n >= 8)
+    for (const char* box : {"ftyp", "moov", "mdat", "free", "skip", "wide", "pnot", "uuid"})
+      if (std::memcmp(d + 4, box, 4) == 0) return true;
+  if (n >= 4 && std::memcmp(d, "\x1a\x45\xdf\xa3", 4) == 0) return true;
+  return n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "AVI ", 4) == 0;
+}
+
+}  // namespace
+
 VideoReader::VideoReader(const std::string& path, int64_t max_pixels)
     : path_(path), max_pixels_(max_pixels), api_(&video_plugin(path, max_pixels)) {
   const InputFile regular(path);  // FFmpeg would block on a FIFO and read a device: regular files only
+  if (regular.size() == 0) throw Error(path, "empty file, not a video");
   char err[512] = "";
   video_ = api_->open(path.c_str(), err, sizeof(err));
-  if (!video_) throw Error(path, err);
+  if (video_) return;
+  uint8_t head[12];
+  const size_t n = size_t(std::min<uint64_t>(regular.size(), sizeof(head)));
+  regular.read_at(0, head, n, "its first bytes");
+  if (!video_container(head, n)) throw Error(path, "cannot open as a video: not a video file (MP4, MKV, AVI, MOV, WebM)");
+  throw Error(path, err);
 }
 
 VideoReader::~VideoReader() {

@@ -1,5 +1,5 @@
-// Picks the AttentionKernels of attention.h for the ISA oneDNN runs with, and the bf16 ones where it has
-// avx512_bf16.
+// Picks the AttentionKernels of attention.h for the ISA oneDNN runs with, the bf16 ones where it has
+// avx512_bf16 and the int8 ones where it has avx512_vnni.
 #include "engine/nn/attention.h"
 
 #include "engine/nn/ops.h"
@@ -16,6 +16,9 @@ namespace avx512 {
 extern const AttentionKernels attention;
 }
 namespace avx512bf16 {
+extern const AttentionKernels attention;
+}
+namespace avx512vnni {
 extern const AttentionKernels attention;
 }
 
@@ -36,8 +39,16 @@ const AttentionKernels* attention_kernels_bf16() {
   return have ? &avx512bf16::attention : nullptr;
 }
 
-const AttentionKernels& attention_kernels(bool bf16_products) {
-  return bf16_products && attention_kernels_bf16() ? *attention_kernels_bf16() : attention_kernels();
+const AttentionKernels* attention_kernels_int8() {
+  static const bool have = cpu_isa().vnni && host_isa_builds() == 3;  // VNNI on AVX-512, not AVX2's
+  return have ? &avx512vnni::attention : nullptr;
+}
+
+const AttentionKernels& attention_kernels(Precision products) {
+  const AttentionKernels* k = products == Precision::BF16   ? attention_kernels_bf16()
+                              : products == Precision::Int8 ? attention_kernels_int8()
+                                                            : nullptr;
+  return k ? *k : attention_kernels();
 }
 
 }  // namespace vit

@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 
+#include "vit/precision.h"
+
 namespace vit {
 
 struct AttendArgs {
@@ -27,8 +29,13 @@ struct AttendArgs {
 // The most query rows a kernel computes at once, for sizing AttendArgs::work.
 constexpr int64_t kAttendWorkRows = 8;
 
+// Floats of the packed k (kt) and v (vp) of one (image, head), for every kernel: kt [Dh, Tp]; vp [T, Dhp],
+// and after it what the int8 kernel keeps per key and per channel (its grids).
+inline int64_t attention_kt_floats(int64_t Dh, int64_t Tp) { return Dh * Tp; }
+inline int64_t attention_vp_floats(int64_t T, int64_t Tp, int64_t Dhp) { return T * Dhp + 2 * Tp + Dhp; }
+
 struct AttentionKernels {
-  const char* isa;     // "avx512_bf16", "avx512", "avx2", "sse2": for profiles
+  const char* isa;     // "avx512_vnni", "avx512_bf16", "avx512", "avx2", "sse2": for profiles
   int64_t tile_rows;   // query rows per register tile
   // kt = k transposed ([Dh, Tp] in column blocks of the kernel's own) and vp [T, Dhp] = v, from T rows of
   // stride ld, zero padded.
@@ -40,10 +47,14 @@ struct AttentionKernels {
 // The kernels for the ISA oneDNN runs with (chosen on the first call).
 const AttentionKernels& attention_kernels();
 // The kernels with bf16 products (q, k, v and the softmax rounded to bf16, sums in f32) where the ISA
-// oneDNN runs with has avx512_bf16, else null: what the int8 and bf16 precisions run (docs/PERFORMANCE.md).
+// oneDNN runs with has avx512_bf16, else null.
 const AttentionKernels* attention_kernels_bf16();
-// What attention_steps runs: the bf16 kernels when asked for and the CPU has them, else attention_kernels().
-const AttentionKernels& attention_kernels(bool bf16_products);
+// The kernels with int8 products where the ISA oneDNN runs with has avx512_vnni, else null: q per row and k
+// per key symmetric on their own grids, v per channel, the f32 softmax per row on 0 .. its maximum (u8), sums
+// in s32 (docs/PERFORMANCE.md measures what that costs in agreement).
+const AttentionKernels* attention_kernels_int8();
+// What attention_steps runs for products of a precision: those kernels where the CPU has them, else f32's.
+const AttentionKernels& attention_kernels(Precision products);
 // Every variant this CPU can run, widest first (for tests).
 const AttentionKernels* const* all_attention_kernels(int* count);
 

@@ -145,10 +145,16 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
 
 namespace {
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// Floats of one (image, head)'s packed k and v.
+int64_t packed_head_floats(int64_t T, int64_t Dh) {
+  const int64_t Tp = round_up(T, 16);
+  return attention_kt_floats(Dh, Tp) + attention_vp_floats(T, Tp, round_up(Dh, 16));
+}
 }  // namespace
 
 int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh) {
-  return B * H * (Dh * round_up(T, 16) + T * round_up(Dh, 16));
+  return B * H * packed_head_floats(T, Dh);
 }
 
 namespace {
@@ -165,9 +171,9 @@ void check_lengths(const std::string& name, int64_t B, int64_t lo, int64_t T, co
 
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                   const float* qkv, float* heads, float* scores, float* out, const float* bias,
-                                  bool bf16_products, const int32_t* lengths) {
-  const int64_t D = H * Dh, Tp = round_up(T, 16), Dhp = round_up(Dh, 16), per_head = Dh * Tp + T * Dhp;
-  const AttentionKernels& k = attention_kernels(bf16_products);
+                                  Precision products, const int32_t* lengths) {
+  const int64_t D = H * Dh, Tp = round_up(T, 16), Dhp = round_up(Dh, 16), per_head = packed_head_floats(T, Dh);
+  const AttentionKernels& k = attention_kernels(products);
   // Query rows per task: enough tasks for every thread even at one image, few enough to keep the tiles full.
   const int64_t chunk = 6 * k.tile_rows, chunks = (T + chunk - 1) / chunk;
   const std::string impl = std::string("host:") + k.isa;

@@ -12,14 +12,14 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "engine/nn/arena.h"
+#include "vit/cpu.h"
 #include "vit/precision.h"
+#include "vit/threads.h"
 
 namespace vit {
 
 dnnl::engine& cpu_engine();
 dnnl::stream& cpu_stream();
-// Sets the OpenMP thread count oneDNN runs with (0: all cores); returns the count in force.
-int set_threads(int n);
 int max_threads();
 
 // Runs body(i) for i in [0, n) on the OpenMP threads, or inline when there is one thread (libgomp
@@ -87,8 +87,8 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
 // heads-concatenated layout, by the fused kernel of attention.h. heads: scratch of
 // attention_scratch_floats(B, T, H, Dh) (each head's K and V packed); scores [B, H, T, T]: the softmax
 // written out, or null; bias [H, T, T] (the same for every image) or null. An image's result does not
-// depend on the images beside it. bf16_products: q k^T and the softmax times v with bf16 operands where
-// the CPU has avx512_bf16 (attention_kernels_bf16), else f32 as without it.
+// depend on the images beside it. products: what q k^T and the softmax times v multiply in, BF16 or
+// Int8 where the CPU has those kernels (attention_kernels(Precision)), else f32.
 // lengths: images of different lengths padded to T (NaFlex), or null when every image fills T. Image b's
 // first lengths[b] tokens are its own, the rest padding; the lengths are read when the step runs, so one
 // Plan serves every batch, and each must be in [1, T] (an Error otherwise). Image b is computed exactly as
@@ -98,7 +98,7 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
 int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh);
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                   const float* qkv, float* heads, float* scores, float* out,
-                                  const float* bias = nullptr, bool bf16_products = false,
+                                  const float* bias = nullptr, Precision products = Precision::F32,
                                   const int32_t* lengths = nullptr);
 // A bias per head looked up through an index over token pairs, written out dense for attention_steps:
 // bias[h, i, j] = table[index[i * T + j] * H + h] (a relative position bias: table [R, H], index [T, T] of
@@ -148,25 +148,6 @@ Step mean_tokens_step(const std::string& name, int64_t B, int64_t T, int64_t D, 
                       float* dst, const int32_t* lengths = nullptr);
 // x [n] = (x + y) / 2, element by element.
 Step average_step(const std::string& name, int64_t n, const float* y, float* x);
-
-// The instruction set oneDNN runs with (its ONEDNN_MAX_CPU_ISA cap honoured, unlike cpuid) and what it
-// offers the lower precisions.
-struct CpuIsa {
-  std::string name;  // "avx2", "avx512_core_vnni", ...
-  bool bf16;         // bf16 dot products: avx512_bf16 or AMX
-  bool vnni;         // u8 x s8 dot products summed in 32 bits: avx512_vnni, avx2_vnni or AMX
-};
-CpuIsa cpu_isa();
-
-// The ceiling a precision's matmuls are measured against: GOP/s (2 x multiply-adds per second) of one
-// large oneDNN matmul, 3152 x 768 x 3072 (ViT-B/16's fc1 at batch 16), weights in the layout it asks for,
-// on the threads in force. F32: f32 x f32; BF16: bf16 x bf16 summed in f32; Int8: u8 x s8 summed in s32
-// (the engine's int8 product). gops 0 where oneDNN cannot create that matmul here.
-struct MatmulPeak {
-  double gops = 0;
-  std::string impl;  // oneDNN's kernel ("brg:avx512_core_vnni")
-};
-MatmulPeak matmul_peak(Precision p);
 
 // What a step's product multiplies in: the data type of a primitive step's source (u8: Int8, bf16: BF16,
 // f32: F32); nullopt for host loops and for primitives that do no multiply-adds (reorders).

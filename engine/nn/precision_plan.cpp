@@ -4,7 +4,7 @@
 
 namespace vit {
 
-bool bf16_attention(Precision p) { return p != Precision::F32; }
+Precision attention_products(Precision p) { return p; }
 
 void PrecisionPlan::add_scratch(BufferTable& table, int64_t T, int64_t max_K, int64_t max_add_N) {
   add_linear_scratch(table, &scratch_, p_, B_, T, max_K, max_add_N);
@@ -57,7 +57,7 @@ std::vector<Step> PrecisionPlan::norm_linear(const std::string& norm_name, const
 std::vector<Step> PrecisionPlan::attention(const std::string& name, int64_t images, int64_t T, int64_t H, int64_t Dh,
                                            const float* qkv, float* heads, float* scores, float* out,
                                            const float* bias) const {
-  return attention_steps(name, images, T, H, Dh, qkv, heads, scores, out, bias, bf16_attention(p_));
+  return attention_steps(name, images, T, H, Dh, qkv, heads, scores, out, bias, attention_products(p_));
 }
 
 }  // namespace vit

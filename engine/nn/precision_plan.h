@@ -12,9 +12,10 @@
 
 namespace vit {
 
-// Whether attention at precision p asks for bf16 products (taken where the CPU has avx512_bf16, else f32):
-// bf16 and int8 do, f32 does not.
-bool bf16_attention(Precision p);
+// What attention's two products at precision p ask for (taken where the CPU has those kernels, else f32):
+// p's own. int8 ones (avx512_vnni) cost int8's agreement with f32 nothing on the sample photos
+// (docs/PERFORMANCE.md).
+Precision attention_products(Precision p);
 
 // One Plan's layers at the model's precision p, for B images:
 // - F32: each layer one product over the batch, bias and activation fused.

@@ -1,5 +1,5 @@
 // Softmax + partial sort; ties keep the lower class index first, as torch.topk does on CPU.
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,7 @@
 // Dynamic batching over a vit::Classifier: requests from many threads wait in one bounded queue, and one
 // thread runs them together, a forward pass as soon as the previous one ends, taking every waiting image
-// up to max_batch. A full queue refuses at once rather than waiting. What `vit serve` runs on.
+// up to max_batch. A full queue refuses at once rather than waiting. What `vit serve` and Python's
+// vit.Batcher run on: classification and embeddings of encoded or decoded images, and logits of tensors.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -29,6 +30,7 @@ struct BatchStats {
 class Batcher {
  public:
   using ResultsDone = std::function<void(std::vector<Result>)>;
+  using EmbeddingsDone = std::function<void(std::vector<Embedding>)>;
   // logits [n, classes], or empty with the error that stopped the pass.
   using LogitsDone = std::function<void(std::vector<float> logits, std::string error)>;
 
@@ -43,6 +45,13 @@ class Batcher {
   // Queues encoded images (name, bytes) for classify_encoded; done gets their Results on the batching
   // thread, in order. Returns false, queueing nothing, when they do not fit in the queue or after close().
   bool submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done);
+  // Decoded images for classify_pixels; their pixels must stay valid until done is called.
+  bool submit(std::vector<Pixels> images, int topk, ResultsDone done);
+  // Images to embed with these options (their video sampling unused), encoded (as embed_encoded takes
+  // them) or decoded (as embed_pixels does; valid until done is called): done gets their Embeddings in
+  // order. Requests with the same options share forward passes.
+  bool submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options, EmbeddingsDone done);
+  bool submit(std::vector<Pixels> images, const EmbedOptions& options, EmbeddingsDone done);
   // Queues n preprocessed images [n, 3, H, W] for logits().
   bool submit(std::vector<float> pixels, int64_t n, LogitsDone done);
 

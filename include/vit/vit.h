@@ -49,6 +49,28 @@ bool is_video_name(const std::string& path);
 std::string image_extensions();
 std::string video_extensions();
 
+// The files loading a model reads, found as every loader finds them (the one place that knows the
+// names): the weights (a folder's model.safetensors, or OpenCLIP's open_clip_model.safetensors; or the
+// .safetensors file given), the config beside them (config.json; open_clip_config.json beside OpenCLIP's
+// weights) unless one is given, preprocessor_config.json, and int8.safetensors (the rounded weights of a
+// `vit quantize` folder). What `vit quantize` copies, and what no command's output may replace.
+struct ModelFiles {
+  std::string folder;        // where the weights are ("." for a bare file name)
+  std::string weights;       // the checkpoint
+  std::string config;        // the config read: the one given, else the one beside; "" for none
+  std::string preprocessor;  // preprocessor_config.json beside the weights; "" for none
+  std::string int8;          // int8.safetensors beside the weights; "" for none
+  std::string name;          // the name loading takes hints from: the folder's, or a file's not named model.safetensors
+  bool open_clip = false;    // OpenCLIP's names (open_clip_model.safetensors, open_clip_config.json)
+  // Every path loading would read if it were there, present or not: the weights, the configs, the
+  // preprocessor's and the int8 weights beside them.
+  std::vector<std::string> read_paths() const;
+};
+
+// model: a .safetensors file or the folder holding one; config: a config.json given instead of the one
+// beside ("" for that one). Throws vit::Error when there is no such path or the folder has no weights.
+ModelFiles find_model_files(const std::string& model, const std::string& config = "");
+
 struct ClassifierOptions {
   Precision precision = Precision::F32;
   int threads = 0;                   // threads for decoding and inference (0: all cores)
@@ -118,14 +140,41 @@ struct Pixels {
   const uint8_t* rgb = nullptr;
 };
 
+// What an encoded image's header declares, read without decoding it (how a server prices an image before
+// it takes it): `image` when the bytes begin as an image of a format the engine reads; its width and
+// height where the header is read without its decoder (JPEG, PNG, WebP, BMP, GIF, TGA), else 0.
+struct ImageHeader {
+  bool image = false;
+  int64_t width = 0, height = 0;
+};
+ImageHeader read_image_header(const std::string& bytes);
+
 // What the engine understood of the model, as `vit inspect` prints it.
 struct ModelInfo {
+  std::string name;    // the model folder's name (of a lone weights file: the file's name without .safetensors)
   std::string family;  // ViT, DeiT, DeiT III, DINOv2
   std::string file, arch, stored_as, precision, pool, interpolation, crop_mode;
   int64_t patch, width, depth, heads, mlp, classes, input_height, input_width, tokens, parameters;
   double crop_pct;
   int resize;
   float mean[3], std[3];
+  // The rest of what `vit inspect` prints. The model in words, a topic and its line each, in order
+  // ("tokens", "197 = 196 patches (14x14) + class token"; "position table", ...).
+  std::vector<std::pair<std::string, std::string>> description;
+  // How it runs on this CPU: FLOPs per image (2 x multiply-adds), the weights' resident size at the
+  // precision, the int8.safetensors `vit quantize` made beside them ("" for none), each linear layer
+  // (the blocks' as blocks.*) and attention's products.
+  double flops = 0;
+  int64_t weight_bytes = 0;
+  std::string int8_weights;
+  struct Layer {
+    std::string name, precision, how;  // "blocks.*.mlp.fc1", "int8", "matmul, s32 product, then dequantized per row"
+  };
+  std::vector<Layer> layers;
+  std::string attention;
+  // Where each setting came from, for those whose origin is known: ("heads", a config file's path),
+  // ("patch", "file (tensor shapes)"), ("input size", "--img-size"), ...
+  std::vector<std::pair<std::string, std::string>> origins;
 };
 
 class Classifier {
@@ -182,6 +231,10 @@ class Classifier {
   // ClassifierOptions::text_embeddings the zero-shot scores [classes()], logit_scale * cosine + logit_bias.
   std::vector<float> logits(const float* images, int64_t n, const BetweenBatches& between = {}) const;
   int64_t logits_size() const;
+  // Probabilities [n, classes()] of the logits [n, classes()] logits() gives a model with classes, made as
+  // Result::top's are: a softmax over the classes, or with text embeddings each class's sigmoid where the
+  // file says so.
+  std::vector<float> probabilities(const float* logits, int64_t n) const;
   // An image file as the model is fed it: [3, H, W], timm's eval transform.
   std::vector<float> preprocess(const std::string& path) const;
 

@@ -219,7 +219,8 @@ def test_logits_are_model_x_for_every_kind_of_model(kind, images, tmp_path):
 def text_embeddings(path, classes, width, bias=None):
     rng = np.random.default_rng(31)
     text = rng.standard_normal((classes, width)).astype(np.float32)
-    meta = {"labels": json.dumps([f"thing {i}" for i in range(classes)]), "logit_scale": "20.0"}
+    meta = {"labels": json.dumps([f"thing {i}" for i in range(classes)]), "logit_scale": "20.0",
+            "activation": "softmax"}
     if bias is not None:
         meta.update(logit_bias=str(bias), activation="sigmoid")
     write_safetensors(path, {"text_embeddings": text}, meta)

@@ -94,7 +94,7 @@ def tiny_vit(D=32, depth=2, heads=2, mlp=64, patch=8, img=32, classes=10, seed=1
     add("head.weight", (classes, D), 0.2)
     add("head.bias", (classes,), 0.1)
     config = {
-        "architecture": "vit_test",
+        "architecture": "vit_custom",
         "num_classes": classes,
         "global_pool": "token",
         "model_args": {"num_heads": heads},
@@ -145,7 +145,9 @@ def test_the_module_under_test_is_the_one_just_built():
     if module_dir is None:
         pytest.skip("VIT_MODULE_DIR not set (run through CTest to check which module is imported)")
     assert pathlib.Path(vit.__file__).parent == pathlib.Path(module_dir), vit.__file__
+    assert pathlib.Path(vit._vit.__file__).parent == pathlib.Path(module_dir), vit._vit.__file__
     assert issubclass(vit.Error, RuntimeError)
+    assert vit.Classifier.__module__ == vit.Batcher.__module__ == vit.Error.__module__ == "vit"
 
 
 def test_missing_model_raises_with_the_path():

@@ -33,12 +33,54 @@ def photos():
     return sorted(PHOTOS.glob("*.JPEG"))
 
 
+VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+LAYOUT_SCRIPTS = [REPO / "tests" / "make_layout_models.py", REPO / "scripts" / "export_text_embeddings.py"]
+
+
+def layout_models():
+    """The shrunk models of tests/make_layout_models.py (a DINOv2, CLIP and SigLIP towers, OpenCLIP folders with
+    text embeddings), made as the layouts tests make them: once per build tree beside the vit binary, again
+    when the generator changes, under the same lock. Skips without the .venv's transformers and open_clip
+    (fails under CI=true)."""
+    require_shared_data()
+    folder = pathlib.Path(VIT_BINARY).parent / "layout_models"
+
+    def same():
+        return all((folder / s.name).is_file() and (folder / s.name).read_bytes() == s.read_bytes()
+                   for s in LAYOUT_SCRIPTS)
+
+    if same():
+        return folder
+    if not VENV_PYTHON.exists() or subprocess.run([str(VENV_PYTHON), "-c", "import transformers, open_clip"],
+                                                  capture_output=True).returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {VENV_PYTHON} lacks transformers or open_clip (scripts/setup.sh installs them)")
+        pytest.skip(f"{VENV_PYTHON} lacks transformers or open_clip (pip install -r tests/requirements.txt); skipping")
+    tmp = f"{folder}.tmp"
+    photos3 = [str(PHOTOS / n) for n in ("n01440764_tench.JPEG", "n02123597_Siamese_cat.JPEG",
+                                         "n02690373_airliner.JPEG")]
+    same_sh = " && ".join(f"cmp -s {s} {folder}/{s.name}" for s in LAYOUT_SCRIPTS)
+    make = (f"{same_sh} || {{ rm -rf {tmp} && {VENV_PYTHON} {LAYOUT_SCRIPTS[0]} {tmp} {' '.join(photos3)} && "
+            f"cp {' '.join(map(str, LAYOUT_SCRIPTS))} {tmp}/ && rm -rf {folder} && mv {tmp} {folder}; }}")
+    r = subprocess.run(["flock", f"{folder}.lock", "sh", "-c", make], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and same(), "tests/make_layout_models.py failed:\n" + r.stderr[-3000:]
+    return folder
+
+
+def status_kb(pid, key):
+    """A line of /proc/PID/status in KiB: VmRSS (resident now) or VmHWM (its peak)."""
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {key} in /proc/{pid}/status")
+
+
 class Server:
     """`vit serve ARGS --port 0`: waits for its start-up line and readiness; kill() is safe to call twice."""
 
-    def __init__(self, *args, ready=True, timeout=120):
+    def __init__(self, *args, ready=True, timeout=120, model=DEIT):
         self.stderr_lines = []
-        self.proc = subprocess.Popen([VIT_BINARY, "serve", "-m", str(DEIT), "--port", "0", *args],
+        self.proc = subprocess.Popen([VIT_BINARY, "serve", *(["-m", str(model)] if model else []), "--port", "0", *args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
         self.port = None
@@ -99,3 +141,21 @@ def serve():
     yield start
     for s in started:
         s.kill()
+
+
+def png_bomb(side, rgba16=True):
+    """A PNG of side x side pixels that is a few hundred KB: one colour, 16-bit RGBA (the costliest image to
+    decode, 8 bytes a pixel before conversion) or 8-bit RGB."""
+    import struct
+    import zlib
+    channels, depth, colour = (4, 16, 6) if rgba16 else (3, 8, 2)
+    pixel = b"\x75\x30" * channels if rgba16 else b"\x78\x1e\xc8"
+    row = b"\x00" + pixel * side
+    z = zlib.compressobj(9)
+    data = b"".join(z.compress(row) for _ in range(side)) + z.flush()
+
+    def chunk(kind, payload):
+        return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, depth, colour, 0, 0, 0)) +
+            chunk(b"IDAT", data) + chunk(b"IEND", b""))

@@ -14,7 +14,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import NAME, VIT_BINARY, photos
+from conftest import DEIT, NAME, VIT_BINARY, layout_models, photos, png_bomb
 
 INFER = f"/v2/models/{NAME}/infer"
 
@@ -379,7 +379,8 @@ def test_full_queue_answers_503_with_retry_after(serve):
     assert codes == [200] * 7
 
 
-def test_sigterm_answers_every_queued_request_then_exits_0(serve):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_answers_every_queued_request_then_exits_0(serve, sig):
     # A long --max-delay-ms keeps the requests queued when the signal comes.
     s = serve("--max-delay-ms", "1500", "--max-batch", "16")
     results = []
@@ -394,12 +395,12 @@ def test_sigterm_answers_every_queued_request_then_exits_0(serve):
     while metrics(s.url)[("vit_queue_depth", ())] < 6:
         assert time.monotonic() < deadline, "the requests never queued"
         time.sleep(0.02)
-    s.signal(signal.SIGTERM)
+    s.signal(sig)
     for t in threads:
         t.join(60)
     assert s.wait(60) == 0, s.stderr()
     assert results == [200] * 6
-    assert "SIGTERM" in s.stderr() and "stopped" in s.stderr()
+    assert sig.name in s.stderr() and "stopped" in s.stderr()
     with pytest.raises(requests.ConnectionError):
         requests.get(s.url + "/v2/health/live", timeout=5)
 
@@ -428,8 +429,115 @@ def test_second_sigint_exits_at_once(serve):
 def test_bad_flags_exit_2(serve):
     busy = serve()
     for args, fragment in ((["--port", "70000"], "--port"), (["--max-batch", "32", "--max-queue", "8"], "--max-queue"),
+                           (["--max-body-mb", "64", "--max-bodies-mb", "32"], "--max-bodies-mb (32) must hold"),
+                           (["--max-pixels", "9000000", "--max-queue-mp", "8"], "--max-queue-mp (8) must hold"),
+                           (["--max-pixels", "0"], "--max-pixels"),
                            (["--host", "localhost.invalid"], "--host"),
                            (["--port", str(busy.port)], "cannot listen")):
         r = subprocess.run([VIT_BINARY, "serve", "-m", str(photos()[0].parents[2] / "models" / NAME), *args],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and fragment in r.stderr, (args, r.stderr)
+
+
+def test_bodies_past_max_bodies_mb_get_503_before_they_are_read(serve):
+    """Two requests holding 0.9 MiB each of a 2 MiB budget (their bodies still coming): a third one's header gets 503
+    and Retry-After at once, its body unread, and so does a chunked body once its chunks pass the budget; when the two
+    end, requests are served again."""
+    s = serve("--max-bodies-mb", "2", "--max-body-mb", "1", "--timeout-s", "20")
+    n = 900 * 1024
+    held = []
+    for _ in range(2):
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        c.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % n + b"\0" * 1000)
+        held.append(c)
+    deadline = time.monotonic() + 10
+    while metrics(s.url)[("vit_body_bytes_held", ())] < 2 * n:
+        assert time.monotonic() < deadline, "the two bodies were never held"
+        time.sleep(0.02)
+    got = raw_request(s.port, b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\n")
+    assert got.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in got and b"--max-bodies-mb" in got, got
+    assert b"Connection: close" in got
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+        c.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        got = b""
+        try:
+            for _ in range(8):
+                c.sendall(b"%x\r\n" % 65536 + b"\0" * 65536 + b"\r\n")
+            while True:
+                data = c.recv(65536)
+                if not data:
+                    break
+                got += data
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    assert got.startswith(b"HTTP/1.1 503") and b"--max-bodies-mb" in got, got
+    for c in held:
+        c.close()
+    deadline = time.monotonic() + 10
+    while metrics(s.url)[("vit_body_bytes_held", ())] > 0:
+        assert time.monotonic() < deadline, "the closed requests' bodies were never given back"
+        time.sleep(0.02)
+    r = requests.post(s.url + "/v1/classify", data=photos()[0].read_bytes(), timeout=30)
+    assert r.status_code == 200, r.text
+
+
+def test_image_over_max_pixels_is_a_400_from_its_header(serve):
+    s = serve("--max-pixels", "4000000", "--max-queue-mp", "4")
+    r = requests.post(s.url + "/v1/classify", data=png_bomb(2001, rgba16=False), timeout=30)
+    assert r.status_code == 400 and "2001x2001 = 4004001 pixels is over the limit of 4000000 (--max-pixels)" in r.json()["error"], r.text
+    assert metrics(s.url)[("vit_queued_pixels", ())] == 0
+    assert requests.post(s.url + "/v1/classify", data=photos()[0].read_bytes(), timeout=30).status_code == 200
+
+
+def test_served_name_is_the_folder_name_and_errors_hide_the_model_path(serve, tmp_path):
+    """Every layout's folder serves under its own name (OpenCLIP's folder too, whose weights file is
+    open_clip_model.safetensors), as does the weights file of a folder and a folder with a trailing slash;
+    what a headless model answers /v1/classify and infer names neither the server's paths nor its files."""
+    models = layout_models()
+    for folder in ("openclip", "hf_dinov2"):
+        s = serve(model=models / folder)
+        assert f"model {folder} " in s.stderr(), s.stderr()
+        assert requests.get(s.url + f"/v2/models/{folder}", timeout=10).json()["name"] == folder
+        for r in (requests.post(s.url + "/v1/classify", data=photos()[0].read_bytes(), timeout=30),
+                  requests.post(s.url + f"/v2/models/{folder}/infer", data=binary_infer([photos()[0].read_bytes()])[0],
+                                headers=binary_infer([photos()[0].read_bytes()])[1], timeout=30)):
+            assert r.status_code == 400, r.text
+            assert str(models) not in r.text and ".safetensors" not in r.text, r.text
+            assert "no classifier head" in r.json()["error"]
+        s.kill()
+    link = tmp_path / "my-deit"
+    link.mkdir()
+    for f in DEIT.iterdir():
+        (link / f.name).symlink_to(f)
+    for model, name in ((str(link) + "/", "my-deit"), (link / "model.safetensors", "my-deit")):
+        s = serve(model=model)
+        assert f"model {name} " in s.stderr(), s.stderr()
+        assert requests.get(s.url + f"/v2/models/{name}/ready", timeout=10).status_code == 200
+        s.kill()
+
+
+def test_kserve_hostile_json_is_a_400_and_the_server_goes_on(serve):
+    """JSON that would hold many times its size as a tree (nesting a million deep, 100 000 values outside tensor data,
+    more BYTES elements than the queue), invalid UTF-8, and tensor data of the wrong kind: each a 400 naming it."""
+    s = serve()
+    image = {"name": "image", "datatype": "BYTES", "shape": [1]}
+    cases = [
+        (b'{"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1], "data": ' + b"[" * 1_000_000 +
+         b"]" * 1_000_000 + b"}]}", "nested deeper than 32 levels"),
+        (json.dumps({"inputs": [dict(image, data=["x"])], "parameters": {"extra": [0] * 100_000}}).encode(),
+         "more than 4096 values"),
+        (json.dumps({"inputs": [dict(image, shape=[300], data=["x"] * 300)]}).encode(), "more than 256 elements"),
+        (b'{"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1], "data": ["\xff\xfe"]}]}', "malformed JSON"),
+        (json.dumps({"inputs": [dict(image, data=[{"b64": "x"}])]}).encode(), "'data' holds an object"),
+        (json.dumps({"inputs": [dict(image, data=[1])]}).encode(), "input 'image' holds numbers"),
+        (json.dumps({"inputs": [{"name": "pixel_values", "datatype": "FP32", "shape": [1, 3, 224, 224],
+                                 "data": ["x"]}]}).encode(), "input 'pixel_values' holds strings"),
+    ]
+    for body, fragment in cases:
+        r = requests.post(s.url + INFER, data=body, headers={"Content-Type": "application/json"}, timeout=60)
+        assert r.status_code == 400 and fragment in r.json()["error"], (fragment, r.text[:300])
+        assert requests.post(s.url + "/v1/classify", data=photos()[0].read_bytes(), timeout=30).status_code == 200
+    # Tensor data nested as its shape is flattened in order, as before.
+    rows = [[["x"]]]
+    r = requests.post(s.url + INFER, json={"inputs": [dict(image, data=rows)]}, timeout=30)
+    assert r.status_code == 400 and "input 'image' element 0: " in r.json()["error"], r.text

@@ -1,7 +1,8 @@
 """`vit serve` under load (CTest labels serve and slow): the 250 sample photos from 8 concurrent clients get
 what `vit classify --json` gives each photo alone (f32: the same top-5, probabilities within 1e-6; bf16 and
-int8: identical), with /metrics counting them; SIGTERM in the middle of such a load answers every request
-the server has read, then exits 0."""
+int8: identical), with /metrics counting them; SIGTERM or SIGHUP in the middle of such a load answers every
+request the server has read, then exits 0; decompression bombs from 8 clients keep the server within the
+memory bound it prints."""
 import json
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import DEIT, VIT_BINARY, photos
+from conftest import DEIT, VIT_BINARY, photos, png_bomb, status_kb
 
 CLIENTS = 8
 
@@ -81,7 +82,8 @@ def test_250_photos_from_8_clients_equal_vit_classify(serve, precision):
           f"mean batch {250 / m[('vit_batch_size_count', ())]:.2f}")
 
 
-def test_sigterm_under_load_answers_every_request_read(serve):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_under_load_answers_every_request_read(serve, sig):
     s = serve("-v")
     files = photos()
     outcomes, lock, stop = [], threading.Lock(), threading.Event()
@@ -105,7 +107,7 @@ def test_sigterm_under_load_answers_every_request_read(serve):
     for t in threads:
         t.start()
     time.sleep(2)
-    s.signal(signal.SIGTERM)
+    s.signal(sig)
     for t in threads:
         t.join(60)
     stop.set()
@@ -115,3 +117,48 @@ def test_sigterm_under_load_answers_every_request_read(serve):
     # Every answer the server wrote reached its client: the server logs each answer once.
     logged = sum(1 for line in s.stderr_lines if "POST /v1/classify 200" in line)
     assert logged == answered, (logged, answered)
+
+
+def bombs_from_8_clients(s, bomb):
+    """8 clients post the bomb at once, each again after Retry-After while refused: [status, ...]."""
+    statuses, lock = [], threading.Lock()
+
+    def client():
+        with requests.Session() as session:
+            for _ in range(120):
+                r = session.post(s.url + "/v1/classify", data=bomb, headers={"Content-Type": "image/png"}, timeout=120)
+                with lock:
+                    statuses.append(r.status_code)
+                if r.status_code != 503:
+                    return
+                assert r.headers["Retry-After"] == "1" and "--max-queue-mp" in r.json()["error"], r.text
+                time.sleep(0.5)
+
+    threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    return statuses
+
+
+def test_image_bombs_from_8_clients_stay_within_the_memory_bound(serve):
+    """8 clients post 4-megapixel 16-bit RGBA PNGs (35 KB each, ~61 MiB each to decode) at once, each retrying
+    after Retry-After when refused: every bomb is answered in the end, and the server's peak resident memory
+    (VmHWM) stays within the bound it prints at start-up, ready + 3 x --max-bodies-mb + 16 B x --max-queue-mp
+    (docs/SERVING.md), here one bomb's decode; two decoded at once, as the two threads would without the
+    pixel budget, would pass it."""
+    import re
+    s = serve("--threads", "2", "--max-pixels", "4000000", "--max-queue-mp", "5", "--max-bodies-mb", "1",
+              "--max-body-mb", "1")
+    m = re.search(r"memory: (\d+) MiB so far, at most (\d+) MiB under any load", s.stderr())
+    assert m, s.stderr()
+    ready_mb, bound_mb = int(m.group(1)), int(m.group(2))
+    assert bound_mb == ready_mb + 3 * 1 + (16 * 5_000_000 >> 20)
+    statuses = bombs_from_8_clients(s, png_bomb(2000))
+    peak_mb = status_kb(s.proc.pid, "VmHWM") / 1024
+    print(f"8 clients of 4-megapixel 16-bit RGBA PNG bombs: peak {peak_mb:.0f} MiB, ready {ready_mb} MiB, bound "
+          f"{bound_mb} MiB; {statuses.count(503)} answers 503 before the {statuses.count(200)} answers 200")
+    assert statuses.count(200) == CLIENTS and set(statuses) <= {200, 503}, statuses
+    assert statuses.count(503) > 0
+    assert peak_mb <= bound_mb, (peak_mb, bound_mb)

@@ -1,6 +1,7 @@
-// vit::Batcher (include/vit/batcher.h): one queue of requests, one thread that runs them. Encoded images
-// of several requests go into one classify_encoded call and preprocessed tensors into one logits call,
-// so each image's answer is what the Classifier gives it alone, whatever shares its batch.
+// vit::Batcher (include/vit/batcher.h): one queue of requests, one thread that runs them. The images of
+// several requests that ask the same (classification, or embeddings with the same options) and come in
+// the same form (encoded, decoded) go into one call of the Classifier, and preprocessed tensors into one
+// logits call, so each image's answer is what the Classifier gives it alone, whatever shares its batch.
 #include "vit/batcher.h"
 
 #include <algorithm>
@@ -18,14 +19,38 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+enum class Ask { Classify, Embed, Logits };
+
 struct Job {
+  Ask ask = Ask::Classify;
   std::vector<std::pair<std::string, std::string>> images;  // encoded, or
-  std::vector<float> pixels;                                // [n, 3, H, W]
+  std::vector<Pixels> decoded;                              // decoded, or
+  std::vector<float> pixels;                                // [n, 3, H, W] for logits
   int64_t n = 0;
   int topk = 5;
+  EmbedOptions embed;
   Batcher::ResultsDone results_done;
+  Batcher::EmbeddingsDone embeddings_done;
   Batcher::LogitsDone logits_done;
   Clock::time_point queued_at;
+
+  const std::string& name(size_t i) const { return decoded.empty() ? images[i].first : decoded[i].name; }
+};
+
+// The jobs of a batch that run in one call of the Classifier (one ask, one form, the same embed options),
+// and what the call gave: one Result or Embedding per image in job order, or the error that stopped it.
+struct Group {
+  std::vector<Job*> jobs;
+  std::vector<Result> results;
+  std::vector<Embedding> embeddings;
+  std::string error;
+
+  bool takes(const Job& j) const {
+    const Job& f = *jobs.front();
+    return f.ask == j.ask && f.decoded.empty() == j.decoded.empty() &&
+           (j.ask != Ask::Embed || (f.embed.head == j.embed.head && f.embed.tokens == j.embed.tokens &&
+                                    f.embed.normalize == j.embed.normalize));
+  }
 };
 
 std::string what(const std::exception_ptr& e) {
@@ -86,36 +111,87 @@ struct Batcher::Impl {
     return batch;
   }
 
+  // One call of the Classifier for a group's images: encoded ones moved out of their jobs (which keep
+  // their names), decoded ones copied as views.
+  void call(Group& g) const {
+    const Job& first = *g.jobs.front();
+    std::vector<std::pair<std::string, std::string>> images;
+    std::vector<Pixels> decoded;
+    int topk = 1;
+    for (Job* j : g.jobs) {
+      topk = std::max(topk, j->topk);
+      decoded.insert(decoded.end(), j->decoded.begin(), j->decoded.end());
+      for (auto& im : j->images) images.emplace_back(im.first, std::move(im.second));
+    }
+    try {
+      if (first.ask == Ask::Classify)
+        g.results = first.decoded.empty() ? classifier.classify_encoded(images, topk) : classifier.classify_pixels(decoded, topk);
+      else
+        g.embeddings = first.decoded.empty() ? classifier.embed_encoded(images, first.embed)
+                                             : classifier.embed_pixels(decoded, first.embed);
+    } catch (...) {
+      g.error = what(std::current_exception());
+    }
+  }
+
+  // Each job of a group gets its slice of the answers (a request's own topk is a prefix of the group's
+  // largest), or the group's error for each of its images.
+  static void answer(Group& g) {
+    size_t next = 0;
+    for (Job* j : g.jobs) {
+      if (j->ask == Ask::Classify) {
+        std::vector<Result> mine;
+        for (size_t i = 0; i < size_t(j->n); ++i) {
+          Result r;
+          if (!g.error.empty()) {
+            r.file = j->name(i);
+            r.error = g.error;
+          } else {
+            r = std::move(g.results[next + i]);
+            if (r.top.size() > size_t(j->topk)) r.top.resize(size_t(j->topk));
+          }
+          mine.push_back(std::move(r));
+        }
+        j->results_done(std::move(mine));
+      } else {
+        std::vector<Embedding> mine;
+        for (size_t i = 0; i < size_t(j->n); ++i) {
+          Embedding e;
+          if (!g.error.empty()) {
+            e.file = j->name(i);
+            e.error = g.error;
+          } else {
+            e = std::move(g.embeddings[next + i]);
+          }
+          mine.push_back(std::move(e));
+        }
+        j->embeddings_done(std::move(mine));
+      }
+      next += size_t(j->n);
+    }
+  }
+
   void run(std::vector<Job>& batch) {
     BatchStats stats;
     const auto t0 = Clock::now();
-    std::vector<std::pair<std::string, std::string>> images;
+    std::vector<Group> groups;
     std::vector<float> pixels;
     int64_t n_pixels = 0;
-    int topk = 1;
     for (Job& j : batch) {
       stats.waits_s.push_back(std::chrono::duration<double>(t0 - j.queued_at).count());
       stats.images += j.n;
-      if (j.results_done) {
-        topk = std::max(topk, j.topk);
-        for (auto& im : j.images) images.push_back(std::move(im));
-      } else {
+      if (j.ask == Ask::Logits) {
         pixels.insert(pixels.end(), j.pixels.begin(), j.pixels.end());
         n_pixels += j.n;
         std::vector<float>().swap(j.pixels);
+        continue;
       }
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.takes(j); });
+      if (g == groups.end()) g = groups.insert(groups.end(), Group{});
+      g->jobs.push_back(&j);
     }
-    // One call each, so the engine batches across requests; a request's own topk is a prefix of the
-    // batch's largest.
-    std::vector<Result> results;
-    std::string results_error;
-    if (!images.empty()) {
-      try {
-        results = classifier.classify_encoded(images, topk);
-      } catch (...) {
-        results_error = what(std::current_exception());
-      }
-    }
+    // One call each, so the engine batches across requests.
+    for (Group& g : groups) call(g);
     std::vector<float> logits;
     std::string logits_error;
     if (n_pixels > 0) {
@@ -127,29 +203,16 @@ struct Batcher::Impl {
     }
     stats.run_s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (on_batch) on_batch(stats);  // before the answers, so that a client's next look at them includes this pass
-    const size_t classes = size_t(classifier.classes());
-    size_t next_result = 0, next_row = 0;
+    for (Group& g : groups) answer(g);
+    const size_t width = size_t(classifier.logits_size());
+    size_t next_row = 0;
     for (Job& j : batch) {
-      if (j.results_done) {
-        std::vector<Result> mine;
-        for (size_t i = 0; i < size_t(j.n); ++i) {
-          Result r;
-          if (!results_error.empty()) {
-            r.file = images[next_result + i].first;
-            r.error = results_error;
-          } else {
-            r = std::move(results[next_result + i]);
-            if (r.top.size() > size_t(j.topk)) r.top.resize(size_t(j.topk));
-          }
-          mine.push_back(std::move(r));
-        }
-        next_result += size_t(j.n);
-        j.results_done(std::move(mine));
-      } else if (!logits_error.empty()) {
+      if (j.ask != Ask::Logits) continue;
+      if (!logits_error.empty()) {
         j.logits_done({}, logits_error);
       } else {
-        const auto first = logits.begin() + long(next_row * classes);
-        j.logits_done(std::vector<float>(first, first + long(size_t(j.n) * classes)), "");
+        const auto first = logits.begin() + long(next_row * width);
+        j.logits_done(std::vector<float>(first, first + long(size_t(j.n) * width)), "");
         next_row += size_t(j.n);
       }
     }
@@ -184,11 +247,42 @@ bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, in
   return impl_->push(std::move(j));
 }
 
+bool Batcher::submit(std::vector<Pixels> images, int topk, ResultsDone done) {
+  Job j;
+  j.n = int64_t(images.size());
+  j.decoded = std::move(images);
+  j.topk = std::max(1, topk);
+  j.results_done = std::move(done);
+  return impl_->push(std::move(j));
+}
+
+bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options,
+                     EmbeddingsDone done) {
+  Job j;
+  j.ask = Ask::Embed;
+  j.n = int64_t(images.size());
+  j.images = std::move(images);
+  j.embed = options;
+  j.embeddings_done = std::move(done);
+  return impl_->push(std::move(j));
+}
+
+bool Batcher::submit(std::vector<Pixels> images, const EmbedOptions& options, EmbeddingsDone done) {
+  Job j;
+  j.ask = Ask::Embed;
+  j.n = int64_t(images.size());
+  j.decoded = std::move(images);
+  j.embed = options;
+  j.embeddings_done = std::move(done);
+  return impl_->push(std::move(j));
+}
+
 bool Batcher::submit(std::vector<float> pixels, int64_t n, LogitsDone done) {
   if (n < 0 || int64_t(pixels.size()) != n * impl_->per_image)
     throw Error("Batcher: " + std::to_string(pixels.size()) + " floats for " + std::to_string(n) + " images of " +
                 std::to_string(impl_->per_image));
   Job j;
+  j.ask = Ask::Logits;
   j.n = n;
   j.pixels = std::move(pixels);
   j.logits_done = std::move(done);

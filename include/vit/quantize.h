@@ -11,8 +11,6 @@
 
 namespace vit {
 
-class ViT;
-
 struct QuantizeOptions {
   std::string model;        // a checkpoint file or folder, as ViT::load takes it
   std::string config;       // a config.json overriding the one beside the weights ("" for none)
@@ -31,22 +29,25 @@ struct QuantizeResult {
   std::vector<std::pair<std::string, double>> gain;
 };
 
-// One quantization: the constructor checks what can be checked before any work (the model loads, the
-// output is a new or empty folder in an existing one, the calibration inputs name at least one image file)
-// and throws vit::Error otherwise; run() calibrates, rounds and writes the folder atomically (renamed into
-// place when complete), telling progress (if set) each stage. When no calibration image decodes, run()
-// writes nothing and returns images = 0 with every failure listed.
+// One quantization: the constructor checks what can be checked before any work (the output is a new or
+// empty folder in an existing folder that takes a new one, the model loads, every calibration PATH exists
+// and they name at least one image file) and throws vit::Error otherwise; run() calibrates, rounds and
+// writes the folder atomically (renamed into place when complete), telling progress (if set) each stage.
+// When no calibration image decodes, run() writes nothing and returns images = 0 with every failure listed.
 class Quantizer {
  public:
+  using Progress = std::function<void(const std::string&)>;
   explicit Quantizer(QuantizeOptions o);
   ~Quantizer();
-  QuantizeResult run(const std::function<void(const std::string&)>& progress = {});
+  QuantizeResult run(const Progress& progress = {});
+  // What --model takes to run the folder written: the folder, or its checkpoint where that is not named as
+  // a folder's is (model.safetensors).
+  std::string model_path() const;
+
+  struct Impl;
 
  private:
-  QuantizeOptions o_;
-  std::unique_ptr<ViT> model_;
-  std::vector<std::string> files_;
-  std::vector<std::pair<std::string, std::string>> listing_failed_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace vit

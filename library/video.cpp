@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "engine/image/opencv_io.h"
-#include "models/runner.h"
+#include "library/runner.h"
 
 namespace vit {
 namespace {

@@ -5,14 +5,16 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <mutex>
 
 #include "engine/image/image.h"
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 #include "engine/preprocess/preprocess.h"
-#include "models/labels.h"
-#include "models/runner.h"
-#include "models/video.h"
-#include "models/zero_shot.h"
+#include "library/labels.h"
+#include "library/model_info.h"
+#include "library/runner.h"
+#include "library/video.h"
+#include "library/zero_shot.h"
 #include "models/vit.h"
 #include "vit/vit.h"
 
@@ -30,6 +32,13 @@ void unit_length(std::vector<float>* v) {
 
 }  // namespace
 
+ImageHeader read_image_header(const std::string& bytes) {
+  ImageHeader h;
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  h.image = read_image_size(data, bytes.size(), &h.width, &h.height) || image_format(data, bytes.size()) != ImageFormat::Other;
+  return h;
+}
+
 struct Classifier::Impl {
   Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o), plans(model) {}
   ViT model;  // declared before the pool, which points at it
@@ -38,6 +47,8 @@ struct Classifier::Impl {
   std::vector<std::string> labels;
   std::unique_ptr<ZeroShot> zero_shot;  // with ClassifierOptions::text_embeddings
   int threads = 1;
+  mutable std::once_flag info_once;  // info, made at the first info() call
+  mutable ModelInfo info;
 
   // A projection into a joint image-text space labels nothing without text embeddings.
   int64_t classes() const {
@@ -277,6 +288,17 @@ std::vector<float> Classifier::logits(const float* images, int64_t n, const Betw
   return out;
 }
 
+std::vector<float> Classifier::probabilities(const float* logits, int64_t n) const {
+  const int64_t C = impl_->classes();
+  std::vector<float> out(size_t(n * C));
+  for (int64_t b = 0; b < n; ++b) {
+    const float* row = logits + b * C;
+    for (const Scored& s : impl_->zero_shot ? impl_->zero_shot->top(row, int(C)) : top_k(row, C, int(C)))
+      out[size_t(b * C + s.index)] = s.prob;
+  }
+  return out;
+}
+
 std::vector<float> Classifier::preprocess(const std::string& path) const {
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();
@@ -290,33 +312,11 @@ int64_t Classifier::classes() const { return impl_->classes(); }
 int64_t Classifier::logits_size() const { return impl_->logits_size(); }
 
 ModelInfo Classifier::info() const {
-  const ViTConfig& c = impl_->model.config();
-  ModelInfo i;
-  i.family = c.family;
-  i.file = impl_->model.source();
-  i.arch = c.arch;
-  i.stored_as = c.stored_as;
-  i.precision = precision_name(impl_->model.precision());
-  i.pool = pool_name(c.pool);
-  i.interpolation = filter_name(c.pre.interpolation);
-  i.crop_mode = crop_mode_name(c.pre.crop_mode);
-  i.patch = c.patch;
-  i.width = c.width;
-  i.depth = c.depth;
-  i.heads = c.heads;
-  i.mlp = c.mlp;
-  i.classes = c.classes;
-  i.input_height = c.img_h();
-  i.input_width = c.img_w();
-  i.tokens = c.tokens();
-  i.parameters = c.parameters();
-  i.crop_pct = c.pre.crop_pct;
-  i.resize = c.pre.resize_height();
-  for (int k = 0; k < 3; ++k) {
-    i.mean[k] = c.pre.mean[size_t(k)];
-    i.std[k] = c.pre.std[size_t(k)];
-  }
-  return i;
+  std::call_once(impl_->info_once, [this] {
+    impl_->use_threads();
+    impl_->info = model_info(impl_->model, impl_->plans);
+  });
+  return impl_->info;
 }
 
 }  // namespace vit

@@ -1,7 +1,7 @@
 // One road from inputs to answers: each batch's images decoded on all threads and preprocessed into a
 // Plan's input, the forward pass run on the ones that decoded, and the batch handed to the caller in input
-// order, each failed input with its error. vit::Classifier (classify, eval), `vit explain` and embeddings
-// all run through run_batches; a PlanPool keeps the Plans they run, one kind of Plan per pool.
+// order, each failed input with its error. vit::Classifier (classify, eval), `vit explain`, embeddings
+// and `vit quantize`'s calibration all run through run_batches; a PlanPool keeps the Plans they run, one kind of Plan per pool.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -49,6 +49,7 @@ struct BatchItem {
 struct RunOptions {
   int64_t batch = 8;         // inputs per forward pass
   bool keep_images = false;  // keep each decoded image in its BatchItem (explain draws on them)
+  ViT::TapFn taps;           // if set, each forward pass reports its intermediate tensors (vit quantize calibrates so)
 };
 
 // decode(i): input i as an image, or throws vit::Error (its problem() becomes the item's error).

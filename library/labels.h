@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "vit_config.h"
+#include "models/vit_config.h"
 
 namespace vit {
 

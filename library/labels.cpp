@@ -3,7 +3,7 @@
 
 #include <fstream>
 
-#include "imagenet_classes.h"
+#include "vit/imagenet_classes.h"
 #include "vit/error.h"
 
 namespace vit {

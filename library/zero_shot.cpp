@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "engine/io/safetensors.h"
-#include "engine/nn/topk.h"
+#include "vit/topk.h"
 #include "vit/error.h"
 
 namespace vit {
@@ -57,13 +58,22 @@ ZeroShot ZeroShot::load(const std::string& path, int64_t width) {
   }
   if (int64_t(z.labels_.size()) != shape[0])
     throw Error(path, std::to_string(z.labels_.size()) + " labels for " + std::to_string(shape[0]) + " text embeddings");
+  std::set<std::string> seen;
+  for (const std::string& label : z.labels_)
+    if (!seen.insert(label).second) throw Error(path, "the label '" + label + "' is there twice: each class once");
   z.scale_ = number(meta, "logit_scale", path);
   if (!(z.scale_ > 0)) throw Error(path, "logit_scale must be positive");
-  if (meta.count("logit_bias")) z.bias_ = number(meta, "logit_bias", path);
+  // How scores become probabilities is said, never guessed: CLIP's softmax over the classes, or SigLIP's
+  // sigmoid per class, which needs the model's logit_bias.
   const auto act = meta.find("activation");
-  if (act != meta.end() && act->second != "softmax" && act->second != "sigmoid")
+  if (act == meta.end())
+    throw Error(path, std::string("no activation in its __metadata__ (softmax for CLIP, sigmoid for SigLIP)") + kHow);
+  if (act->second != "softmax" && act->second != "sigmoid")
     throw Error(path, "activation '" + act->second + "' is not softmax or sigmoid");
-  z.sigmoid_ = act != meta.end() && act->second == "sigmoid";
+  z.sigmoid_ = act->second == "sigmoid";
+  if (z.sigmoid_ && !meta.count("logit_bias"))
+    throw Error(path, std::string("activation sigmoid (SigLIP) without its logit_bias in the __metadata__") + kHow);
+  if (meta.count("logit_bias")) z.bias_ = number(meta, "logit_bias", path);
   z.text_ = st->to_f32("text_embeddings");
   for (int64_t c = 0; c < shape[0]; ++c) {  // unit rows, as the classifier's columns are
     float* row = z.text_.data() + c * width;

@@ -1,7 +1,7 @@
 // The batch runner of runner.h: decode and preprocess in parallel, close the holes failures leave so
 // the good inputs run together (in Plans of the batch size or of powers of two), hand them over, give
 // the Plans back.
-#include "models/runner.h"
+#include "library/runner.h"
 
 #include <cstring>
 
@@ -41,17 +41,19 @@ int64_t plan_size(int64_t left, int64_t batch) {
 
 namespace {
 
+const float* run_plan(const ViT::Plan& plan, const RunOptions& o) { return o.taps ? plan.run(o.taps) : plan.run(); }
+
 // Runs the `good` (< batch) decoded images at src (each good item's row set) in Plans of powers of two, largest
 // first: on_batch once per Plan with the items up to its last row (errors go with the Plan after them,
 // trailing ones with the last), so that the items still reach it in input order.
-void run_in_parts(const PlanPool& plans, const float* src, int64_t good, int64_t batch, size_t per_image,
+void run_in_parts(const PlanPool& plans, const float* src, int64_t good, const RunOptions& o, size_t per_image,
                   std::vector<BatchItem>& items, const BatchFn& on_batch) {
   size_t next = 0;  // the first item not yet handed over
   for (int64_t first = 0; first < good;) {
-    const int64_t size = plan_size(good - first, batch);
+    const int64_t size = plan_size(good - first, o.batch);
     auto part = plans.take(size);
     std::memcpy(part->input(), src + per_image * size_t(first), per_image * size_t(size) * sizeof(float));
-    part->run();
+    run_plan(*part, o);
     std::vector<BatchItem> mine;
     for (; next < items.size() && items[next].row < first + size; ++next) {
       mine.push_back(std::move(items[next]));
@@ -107,10 +109,10 @@ void run_batches(const PlanPool& plans, size_t n, const RunOptions& o, const Dec
       items[j].row = good++;
     }
     if (plan && good == int64_t(batch)) {
-      plan->run();
+      run_plan(*plan, o);
       on_batch(*plan, items);
     } else if (good > 0) {
-      run_in_parts(plans, pixels, good, int64_t(batch), per_image, items, on_batch);
+      run_in_parts(plans, pixels, good, o, per_image, items, on_batch);
     } else {  // nothing ran: the errors are handed over with a Plan they do not read
       if (!plan) plan = plans.take(1);
       on_batch(*plan, items);

@@ -13,9 +13,9 @@ struct Scored;
 
 class ZeroShot {
  public:
-  // A safetensors file: `text_embeddings` [C, E], __metadata__ labels (a JSON list of C names),
-  // logit_scale, and optionally logit_bias and activation ("softmax", the default, or "sigmoid"). E must be
-  // `width`, the image embedding's; errors name the file and what is wrong.
+  // A safetensors file: `text_embeddings` [C, E], __metadata__ labels (a JSON list of C distinct names),
+  // logit_scale, activation ("softmax" or "sigmoid") and, with sigmoid, logit_bias (softmax may have one).
+  // E must be `width`, the image embedding's; errors name the file and what is wrong.
   static ZeroShot load(const std::string& path, int64_t width);
 
   int64_t classes() const { return int64_t(labels_.size()); }

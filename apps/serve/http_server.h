@@ -1,0 +1,60 @@
+// `vit serve`'s connections: Boost.Beast on Asio, asynchronous on a few threads, so a slow or silent
+// client costs a socket and a timer, never a thread. The HTTP limits live here: one total deadline per
+// request (its header, body and answer), a body limit checked from Content-Length before the body is read
+// and counted when chunked, a budget for the bodies held at once, and a cap on open connections. Each whole
+// request goes to a Handler; this layer knows no endpoint.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "budget.h"
+#include "http.h"
+
+namespace vit::app {
+
+struct HttpLimits {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int max_body_mb = 32;       // one body, in MiB (413 past it)
+  int max_bodies_mb = 128;    // the bodies held at once (503 past it)
+  int timeout_s = 30;         // one request, all of it
+  int max_connections = 256;  // open at once (503 and closed past it)
+  int threads = 2;            // running the connections
+};
+
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  // Answers now or later, exactly once, maybe from another thread.
+  virtual void handle(HttpRequest request, std::function<void(HttpResponse)> done) = 0;
+  // How an error met before the request reached handle() (a body too large, a full budget, a bad
+  // header) is written for a path ("-" when the header was not read): the protocols' error forms differ.
+  virtual HttpResponse error(const std::string& method, const std::string& path, const HttpError& e) = 0;
+};
+
+class HttpServer {
+ public:
+  HttpServer(const HttpLimits& limits, Handler& handler);
+  ~HttpServer();
+  // Binds and listens; throws vit::Error naming the address when it cannot. Returns "address:port".
+  std::string listen();
+  uint16_t port() const;
+  // Runs the connections on the calling thread and limits.threads - 1 more; returns once stop() has
+  // closed the listener and every request read has been answered.
+  void run();
+  // Stops accepting and closes the connections waiting for a request; those being answered finish.
+  void stop();
+
+  int64_t open_connections() const;
+  int64_t refused_connections() const;  // past max_connections
+  const Budget& bodies() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vit::app

@@ -1,0 +1,119 @@
+// The route table of routes.h: matching a path segment by segment, answering 404/405, catching what a
+// handler throws, and counting every answer by endpoint and status.
+#include "routes.h"
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "vit/error.h"
+
+namespace vit::app {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+HttpResponse error_answer(ErrorForm form, const HttpError& e) {
+  json body;
+  if (form == ErrorForm::Plain) {
+    body = {{"error", e.what()}};
+  } else {
+    body = {{"error", {{"message", e.what()},
+                       {"type", e.status() >= 500 ? "server_error" : "invalid_request_error"},
+                       {"param", e.param().empty() ? json() : json(e.param())},
+                       {"code", e.status() == 404 ? json("model_not_found") : json()}}}};
+  }
+  HttpResponse r = json_answer(body, e.status());
+  r.headers = e.headers;
+  return r;
+}
+
+namespace {
+
+std::vector<std::string> segments(const std::string& path) {
+  std::vector<std::string> out;
+  size_t pos = 1;  // after the leading '/'
+  while (pos <= path.size()) {
+    const size_t slash = std::min(path.find('/', pos), path.size());
+    out.push_back(path.substr(pos, slash - pos));
+    pos = slash + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+Router::Router(std::vector<Route> routes, Metrics& metrics, std::string not_found)
+    : routes_(std::move(routes)), metrics_(metrics), not_found_(std::move(not_found)) {
+  metrics_.counter("vit_requests_total", "HTTP requests answered, by endpoint and status.");
+  metrics_.histogram("vit_request_duration_seconds", "Time from a request's last byte read to its answer, by endpoint.",
+                     {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30});
+}
+
+Router::Match Router::match(const std::string& method, const std::string& path) const {
+  Match m;
+  if (path.empty() || path[0] != '/') return m;
+  const std::vector<std::string> got = segments(path);
+  for (const Route& r : routes_) {
+    const std::vector<std::string> want = segments(r.pattern);
+    if (want.size() != got.size()) continue;
+    PathParams params;
+    bool same = true;
+    for (size_t i = 0; i < want.size() && same; ++i) {
+      if (want[i].size() > 2 && want[i].front() == '{' && want[i].back() == '}')
+        params[want[i].substr(1, want[i].size() - 2)] = percent_decode(got[i]);
+      else
+        same = want[i] == got[i];
+    }
+    if (!same) continue;
+    m.endpoint = r.pattern;
+    if (r.method == method) {
+      m.route = &r;
+      m.params = std::move(params);
+      return m;
+    }
+    m.allow.push_back(r.method);
+  }
+  return m;
+}
+
+void Router::count(const std::string& endpoint, int status, double seconds) {
+  metrics_.add("vit_requests_total", {{"endpoint", endpoint}, {"status", std::to_string(status)}});
+  metrics_.observe("vit_request_duration_seconds", {{"endpoint", endpoint}}, seconds);
+}
+
+void Router::handle(HttpRequest request, std::function<void(HttpResponse)> done) {
+  const Clock::time_point started = Clock::now();
+  Match m = match(request.method, request.path);
+  const ErrorForm form = m.route ? m.route->form : ErrorForm::Plain;
+  Reply reply([this, done = std::move(done), endpoint = m.endpoint, started](HttpResponse r) {
+    count(endpoint, r.status, std::chrono::duration<double>(Clock::now() - started).count());
+    done(std::move(r));
+  }, form);
+  if (!m.route) {
+    if (m.allow.empty()) return reply.fail(HttpError(404, "no endpoint " + request.path + " (" + not_found_ + ")"));
+    std::string allow;
+    for (const std::string& a : m.allow) allow += (allow.empty() ? "" : ", ") + a;
+    HttpError e(405, request.method + " is not allowed on " + request.path + "; use " + allow);
+    e.headers.push_back({"Allow", allow});
+    return reply.fail(e);
+  }
+  try {
+    m.route->handle(request, m.params, reply);
+  } catch (const HttpError& e) {
+    reply.fail(e);
+  } catch (const json::exception& e) {
+    reply.fail(HttpError(400, std::string("bad request JSON: ") + e.what()));
+  } catch (const Error& e) {
+    reply.fail(HttpError(400, e.problem()));
+  }
+}
+
+HttpResponse Router::error(const std::string& method, const std::string& path, const HttpError& e) {
+  const Match m = match(method, path);
+  const ErrorForm form = m.route ? m.route->form : ErrorForm::Plain;
+  count(m.endpoint, e.status(), 0);
+  return error_answer(form, e);
+}
+
+}  // namespace vit::app

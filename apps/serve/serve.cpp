@@ -1,0 +1,240 @@
+// `vit serve`: its flags, start-up and shutdown. Loads the model, builds the route table (v1.h, kserve.h)
+// over the served models (models.h) and the connections (http_server.h), warms every batch size up, and
+// prints the memory bound. SIGINT, SIGTERM and SIGHUP are taken by one sigwait thread (every other thread
+// keeps them blocked): the server stops accepting, answers what it has read, and exits 0; a second SIGINT
+// exits at once.
+#include <malloc.h>
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "apps/command.h"
+#include "apps/options.h"
+#include "http_server.h"
+#include "kserve.h"
+#include "models.h"
+#include "routes.h"
+#include "v1.h"
+#include "vit/batcher.h"
+#include "vit/limits.h"
+
+namespace vit::app {
+namespace {
+
+constexpr int kExitInterrupted = 130;  // a second SIGINT: 128 + SIGINT, as a shell reports it
+
+struct ServeOptions {
+  ModelOptions model;
+  std::string name;
+  HttpLimits http;
+  int max_batch = 16, max_delay_ms = 0, max_queue = 256, max_queue_mp = 64;
+  int64_t max_pixels = 40'000'000;
+};
+
+// The bound on the server's memory (docs/SERVING.md), in MiB: what it holds when ready (the model, its
+// Plans, its threads), the bodies it may hold three times over (read, then parsed into their images), and
+// 16 bytes for each pixel of the queued images (the costliest decode, a 16-bit RGBA PNG's).
+constexpr int64_t kBodyCopies = 3, kBytesPerPixel = 16;
+int64_t memory_bound_mb(int64_t ready_mb, const ServeOptions& o) {
+  return ready_mb + kBodyCopies * o.http.max_bodies_mb + (kBytesPerPixel * int64_t(o.max_queue_mp) * 1'000'000 >> 20);
+}
+
+// The most memory this process has held so far in MiB (VmHWM, its peak resident set), 0 where /proc
+// does not say.
+int64_t peak_resident_mb() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  int64_t kb = 0;
+  while (status >> key)
+    if (key == "VmHWM:" && status >> kb) return (kb + 1023) >> 10;
+  return 0;
+}
+
+// The signals the server takes through sigwait; blocked in every thread.
+sigset_t shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);  // a closed terminal, or `systemctl reload`: a drain too (models are fixed at start)
+  return set;
+}
+
+void check_options(const ServeOptions& o) {
+  if (o.max_queue < o.max_batch)
+    throw Error("--max-queue (" + std::to_string(o.max_queue) + ") must hold at least --max-batch (" +
+                std::to_string(o.max_batch) + ") images");
+  if (o.http.max_bodies_mb < o.http.max_body_mb)
+    throw Error("--max-bodies-mb (" + std::to_string(o.http.max_bodies_mb) + ") must hold at least one body of "
+                "--max-body-mb (" + std::to_string(o.http.max_body_mb) + ")");
+  if (o.max_pixels > int64_t(o.max_queue_mp) * 1'000'000)
+    throw Error("--max-queue-mp (" + std::to_string(o.max_queue_mp) + ") must hold at least one image of --max-pixels (" +
+                std::to_string(o.max_pixels) + ")");
+}
+
+// Runs a forward pass of every batch size the model's batching thread runs (--max-batch and the powers
+// of two below it) on that thread: no request pays for the engine's set-up, and what the process holds
+// from here on is the model's, its Plans' and its threads'.
+void warm_up(const ServedModel& m, int max_batch) {
+  std::vector<int64_t> sizes{max_batch};
+  for (int64_t n = 1; n < max_batch; n *= 2) sizes.push_back(n);
+  for (const int64_t n : sizes) {
+    std::promise<std::string> ran;
+    const std::vector<float> zeros(size_t(n * 3 * m.info.input_height * m.info.input_width), 0.f);
+    if (!m.batcher->submit(zeros, n, [&ran](std::vector<float>, std::string error) { ran.set_value(error); }))
+      throw Error("the batcher refused the warm-up pass");
+    const std::string error = ran.get_future().get();
+    if (!error.empty()) throw Error("the warm-up pass failed: " + error);
+  }
+}
+
+// Everything the server runs on, made and bound before the work starts so that a busy port is a usage
+// error too.
+struct Server {
+  ServeOptions opt;
+  Metrics metrics;
+  std::unique_ptr<Service> service;
+  std::unique_ptr<Router> router;
+  std::unique_ptr<HttpServer> http;
+  std::atomic<bool> counting{false};  // the warm-up passes are not counted
+  std::string address;
+};
+
+std::unique_ptr<ServedModel> load(const ServeOptions& o, Server* server) {
+  ClassifierOptions co = classifier_options(o.model);
+  co.batch = o.max_batch;
+  co.keep_logits = true;
+  co.max_pixels = o.max_pixels;
+  auto m = std::make_unique<ServedModel>();
+  m->classifier = std::make_unique<Classifier>(load_classifier(o.model, co));
+  m->info = m->classifier->info();
+  m->name = o.name.empty() ? m->info.name : o.name;
+  m->classes = m->classifier->classes();
+  BatcherOptions bo;
+  bo.max_batch = o.max_batch;
+  bo.max_delay_ms = o.max_delay_ms;
+  bo.max_queue = o.max_queue;
+  m->batcher = std::make_unique<Batcher>(*m->classifier, bo, [server](const BatchStats& s) {
+    if (server->counting) server->service->batch_done(s);
+  });
+  return m;
+}
+
+std::unique_ptr<Server> make_server(const ServeOptions& o) {
+  auto s = std::make_unique<Server>();
+  s->opt = o;
+  s->service = std::make_unique<Service>(ServiceOptions{o.max_batch, o.max_queue, o.max_pixels,
+                                                        int64_t(o.max_queue_mp) * 1'000'000}, s->metrics);
+  s->service->add(load(o, s.get()));
+  std::vector<Route> routes;
+  add_v1_routes(*s->service, &routes);
+  add_kserve_routes(*s->service, &routes);
+  s->router = std::make_unique<Router>(std::move(routes), s->metrics,
+                                       "POST /v1/classify, GET /metrics, KServe v2 under /v2: /v2/health/live, "
+                                       "/v2/health/ready, /v2/models/NAME[/ready|/infer]");
+  s->http = std::make_unique<HttpServer>(o.http, *s->router);
+  const HttpServer* http = s->http.get();
+  using Kind = Metrics::Kind;
+  s->metrics.read("vit_connections_open", Kind::Gauge, "Connections open now.", {},
+                  [http] { return double(http->open_connections()); });
+  s->metrics.read("vit_connections_refused_total", Kind::Counter, "Connections refused past --max-connections.", {},
+                  [http] { return double(http->refused_connections()); });
+  s->metrics.read("vit_body_bytes_held", Kind::Gauge,
+                  "Bytes of request bodies held now (read, queued or being answered), at most --max-bodies-mb.", {},
+                  [http] { return double(http->bodies().used()); });
+  s->address = s->http->listen();
+  return s;
+}
+
+int run(Server& s) {
+  std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-answer is an error code, not the end of the server
+  const ServeOptions& o = s.opt;
+  const ServedModel& m = *s.service->models().front();
+  std::fprintf(stderr,
+               "vit serve: model %s (%s, %s, %lld classes, %lldx%lld) at http://%s, max batch %d, max delay %d ms, "
+               "queue %d images and %d MP, body %d MB, bodies %d MB, image %lld pixels, timeout %d s, "
+               "%d connections, %d threads\n",
+               m.name.c_str(), m.info.file.c_str(), m.info.precision.c_str(), (long long)m.classes,
+               (long long)m.info.input_height, (long long)m.info.input_width, s.address.c_str(), o.max_batch,
+               o.max_delay_ms, o.max_queue, o.max_queue_mp, o.http.max_body_mb, o.http.max_bodies_mb,
+               (long long)o.max_pixels, o.http.timeout_s, o.http.max_connections, set_threads(0));
+  std::fflush(stderr);
+  std::thread connections([&s] { s.http->run(); });
+  // The first signal drains; a second SIGINT ends the process at once.
+  std::thread waiter([&s] {
+    const sigset_t signals = shutdown_signals();
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::fprintf(stderr, "vit serve: %s: answering the requests already read, then exiting (SIGINT again: now)\n",
+                 sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
+    s.http->stop();
+    for (;;) {
+      sigwait(&signals, &sig);
+      if (sig == SIGINT) std::_Exit(kExitInterrupted);
+    }
+  });
+  waiter.detach();
+  for (const auto& model : s.service->models()) warm_up(*model, o.max_batch);
+  const int64_t ready_mb = peak_resident_mb();
+  std::fprintf(stderr, "vit serve: ready; memory: %lld MiB so far, at most %lld MiB under any load (%lld + %lld x "
+               "--max-bodies-mb + %lld B x --max-queue-mp: docs/SERVING.md)\n", (long long)ready_mb,
+               (long long)memory_bound_mb(ready_mb, o), (long long)ready_mb, (long long)kBodyCopies,
+               (long long)kBytesPerPixel);
+  std::fflush(stderr);
+  s.counting = true;
+  for (const auto& model : s.service->models()) model->ready = true;
+  connections.join();
+  for (const auto& model : s.service->models()) model->batcher->close();
+  std::fprintf(stderr, "vit serve: stopped\n");
+  return kExitOk;
+}
+
+std::function<int()> prepare_serve(const ServeOptions& o) {
+  // Before any thread exists (OpenMP's, oneDNN's, Asio's), so all of them inherit the mask.
+  const sigset_t signals = shutdown_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Blocks of 1 MiB and more (decoded images, bodies) come from the system and go back to it when freed:
+  // glibc's default would raise that threshold to 32 MiB after the first large free and keep up to twice
+  // that, freed, in each thread's arena, where a decoded bomb's memory outlives its request.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_TRIM_THRESHOLD, 4 << 20);
+  check_options(o);
+  std::shared_ptr<Server> server = make_server(o);
+  return [server] { return run(*server); };
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, Prepare* prepare) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "classify images over HTTP: /v1/classify, KServe v2, /metrics");
+  add_model_options(cmd, &o->model);
+  cmd->add_option("--host", o->http.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
+  add_number_option(cmd, "--port", &o->http.port, 0, 65535, "port to listen on (0: any free one, printed at start-up)");
+  cmd->add_option("--name", o->name, "the model's name in /v2/models/NAME (default: the model folder's name)");
+  add_number_option(cmd, "--max-batch", &o->max_batch, 1, int(kMaxBatch), "images per forward pass at most");
+  add_number_option(cmd, "--max-delay-ms", &o->max_delay_ms, 0, 10000,
+                    "after a request arrives, wait this long for others to fill its batch");
+  add_number_option(cmd, "--max-queue", &o->max_queue, 1, 1 << 20,
+                    "images waiting at most; past it, requests get 503 and Retry-After");
+  add_number_option(cmd, "--max-body-mb", &o->http.max_body_mb, 1, 4096, "largest request body, in MiB (413 past it)");
+  add_number_option(cmd, "--max-bodies-mb", &o->http.max_bodies_mb, 1, 1 << 20,
+                    "request bodies held at once (being read, queued, answered), in MiB; past it, 503 and Retry-After");
+  add_number_option(cmd, "--max-pixels", &o->max_pixels, int64_t(1), int64_t(1) << 40,
+                    "largest image, in pixels, refused from its header before decoding (400)");
+  add_number_option(cmd, "--max-queue-mp", &o->max_queue_mp, 1, 1 << 20,
+                    "megapixels the queued images hold at most (from their headers, until answered); past it, 503 "
+                    "and Retry-After");
+  add_number_option(cmd, "--timeout-s", &o->http.timeout_s, 1, 86400,
+                    "total time for one request: reading it, answering it and writing the answer");
+  add_number_option(cmd, "--max-connections", &o->http.max_connections, 1, 1 << 20,
+                    "open connections at most; past it, a new one gets 503 and is closed");
+  add_number_option(cmd, "--http-threads", &o->http.threads, 1, 64, "threads reading and writing HTTP");
+  cmd->callback([o, prepare] { *prepare = [o] { return prepare_serve(*o); }; });
+}
+
+}  // namespace vit::app

@@ -1,0 +1,97 @@
+// The /v1 routes and /metrics of v1.h: reading a request's images from its body, queueing them on the
+// model's Batcher, and answering each image's top classes or its error.
+#include "v1.h"
+
+namespace vit::app {
+
+using nlohmann::json;
+
+namespace {
+
+// A request's top classes as `vit classify --json` writes them.
+json top_json(const Result& r) {
+  json t = json::array();
+  for (const Prediction& p : r.top) t.push_back({{"index", p.index}, {"label", p.label}, {"prob", p.prob}});
+  return t;
+}
+
+// The model a /v1 request names with ?model=NAME; with one model served, naming it is optional.
+ServedModel& model_of(const Service& service, const HttpRequest& req) {
+  const auto name = query_value(req.query, "model");
+  if (name) return service.model(percent_decode(*name));
+  if (service.models().size() != 1) {
+    std::string names;
+    for (const auto& m : service.models()) names += (names.empty() ? "" : ", ") + m->name;
+    throw HttpError(400, "this server has several models (" + names + "): name one with ?model=NAME", "model");
+  }
+  return *service.models().front();
+}
+
+// The images of a /v1 request: its body, one encoded image, or the files of a multipart form.
+EncodedImages request_images(HttpRequest& req, bool* multipart) {
+  const std::string type = media_type(req.content_type);
+  EncodedImages images;
+  *multipart = type == "multipart/form-data";
+  if (*multipart) {
+    for (FormPart& p : parse_multipart(req.body, content_type_parameter(req.content_type, "boundary")))
+      images.emplace_back(std::move(p.name), std::move(p.bytes));
+  } else if (type.empty() || type == "application/octet-stream" || type.rfind("image/", 0) == 0 ||
+             type == "application/x-www-form-urlencoded") {  // what `curl --data-binary @photo.jpg` says
+    if (req.body.empty()) throw HttpError(400, "an empty body: send one encoded image, or multipart/form-data");
+    images.emplace_back("image", std::move(req.body));
+  } else {
+    throw HttpError(415, "Content-Type " + type +
+                             " is not an image: send the encoded image's bytes (image/jpeg, "
+                             "application/octet-stream, ...) or multipart/form-data");
+  }
+  return images;
+}
+
+void classify(Service& service, HttpRequest& req, const Reply& reply) {
+  ServedModel& m = model_of(service, req);
+  Service::require_classes(m);
+  int64_t topk = 5;
+  if (const auto k = query_value(req.query, "topk")) {
+    const auto n = parse_count(*k, 1, m.classes);
+    if (!n) throw HttpError(400, "topk: '" + *k + "' is not a number from 1 to " + std::to_string(m.classes));
+    topk = *n;
+  }
+  bool multipart = false;
+  EncodedImages images = request_images(req, &multipart);
+  service.check_queue_room(int64_t(images.size()));
+  const int64_t pixels = service.take_pixels(images);
+  const bool ok = m.batcher->submit(std::move(images), int(topk), [&service, reply, multipart, pixels](std::vector<Result> rs) {
+    service.give_pixels(pixels);
+    int64_t failed = 0;
+    for (const Result& r : rs) failed += !r.error.empty();
+    service.images_done(int64_t(rs.size()) - failed, failed);
+    if (!multipart) {
+      const Result& r = rs[0];
+      return r.error.empty() ? reply(json_answer({{"top", top_json(r)}})) : reply.fail(HttpError(400, r.error));
+    }
+    json a = json::array();
+    for (const Result& r : rs)
+      a.push_back(r.error.empty() ? json{{"file", r.file}, {"top", top_json(r)}} : json{{"file", r.file}, {"error", r.error}});
+    reply(json_answer(a));
+  });
+  if (!ok) {
+    service.give_pixels(pixels);
+    throw service.queue_full();
+  }
+}
+
+}  // namespace
+
+void add_v1_routes(Service& service, std::vector<Route>* routes) {
+  Service* s = &service;
+  routes->push_back({"POST", "/v1/classify", ErrorForm::Plain,
+                     [s](HttpRequest& req, const PathParams&, const Reply& reply) { classify(*s, req, reply); }});
+  routes->push_back({"GET", "/metrics", ErrorForm::Plain, [s](HttpRequest&, const PathParams&, const Reply& reply) {
+                       HttpResponse r;
+                       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+                       r.body = s->metrics().text();
+                       reply(std::move(r));
+                     }});
+}
+
+}  // namespace vit::app

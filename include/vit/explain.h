@@ -1,0 +1,80 @@
+// What a classifier looked at: per image its top class, attention rolled out through every block (Abnar
+// & Zuidema 2020) and the last block's attention of the answering token per head, and pictures of them
+// over the photo. What `vit explain` runs; always f32, every block's attention kept. Standard types only;
+// errors are vit::Error (vit/error.h).
+//
+//   vit::Explainer e("model_dir");
+//   e.explain(vit::find_images({"photos/"}), [](std::vector<vit::Explanation>& batch) {
+//     for (const vit::Explanation& x : batch) save(x.file + ".png", x.picture);  // PNG bytes
+//   });
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vit/vit.h"
+
+namespace vit {
+
+// What the picture shows: attention rolled out through every block, or the last block's alone (the mean
+// of its heads).
+enum class ExplainMethod { Rollout, Last };
+
+struct ExplainOptions {
+  int threads = 0;                 // threads for decoding, inference and drawing (0: all cores)
+  std::string labels;              // a labels file, one per line; "" for the checkpoint's, else ImageNet-1k's
+  std::string config;              // a config.json overriding the one beside the weights
+  int img_size = 0;                // run at S x S (0: the model's own size)
+  int64_t max_pixels = kDefaultMaxPixels;  // larger images are refused from their header, before decoding
+  bool exif_transpose = false;     // turn images as their EXIF orientation says (PIL's exif_transpose)
+  ExplainMethod method = ExplainMethod::Rollout;
+  int picture_size = 1024;         // the pictures' longer side at most, 64 to 8192
+  bool heads = false;              // also heads_picture
+  std::string picture_software;    // named in each picture's "Software" text chunk, as image editors name themselves ("" for none)
+};
+
+// One input's explanation, or the error that kept it from being explained.
+struct Explanation {
+  std::string file;
+  std::string error;           // empty when it worked
+  Prediction top{};            // the most probable class
+  std::vector<float> logits;   // [classes]
+  // Over the patch grid [grid_h, grid_w]: the class token's attention (a model without one: every
+  // token's, weighted equally) rolled out through the blocks, its maximum 1; and the last block's, per
+  // head, as it is [heads, grid_h, grid_w].
+  std::vector<float> rollout, last;
+  std::string picture;         // PNG: the photo, the method's map blended over what the model saw, the top class below
+  std::string heads_picture;   // PNG, with ExplainOptions::heads: one panel per head of the last block
+};
+
+class Explainer {
+ public:
+  // model: as vit::Classifier takes it; always f32. A model without a classifier head (embeddings only,
+  // or a projection into a joint image-text space) has no class to explain: explain() refuses it.
+  explicit Explainer(const std::string& model, const ExplainOptions& options = {});
+  ~Explainer();
+  Explainer(Explainer&&) noexcept;
+  Explainer& operator=(Explainer&&) noexcept;
+
+  // The inputs (as find_images lists them; one that comes with an error keeps it, a video is refused)
+  // a batch at a time: on_batch gets each batch's Explanations in input order as soon as they are made,
+  // so that a long run holds one batch of pictures at a time. Safe to call from several threads at once.
+  void explain(const std::vector<ImagePath>& inputs, const std::function<void(std::vector<Explanation>&)>& on_batch,
+               const BetweenBatches& between = {}) const;
+
+  int64_t classes() const;  // 0 for a model without a classifier head: explain() refuses it
+  int64_t heads() const;
+  int64_t grid_h() const;
+  int64_t grid_w() const;
+  const std::vector<std::string>& labels() const;
+  ModelInfo info() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vit

@@ -1,0 +1,165 @@
+// model_info (model_info.h): a loaded ViT's config, source, precision and how it runs here, as the public
+// ModelInfo; its description in the words `vit inspect` prints.
+#include "library/model_info.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <array>
+#include <filesystem>
+
+#include "engine/preprocess/resample.h"
+
+namespace vit {
+namespace {
+
+// A model's name: the folder's, for a folder or the weights file a folder is loaded from, else the file's
+// stem (as the loader reads folders: model.safetensors, or OpenCLIP's open_clip_model.safetensors).
+std::string model_name(const std::string& model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(model), ec).lexically_normal();
+  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // a trailing slash
+  if (fs::is_directory(p, ec)) return p.filename().string();
+  const std::string file = p.filename().string();
+  if (file == "model.safetensors" || file == "open_clip_model.safetensors") return p.parent_path().filename().string();
+  return p.stem().string();
+}
+
+std::string tokens_line(const ViTConfig& c) {
+  std::string s = fmt::format("{} = {} patches ({}x{})", c.tokens(), c.patches(), c.grid_h(), c.grid_w());
+  if (c.class_token) s += " + class token";
+  if (c.dist_token) s += " + distillation token";
+  if (c.reg_tokens) s += fmt::format(" + {} register tokens (reg_token, not in the position table)", c.reg_tokens);
+  return s;
+}
+
+std::string position_line(const ViTConfig& c) {
+  std::string s = c.abs_pos ? fmt::format("{}x{} grid", c.pos_grid_h, c.pos_grid_w) : "none";
+  if (c.abs_pos && c.pos_grid_h != c.grid_h())
+    s += fmt::format(", resampled to {}x{} ({})", c.grid_h(), c.grid_w(),
+                     c.pos_antialias ? "bicubic, antialiased" : "bicubic, not antialiased: torch's, as the layout's code");
+  return s + (c.no_embed_class ? ", patches only (no_embed_class)" : "");
+}
+
+std::string family_line(const ViTConfig& c) {
+  return c.family +
+         (c.layer_scale ? (c.family == "BEiT" ? ", layer scale on both branches of every block (gamma_1, gamma_2)"
+                                              : ", layer scale on both branches of every block (ls1, ls2)")
+                        : "") +
+         (c.norm_pre ? ", LayerNorm before the blocks (norm_pre)" : "") +
+         (c.quick_gelu ? ", QuickGELU in the MLPs" : c.gelu_tanh ? ", GELU's tanh form in the MLPs" : "");
+}
+
+// Said only of attention that is not timm's plain one.
+std::string attention_line(const ViTConfig& c) {
+  std::string s = c.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
+  if (!c.qkv_fused) s += ", separate q_proj, k_proj, v_proj (run as one)";
+  if (c.rel_pos_window)
+    s += fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})", c.rel_pos_window,
+                     c.rel_pos_window, c.rel_pos_len(),
+                     c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
+                         ? ""
+                         : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()));
+  if (c.rope)
+    s += fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, temperature {:g}{})",
+                     double(c.rope_temperature),
+                     c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w) : std::string());
+  return s;
+}
+
+std::string pooling_line(const ViTConfig& c) {
+  const char* pool = c.pool == Pool::Token ? "class token"
+                     : c.pool == Pool::Avg ? "mean of patch tokens"
+                                           : "attention pool (MAP head: a learned query over all tokens, then LayerNorm + MLP)";
+  return fmt::format("{}{}{}, LayerNorm eps {:g}", pool, c.final_norm ? ", final norm" : "",
+                     c.fc_norm ? ", fc_norm after pooling" : "", double(c.eps));
+}
+
+std::string triple(const std::array<float, 3>& v) { return fmt::format("{:.4g}, {:.4g}, {:.4g}", v[0], v[1], v[2]); }
+
+std::string preprocessing_line(const PreprocessConfig& p) {
+  const std::string resize = p.crop_mode == CropMode::Squash ? fmt::format("{}x{}", p.resize_width(), p.resize_height())
+                                                             : fmt::format("{} (shorter side)", p.resize_height());
+  return fmt::format("{} resize to {}, center crop {}x{}, mean {}, std {}", filter_name(p.interpolation), resize, p.width,
+                     p.height, triple(p.mean), triple(p.std));
+}
+
+// The model in words, a topic and its line each, in the order `vit inspect` prints them.
+std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
+  const ViTConfig& c = model.config();
+  const std::string head = c.classes == 0        ? "no head"
+                           : c.head_is_projection ? fmt::format("a projection to {} dimensions", c.classes)
+                                                  : fmt::format("{} classes", c.classes);
+  std::vector<std::pair<std::string, std::string>> d = {
+      {"file", model.source()},
+      {"layout", fmt::format("{}, {:.2f} M parameters", c.stored_as, double(c.parameters()) / 1e6)},
+      {"architecture", fmt::format("{}: patch {}, width {}, depth {}, heads {}, MLP {}, {}",
+                                   c.arch.empty() ? "ViT" : c.arch, c.patch, c.width, c.depth, c.heads, c.mlp, head)},
+      {"family", family_line(c)}};
+  if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope) d.push_back({"attention", attention_line(c)});
+  if (c.swiglu)
+    d.push_back({"mlp", fmt::format("SwiGLU: silu(fc1_g x) * fc1_x x{}, then fc2", c.scale_mlp ? ", LayerNorm (mlp.norm)" : "")});
+  d.push_back({"input", fmt::format("{}x{} RGB", c.img_h(), c.img_w())});
+  d.push_back({"tokens", tokens_line(c)});
+  d.push_back({"position table", position_line(c)});
+  d.push_back({"pooling", pooling_line(c)});
+  if (c.dist_token) d.push_back({"head", "mean of head and head_dist (timm's eval output)"});
+  if (c.classes == 0) d.push_back({"head", "none: embeddings only (vit embed)"});
+  if (c.head_is_projection)
+    d.push_back({"head", "a projection into a joint image-text space: no classes; vit embed --head, or labels from "
+                         "text embeddings (--text-embeddings)"});
+  d.push_back({"embedding", fmt::format("{} values per image from vit embed (the pooled features){}", c.width,
+                                        c.classes ? fmt::format(", {} with --head ({})", c.classes,
+                                                                c.head_is_projection ? "the projection" : "the logits")
+                                                  : "")});
+  d.push_back({"preprocessing", preprocessing_line(c.pre)});
+  if (c.classes > 0 && !c.head_is_projection)
+    d.push_back({"labels", c.labels.empty() ? "none in the files" : fmt::format("{} names ({}, ...)", c.labels.size(), c.labels[0])});
+  return d;
+}
+
+}  // namespace
+
+ModelInfo model_info(const ViT& model, const PlanPool& plans) {
+  const ViTConfig& c = model.config();
+  ModelInfo i;
+  i.name = model_name(model.source());
+  i.family = c.family;
+  i.file = model.source();
+  i.arch = c.arch;
+  i.stored_as = c.stored_as;
+  i.precision = precision_name(model.precision());
+  i.pool = pool_name(c.pool);
+  i.interpolation = filter_name(c.pre.interpolation);
+  i.crop_mode = crop_mode_name(c.pre.crop_mode);
+  i.patch = c.patch;
+  i.width = c.width;
+  i.depth = c.depth;
+  i.heads = c.heads;
+  i.mlp = c.mlp;
+  i.classes = c.classes;
+  i.input_height = c.img_h();
+  i.input_width = c.img_w();
+  i.tokens = c.tokens();
+  i.parameters = c.parameters();
+  i.crop_pct = c.pre.crop_pct;
+  i.resize = c.pre.resize_height();
+  for (int k = 0; k < 3; ++k) {
+    i.mean[k] = c.pre.mean[size_t(k)];
+    i.std[k] = c.pre.std[size_t(k)];
+  }
+  i.description = description(model);
+  std::unique_ptr<ViT::Plan> plan = plans.take(1);
+  i.flops = plan->program().flops();
+  plans.give_back(std::move(plan));
+  i.weight_bytes = int64_t(model.weight_bytes());
+  i.int8_weights = model.int8_source();
+  for (const auto& [name, lw] : model.linear_layers())
+    i.layers.push_back({name, precision_name(lw->precision), linear_summary(*lw)});
+  i.attention = model.attention_summary();
+  for (const auto& [what, from] : c.origin.settings())
+    if (!from->empty()) i.origins.push_back({what, *from});
+  return i;
+}
+
+}  // namespace vit

@@ -1,0 +1,269 @@
+// Every architecture timm 1.0.31 lists from vision_transformer.py, eva.py, beit.py and deit.py, as a shrunk
+// random-weight model made by timm (tests/make_sweep_models.py): the engine either runs it within 1e-4 of
+// timm (tokens, embeddings and outputs on three photos, through our own decoding and preprocessing against
+// timm's data pipeline) or refuses it by name, never answers wrongly. The same weights with a config naming no
+// timm architecture ("vit_custom", the heads and the preprocessing): what the tensors alone describe, run
+// exactly or refused. The
+// result per name is docs/MODELS.md (VIT_UPDATE_MODELS_MD=1 rewrites it); every name the README's families
+// table shows must run. Not under the sanitizers (CI runs it once); skipped without timm in .venv, except
+// under CI=true.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "engine/image/image.h"
+#include "engine/preprocess/preprocess.h"
+#include "models/families.h"
+#include "models/vit.h"
+#include "reference_models.h"
+#include "test_util.h"
+#include "vit/vit.h"
+
+namespace vit::test {
+namespace {
+
+constexpr float kTolerance = 1e-4f;
+
+// What the engine does with one architecture.
+struct Outcome {
+  bool timm_failed = false;  // timm itself could not build or run it here (sweep.json says why)
+  bool runs = false;
+  std::string family;        // when it runs
+  std::string refusal;       // when it does not: the engine's reason
+  std::string wrong;         // a wrong answer or an error that is no refusal: the test fails
+  float worst = 0;           // when it runs: the largest difference from timm
+};
+
+float diff(const float* got, const SafeTensors& ref, const char* name, size_t n) {
+  const auto want = ref.to_f32(name);
+  return want.size() == n ? max_abs_diff(got, want.data(), n) : INFINITY;
+}
+
+// The photos through our decoding and preprocessing, then our forward pass: the largest difference from
+// timm's tokens, embeddings and outputs.
+float run_on_photos(ViT& m, const SafeTensors& ref) {
+  const ViTConfig& c = m.config();
+  const auto photos = reference_photos();
+  const int64_t B = int64_t(photos.size());
+  auto plan = m.make_plan(B);
+  for (int64_t i = 0; i < B; ++i)
+    preprocess(decode_image_file(photos[size_t(i)], kDefaultMaxPixels, false), c.pre, plan->input() + i * c.input_floats());
+  plan->run();
+  const int64_t T = c.tokens(), D = c.width, C = c.classes;
+  return std::max({diff(plan->tokens(), ref, "tokens", size_t(B * T * D)),
+                   diff(plan->features(), ref, "embeddings", size_t(B * D)),
+                   C ? diff(plan->logits(), ref, "outputs", size_t(B * C)) : diff(plan->features(), ref, "outputs", size_t(B * D))});
+}
+
+// Loads dir and compares; a vit::Error while loading is a refusal, anything else (or an answer off by
+// more than the tolerance) is wrong.
+Outcome try_model(const std::string& dir, const SafeTensors& ref) {
+  Outcome o;
+  try {
+    ViT m = ViT::load(dir);
+    o.family = m.config().family;
+    o.worst = run_on_photos(m, ref);
+    o.runs = o.worst < kTolerance;
+    if (!o.runs) o.wrong = "answers differ from timm's by " + std::to_string(o.worst);
+  } catch (const Error& e) {
+    o.refusal = e.problem();
+  } catch (const std::exception& e) {
+    o.wrong = std::string("not a vit::Error: ") + e.what();
+  }
+  return o;
+}
+
+class Sweep : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!have_shared_data()) return;
+    const GeneratedModels g =
+        generated_models("sweep_models", {VIT_SOURCE_DIR "/tests/make_sweep_models.py"}, "timm", "TIMM_FUSED_ATTN=0 ");
+    dir_ = g.dir;
+    ready_ = g.ready;
+  }
+  void SetUp() override {
+    REQUIRE_SHARED_DATA();
+    if (dir_.empty()) {
+      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
+      GTEST_SKIP() << kVenvPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
+    }
+    ASSERT_TRUE(ready_) << "tests/make_sweep_models.py failed";
+  }
+
+  // sweep.json, read once.
+  static const nlohmann::json& index() {
+    static const nlohmann::json j = [] {
+      std::ifstream in(dir_ + "/sweep.json");
+      return nlohmann::json::parse(in);
+    }();
+    return j;
+  }
+
+  // Every architecture's outcome, computed once for the tests below.
+  static const std::map<std::string, Outcome>& outcomes() {
+    static std::map<std::string, Outcome> all;
+    if (!all.empty()) return all;
+    for (const auto& [name, entry] : index()["architectures"].items()) {
+      Outcome o;
+      if (entry.contains("timm_error")) {
+        o.timm_failed = true;
+        o.refusal = entry["timm_error"].get<std::string>();
+      } else {
+        o = try_model(dir_ + "/" + name, SafeTensors(dir_ + "/" + name + "/reference.safetensors"));
+      }
+      all[name] = o;
+    }
+    return all;
+  }
+
+  // docs/MODELS.md as the sweep makes it.
+  static std::string models_md() {
+    const nlohmann::json& j = index();
+    std::ostringstream md;
+    md << "# Which models run\n\n"
+          "Every architecture timm " << j["timm"].get<std::string>() << " lists from `vision_transformer.py`, `eva.py`, "
+          "`beit.py` and `deit.py`, as a shrunk random-weight model made by timm (`tests/make_sweep_models.py`: width 64, depth 2, "
+          "the architecture's own image size and settings), run by the engine on three photos and compared with timm's "
+          "own outputs: it runs within 1e-4 of timm (tokens, embeddings and outputs, through "
+          "the engine's own decoding and preprocessing of the photos against timm's data pipeline), or the engine refuses it by name. Generated by "
+          "`tests/test_sweep.cpp` (`ctest -L sweep`); `VIT_UPDATE_MODELS_MD=1 ctest -L sweep` rewrites it.\n\n";
+    int runs = 0, refused = 0;
+    for (const auto& [name, o] : outcomes()) (o.runs ? runs : refused)++;
+    md << runs << " run, " << refused << " are refused.\n\n| architecture | runs | family, or why not |\n|---|---|---|\n";
+    for (const auto& [name, o] : outcomes()) {
+      std::string why = o.runs ? o.family : o.timm_failed ? "timm itself cannot build it here: " + o.refusal : o.refusal;
+      for (char& ch : why)
+        if (ch == '|' || ch == '\n') ch = ' ';
+      md << "| `" << name << "` | " << (o.runs ? "yes" : "no") << " | " << why << " |\n";
+    }
+    return md.str();
+  }
+
+  static std::string dir_;
+  static bool ready_;
+};
+std::string Sweep::dir_;
+bool Sweep::ready_ = false;
+
+TEST_F(Sweep, EveryArchitectureRunsLikeTimmOrIsRefusedByName) {
+  int runs = 0;
+  for (const auto& [name, o] : outcomes()) {
+    EXPECT_EQ(o.wrong, "") << name;
+    if (!o.runs && !o.timm_failed)
+      EXPECT_NE(o.refusal.find("not supported"), std::string::npos) << name << " is refused, but not by name: " << o.refusal;
+    runs += o.runs;
+    std::printf("%-44s %s\n", name.c_str(),
+                o.runs ? ("runs, max |difference| from timm " + std::to_string(o.worst)).c_str()
+                       : ("refused: " + o.refusal).c_str());
+  }
+  std::printf("%d of %zu run\n", runs, outcomes().size());
+  EXPECT_GT(outcomes().size(), 200u);
+
+  // docs/MODELS.md is what this sweep finds (VIT_UPDATE_MODELS_MD=1 writes it instead of comparing).
+  const std::string path = VIT_SOURCE_DIR "/docs/MODELS.md", md = models_md();
+  if (std::getenv("VIT_UPDATE_MODELS_MD")) {
+    write_file(path, md);
+    std::printf("wrote %s\n", path.c_str());
+  }
+  EXPECT_EQ(read_file(path), md) << "docs/MODELS.md is not what the sweep finds: VIT_UPDATE_MODELS_MD=1 ctest -L sweep";
+
+  // Every timm name the README's families table shows runs: refusing everything cannot pass.
+  const std::string readme = read_file(VIT_SOURCE_DIR "/README.md");
+  const auto table = readme.find("| family | timm names |");
+  ASSERT_NE(table, std::string::npos) << "the README's families table";
+  const std::string rows = readme.substr(table, readme.find("\n\n", table) - table);
+  const std::regex arch_name(R"(`([a-z0-9]+_[a-z0-9_]+)`)");
+  int named = 0;
+  for (auto it = std::sregex_iterator(rows.begin(), rows.end(), arch_name); it != std::sregex_iterator(); ++it) {
+    const std::string arch = (*it)[1];
+    if (!outcomes().count(arch)) continue;  // a name of another module (none today)
+    ++named;
+    EXPECT_TRUE(outcomes().at(arch).runs) << "the README names " << arch << ", which the engine refuses: "
+                                          << outcomes().at(arch).refusal;
+  }
+  EXPECT_GT(named, 5);
+}
+
+// The heads of a config that names an architecture without model_args.num_heads, and `vit bench --arch`:
+// every architecture the engine runs has timm's full-size heads, those with a preset timm's own full-size
+// shape (parameters apart from the head, whose width the preset picks); no other name has either.
+TEST_F(Sweep, PresetsAreTimmsShapes) {
+  int presets = 0, heads = 0;
+  for (const auto& [name, entry] : index()["architectures"].items()) {
+    ViTConfig c;
+    if (!family_of_arch(name)) {
+      EXPECT_EQ(arch_heads(name), 0) << name;
+      EXPECT_FALSE(arch_preset(name, &c)) << name;
+      continue;
+    }
+    ASSERT_TRUE(entry.contains("full")) << name;
+    const nlohmann::json& t = entry["full"];
+    EXPECT_EQ(arch_heads(name), t["heads"].get<int64_t>()) << name;
+    ++heads;
+    if (!arch_preset(name, &c)) {
+      EXPECT_THROW(config_for_arch(name), Error) << name;
+      continue;
+    }
+    ASSERT_NO_THROW(c = config_for_arch(name)) << name;
+    ++presets;
+    EXPECT_EQ(c.width, t["width"].get<int64_t>()) << name;
+    EXPECT_EQ(c.depth, t["depth"].get<int64_t>()) << name;
+    EXPECT_EQ(c.heads, t["heads"].get<int64_t>()) << name;
+    EXPECT_EQ(c.mlp, t["mlp"].get<int64_t>()) << name;
+    EXPECT_EQ(c.patch, t["patch"].get<int64_t>()) << name;
+    EXPECT_EQ(c.img_h(), t["img_size"][0].get<int64_t>()) << name;
+    EXPECT_FLOAT_EQ(c.eps, t["eps"].get<float>()) << name;
+    const std::string act = t["act"];
+    EXPECT_EQ(c.quick_gelu, act == "QuickGELU") << name;
+    EXPECT_EQ(c.gelu_tanh, act == "GELUTanh") << name;
+    EXPECT_EQ(c.swiglu, act == "SiLU") << name;
+    const auto head = [&](int64_t classes) { return (c.dist_token ? 2 : 1) * classes * (c.width + 1); };
+    EXPECT_EQ(c.parameters() - head(c.classes), t["parameters"].get<int64_t>() - head(t["classes"].get<int64_t>()))
+        << name;
+  }
+  std::printf("heads of %d architectures and %d presets checked against timm's full-size models\n", heads, presets);
+  EXPECT_GT(presets, 80);
+}
+
+// What the tensors alone say (a copy of each model the engine runs, without its config, in a folder whose name is no
+// architecture) is the architecture its config names, apart from the defaults a configless load says it
+// assumed (heads, eps, the MLP's activation, pooling, preprocessing), or the file is refused.
+TEST_F(Sweep, WhatTheTensorsAloneSayIsTheArchitectureOrRefused) {
+  TempDir d;
+  int same = 0, refused = 0;
+  for (const auto& [name, entry] : index()["architectures"].items()) {
+    if (!family_of_arch(name)) continue;  // the ones that run (the first test shows they do)
+    const std::string dir = d.file("model_" + std::to_string(same + refused));
+    ASSERT_EQ(run_shell("mkdir -p " + dir + " && ln -s " + dir_ + "/" + name + "/model.safetensors " + dir + "/"), 0);
+    const ViTConfig named = ViT::load(dir_ + "/" + name).config();
+    ViTConfig bare;
+    try {
+      bare = ViT::load(dir).config();
+    } catch (const Error& e) {
+      ++refused;
+      std::printf("%-44s without its config: refused: %s\n", name.c_str(), e.problem().c_str());
+      continue;
+    }
+    ++same;
+    const auto facts = [](const ViTConfig& c) {
+      return std::make_tuple(c.patch, c.width, c.depth, c.mlp, c.classes, c.class_token, c.reg_tokens, c.layer_scale,
+                             c.norm_pre, c.attn_pool_mlp, c.dist_token, c.no_embed_class, c.final_norm, c.fc_norm,
+                             c.qkv_bias, c.k_bias, c.abs_pos, c.rel_pos_window, c.swiglu, c.scale_mlp, c.rope,
+                             c.rope_ref_h, c.rope_ref_w, c.rope_temperature, c.rope_grid_offset, c.patch_bias,
+                             c.pos_grid_h, c.pos_grid_w);
+    };
+    EXPECT_TRUE(facts(bare) == facts(named)) << name << " without its config: " << bare.summary() << "\nwith it: "
+                                             << named.summary();
+  }
+  std::printf("%d of %d models that run load as the same architecture without their config, %d are refused\n", same,
+              same + refused, refused);
+  EXPECT_GT(same, 100);
+}
+
+}  // namespace
+}  // namespace vit::test
