@@ -30,6 +30,12 @@ void unit_length(std::vector<float>* v) {
   for (float& x : *v) x *= inv;
 }
 
+// What a fixed-size input path says to a NaFlex model, whose images are patches at their own shape.
+std::string naflex_input_refusal(const ViT& m) {
+  return m.source() + " is a NaFlex model (" + m.config().family + "): it takes each image at its own aspect ratio as " +
+         "patches within a budget, not a fixed [B, 3, H, W] tensor; give it image files (classify, embed) instead";
+}
+
 }  // namespace
 
 ImageHeader read_image_header(const std::string& bytes) {
@@ -145,6 +151,8 @@ struct Classifier::Impl {
                                const EmbedOptions& o, const BetweenBatches& between) const {
     use_threads();
     const ViTConfig& c = model.config();
+    if (o.tokens && c.naflex)
+      throw ArgumentError("tokens of a NaFlex model (" + c.family + "): not supported yet (each image has a grid of its own)");
     const bool logits = o.head && c.classes > 0;  // without a head, timm's model(x) is the features
     const size_t E = size_t(logits ? c.classes : c.width), TD = size_t(c.tokens() * c.width);
     std::vector<Embedding> out(n);
@@ -176,7 +184,12 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
                         std::to_string(kMaxInputSize) + ")");
   const int threads = options.threads > 0 ? usable_threads(options.threads) : max_threads();
   set_threads(threads);
-  impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
+  if (options.max_patches < 0 || options.max_patches > kMaxNaflexPatches)
+    throw ArgumentError("max patches " + std::to_string(options.max_patches) + " is out of range (0 for 256, or 1 to " +
+                        std::to_string(kMaxNaflexPatches) + ")");
+  ViT model_ = ViT::load(model, options.config, options.img_size, options.precision);
+  if (options.max_patches > 0) model_.set_max_patches(options.max_patches);
+  impl_ = std::make_unique<Impl>(std::move(model_), options);
   impl_->threads = threads;
   if (!options.pool.empty()) {
     Pool pool = Pool::Token;
@@ -273,6 +286,7 @@ std::vector<float> Classifier::logits(const float* images, int64_t n, const Betw
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();
+  if (c.naflex) throw ArgumentError(naflex_input_refusal(impl_->model));
   const int64_t per = c.input_floats(), batch = impl_->opt.batch, C = impl_->logits_size();
   std::vector<float> out(size_t(n * C)), scores;
   for (int64_t first = 0, count = 0; first < n; first += count) {
@@ -302,6 +316,7 @@ std::vector<float> Classifier::probabilities(const float* logits, int64_t n) con
 std::vector<float> Classifier::preprocess(const std::string& path) const {
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();
+  if (c.naflex) throw ArgumentError(naflex_input_refusal(impl_->model));
   std::vector<float> out(size_t(c.input_floats()));
   vit::preprocess(decode_image_file(path, impl_->opt.max_pixels, impl_->opt.exif_transpose), c.pre, out.data());
   return out;

@@ -50,6 +50,10 @@ const FamilyRow kFamilies[] = {
      HeadKind::Classifier, nullptr},
     {Family::EVA02, "EVA-02", "eva02_(tiny|small)_patch14_(224|336)|eva02_(base|large)_patch14_(224|448)",
      HeadKind::Classifier, nullptr},
+    // timm's naflexvit.py (NaFlexVit), the SigLIP 2 towers only: within 1e-4 of timm's NaFlex pipeline
+    // (tests/test_naflex_timm.cpp).
+    {Family::NaFlex, "SigLIP 2 NaFlex image tower", "naflexvit_(base|so400m)_patch16_siglip", HeadKind::Classifier,
+     nullptr},
 };
 
 // timm architectures the engine knows and does not run, each refused with its family's name.
@@ -73,6 +77,10 @@ const struct {
     {"vit_d(little|wee)_.*", "ViT with differential attention"},
     {"vit_.*_map_.*", "ViT with an attention pool beside register tokens"},
     {"test_vit4", "ViT with RMSNorm"},
+    {"naflexvit_.*_radio_.*", "NaFlex ViT with a rotary embedding (C-RADIO)"},
+    {"naflexvit_.*_parfac_.*", "NaFlex ViT with a factorized, aspect-preserving position table"},
+    {"naflexvit_.*_par_.*", "NaFlex ViT with an aspect-preserving position table"},
+    {"naflexvit_.*", "NaFlex ViT with class or register tokens"},
 };
 
 struct Marker {
@@ -187,6 +195,19 @@ void family_settings(Family f, const std::string& arch, const std::string& size,
       c->pre.crop_pct = 0.9;
       c->family = "BEiT";
       break;
+    case Family::NaFlex:  // naflexvit_*_siglip (NaFlexVitCfg): no class token, the MAP head, GELU's tanh form,
+                          // a 16 x 16 table resized bilinearly per image, the SigLIP mean and std, bicubic resizes
+      c->naflex = true;
+      c->class_token = false;
+      c->no_embed_class = true;
+      c->attn_pool_mlp = c->mlp;
+      c->pool = Pool::Map;
+      c->gelu_tanh = true;
+      c->pos_grid_h = c->pos_grid_w = 16;
+      c->pos_filter = Filter::Bilinear;
+      c->pre.height = c->pre.width = int(16 * c->patch);
+      c->family = "SigLIP 2 NaFlex image tower";
+      break;
     case Family::EVA02:  // eva02_*_patch14_*: rotary (16x16), SwiGLU, q/v biases, mean pooling with fc_norm
       c->rope = true;
       c->rope_ref_h = c->rope_ref_w = 16;
@@ -296,8 +317,10 @@ bool arch_preset(const std::string& arch, ViTConfig* c) {
   c->pre.height = c->pre.width = int(n.input);
   c->pos_grid_h = c->pos_grid_w = c->img_h() / c->patch;
   c->classes = row->head == HeadKind::Projection ? clip_projection(n.size)
-               : row->family == Family::DINOv2 || row->family == Family::SigLIP || row->family == Family::EVA02 ? 0
-                                                                                                                 : 1000;
+               : row->family == Family::DINOv2 || row->family == Family::SigLIP || row->family == Family::EVA02 ||
+                         row->family == Family::NaFlex
+                   ? 0
+                   : 1000;
   family_settings(row->family, arch, n.size, c);
   return true;
 }

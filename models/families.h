@@ -11,7 +11,7 @@ namespace vit {
 class SafeTensors;
 struct ViTConfig;
 
-enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02 };
+enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, NaFlex };
 
 // What a model's head is: a classifier over labels, or a projection into a joint image-text space (which
 // labels nothing without text embeddings); none when the model has no head.

@@ -605,6 +605,121 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
     throw Error(where, std::to_string(c.labels.size()) + " labels for " + std::to_string(c.classes) + " classes");
 }
 
+// NaFlex ViTs (timm's naflexvit.py, NaFlexVit): the SigLIP 2 image towers naflexvit_*_patch16_siglip, whose
+// NaFlexVitCfg the family row's settings give (families.cpp) and whose shape the tensors give: embeds.proj
+// (a linear layer over channels-last patches), embeds.pos_embed [1, h, w, D], the blocks, norm, attn_pool.
+// Every model_args key is read, checked against the tensors, or refused by name; so is anything a NaFlex
+// checkpoint has that those towers do not (class or register tokens, layer scale: the loader refuses
+// tensors it did not take).
+ViTConfig resolve_naflex_config(const Checkpoint& ck, const ConfigSources& src, const std::string& arch) {
+  const std::string& file = ck.path();
+  const json* config = src.config;
+  const std::string where = config ? src.config_name : file;
+  if (!arch.empty() && arch.rfind("naflexvit_", 0) != 0)
+    throw Error(where, arch + " is not a NaFlex ViT, but " + file + " holds one (embeds.proj, embeds.pos_embed: timm's "
+                       "naflexvit.py names)");
+  if (arch.empty())
+    throw Error(where, "a NaFlex ViT checkpoint (timm's naflexvit.py names: embeds.proj, embeds.pos_embed) without a "
+                       "config naming its architecture: how its position table is resized is in no tensor");
+  const FamilyRow* row = family_of_arch(arch);
+  if (!row || row->family != Family::NaFlex) throw Error(where, refusal_of_arch(arch));
+  if (!ck.has("embeds.proj.weight"))
+    throw Error(file, arch + " is a NaFlex ViT, but the file has no embeds.proj.weight (timm's naflexvit.py names)");
+  if (src.img_size > 0)
+    throw ArgumentError("--img-size does not apply to " + arch + ", a NaFlex model: each image keeps its own aspect "
+                        "ratio within a budget of patches (--max-patches)");
+  ViTConfig c;
+  arch_preset(arch, &c);  // the family's settings (naflex, the attention pool, GELU's tanh form, bilinear table)
+  const auto pw = ck.shape("embeds.proj.weight");  // [D, P * P * 3]
+  const int64_t P = pw.size() == 2 && pw[1] % 3 == 0 ? isqrt_exact(pw[1] / 3) : -1;
+  if (P <= 0) throw Error(file, "embeds.proj.weight has shape " + shape_string(pw) + ", expected [D, P * P * 3]");
+  c.width = pw[0];
+  c.patch = P;
+  c.depth = ck.count_blocks();
+  if (c.depth == 0) throw Error(file, "missing tensor blocks.0.norm1.weight (no encoder blocks)");
+  mlp_from_tensors(ck, &c);
+  if (c.swiglu || c.scale_mlp) throw Error(file, "a NaFlex ViT with a SwiGLU MLP or a norm inside it: not supported yet");
+  c.classes = ck.has("head.weight") ? ck.shape("head.weight")[0] : 0;
+  if (ck.has("embeds.cls_token") || ck.has("embeds.reg_token"))
+    throw Error(file, "a NaFlex ViT with class or register tokens: not supported yet (" + arch + " has none)");
+  c.qkv_bias = ck.has("blocks.0.attn.qkv.bias");
+  c.final_norm = ck.has("norm.weight");
+  c.fc_norm = ck.has("fc_norm.weight");
+  c.patch_bias = ck.has("embeds.proj.bias");
+  if (!ck.has("attn_pool.latent")) throw Error(file, arch + " pools with an attention pool, and the file has no attn_pool");
+  c.attn_pool_mlp = ck.shape("attn_pool.mlp.fc1.weight")[0];
+  const auto pos = ck.shape("embeds.pos_embed");  // [1, h, w, D]
+  if (pos.size() != 4 || pos[0] != 1 || pos[1] < 1 || pos[2] < 1 || pos[3] != c.width)
+    throw Error(file, "embeds.pos_embed has shape " + shape_string(pos) + ", expected [1, h, w, " +
+                          std::to_string(c.width) + "]");
+  c.pos_grid_h = pos[1];
+  c.pos_grid_w = pos[2];
+  c.pre.height = int(c.pos_grid_h * c.patch);  // nominal only: each image is resized to its own grid
+  c.pre.width = int(c.pos_grid_w * c.patch);
+  c.stored_as = ck.layout_label() + " names, " + ck.dtypes();
+  const std::string arch_origin = "timm's defaults for " + arch;
+  for (std::string* k : {&c.origin.patch, &c.origin.width, &c.origin.depth, &c.origin.mlp, &c.origin.classes,
+                         &c.origin.tokens, &c.origin.norms})
+    *k = "file (tensor shapes)";
+  for (std::string* k : {&c.origin.heads, &c.origin.act, &c.origin.eps, &c.origin.pool, &c.origin.family,
+                         &c.origin.preprocessing, &c.origin.attention})
+    *k = arch_origin;
+  c.origin.input_size = "NaFlex: each image at its own aspect ratio, within --max-patches patches";
+  c.origin.labels = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
+  if (config) {
+    if (!config->is_object()) throw Error(where, "not a JSON object");
+    check_ints(*config, kTimmTop, where, file, c);
+    if (has(*config, "global_pool") && get_as<std::string>(*config, "global_pool", where) != "map")
+      throw Error(where, "global_pool " + (*config)["global_pool"].dump() + ": " + arch + " pools with its attention pool ('map')");
+    if (config->contains("model_args")) {
+      const json& a = (*config)["model_args"];
+      if (!a.is_object()) throw Error(where, "model_args is not an object");
+      check_ints(a, kTimmInts, where, file, c);
+      check_bools(a, kTimmBools, where, file, c);
+      for (const auto& [key, value] : a.items()) {
+        if (value.is_null()) continue;
+        if (key == "num_heads") {
+          c.heads = get_as<int64_t>(a, "num_heads", where);
+          c.origin.heads = where;
+        } else if (key == "mlp_ratio") {
+          if (int64_t(get_as<double>(a, "mlp_ratio", where) * double(c.width)) != c.mlp)
+            throw Error(where, "mlp_ratio is " + value.dump() + ", but " + file + " has MLP width " + std::to_string(c.mlp));
+        } else if (key == "pos_embed_grid_size") {
+          if (value != json::array({c.pos_grid_h, c.pos_grid_w}))
+            throw Error(where, "pos_embed_grid_size is " + value.dump() + ", but " + file + "'s embeds.pos_embed is " +
+                                   std::to_string(c.pos_grid_h) + "x" + std::to_string(c.pos_grid_w));
+        } else if (key == "global_pool" && value == "map") {
+        } else if (key == "act_layer" && value == "gelu_tanh") {
+        } else if (key == "pos_embed_interp_mode" && value == "bilinear") {
+        } else if (std::string(key) == "embed_dim" || key == "depth" || key == "patch_size" || key == "in_chans" ||
+                   key == "num_classes" || key == "reg_tokens" || key == "class_token" || key == "qkv_bias" ||
+                   key == "fc_norm" || key == "img_size" || key == "drop_rate" || key == "drop_path_rate" ||
+                   key == "proj_drop_rate" || key == "attn_drop_rate" || key == "pos_drop_rate" ||
+                   key == "weight_init" || key == "fix_init") {
+        } else {
+          throw Error(where, "model_args " + key + " " + value.dump() + " for " + arch + ": not supported yet");
+        }
+      }
+    }
+    if (config->contains("pretrained_cfg")) {
+      const json& p = (*config)["pretrained_cfg"];
+      if (p.contains("interpolation")) c.pre.interpolation = filter_from_name(get_as<std::string>(p, "interpolation", where));
+      if (p.contains("mean")) c.pre.mean = triple(p, "mean", where);
+      if (p.contains("std")) c.pre.std = triple(p, "std", where);
+      for (float s : c.pre.std)
+        if (!(s > 0.f)) throw Error(where, "std values must be positive");
+      c.origin.preprocessing = where;
+    }
+    if (config->contains("label_names")) c.labels = get_as<std::vector<std::string>>(*config, "label_names", where);
+  }
+  if (c.heads <= 0 || c.width % c.heads != 0)
+    throw Error(where, std::to_string(c.heads) + " heads do not divide width " + std::to_string(c.width));
+  if (!c.labels.empty() && int64_t(c.labels.size()) != c.classes)
+    throw Error(where, std::to_string(c.labels.size()) + " labels for " + std::to_string(c.classes) + " classes");
+  if (c.classes == 0) c.origin.labels.clear();
+  return c;
+}
+
 }  // namespace
 
 int64_t default_heads(int64_t width) { return std::max<int64_t>(1, width / 64); }
@@ -648,6 +763,16 @@ ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
   return c;
 }
 
+NaflexConfig ViTConfig::naflex_config() const {
+  NaflexConfig n;
+  n.patch = int(patch);
+  n.max_patches = int(max_patches);
+  n.interpolation = pre.interpolation;
+  n.mean = pre.mean;
+  n.std = pre.std;
+  return n;
+}
+
 int64_t ViTConfig::parameters() const {
   const int64_t D = width, norm = 2 * D;
   const int64_t fc1 = (swiglu ? 2 : 1) * (D * mlp + mlp), rel = rel_pos_window ? rel_pos_len() * heads : 0;
@@ -668,7 +793,7 @@ std::string ViTConfig::summary() const {
          ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "") +
          (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "") +
          (rel_pos_window ? ", relative position bias" : "") + (rope ? ", rotary position embedding" : "") +
-         (swiglu ? ", SwiGLU" : "");
+         (swiglu ? ", SwiGLU" : "") + (naflex ? ", NaFlex within " + std::to_string(max_patches) + " patches" : "");
 }
 
 ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
@@ -678,6 +803,15 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   if (config && !config->is_object()) throw Error(where, "not a JSON object");
   const bool other = ck.layout() == CheckpointLayout::Other;  // layouts.h's: settings from their own configs
   const bool hf = !other && config && (config->contains("model_type") || config->contains("architectures"));
+
+  // NaFlex ViTs resolve on their own: a timm config or a file name naming naflexvit_*, or their tensor names.
+  if (!hf && !other) {
+    std::string named;
+    if (config && has(*config, "architecture")) named = get_as<std::string>(*config, "architecture", where);
+    else if (!config) named = src.name_hint.substr(0, src.name_hint.find('.'));
+    if (named.rfind("naflexvit_", 0) == 0 || (ck.layout() == CheckpointLayout::Timm && ck.has("embeds.proj.weight")))
+      return resolve_naflex_config(ck, src, config || named.rfind("naflexvit_", 0) == 0 ? named : "");
+  }
 
   // Step 2: the architecture a timm config names, or without a config the file or folder name: one of the
   // families' (timm's defaults for it), "vit_custom" (what the tensors and model_args say), or refused by name.

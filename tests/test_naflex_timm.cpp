@@ -3,14 +3,23 @@
 // panorama, a portrait, a square, strips one pixel wide and tall, an image smaller than any budget, a single
 // pixel; at budgets of 256 and 64 patches. Patches equal timm's eval transform's, coordinates and validity
 // equal, padded as its collator pads; position rows as NaFlexEmbeds resizes its table for each grid.
+// Then a shrunk random-weight naflexvit_base_patch16_siglip made by timm (tests/make_naflex_model.py): its
+// embeddings through the engine (the library's Plans, and `vit embed --max-patches`) against timm's NaFlex
+// pipeline on those images, alone and collated into one batch; and each image of a mixed batch bit for bit
+// as alone at f32, bf16 and int8.
 // Skipped without timm in .venv (scripts/setup.sh installs it) or ../shared/data, except under CI=true.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
+#include "model_files.h"
 #include "engine/image/image.h"
 #include "engine/preprocess/naflex.h"
 #include "engine/preprocess/position_tables.h"
+#include "models/vit.h"
+#include "vit/cpu.h"
+#include "vit/vit.h"
 #include "reference_models.h"
 #include "test_util.h"
 
@@ -117,6 +126,166 @@ TEST_F(NaflexTimm, CollatedBatchAndPositionTablesAsTimms) {
         for (int64_t i = g.count() * 64; i < n * 64; ++i) ASSERT_EQ(theirs[i], 0.f) << "timm adds none to padding";
       }
     }
+  }
+}
+
+
+class NaflexModel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!have_shared_data()) return;
+    const GeneratedModels g = generated_models(
+        "naflex_model", {VIT_SOURCE_DIR "/tests/make_naflex_model.py", VIT_SOURCE_DIR "/tests/make_naflex_reference.py"},
+        "timm");
+    dir_ = g.dir;
+    ready_ = g.ready;
+  }
+  void SetUp() override {
+    REQUIRE_SHARED_DATA();
+    if (dir_.empty()) {
+      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
+      GTEST_SKIP() << kVenvPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
+    }
+    ASSERT_TRUE(ready_) << "tests/make_naflex_model.py failed";
+    ref_ = std::make_unique<SafeTensors>(dir_ + "/reference.safetensors");
+    names_ = nlohmann::json::parse(ref_->metadata().at("names")).get<std::vector<std::string>>();
+    budgets_ = nlohmann::json::parse(ref_->metadata().at("budgets")).get<std::vector<int>>();
+    ASSERT_EQ(names_.size(), 9u);
+  }
+  std::string image_path(const std::string& name) const { return dir_ + "/images/" + name + ".png"; }
+  // The pooled features (timm's forward_head(pre_logits=True); the model has no head) of `names` run as one
+  // batch of a Plan, each image's row.
+  // tokens: each image's own rows of forward_features, when not null.
+  std::vector<std::vector<float>> features(const ViT& m, const std::vector<std::string>& names,
+                                           std::vector<std::vector<float>>* tokens = nullptr) const {
+    auto plan = m.make_plan(int64_t(names.size()));
+    const int64_t per = m.config().input_floats(), D = m.config().width, T = m.config().tokens();
+    for (size_t b = 0; b < names.size(); ++b) m.prepare_input(decode_image_file(image_path(names[b])), plan->input() + b * per);
+    plan->run();
+    std::vector<std::vector<float>> out;
+    for (size_t b = 0; b < names.size(); ++b) {
+      out.emplace_back(plan->features() + b * D, plan->features() + (b + 1) * D);
+      const float* rows = plan->tokens() + int64_t(b) * T * D;
+      if (tokens) tokens->emplace_back(rows, rows + plan->tokens_of(int64_t(b)) * D);
+    }
+    return out;
+  }
+
+  static inline std::string dir_;
+  static inline bool ready_ = false;
+  std::unique_ptr<SafeTensors> ref_;
+  std::vector<std::string> names_;
+  std::vector<int> budgets_;
+};
+
+// Each image alone (its tokens and its pooled features) and the nine collated into one batch (padded to the
+// budget, attention and the attention pool masked), against timm's NaFlexVit on the same images through its
+// own transform and collator.
+TEST_F(NaflexModel, EmbeddingsMatchTimmsNaflexPipeline) {
+  ViT m = ViT::load(dir_ + "/model");
+  EXPECT_TRUE(m.config().naflex);
+  EXPECT_EQ(m.config().family, "SigLIP 2 NaFlex image tower");
+  for (const int n : budgets_) {
+    m.set_max_patches(n);
+    const auto batch = features(m, names_);
+    const Golden together = read_golden(*ref_, "batch." + std::to_string(n));
+    float worst = 0.f;
+    for (size_t b = 0; b < names_.size(); ++b) {
+      SCOPED_TRACE(names_[b] + " at " + std::to_string(n) + " patches");
+      const Golden alone = read_golden(*ref_, names_[b] + "." + std::to_string(n));
+      std::vector<std::vector<float>> tokens;
+      const auto mine = features(m, {names_[b]}, &tokens)[0];
+      ASSERT_EQ(alone.f32.size(), mine.size());
+      const Golden want_tokens = read_golden(*ref_, names_[b] + "." + std::to_string(n) + ".tokens");
+      ASSERT_EQ(tokens[0].size(), want_tokens.f32.size()) << "tokens of its own grid";
+      const float dt = max_abs_diff(tokens[0].data(), want_tokens.f32.data(), tokens[0].size());
+      EXPECT_LT(dt, 1e-4f) << "forward_features";
+      const float d = std::max(dt, max_abs_diff(mine.data(), alone.f32.data(), mine.size()));
+      EXPECT_LT(d, 1e-4f);
+      EXPECT_LT(max_abs_diff(batch[b].data(), together.f32.data() + b * mine.size(), mine.size()), 1e-4f);
+      EXPECT_EQ(batch[b], mine) << "in a batch of different shapes, not as alone";
+      worst = std::max(worst, d);
+    }
+    std::printf("budget %3d: max |diff| against timm %.3g over %zu images\n", n, worst, names_.size());
+  }
+}
+
+// A mixed batch's images bit for bit as each alone, with every precision this CPU runs (int8 on its own
+// grids per row, bf16 where the CPU has avx512_bf16).
+TEST_F(NaflexModel, EachImageOfAMixedBatchAsAloneAtEveryPrecision) {
+  for (const Precision p : {Precision::F32, Precision::BF16, Precision::Int8}) {
+    if (p == Precision::BF16 && !cpu_isa().bf16) continue;
+    SCOPED_TRACE(precision_name(p));
+    ViT m = ViT::load(dir_ + "/model", "", 0, p);
+    m.set_max_patches(64);
+    const auto batch = features(m, names_);
+    for (size_t b = 0; b < names_.size(); ++b) EXPECT_EQ(batch[b], features(m, {names_[b]})[0]) << names_[b];
+  }
+}
+
+// What a NaFlex model refuses: --img-size, a budget out of range, --tokens; the NaFlex variants the engine does
+// not run, by name (register tokens, aspect-preserving or factorized tables, C-RADIO); NaFlex tensors under
+// another architecture's name; and --max-patches for a square model.
+TEST_F(NaflexModel, RefusalsNameTheProblem) {
+  expect_error([&] { ViT::load(dir_ + "/model", "", 224); }, "--img-size does not apply");
+  TempDir t;
+  const std::pair<const char*, const char*> named[] = {
+      {"naflexvit_base_patch16_gap", "NaFlex ViT with class or register tokens checkpoint: not supported yet"},
+      {"naflexvit_base_patch16_par_gap", "NaFlex ViT with an aspect-preserving position table checkpoint"},
+      {"naflexvit_base_patch16_parfac_gap", "NaFlex ViT with a factorized, aspect-preserving position table"},
+      {"naflexvit_so400m_patch16_radio_v4", "NaFlex ViT with a rotary embedding (C-RADIO)"},
+      {"vit_base_patch16_siglip_256", "vit_base_patch16_siglip_256 is not a NaFlex ViT, but"}};
+  for (const auto& [arch, why] : named) {
+    write_file(t.file("config.json"), std::string("{\"architecture\": \"") + arch + "\", \"num_classes\": 0}");
+    expect_error([&] { ViT::load(dir_ + "/model", t.file("config.json")); }, why);
+  }
+  write_file(t.file("config.json"),
+             "{\"architecture\": \"naflexvit_base_patch16_siglip\", \"model_args\": {\"num_heads\": 2, "
+             "\"pos_embed_ar_preserving\": true}}");
+  expect_error([&] { ViT::load(dir_ + "/model", t.file("config.json")); }, "model_args pos_embed_ar_preserving true");
+  ViT m = ViT::load(dir_ + "/model");
+  expect_error([&] { m.set_max_patches(0); }, "max patches 0 is out of range");
+  const auto r = run_vit("embed --model " + dir_ + "/model --max-patches 64 --tokens " + image_path("square"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("tokens of a NaFlex model"), std::string::npos) << r.err;
+}
+
+// The library: Classifier::embed on the image files at a budget of 64 (ClassifierOptions::max_patches), in
+// batches of 4 that mix shapes, timm's embeddings; a fixed [B, 3, H, W] tensor refused by name.
+TEST_F(NaflexModel, LibraryEmbedsAndRefusesFixedTensors) {
+  ClassifierOptions o;
+  o.max_patches = 64;
+  o.batch = 4;
+  const Classifier c(dir_ + "/model", o);
+  EXPECT_EQ(c.info().max_patches, 64);
+  std::vector<std::string> paths;
+  for (const auto& name : names_) paths.push_back(image_path(name));
+  const auto got = c.embed(paths, EmbedOptions{});
+  ASSERT_EQ(got.size(), names_.size());
+  for (size_t b = 0; b < names_.size(); ++b) {
+    ASSERT_EQ(got[b].error, "") << names_[b];
+    const Golden want = read_golden(*ref_, names_[b] + ".64");
+    ASSERT_EQ(got[b].embedding.size(), want.f32.size());
+    EXPECT_LT(max_abs_diff(got[b].embedding.data(), want.f32.data(), want.f32.size()), 1e-4f) << names_[b];
+  }
+  std::vector<float> pixels(size_t(3 * 256 * 256));
+  expect_error([&] { c.logits(pixels.data(), 1); }, "is a NaFlex model");
+  expect_error([&] { c.preprocess(paths[0]); }, "is a NaFlex model");
+}
+
+// `vit embed --max-patches` on the image files: timm's embeddings, one JSON line each.
+TEST_F(NaflexModel, VitEmbedWithMaxPatches) {
+  std::string files;
+  for (const auto& name : names_) files += " " + image_path(name);
+  const auto r = run_vit("embed --model " + dir_ + "/model --max-patches 64 -b 4" + files);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), names_.size());
+  for (size_t b = 0; b < names_.size(); ++b) {
+    const Golden want = read_golden(*ref_, names_[b] + ".64");
+    const auto got = lines[b]["embedding"].get<std::vector<float>>();
+    ASSERT_EQ(got.size(), want.f32.size());
+    EXPECT_LT(max_abs_diff(got.data(), want.f32.data(), got.size()), 1e-4f) << names_[b];
   }
 }
 

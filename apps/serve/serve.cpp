@@ -213,6 +213,7 @@ void add_serve_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "classify images over HTTP: /v1/classify, KServe v2, /metrics");
   add_model_options(cmd, &o->model);
+  add_max_patches_option(cmd, &o->model.max_patches);
   cmd->add_option("--host", o->http.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
   add_number_option(cmd, "--port", &o->http.port, 0, 65535, "port to listen on (0: any free one, printed at start-up)");
   cmd->add_option("--name", o->name, "the model's name in /v2/models/NAME (default: the model folder's name)");

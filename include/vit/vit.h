@@ -77,6 +77,8 @@ struct ClassifierOptions {
   std::string labels;                // a labels file, one per line; "" for the checkpoint's, else ImageNet-1k's
   std::string config;                // a config.json overriding the one beside the weights
   int img_size = 0;                  // run at S x S, the position table resampled as timm does (0: the model's)
+  int max_patches = 0;               // NaFlex models (SigLIP 2's naflexvit_*): each image at its own aspect ratio
+                                     // within this many patches (0: 256, SigLIP 2's); refused for other models
   int batch = 8;                     // images per forward pass
   int64_t max_pixels = kDefaultMaxPixels;  // larger images are refused from their header, before decoding
   bool keep_logits = false;          // fill Result::logits
@@ -158,6 +160,7 @@ struct ModelInfo {
   double crop_pct;
   int resize;
   float mean[3], std[3];
+  int64_t max_patches = 0;  // a NaFlex model's budget of patches per image (each at its own aspect ratio), else 0
   // The rest of what `vit inspect` prints. The model in words, a topic and its line each, in order
   // ("tokens", "197 = 196 patches (14x14) + class token"; "position table", ...).
   std::vector<std::pair<std::string, std::string>> description;
