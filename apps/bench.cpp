@@ -141,7 +141,7 @@ Row bench_batch(Benchmark& model, int B, const BenchOptions& o, Peaks& peaks) {
   r.ms_p99 = percentile(runs.ms, 0.99);
   r.gflops = runs.flops * r.runs / runs.seconds / 1e9;
   r.peak_rss_mb = double(peak_rss_bytes()) / (1 << 20);
-  if (o.profile) print_profile(model.profile(B, 5), B, peaks);
+  if (o.profile) print_profile(model.profile(B, 9), B, peaks);
   return r;
 }
 
@@ -298,7 +298,7 @@ void add_bench_command(CLI::App& app, Prepare* prepare) {
   cmd->add_option("--plot", o->plot, "draw images/s and latency against batch size into an SVG file");
   cmd->add_flag("--peak", o->peak, "also measure the machine's matmul peaks in f32, bf16 and int8");
   cmd->add_flag("--profile", o->profile,
-                "print where each batch size's time goes, per step, and each matmul's share of its precision's peak");
+                "print where each batch size's time goes, per step (best of 9 passes), and each matmul's share of its precision's peak");
   cmd->callback([o, prepare] { *prepare = [o] { return prepare_bench(*o); }; });
 }
 

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <memory>
 
 #include "apps/command.h"
@@ -25,7 +27,7 @@ struct EmbedCommand {
   std::string out, pool;
   int batch = 8;
   int64_t max_pixels = kDefaultMaxPixels;
-  bool force = false, stdin_paths = false, null_separated = false, exif_transpose = false, videos = false;
+  bool force = false, stdin_paths = false, null_separated = false, exif_transpose = false, videos = false, stats = false;
   std::vector<std::string> paths;
 };
 
@@ -92,6 +94,7 @@ int embed_all(const EmbedCommand& o, std::vector<Input>& inputs, const Classifie
   std::unique_ptr<PathStream> stream;
   if (o.stdin_paths) stream = std::make_unique<PathStream>(STDIN_FILENO, o.null_separated ? '\0' : '\n');
   size_t seen = 0;
+  const auto t0 = std::chrono::steady_clock::now();
   for (size_t first = 0;; first += size_t(o.batch)) {
     std::vector<Input> batch;
     if (stream) {
@@ -112,10 +115,18 @@ int embed_all(const EmbedCommand& o, std::vector<Input>& inputs, const Classifie
     check_stdout();
     seen += batch.size();
   }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (o.stats)
+    std::fprintf(stderr, "embedded %zu of %zu inputs in %.3f s: %.1f img/s end to end (decode, preprocessing and "
+                 "inference; batch %d, %d threads)\n", out.done(), seen, secs, secs > 0 ? double(out.done()) / secs : 0.0,
+                 o.batch, set_threads(0));
   if (out.failed() && seen > 1) std::fprintf(stderr, "%zu of %zu inputs embedded, %zu failed\n", out.done(), seen, out.failed());
   out.finish();
   return out.failed() ? kExitSomeFailed : kExitOk;
 }
+
+// The --pool words, each to the engine's Pool: the one place the command reads them.
+const std::map<std::string, Pool> kPoolWords = {{"cls", Pool::Token}, {"mean", Pool::Avg}, {"map", Pool::Map}};
 
 std::function<int()> prepare_embed(EmbedCommand o) {
   if (o.stdin_paths && !o.paths.empty()) throw Error("--stdin reads the paths from standard input: give no PATH");
@@ -134,7 +145,7 @@ std::function<int()> prepare_embed(EmbedCommand o) {
   co.batch = o.batch;
   co.max_pixels = o.max_pixels;
   co.exif_transpose = o.exif_transpose;
-  co.pool = o.pool;
+  if (!o.pool.empty()) co.pool = kPoolWords.at(o.pool);
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
   auto out = std::make_shared<EmbedOutput>(o, *classifier);
   return [o, inputs, classifier, out] { return embed_all(o, *inputs, *classifier, *out); };
@@ -151,11 +162,12 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--head", o->embed.head, "apply the head too: timm's model(x) (the logits of a classifier)");
   cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls, mean or map (the "
                                      "attention pool, on models that have one)")
-      ->check(CLI::IsMember({"cls", "mean", "map"}));
+      ->check(CLI::IsMember(kPoolWords));
   cmd->add_flag("--tokens", o->embed.tokens, "also write the token sequence timm's forward_features returns: its "
                                              "prefix_tokens (class, registers) first, then the patch_grid's tokens "
                                              "row by row (both numbers given beside it)");
   cmd->add_flag("--normalize", o->embed.normalize, "scale each embedding to unit length");
+  cmd->add_flag("--stats", o->stats, "print end-to-end images/s on stderr");
   add_name_option(cmd, "-o,--out", &o->out, "write a .safetensors file (embeddings [N, E], tokens [N, T, D]) instead "
                                             "of JSON lines on stdout");
   cmd->add_flag("--force", o->force, "let -o replace an input or a file vit did not write (never the model's own files)");

@@ -1,7 +1,8 @@
 // vit::Batcher (include/vit/batcher.h): one queue of requests, one thread that runs them. The images of
 // several requests that ask the same (classification, or embeddings with the same options) and come in
-// the same form (encoded, decoded) go into one call of the Classifier, and preprocessed tensors into one
-// logits call, so each image's answer is what the Classifier gives it alone, whatever shares its batch.
+// the same form (encoded, decoded, preprocessed tensors) go into one call of the Classifier, so each
+// image's answer is what the Classifier gives it alone, whatever shares its batch. Work of the caller's
+// own runs alone, in its turn.
 #include "vit/batcher.h"
 
 #include <algorithm>
@@ -19,35 +20,40 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-enum class Ask { Classify, Embed, Logits };
+// What a request asks: classes, embeddings or logits (tensors only), or to run work of its own.
+enum class Ask { Classify, Embed, Logits, Work };
 
 struct Job {
   Ask ask = Ask::Classify;
   std::vector<std::pair<std::string, std::string>> images;  // encoded, or
   std::vector<Pixels> decoded;                              // decoded, or
-  std::vector<float> pixels;                                // [n, 3, H, W] for logits
+  std::vector<float> pixels;                                // [n, 3, H, W] (tensors: rows_done)
   int64_t n = 0;
   int topk = 5;
   EmbedOptions embed;
   Batcher::ResultsDone results_done;
   Batcher::EmbeddingsDone embeddings_done;
-  Batcher::LogitsDone logits_done;
+  Batcher::LogitsDone rows_done;
+  std::function<void()> work;
   Clock::time_point queued_at;
 
+  bool tensors() const { return bool(rows_done); }
   const std::string& name(size_t i) const { return decoded.empty() ? images[i].first : decoded[i].name; }
 };
 
 // The jobs of a batch that run in one call of the Classifier (one ask, one form, the same embed options),
-// and what the call gave: one Result or Embedding per image in job order, or the error that stopped it.
+// and what the call gave: one Result or Embedding per image, or the rows of tensors, in job order; or the
+// error that stopped it.
 struct Group {
   std::vector<Job*> jobs;
   std::vector<Result> results;
   std::vector<Embedding> embeddings;
+  std::vector<float> rows;
   std::string error;
 
   bool takes(const Job& j) const {
     const Job& f = *jobs.front();
-    return f.ask == j.ask && f.decoded.empty() == j.decoded.empty() &&
+    return f.ask == j.ask && f.decoded.empty() == j.decoded.empty() && f.tensors() == j.tensors() &&
            (j.ask != Ask::Embed || (f.embed.head == j.embed.head && f.embed.tokens == j.embed.tokens &&
                                     f.embed.normalize == j.embed.normalize));
   }
@@ -89,6 +95,19 @@ struct Batcher::Impl {
     return true;
   }
 
+  bool push_rows(std::vector<float> pixels, int64_t n, Ask ask, const EmbedOptions& options, LogitsDone done) {
+    if (n < 0 || int64_t(pixels.size()) != n * per_image)
+      throw Error("Batcher: " + std::to_string(pixels.size()) + " floats for " + std::to_string(n) + " images of " +
+                  std::to_string(per_image));
+    Job j;
+    j.ask = ask;
+    j.n = n;
+    j.pixels = std::move(pixels);
+    j.embed = options;
+    j.rows_done = std::move(done);
+    return push(std::move(j));
+  }
+
   // The next batch: the first waiting request, then those behind it while they fit in max_batch; with
   // max_delay_ms, first waits that long after the oldest arrived for the batch to fill. Empty when closed
   // and drained.
@@ -102,7 +121,9 @@ struct Batcher::Impl {
     }
     std::vector<Job> batch;
     int64_t images = 0;
-    while (!queue.empty() && (batch.empty() || images + queue.front().n <= opt.max_batch)) {
+    // Work of a caller's own runs alone.
+    while (!queue.empty() && (batch.empty() || (images + queue.front().n <= opt.max_batch &&
+                                                batch.front().ask != Ask::Work && queue.front().ask != Ask::Work))) {
       images += queue.front().n;
       batch.push_back(std::move(queue.front()));
       queue.pop_front();
@@ -111,10 +132,28 @@ struct Batcher::Impl {
     return batch;
   }
 
+  // One call of the Classifier for a group's tensors, rows [n, width].
+  void call_rows(Group& g) const {
+    const Job& first = *g.jobs.front();
+    std::vector<float> pixels;
+    int64_t n = 0;
+    for (Job* j : g.jobs) {
+      pixels.insert(pixels.end(), j->pixels.begin(), j->pixels.end());
+      n += j->n;
+      std::vector<float>().swap(j->pixels);
+    }
+    try {
+      g.rows = first.ask == Ask::Logits ? classifier.logits(pixels.data(), n) : classifier.embeddings(pixels.data(), n, first.embed);
+    } catch (...) {
+      g.error = what(std::current_exception());
+    }
+  }
+
   // One call of the Classifier for a group's images: encoded ones moved out of their jobs (which keep
   // their names), decoded ones copied as views.
   void call(Group& g) const {
     const Job& first = *g.jobs.front();
+    if (first.tensors()) return call_rows(g);
     std::vector<std::pair<std::string, std::string>> images;
     std::vector<Pixels> decoded;
     int topk = 1;
@@ -137,53 +176,52 @@ struct Batcher::Impl {
   // Each job of a group gets its slice of the answers (a request's own topk is a prefix of the group's
   // largest), or the group's error for each of its images.
   static void answer(Group& g) {
-    size_t next = 0;
-    for (Job* j : g.jobs) {
-      if (j->ask == Ask::Classify) {
-        std::vector<Result> mine;
-        for (size_t i = 0; i < size_t(j->n); ++i) {
-          Result r;
-          if (!g.error.empty()) {
-            r.file = j->name(i);
-            r.error = g.error;
-          } else {
-            r = std::move(g.results[next + i]);
-            if (r.top.size() > size_t(j->topk)) r.top.resize(size_t(j->topk));
-          }
-          mine.push_back(std::move(r));
+    // A job's answers, taken from the group's from `next` on, or the group's error for each of its images.
+    auto slice = [&g](auto& all, Job& j, size_t next) {
+      std::vector<std::decay_t<decltype(all[0])>> mine(size_t(j.n));
+      for (size_t i = 0; i < mine.size(); ++i) {
+        if (!g.error.empty()) {
+          mine[i].file = j.name(i);
+          mine[i].error = g.error;
+        } else {
+          mine[i] = std::move(all[next + i]);
         }
+      }
+      return mine;
+    };
+    size_t next = 0;
+    const size_t width = g.jobs.front()->tensors() && g.error.empty() ? g.rows.size() / size_t(total(g)) : 0;
+    for (Job* j : g.jobs) {
+      if (j->tensors()) {
+        if (!g.error.empty()) j->rows_done({}, g.error);
+        else j->rows_done(std::vector<float>(g.rows.begin() + long(next * width), g.rows.begin() + long((next + size_t(j->n)) * width)), "");
+      } else if (j->ask == Ask::Classify) {
+        std::vector<Result> mine = slice(g.results, *j, next);
+        for (Result& r : mine)
+          if (r.top.size() > size_t(j->topk)) r.top.resize(size_t(j->topk));
         j->results_done(std::move(mine));
       } else {
-        std::vector<Embedding> mine;
-        for (size_t i = 0; i < size_t(j->n); ++i) {
-          Embedding e;
-          if (!g.error.empty()) {
-            e.file = j->name(i);
-            e.error = g.error;
-          } else {
-            e = std::move(g.embeddings[next + i]);
-          }
-          mine.push_back(std::move(e));
-        }
-        j->embeddings_done(std::move(mine));
+        j->embeddings_done(slice(g.embeddings, *j, next));
       }
       next += size_t(j->n);
     }
+  }
+
+  static int64_t total(const Group& g) {
+    int64_t n = 0;
+    for (const Job* j : g.jobs) n += j->n;
+    return n;
   }
 
   void run(std::vector<Job>& batch) {
     BatchStats stats;
     const auto t0 = Clock::now();
     std::vector<Group> groups;
-    std::vector<float> pixels;
-    int64_t n_pixels = 0;
     for (Job& j : batch) {
       stats.waits_s.push_back(std::chrono::duration<double>(t0 - j.queued_at).count());
       stats.images += j.n;
-      if (j.ask == Ask::Logits) {
-        pixels.insert(pixels.end(), j.pixels.begin(), j.pixels.end());
-        n_pixels += j.n;
-        std::vector<float>().swap(j.pixels);
+      if (j.ask == Ask::Work) {  // alone in its batch (take)
+        j.work();
         continue;
       }
       auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.takes(j); });
@@ -192,34 +230,16 @@ struct Batcher::Impl {
     }
     // One call each, so the engine batches across requests.
     for (Group& g : groups) call(g);
-    std::vector<float> logits;
-    std::string logits_error;
-    if (n_pixels > 0) {
-      try {
-        logits = classifier.logits(pixels.data(), n_pixels);
-      } catch (...) {
-        logits_error = what(std::current_exception());
-      }
-    }
     stats.run_s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (on_batch) on_batch(stats);  // before the answers, so that a client's next look at them includes this pass
     for (Group& g : groups) answer(g);
-    const size_t width = size_t(classifier.logits_size());
-    size_t next_row = 0;
-    for (Job& j : batch) {
-      if (j.ask != Ask::Logits) continue;
-      if (!logits_error.empty()) {
-        j.logits_done({}, logits_error);
-      } else {
-        const auto first = logits.begin() + long(next_row * width);
-        j.logits_done(std::vector<float>(first, first + long(size_t(j.n) * width)), "");
-        next_row += size_t(j.n);
-      }
-    }
   }
 
   void loop() {
-    for (std::vector<Job> batch = take(); !batch.empty(); batch = take()) run(batch);
+    for (std::vector<Job> batch = take(); !batch.empty(); batch = take()) {
+      if (opt.around_pass) opt.around_pass([&] { run(batch); });
+      else run(batch);
+    }
   }
 };
 
@@ -278,14 +298,18 @@ bool Batcher::submit(std::vector<Pixels> images, const EmbedOptions& options, Em
 }
 
 bool Batcher::submit(std::vector<float> pixels, int64_t n, LogitsDone done) {
-  if (n < 0 || int64_t(pixels.size()) != n * impl_->per_image)
-    throw Error("Batcher: " + std::to_string(pixels.size()) + " floats for " + std::to_string(n) + " images of " +
-                std::to_string(impl_->per_image));
+  return impl_->push_rows(std::move(pixels), n, Ask::Logits, EmbedOptions{}, std::move(done));
+}
+
+bool Batcher::submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done) {
+  return impl_->push_rows(std::move(pixels), n, Ask::Embed, options, std::move(done));
+}
+
+bool Batcher::submit(std::function<void()> work, int64_t images) {
   Job j;
-  j.ask = Ask::Logits;
-  j.n = n;
-  j.pixels = std::move(pixels);
-  j.logits_done = std::move(done);
+  j.ask = Ask::Work;
+  j.n = std::max<int64_t>(1, images);
+  j.work = std::move(work);
   return impl_->push(std::move(j));
 }
 

@@ -2,6 +2,7 @@
 // input, timed as a whole and step by step.
 #include "vit/bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -103,7 +104,8 @@ std::vector<Benchmark::StepTime> Benchmark::profile(int B, int reps) {
   }
   for (int rep = 0; rep < reps; ++rep) {
     const auto times = prog.profile();
-    for (size_t i = 0; i < times.size(); ++i) out[i].seconds += times[i].second / reps;
+    for (size_t i = 0; i < times.size(); ++i)
+      out[i].seconds = rep == 0 ? times[i].second : std::min(out[i].seconds, times[i].second);
   }
   return out;
 }

@@ -32,7 +32,7 @@ void unit_length(std::vector<float>* v) {
 
 // What a fixed-size input path says to a NaFlex model, whose images are patches at their own shape.
 std::string naflex_input_refusal(const ViT& m) {
-  return m.source() + " is a NaFlex model (" + m.config().family + "): it takes each image at its own aspect ratio as " +
+  return m.source() + " is a NaFlex model (" + family_name(m.config().family) + "): it takes each image at its own aspect ratio as " +
          "patches within a budget, not a fixed [B, 3, H, W] tensor; give it image files (classify, embed) instead";
 }
 
@@ -59,7 +59,7 @@ struct Classifier::Impl {
   // A projection into a joint image-text space labels nothing without text embeddings.
   int64_t classes() const {
     const ViTConfig& c = model.config();
-    return zero_shot ? zero_shot->classes() : c.head_is_projection ? 0 : c.classes;
+    return zero_shot ? zero_shot->classes() : c.head == HeadKind::Classifier ? c.classes : 0;
   }
   // The width of a row of logits(): the zero-shot scores, else timm's model(x) (the head's output, or
   // without a head the pooled features).
@@ -77,6 +77,24 @@ struct Classifier::Impl {
     scores.resize(size_t(zero_shot->classes()));
     zero_shot->score(out, scores.data());
     return scores.data();
+  }
+
+  // Runs preprocessed images [n, 3, H, W] in Plans of the batch size (or powers of two below it): each(plan,
+  // b, image) for row b of a Plan, image its place among the n.
+  void run_tensors(const float* images, int64_t n, const BetweenBatches& between,
+                   const std::function<void(const ViT::Plan&, int64_t, int64_t)>& each) const {
+    if (model.config().naflex) throw ArgumentError(naflex_input_refusal(model));
+    use_threads();
+    const int64_t per = model.config().input_floats();
+    for (int64_t first = 0, count = 0; first < n; first += count) {
+      count = plan_size(n - first, opt.batch);
+      auto plan = plans.take(count);
+      std::memcpy(plan->input(), images + first * per, size_t(count * per) * sizeof(float));
+      plan->run();
+      for (int64_t b = 0; b < count; ++b) each(*plan, b, first + b);
+      plans.give_back(std::move(plan));
+      if (first + count < n) check_between(between);
+    }
   }
 
   // Each call runs with the Classifier's thread count, whichever thread it comes from (OpenMP's count
@@ -152,7 +170,7 @@ struct Classifier::Impl {
     use_threads();
     const ViTConfig& c = model.config();
     if (o.tokens && c.naflex)
-      throw ArgumentError("tokens of a NaFlex model (" + c.family + "): not supported yet (each image has a grid of its own)");
+      throw ArgumentError(std::string("tokens of a NaFlex model (") + family_name(c.family) + "): not supported yet (each image has a grid of its own)");
     const bool logits = o.head && c.classes > 0;  // without a head, timm's model(x) is the features
     const size_t E = size_t(logits ? c.classes : c.width), TD = size_t(c.tokens() * c.width);
     std::vector<Embedding> out(n);
@@ -191,14 +209,9 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   if (options.max_patches > 0) model_.set_max_patches(options.max_patches);
   impl_ = std::make_unique<Impl>(std::move(model_), options);
   impl_->threads = threads;
-  if (!options.pool.empty()) {
-    Pool pool = Pool::Token;
-    if (options.pool == "cls" || options.pool == "token") pool = Pool::Token;
-    else if (options.pool == "mean" || options.pool == "avg") pool = Pool::Avg;
-    else if (options.pool == "map") pool = Pool::Map;
-    else throw ArgumentError("pool '" + options.pool + "' is not supported (cls, mean or map)");
+  if (options.pool) {
     try {
-      impl_->model.set_pool(pool);
+      impl_->model.set_pool(*options.pool);
     } catch (const Error& e) {  // a pool the model cannot do: the caller's choice, not a broken model
       throw ArgumentError(e.what());
     }
@@ -206,9 +219,9 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   if (!options.text_embeddings.empty()) {
     const ViTConfig& c = impl_->model.config();
     if (!options.labels.empty()) throw ArgumentError("labels and text embeddings both name the classes: give one");
-    if (c.family.find("CLIP") == std::string::npos && c.family.find("SigLIP") == std::string::npos)
+    if (c.family != Family::Clip && c.family != Family::SigLIP && c.family != Family::NaFlex)
       throw ArgumentError(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower, and " +
-                                                       impl_->model.source() + " is a " + c.family);
+                                                       impl_->model.source() + " is a " + family_name(c.family));
     impl_->zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(options.text_embeddings, c.classes > 0 ? c.classes : c.width));
     impl_->labels = impl_->zero_shot->labels();
     return;
@@ -284,21 +297,11 @@ int64_t Classifier::width() const { return impl_->model.config().width; }
 
 std::vector<float> Classifier::logits(const float* images, int64_t n, const BetweenBatches& between) const {
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
-  impl_->use_threads();
-  const ViTConfig& c = impl_->model.config();
-  if (c.naflex) throw ArgumentError(naflex_input_refusal(impl_->model));
-  const int64_t per = c.input_floats(), batch = impl_->opt.batch, C = impl_->logits_size();
+  const int64_t C = impl_->logits_size();
   std::vector<float> out(size_t(n * C)), scores;
-  for (int64_t first = 0, count = 0; first < n; first += count) {
-    count = plan_size(n - first, batch);
-    auto plan = impl_->plans.take(count);
-    std::memcpy(plan->input(), images + first * per, size_t(count * per) * sizeof(float));
-    plan->run();
-    for (int64_t b = 0; b < count; ++b)
-      std::memcpy(out.data() + (first + b) * C, impl_->logits(*plan, b, scores), size_t(C) * sizeof(float));
-    impl_->plans.give_back(std::move(plan));
-    if (first + count < n) check_between(between);
-  }
+  impl_->run_tensors(images, n, between, [&](const ViT::Plan& plan, int64_t b, int64_t image) {
+    std::memcpy(out.data() + image * C, impl_->logits(plan, b, scores), size_t(C) * sizeof(float));
+  });
   return out;
 }
 
@@ -325,6 +328,22 @@ std::vector<float> Classifier::preprocess(const std::string& path) const {
 const std::vector<std::string>& Classifier::labels() const { return impl_->labels; }
 int64_t Classifier::classes() const { return impl_->classes(); }
 int64_t Classifier::logits_size() const { return impl_->logits_size(); }
+
+std::vector<float> Classifier::embeddings(const float* images, int64_t n, const EmbedOptions& o,
+                                          const BetweenBatches& between) const {
+  if (n < 0) throw Error("embeddings: a negative image count, " + std::to_string(n));
+  const ViTConfig& c = impl_->model.config();
+  const bool logits = o.head && c.classes > 0;  // as Impl::embed chooses
+  const int64_t E = logits ? c.classes : c.width;
+  std::vector<float> out(size_t(n * E)), row;
+  impl_->run_tensors(images, n, between, [&](const ViT::Plan& plan, int64_t b, int64_t image) {
+    const float* v = (logits ? plan.logits() : plan.features()) + b * E;
+    row.assign(v, v + E);
+    if (o.normalize) unit_length(&row);
+    std::copy(row.begin(), row.end(), out.begin() + image * E);
+  });
+  return out;
+}
 
 ModelInfo Classifier::info() const {
   std::call_once(impl_->info_once, [this] {

@@ -14,6 +14,7 @@
 #include "library/labels.h"
 #include "library/model_info.h"
 #include "library/runner.h"
+#include "library/zero_shot.h"
 #include "models/vit.h"
 #include "vit/topk.h"
 
@@ -24,11 +25,21 @@ namespace {
 constexpr int64_t kAttentionBudget = int64_t(256) << 20;
 constexpr int64_t kMaxExplainBatch = 8;
 
+void check_picture_size(int size) {
+  if (size < 64 || size > 8192) throw ArgumentError("picture size " + std::to_string(size) + " is out of range (64 to 8192)");
+}
+
+// How a call draws its pictures.
+struct Drawing {
+  ExplainMethod method;
+  int size;
+  bool heads;
+};
+
 ViT load_f32(const std::string& model, const ExplainOptions& o) {
   if (o.max_pixels < 1) throw ArgumentError("max_pixels must be positive, got " + std::to_string(o.max_pixels));
   if (o.threads < 0) throw ArgumentError("threads must be 0 (all cores) or more, got " + std::to_string(o.threads));
-  if (o.picture_size < 64 || o.picture_size > 8192)
-    throw ArgumentError("picture size " + std::to_string(o.picture_size) + " is out of range (64 to 8192)");
+  check_picture_size(o.picture_size);
   if (o.img_size < 0 || o.img_size > kMaxInputSize)
     throw ArgumentError("image size " + std::to_string(o.img_size) + " is out of range (0 for the model's own, or 1 to " +
                         std::to_string(kMaxInputSize) + ")");
@@ -36,7 +47,7 @@ ViT load_f32(const std::string& model, const ExplainOptions& o) {
   ViT m = ViT::load(model, o.config, o.img_size, Precision::F32);
   // Its maps would be over each image's own grid, padded: not drawn yet.
   if (m.config().naflex)
-    throw ArgumentError(m.source() + " is a NaFlex model (" + m.config().family + "): explaining it is not supported yet");
+    throw ArgumentError(m.source() + " is a NaFlex model (" + family_name(m.config().family) + "): explaining it is not supported yet");
   return m;
 }
 
@@ -49,7 +60,12 @@ struct Explainer::Impl {
     const int64_t per_image = c.depth * c.heads * c.tokens() * c.tokens() * int64_t(sizeof(float));
     batch = std::clamp<int64_t>(kAttentionBudget / per_image, 1, kMaxExplainBatch);
     query = c.class_token ? Query::ClassToken : Query::MeanOfRows;
-    if (classes() > 0) labels = resolve_labels(o.labels, c);
+    if (!o.text_embeddings.empty()) {
+      zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(o.text_embeddings, c.classes > 0 ? c.classes : c.width));
+      labels = zero_shot->labels();
+    } else if (classes() > 0) {
+      labels = resolve_labels(o.labels, c);
+    }
   }
   ViT model;  // declared before the pool, which points at it
   ExplainOptions opt;
@@ -58,18 +74,29 @@ struct Explainer::Impl {
   int64_t batch = 1;
   Query query = Query::ClassToken;
   std::vector<std::string> labels;
+  std::unique_ptr<ZeroShot> zero_shot;  // with ExplainOptions::text_embeddings
 
-  // A projection into a joint image-text space has no classes to explain.
-  int64_t classes() const { return model.config().head_is_projection ? 0 : model.config().classes; }
+  Drawing drawing() const { return {opt.method, opt.picture_size, opt.heads}; }
 
-  // Image k of the batch just run: its top class, maps and pictures, into *e.
-  void explain_one(const ViT::Plan& plan, int64_t k, const Image& photo, Explanation* e) const {
+  // A projection into a joint image-text space has no classes to explain but text embeddings' labels.
+  int64_t classes() const {
+    if (zero_shot) return zero_shot->classes();
+    return model.config().head == HeadKind::Classifier ? model.config().classes : 0;
+  }
+
+  // Image k of the batch just run: its top class, maps and pictures (drawn as `d` says), into *e.
+  void explain_one(const ViT::Plan& plan, int64_t k, const Image& photo, const Drawing& d, Explanation* e) const {
     const ViTConfig& c = model.config();
     const int64_t H = c.heads, T = c.tokens(), N = c.patches(), C = classes();
     const int gh = int(c.grid_h()), gw = int(c.grid_w());
-    const float* logits = plan.logits() + k * C;
-    e->logits.assign(logits, logits + C);
-    const Scored top = top_k(logits, C, 1)[0];
+    if (zero_shot) {  // the scores of the image embedding (the projection, or the pooled features) against the texts
+      const int64_t E = c.classes > 0 ? c.classes : c.width;
+      e->logits.resize(size_t(C));
+      zero_shot->score((c.classes > 0 ? plan.logits() : plan.features()) + k * E, e->logits.data());
+    } else {
+      e->logits.assign(plan.logits() + k * C, plan.logits() + (k + 1) * C);
+    }
+    const Scored top = zero_shot ? zero_shot->top(e->logits.data(), 1)[0] : top_k(e->logits.data(), C, 1)[0];
     e->top = {top.index, labels[size_t(top.index)], top.prob};
     std::vector<const float*> blocks;
     for (int64_t l = 0; l < c.depth; ++l) blocks.push_back(plan.attention(l) + k * H * T * T);
@@ -77,7 +104,7 @@ struct Explainer::Impl {
     e->last = query_attention(blocks.back(), H, T, c.prefix_tokens(), query);
 
     std::vector<float> shown = e->rollout;
-    if (opt.method == ExplainMethod::Last) {  // the heads' mean
+    if (d.method == ExplainMethod::Last) {  // the heads' mean
       for (int64_t j = 0; j < N; ++j) {
         float s = 0;
         for (int64_t h = 0; h < H; ++h) s += e->last[size_t(h * N + j)];
@@ -86,31 +113,45 @@ struct Explainer::Impl {
     }
     const Rect window = input_window(photo.width, photo.height, c.pre);
     const std::string caption = fmt::format("{}  {:.2f}", e->top.label, e->top.prob);
-    e->picture = encode_png(draw_attention(photo, window, {shown.data(), gh, gw}, caption, opt.picture_size),
+    e->picture = encode_png(draw_attention(photo, window, {shown.data(), gh, gw}, caption, d.size),
                             opt.picture_software);
-    if (!opt.heads) return;
+    if (!d.heads) return;
     std::vector<Heat> heats;
     std::vector<std::string> captions;
     for (int64_t h = 0; h < H; ++h) {
       heats.push_back({e->last.data() + h * N, gh, gw});
       captions.push_back("head " + std::to_string(h));
     }
-    e->heads_picture = encode_png(draw_panels(photo, window, heats, captions, opt.picture_size), opt.picture_software);
+    e->heads_picture = encode_png(draw_panels(photo, window, heats, captions, d.size), opt.picture_software);
+  }
+
+  // n inputs through the batch runner (decode(i) gives input i's image or throws), each batch's
+  // Explanations to on_batch.
+  void run(size_t n, const std::function<std::string(size_t)>& name, const DecodeFn& decode, const Drawing& d,
+           const std::function<void(std::vector<Explanation>&)>& on_batch, const BetweenBatches& between) const {
+    if (classes() == 0)
+      throw Error(model.source(), "the model has no classifier head (embeddings only, or a projection into a joint "
+                                  "image-text space without text embeddings): there is no class to explain");
+    set_threads(threads);
+    run_batches(plans, n, {batch, true}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+      std::vector<Explanation> done = explain_batch(plan, items, name, d);
+      on_batch(done);
+    }, between);
   }
 
   // A batch the runner has just run: its images' explanations made on all threads, in input order.
   std::vector<Explanation> explain_batch(const ViT::Plan& plan, const std::vector<BatchItem>& items,
-                                         const std::vector<ImagePath>& inputs) const {
+                                         const std::function<std::string(size_t)>& name, const Drawing& d) const {
     std::vector<Explanation> out(items.size());
     std::vector<std::exception_ptr> failures(items.size());
 #pragma omp parallel for schedule(dynamic, 1)
     for (size_t j = 0; j < items.size(); ++j) {
       const BatchItem& item = items[j];
-      out[j].file = inputs[item.index].file;
+      out[j].file = name(item.index);
       out[j].error = item.error;
       if (item.row < 0) continue;
       try {
-        explain_one(plan, item.row, item.image, &out[j]);
+        explain_one(plan, item.row, item.image, d, &out[j]);
       } catch (...) {
         failures[j] = std::current_exception();
       }
@@ -132,20 +173,33 @@ void Explainer::explain(const std::vector<ImagePath>& inputs,
                         const std::function<void(std::vector<Explanation>&)>& on_batch,
                         const BetweenBatches& between) const {
   const Impl& m = *impl_;
-  if (m.classes() == 0)
-    throw Error(m.model.source(), "the model has no classifier head (embeddings only, or a projection into a joint "
-                                  "image-text space): there is no class to explain");
-  set_threads(m.threads);
   const auto decode = [&](size_t i) {
     const ImagePath& in = inputs[i];
     if (!in.error.empty()) throw Error(in.file, in.error);
     if (is_video_name(in.file)) throw Error(in.file, "a video: attention is explained over images (classify or embed videos)");
     return decode_image_file(in.file, m.opt.max_pixels, m.opt.exif_transpose);
   };
-  run_batches(m.plans, inputs.size(), {m.batch, true}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
-    std::vector<Explanation> done = m.explain_batch(plan, items, inputs);
-    on_batch(done);
-  }, between);
+  m.run(inputs.size(), [&](size_t i) { return inputs[i].file; }, decode, m.drawing(), on_batch, between);
+}
+
+std::vector<Explanation> Explainer::explain_encoded(const std::vector<std::pair<std::string, std::string>>& images) const {
+  return explain_encoded(images, impl_->opt.method, impl_->opt.picture_size);
+}
+
+std::vector<Explanation> Explainer::explain_encoded(const std::vector<std::pair<std::string, std::string>>& images,
+                                                    ExplainMethod method, int picture_size) const {
+  const Impl& m = *impl_;
+  check_picture_size(picture_size);
+  const auto decode = [&](size_t i) {
+    const std::string& bytes = images[i].second;
+    return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), images[i].first,
+                        m.opt.max_pixels, m.opt.exif_transpose);
+  };
+  std::vector<Explanation> all;
+  m.run(images.size(), [&](size_t i) { return images[i].first; }, decode, {method, picture_size, m.opt.heads}, [&](std::vector<Explanation>& batch) {
+    for (Explanation& e : batch) all.push_back(std::move(e));
+  }, {});
+  return all;
 }
 
 int64_t Explainer::classes() const { return impl_->classes(); }

@@ -12,19 +12,6 @@
 namespace vit {
 namespace {
 
-// A model's name: the folder's, for a folder or the weights file a folder is loaded from, else the file's
-// stem (as the loader reads folders: model.safetensors, or OpenCLIP's open_clip_model.safetensors).
-std::string model_name(const std::string& model) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path p = fs::absolute(fs::path(model), ec).lexically_normal();
-  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // a trailing slash
-  if (fs::is_directory(p, ec)) return p.filename().string();
-  const std::string file = p.filename().string();
-  if (file == "model.safetensors" || file == "open_clip_model.safetensors") return p.parent_path().filename().string();
-  return p.stem().string();
-}
-
 std::string tokens_line(const ViTConfig& c) {
   std::string s = fmt::format("{} = {} patches ({}x{})", c.tokens(), c.patches(), c.grid_h(), c.grid_w());
   if (c.class_token) s += " + class token";
@@ -42,17 +29,19 @@ std::string position_line(const ViTConfig& c) {
 }
 
 std::string family_line(const ViTConfig& c) {
-  return c.family +
-         (c.layer_scale ? (c.family == "BEiT" ? ", layer scale on both branches of every block (gamma_1, gamma_2)"
-                                              : ", layer scale on both branches of every block (ls1, ls2)")
+  return std::string(family_name(c.family)) +
+         (c.layer_scale ? c.family == Family::BEiT ? ", layer scale on both branches of every block (gamma_1, gamma_2)"
+                                                   : ", layer scale on both branches of every block (ls1, ls2)"
                         : "") +
          (c.norm_pre ? ", LayerNorm before the blocks (norm_pre)" : "") +
-         (c.quick_gelu ? ", QuickGELU in the MLPs" : c.gelu_tanh ? ", GELU's tanh form in the MLPs" : "");
+         (c.act == Activation::QuickGelu  ? ", QuickGELU in the MLPs"
+          : c.act == Activation::GeluTanh ? ", GELU's tanh form in the MLPs"
+                                          : "");
 }
 
 // Said only of attention that is not timm's plain one.
 std::string attention_line(const ViTConfig& c) {
-  std::string s = c.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
+  std::string s = !c.qkv_bias ? "no q, k, v biases" : c.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
   if (!c.qkv_fused) s += ", separate q_proj, k_proj, v_proj (run as one)";
   if (c.rel_pos_window)
     s += fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})", c.rel_pos_window,
@@ -60,10 +49,16 @@ std::string attention_line(const ViTConfig& c) {
                      c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
                          ? ""
                          : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()));
-  if (c.rope)
-    s += fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, temperature {:g}{})",
+  if (c.rope && c.rope_kind == RopeKind::DinoV3)
+    s += fmt::format(", DINOv3's 2-D rotary embedding on the patch tokens' q and k (rotate-half pairs, temperature {:g}, "
+                     "patch centres normalised to the {}x{} grid)",
+                     double(c.rope_temperature), c.grid_h(), c.grid_w());
+  else if (c.rope)
+    s += fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, temperature {:g}{}{}{})",
                      double(c.rope_temperature),
-                     c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w) : std::string());
+                     c.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", c.rope_grid_offset) : std::string(),
+                     c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w) : std::string(),
+                     c.rope_xy ? ", x angles first" : "");
   return s;
 }
 
@@ -71,7 +66,10 @@ std::string pooling_line(const ViTConfig& c) {
   const char* pool = c.pool == Pool::Token ? "class token"
                      : c.pool == Pool::Avg ? "mean of patch tokens"
                                            : "attention pool (MAP head: a learned query over all tokens, then LayerNorm + MLP)";
-  return fmt::format("{}{}{}, LayerNorm eps {:g}", pool, c.final_norm ? ", final norm" : "",
+  const std::string heads = c.pool == Pool::Map ? fmt::format(", {} heads{}", c.pool_heads(),
+                                                               c.attn_pool_heads ? " of its own" : "")
+                                                 : std::string();
+  return fmt::format("{}{}{}{}, LayerNorm eps {:g}", pool, heads, c.final_norm ? ", final norm" : "",
                      c.fc_norm ? ", fc_norm after pooling" : "", double(c.eps));
 }
 
@@ -87,9 +85,9 @@ std::string preprocessing_line(const PreprocessConfig& p) {
 // The model in words, a topic and its line each, in the order `vit inspect` prints them.
 std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
   const ViTConfig& c = model.config();
-  const std::string head = c.classes == 0        ? "no head"
-                           : c.head_is_projection ? fmt::format("a projection to {} dimensions", c.classes)
-                                                  : fmt::format("{} classes", c.classes);
+  const std::string head = c.head == HeadKind::None         ? "no head"
+                           : c.head == HeadKind::Projection ? fmt::format("a projection to {} dimensions", c.classes)
+                                                            : fmt::format("{} classes", c.classes);
   std::vector<std::pair<std::string, std::string>> d = {
       {"file", model.source()},
       {"layout", fmt::format("{}, {:.2f} M parameters", c.stored_as, double(c.parameters()) / 1e6)},
@@ -97,7 +95,7 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
                                    c.arch.empty() ? "ViT" : c.arch, c.patch, c.width, c.depth, c.heads, c.mlp, head)},
       {"family", family_line(c)}};
   if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope) d.push_back({"attention", attention_line(c)});
-  if (c.swiglu)
+  if (c.swiglu())
     d.push_back({"mlp", fmt::format("SwiGLU: silu(fc1_g x) * fc1_x x{}, then fc2", c.scale_mlp ? ", LayerNorm (mlp.norm)" : "")});
   if (c.naflex) {
     d.push_back({"input", fmt::format("NaFlex: each image at its own aspect ratio, within {} patches of {} pixels "
@@ -114,30 +112,45 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
   d.push_back({"pooling", pooling_line(c)});
   if (c.dist_token) d.push_back({"head", "mean of head and head_dist (timm's eval output)"});
   if (c.classes == 0) d.push_back({"head", "none: embeddings only (vit embed)"});
-  if (c.head_is_projection)
+  if (c.head == HeadKind::Projection)
     d.push_back({"head", "a projection into a joint image-text space: no classes; vit embed --head, or labels from "
                          "text embeddings (--text-embeddings)"});
   d.push_back({"embedding", fmt::format("{} values per image from vit embed (the pooled features){}", c.width,
                                         c.classes ? fmt::format(", {} with --head ({})", c.classes,
-                                                                c.head_is_projection ? "the projection" : "the logits")
+                                                                c.head == HeadKind::Projection ? "the projection" : "the logits")
                                                   : "")});
   d.push_back({"preprocessing",
                c.naflex ? fmt::format("NaFlex (timm's ResizeToSequence): {} resize, antialiased, to the largest grid "
                                       "within the budget, no crop, mean {}, std {}",
                                       filter_name(c.pre.interpolation), triple(c.pre.mean), triple(c.pre.std))
                         : preprocessing_line(c.pre)});
-  if (c.classes > 0 && !c.head_is_projection)
+  if (c.head == HeadKind::Classifier)
     d.push_back({"labels", c.labels.empty() ? "none in the files" : fmt::format("{} names ({}, ...)", c.labels.size(), c.labels[0])});
   return d;
 }
 
 }  // namespace
 
+// The folder's name, for a folder or the weights file a folder is loaded from (model.safetensors, OpenCLIP's
+// open_clip_model.safetensors), else the file's stem.
+std::string model_name(const std::string& model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(model), ec).lexically_normal();
+  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // a trailing slash
+  if (fs::is_directory(p, ec)) return p.filename().string();
+  const std::string file = p.filename().string();
+  if (file == "model.safetensors" || file == "open_clip_model.safetensors") return p.parent_path().filename().string();
+  return p.stem().string();
+}
+
 ModelInfo model_info(const ViT& model, const PlanPool& plans) {
   const ViTConfig& c = model.config();
   ModelInfo i;
   i.name = model_name(model.source());
-  i.family = c.family;
+  i.family = family_name(c.family);
+  i.head = c.head;
+  i.embedding = c.width;
   i.file = model.source();
   i.arch = c.arch;
   i.stored_as = c.stored_as;

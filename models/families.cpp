@@ -9,6 +9,7 @@
 #include <regex>
 #include <vector>
 
+#include "checkpoint.h"
 #include "engine/io/safetensors.h"
 #include "vit_config.h"
 
@@ -16,8 +17,13 @@ namespace vit {
 namespace {
 
 // The allow-list: every name here runs within 1e-4 of timm 1.0.31 (tests/test_sweep.cpp, docs/MODELS.md).
+// Each family's defaults and structure as its timm model definition has them.
+using D = FamilyDefaults;
+using S = FamilyStructure;
+constexpr int64_t kProj = FamilyStructure::kProjection;
 const FamilyRow kFamilies[] = {
-    {Family::ViT, "ViT",
+    // vision_transformer.py's classic ViTs, and those with registers, global average pooling, ...
+    {Family::ViT,
      "vit_tiny_patch16_(224|384)|vit_small_patch(8_224|16_224|16_384|32_224|32_384|16_36x1_224)"
      "|vit_base_patch(8_224|16_224|16_384|32_224|32_384|16_224_miil|16_plus_240|32_plus_256)"
      "|vit_large_patch(14_224|16_224|16_384|32_224|32_384)|vit_(huge|giant|gigantic)_patch14_224"
@@ -28,32 +34,132 @@ const FamilyRow kFamilies[] = {
      "|wee_patch16_reg1_gap_256|so150m_patch16_reg4_gap_(256|384)|so150m2_patch16_reg1_gap_(256|384|448))"
      "|vit_(base|large|huge|giant)_patch16_radio_v3|vit_(huge|so400m)_patch16_radio_v4|vit_intern300m_patch14_448"
      "|vit_(base|large|so400m)_patch14_reg1_tipsv2|flexivit_(small|base|large)|test_vit[23]?",
-     HeadKind::Classifier, "vit_(tiny|small|base|large|huge|giant|gigantic)_patch[0-9]+_[0-9]+"},
-    {Family::DeiT, "DeiT", "deit_(tiny|small|base)_(distilled_)?patch16_224|deit_base_(distilled_)?patch16_384",
-     HeadKind::Classifier, nullptr},
-    {Family::DeiT3, "DeiT III",
+     "vit_(tiny|small|base|large|huge|giant|gigantic)_patch[0-9]+_[0-9]+", nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, false, 0, Pool::Token, D::Inception, 0.9}, S{}, TimmClass::VisionTransformer},
+    // deit.py: the ImageNet mean and std; the distilled ones a second token and head.
+    {Family::DeiT, "deit_(tiny|small|base)_patch16_224|deit_base_patch16_384", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, false, 0, Pool::Token, D::ImageNet, 0.9}, S{}, TimmClass::VisionTransformer},
+    {Family::DeiT, "deit_(tiny|small|base)_distilled_patch16_224|deit_base_distilled_patch16_384", nullptr, "dist_token",
+     HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Token, D::ImageNet, 0.9},
+     [] { S s; s.dist_token = true; return s; }(), TimmClass::VisionTransformer},
+    // deit.py's deit3_*: layer scale, a position table without the class token.
+    {Family::DeiT3,
      "deit3_(small|medium|base|large)_patch16_224|deit3_(small|base|large)_patch16_384|deit3_huge_patch14_224",
-     HeadKind::Classifier, nullptr},
-    {Family::DINOv2, "DINOv2", "vit_(small|base|large)_patch14_(reg4_)?dinov2", HeadKind::Classifier, nullptr},
-    {Family::Clip, "CLIP image tower",
-     "vit_base_patch16_clip_(224|384|quickgelu_224)|vit_base_patch16_plus_clip_240"
-     "|vit_base_patch32_clip_(224|256|384|448|quickgelu_224)|vit_betwixt_patch32_clip_224"
-     "|vit_medium_patch(16|32)_clip_224|vit_xsmall_patch16_clip_224|vit_large_patch14_clip_(quickgelu_)?(224|336)"
-     "|vit_huge_patch14_clip_(quickgelu_)?(224|378)|vit_huge_patch14_clip_336|vit_giant_patch14_clip_224"
-     "|vit_gigantic_patch14_clip_(224|378|quickgelu_224)",
-     HeadKind::Projection, "vit_[a-z]+_patch[0-9]+_clip_.*"},
-    {Family::SigLIP, "SigLIP image tower",
-     "vit_base_patch16_siglip_(gap_)?(224|256|384|512)|vit_large_patch16_siglip_(gap_)?(256|384)"
-     "|vit_so400m_patch14_siglip_(224|378)|vit_so400m_patch14_siglip_gap_(224|378|448|896)",
-     HeadKind::Classifier, nullptr},
-    {Family::BEiT, "BEiT", "beit_base_patch16_(224|384)|beit_large_patch16_(224|384|512)|beitv2_(base|large)_patch16_224",
-     HeadKind::Classifier, nullptr},
-    {Family::EVA02, "EVA-02", "eva02_(tiny|small)_patch14_(224|336)|eva02_(base|large)_patch14_(224|448)",
-     HeadKind::Classifier, nullptr},
-    // timm's naflexvit.py (NaFlexVit), the SigLIP 2 towers only: within 1e-4 of timm's NaFlex pipeline
-    // (tests/test_naflex_timm.cpp).
-    {Family::NaFlex, "SigLIP 2 NaFlex image tower", "naflexvit_(base|so400m)_patch16_siglip", HeadKind::Classifier,
-     nullptr},
+     nullptr, nullptr, HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Token, D::ImageNet, 1.0},
+     [] { S s; s.layer_scale = s.no_embed_class = true; return s; }(), TimmClass::VisionTransformer},
+    // vit_*_patch14_dinov2 (init_values 1e-5, 518 px, no head); *_reg4_: 4 registers, no_embed_class.
+    {Family::DINOv2, "vit_(small|base|large)_patch14_dinov2", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, false, 0, Pool::Token, D::ImageNet, 1.0},
+     [] { S s; s.layer_scale = true; s.classes = 0; return s; }(), TimmClass::VisionTransformer},
+    {Family::DINOv2, "vit_(small|base|large)_patch14_reg4_dinov2", nullptr, "reg_token", HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, false, 0, Pool::Token, D::ImageNet, 1.0},
+     [] { S s; s.layer_scale = s.no_embed_class = true; s.reg_tokens = 4; s.classes = 0; return s; }(),
+     TimmClass::VisionTransformer},
+    // vit_*_clip_*: pre_norm, no patch-embedding bias, LayerNorm eps 1e-5 (in no config), OpenAI's mean and std;
+    // the head is the projection into the joint space; *_clip_quickgelu_*: act_layer='quick_gelu'.
+    {Family::Clip,
+     "vit_base_patch16_clip_(224|384)|vit_base_patch16_plus_clip_240|vit_base_patch32_clip_(224|256|384|448)"
+     "|vit_betwixt_patch32_clip_224|vit_medium_patch(16|32)_clip_224|vit_xsmall_patch16_clip_224"
+     "|vit_large_patch14_clip_(224|336)|vit_huge_patch14_clip_(224|336|378)|vit_giant_patch14_clip_224"
+     "|vit_gigantic_patch14_clip_(224|378)",
+     "vit_[a-z]+_patch[0-9]+_clip_.*", "norm_pre.weight", HeadKind::Projection,
+     D{Activation::Gelu, 1e-5f, false, 0, Pool::Token, D::OpenAI, 1.0},
+     [] { S s; s.norm_pre = true; s.patch_bias = false; s.classes = kProj; return s; }(), TimmClass::VisionTransformer},
+    {Family::Clip,
+     "vit_base_patch(16|32)_clip_quickgelu_224|vit_large_patch14_clip_quickgelu_(224|336)"
+     "|vit_huge_patch14_clip_quickgelu_(224|378)|vit_gigantic_patch14_clip_quickgelu_224",
+     nullptr, "norm_pre.weight", HeadKind::Projection, D{Activation::QuickGelu, 1e-5f, false, 0, Pool::Token, D::OpenAI, 1.0},
+     [] { S s; s.norm_pre = true; s.patch_bias = false; s.classes = kProj; return s; }(), TimmClass::VisionTransformer},
+    // vit_*_siglip_*: no class token, the MAP head (AttentionPoolLatent, its MLP the blocks' width), no head;
+    // *_siglip_gap_*: the mean of the tokens instead.
+    {Family::SigLIP,
+     "vit_base_patch16_siglip_(224|256|384|512)|vit_large_patch16_siglip_(256|384)|vit_so400m_patch14_siglip_(224|378)",
+     nullptr, "attn_pool.latent", HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Map, D::Inception, 1.0},
+     [] { S s; s.class_token = false; s.attn_pool = true; s.classes = 0; return s; }(), TimmClass::VisionTransformer},
+    {Family::SigLIP,
+     "vit_base_patch16_siglip_gap_(224|256|384|512)|vit_large_patch16_siglip_gap_(256|384)"
+     "|vit_so400m_patch14_siglip_gap_(224|378|448|896)",
+     nullptr, nullptr, HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Avg, D::Inception, 1.0},
+     [] { S s; s.class_token = false; s.classes = 0; return s; }(), TimmClass::VisionTransformer},
+    // beit.py: relative position tables (window = the grid), layer scale, q/v biases, the mean of the patches
+    // with fc_norm instead of a final norm.
+    {Family::BEiT, "beit_base_patch16_(224|384)|beit_large_patch16_(224|384|512)|beitv2_(base|large)_patch16_224",
+     nullptr, "blocks.0.attn.relative_position_bias_table", HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, false, 0, Pool::Avg, D::Inception, 0.9},
+     [] { S s; s.rel_pos = s.layer_scale = s.qv_bias = s.fc_norm = true; s.final_norm = false; return s; }(),
+     TimmClass::Beit},
+    // eva.py's eva02_*_patch14_*: rotary embedding (ref_feat_shape 16x16), SwiGLU (mlp_ratio 4 * 2 / 3), q/v
+    // biases, mean pooling with fc_norm; base and large a LayerNorm in the MLP and separate q, k, v.
+    {Family::EVA02, "eva02_(tiny|small)_patch14_(224|336)", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::SwiGLU, 1e-6f, true, 16, Pool::Avg, D::OpenAI, 0.9},
+     [] { S s; s.qv_bias = s.fc_norm = true; s.final_norm = false; s.mlp_thirds = 8; s.classes = 0; return s; }(),
+     TimmClass::Eva},
+    {Family::EVA02, "eva02_(base|large)_patch14_(224|448)", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::SwiGLU, 1e-6f, true, 16, Pool::Avg, D::OpenAI, 0.9},
+     [] {
+       S s;
+       s.qv_bias = s.fc_norm = s.mlp_norm = s.separate_qkv = true;
+       s.final_norm = false;
+       s.mlp_thirds = 8;
+       s.classes = 0;
+       return s;
+     }(),
+     TimmClass::Eva},
+    // eva.py's vit_base_patch16_rope_reg1_gap_256 (timm's SBB ViTs): EVA-02's rotary embedding (ref_feat_shape
+    // 16x16) instead of a position table, one register token and no class token, a GELU MLP, q/v biases, gamma
+    // layer scale, the mean of the patches with fc_norm.
+    {Family::RopeViT, "vit_base_patch16_rope_reg1_gap_256", nullptr, nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-6f, true, 16, Pool::Avg, D::Inception, 0.95},
+     [] {
+       S s;
+       s.pos_embed = s.class_token = s.final_norm = false;
+       s.reg_tokens = 1;
+       s.layer_scale = s.qv_bias = s.fc_norm = true;
+       return s;
+     }(),
+     TimmClass::Eva},
+    // eva.py's vit_*_patch16_dinov3: no position table, its own rotary embedding (RotaryEmbeddingDinoV3:
+    // temperature 100, patch centres normalised to the grid, rotate-half pairs), class and 4 register tokens,
+    // layer scale, LayerNorm eps 1e-5, the final norm then timm's global_pool 'avg' (upstream: the class
+    // token), the ImageNet mean and std at 256 px; _qkvb: q and v biases; S+, H+ and 7B: a SwiGLU MLP.
+    {Family::DINOv3, "vit_(tiny|small|base|large)_patch16_dinov3(_qkvb)?", "vit_(small|base|large)_patch16_dinov3",
+     nullptr, HeadKind::Classifier,
+     D{Activation::Gelu, 1e-5f, true, 0, Pool::Avg, D::ImageNet, 1.0, RopeKind::DinoV3, 100.f},
+     [] { S s; s.layer_scale = true; s.pos_embed = s.qkv_bias = false; s.reg_tokens = 4; s.classes = 0; return s; }(),
+     TimmClass::Eva},
+    {Family::DINOv3, "vit_(small_plus|huge_plus|7b)_patch16_dinov3(_qkvb)?",
+     "",  // no presets: their SwiGLU widths are aligned (swiglu_align_to), not a size word's
+     nullptr, HeadKind::Classifier,
+     D{Activation::SwiGLU, 1e-5f, true, 0, Pool::Avg, D::ImageNet, 1.0, RopeKind::DinoV3, 100.f},
+     [] { S s; s.layer_scale = true; s.pos_embed = s.qkv_bias = false; s.reg_tokens = 4; s.classes = 0; return s; }(),
+     TimmClass::Eva},
+    // eva.py's vit_pe_core_*: Perception Encoder's image tower. A position table and a 2-D rotary embedding
+    // (RotaryEmbeddingCat: 'xy' indexing, grid offset 1, ref_feat_shape the model's own grid) on the patch
+    // tokens, norm_pre, no patch-embedding bias, q/k/v biases, LayerNorm eps 1e-5, the final norm, then the
+    // attention pool with 8 heads of its own (attn_pool_num_heads) and the projection into the joint space.
+    {Family::PE, "vit_pe_core_(tiny|small)_patch16_384|vit_pe_core_large_patch14_336", "", nullptr, HeadKind::Projection,
+     D{Activation::Gelu, 1e-5f, true, 24, Pool::Map, D::Inception, 1.0, RopeKind::EvaCat, 10000.f, true, 1.f, 8},
+     [] { S s; s.norm_pre = s.attn_pool = true; s.patch_bias = false; s.classes = kProj; return s; }(), TimmClass::Eva},
+    {Family::PE, "vit_pe_core_base_patch16_224", "", nullptr, HeadKind::Projection,
+     D{Activation::Gelu, 1e-5f, true, 14, Pool::Map, D::Inception, 1.0, RopeKind::EvaCat, 10000.f, true, 1.f, 8},
+     [] { S s; s.norm_pre = s.attn_pool = true; s.patch_bias = false; s.classes = kProj; return s; }(), TimmClass::Eva},
+    // The gigantic one: no class token, grid offset 0, ref_feat_shape 32x32.
+    {Family::PE, "vit_pe_core_gigantic_patch14_448", "", nullptr, HeadKind::Projection,
+     D{Activation::Gelu, 1e-5f, true, 32, Pool::Map, D::Inception, 1.0, RopeKind::EvaCat, 10000.f, true, 0.f, 8},
+     [] { S s; s.norm_pre = s.attn_pool = true; s.patch_bias = false; s.class_token = false; s.classes = kProj; return s; }(),
+     TimmClass::Eva},
+    // naflexvit.py's naflexvit_*_patch16_siglip (NaFlexVitCfg): SigLIP 2's image towers taking each image at its
+    // own aspect ratio within a budget of patches (--max-patches); GELU's tanh form, no class token, a 16x16
+    // position table (embeds.pos_embed) resized bilinearly to each image's grid, the MAP head, no head.
+    {Family::NaFlex, "naflexvit_(base|so400m)_patch16_siglip", nullptr, nullptr, HeadKind::Classifier,
+     [] {
+       D d{Activation::GeluTanh, 1e-6f, false, 0, Pool::Map, D::Inception, 1.0};
+       d.naflex = true;
+       d.pos_filter = Filter::Bilinear;
+       return d;
+     }(),
+     [] { S s; s.class_token = false; s.no_embed_class = s.attn_pool = true; s.classes = 0; return s; }(),
+     TimmClass::NaFlexVit},
 };
 
 // timm architectures the engine knows and does not run, each refused with its family's name.
@@ -65,8 +171,7 @@ const struct {
     {"eva_.*", "EVA"},
     {"aimv2_.*", "AIMv2"},
     {"beit3_.*", "BEiT-3"},
-    {"vit_.*_dinov3(_qkvb)?", "DINOv3"},
-    {"vit_pe_.*", "Perception Encoder"},
+    {"vit_pe_(lang|spatial)_.*", "Perception Encoder (lang or spatial)"},
     {"vit_.*_sapiens2", "Sapiens2"},
     {"vit_.*_lingbot", "LingBot ViT"},
     {"vit_.*_rope_.*", "ViT with a rotary position embedding"},
@@ -128,6 +233,10 @@ const Shape kShapes[] = {{"vit_base_patch16_gap_224", 0, 0, 16, 0, 0, 0},
                          {"vit_base_patch32_plus_256", 896, 0, 14, 3584, 0, 0},
                          {"vit_base_patch16_plus_clip_240", 896, 0, 14, 3584, 0, 0},
                          {"vit_giant_patch16_radio_v3", 1536, 0, 24, 0, 0, 512},
+                         {"vit_huge_plus_patch16_dinov3", 1280, 32, 20, 0, 0, 0},
+                         {"vit_huge_plus_patch16_dinov3_qkvb", 1280, 32, 20, 0, 0, 0},
+                         {"vit_7b_patch16_dinov3", 4096, 40, 32, 0, 0, 0},
+                         {"vit_pe_core_gigantic_patch14_448", 1536, 50, 16, 8960, 0, 0},
                          {"test_vit", 64, 6, 2, 192, 16, 160},
                          {"test_vit2", 64, 8, 2, 192, 16, 160},
                          {"test_vit3", 96, 9, 3, 192, 16, 160}};
@@ -136,98 +245,35 @@ int64_t clip_projection(const std::string& size) {
   return size == "large" ? 768 : size == "huge" || size == "giant" ? 1024 : size == "gigantic" ? 1280 : 512;
 }
 
-constexpr std::array<float, 3> kClipMean{0.48145466f, 0.4578275f, 0.40821073f}, kClipStd{0.26862954f, 0.26130258f, 0.27577711f};
+}  // namespace
 
-// Each family's settings as its timm model definition has them (what a checkpoint's tensors and config.json
-// would give).
-void family_settings(Family f, const std::string& arch, const std::string& size, ViTConfig* c) {
-  c->pre.mean = c->pre.std = {0.5f, 0.5f, 0.5f};  // timm's ViTs: the Inception mean and std
-  c->pre.crop_pct = 1.0;
+const char* family_name(Family f) {
   switch (f) {
-    case Family::ViT:
-      c->pre.crop_pct = c->img_h() >= 384 ? 1.0 : 0.9;
-      if (c->img_h() >= 384) c->pre.crop_mode = CropMode::Squash;
-      c->family = "ViT";
-      break;
-    case Family::DeiT:  // deit.py: the ImageNet mean and std
-      c->pre = PreprocessConfig{};
-      c->pre.height = c->pre.width = int(c->pos_grid_h * c->patch);
-      c->pre.interpolation = Filter::Bicubic;
-      c->pre.crop_pct = 0.9;
-      c->dist_token = arch.find("_distilled_") != std::string::npos;
-      c->family = "DeiT";
-      break;
-    case Family::DeiT3:  // deit.py's deit3_*: layer scale, a position table without the class token
-      c->layer_scale = true;
-      c->no_embed_class = true;
-      c->family = "DeiT III";
-      break;
-    case Family::DINOv2:  // vit_*_patch14_dinov2 (init_values 1e-5, 518 px), *_reg4_: registers, no_embed_class
-      c->layer_scale = true;
-      c->reg_tokens = arch.find("_reg4_") != std::string::npos ? 4 : 0;
-      c->no_embed_class = c->reg_tokens > 0;
-      c->family = "DINOv2";
-      break;
-    case Family::Clip:  // vit_*_clip_*: pre_norm, no patch-embedding bias, LayerNorm eps 1e-5, OpenAI's mean and std
-      c->norm_pre = true;
-      c->patch_bias = false;
-      c->eps = 1e-5f;
-      c->quick_gelu = arch.find("_quickgelu_") != std::string::npos;
-      c->pre.mean = kClipMean;
-      c->pre.std = kClipStd;
-      c->head_is_projection = true;
-      c->family = "CLIP image tower";
-      break;
-    case Family::SigLIP:  // vit_*_siglip_*: no class token, the MAP head (AttentionPoolLatent, MLP 4D), or avg
-      c->class_token = false;
-      c->attn_pool_mlp = arch.find("_gap_") == std::string::npos ? c->mlp : 0;
-      c->pool = c->attn_pool_mlp ? Pool::Map : Pool::Avg;
-      c->family = "SigLIP image tower";
-      break;
-    case Family::BEiT:  // beit.py: relative position tables, layer scale, q/v biases, mean pooling with fc_norm
-      c->abs_pos = false;
-      c->rel_pos_window = c->pos_grid_h;
-      c->layer_scale = true;
-      c->k_bias = false;
-      c->pool = Pool::Avg;
-      c->final_norm = false;
-      c->fc_norm = true;
-      c->pre.crop_pct = 0.9;
-      c->family = "BEiT";
-      break;
-    case Family::NaFlex:  // naflexvit_*_siglip (NaFlexVitCfg): no class token, the MAP head, GELU's tanh form,
-                          // a 16 x 16 table resized bilinearly per image, the SigLIP mean and std, bicubic resizes
-      c->naflex = true;
-      c->class_token = false;
-      c->no_embed_class = true;
-      c->attn_pool_mlp = c->mlp;
-      c->pool = Pool::Map;
-      c->gelu_tanh = true;
-      c->pos_grid_h = c->pos_grid_w = 16;
-      c->pos_filter = Filter::Bilinear;
-      c->pre.height = c->pre.width = int(16 * c->patch);
-      c->family = "SigLIP 2 NaFlex image tower";
-      break;
-    case Family::EVA02:  // eva02_*_patch14_*: rotary (16x16), SwiGLU, q/v biases, mean pooling with fc_norm
-      c->rope = true;
-      c->rope_ref_h = c->rope_ref_w = 16;
-      c->swiglu = true;
-      c->mlp = c->width * 8 / 3;  // mlp_ratio 4 * 2 / 3
-      c->scale_mlp = size != "tiny" && size != "small";
-      c->qkv_fused = !c->scale_mlp;
-      c->k_bias = false;
-      c->pool = Pool::Avg;
-      c->final_norm = false;
-      c->fc_norm = true;
-      c->pre.mean = kClipMean;
-      c->pre.std = kClipStd;
-      c->pre.crop_pct = 0.9;
-      c->family = "EVA-02";
-      break;
+    case Family::ViT: return "ViT";
+    case Family::DeiT: return "DeiT";
+    case Family::DeiT3: return "DeiT III";
+    case Family::DINOv2: return "DINOv2";
+    case Family::Clip: return "CLIP image tower";
+    case Family::SigLIP: return "SigLIP image tower";
+    case Family::BEiT: return "BEiT";
+    case Family::EVA02: return "EVA-02";
+    case Family::RopeViT: return "ViT with rotary embedding";
+    case Family::DINOv3: return "DINOv3";
+    case Family::PE: return "Perception Encoder";
+    case Family::NaFlex: return "SigLIP 2 NaFlex image tower";
   }
+  return "?";
 }
 
-}  // namespace
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::Gelu: return "GELU";
+    case Activation::GeluTanh: return "GELU (tanh)";
+    case Activation::QuickGelu: return "QuickGELU";
+    case Activation::SwiGLU: return "SwiGLU";
+  }
+  return "?";
+}
 
 const char* head_kind_name(HeadKind k) {
   return k == HeadKind::Classifier ? "classifier" : k == HeadKind::Projection ? "projection" : "none";
@@ -243,6 +289,12 @@ const FamilyRow* family_of_arch(const std::string& arch) {
   for (const FamilyRow& r : kFamilies)
     if (matches(r.runs, arch)) return &r;
   return nullptr;
+}
+
+const FamilyRow& family_of_tensors(const Checkpoint& ck) {
+  for (const FamilyRow& r : kFamilies)
+    if (r.marker && ck.has(r.marker)) return r;
+  return kFamilies[0];
 }
 
 std::string refusal_of_arch(const std::string& arch) {
@@ -274,11 +326,13 @@ bool named_shape(const std::string& arch, Family f, NamedShape* n) {
     parts.push_back(arch.substr(b, e - b));
   }
   n->size = parts.size() > 1 ? parts[1] : "";
+  if (n->size == "pe" && parts.size() > 3) n->size = parts[3];  // vit_pe_core_<size>_patch..
   for (const std::string& part : parts) {
     if (part.rfind("patch", 0) == 0 && part.size() > 5) n->patch = std::stoll(part.substr(5));
     if (part.size() == 3 && std::all_of(part.begin(), part.end(), ::isdigit)) n->input = std::stoll(part);
   }
   n->input = f == Family::DINOv2 ? 518
+             : f == Family::DINOv3 || f == Family::NaFlex ? 256  // NaFlex: its table's 16x16 grid, nominally
              : arch.find("tipsv2") != std::string::npos ? 448
              : arch.find("_radio_") != std::string::npos ? 512
              : arch.rfind("flexivit_", 0) == 0           ? 240
@@ -301,27 +355,77 @@ int64_t arch_heads(const std::string& arch) {
   return row && named_shape(arch, row->family, &n) ? n.heads : 0;
 }
 
+bool arch_preprocessing(const std::string& arch, PreprocessConfig* pre) {
+  const FamilyRow* row = family_of_arch(arch);
+  NamedShape n;
+  if (!row || !named_shape(arch, row->family, &n)) return false;
+  const FamilyDefaults& d = row->defaults;
+  *pre = PreprocessConfig{};
+  pre->interpolation = Filter::Bicubic;
+  pre->height = pre->width = int(n.input);
+  if (d.mean == FamilyDefaults::Inception) pre->mean = pre->std = {0.5f, 0.5f, 0.5f};
+  if (d.mean == FamilyDefaults::OpenAI) {
+    pre->mean = {0.48145466f, 0.4578275f, 0.40821073f};
+    pre->std = {0.26862954f, 0.26130258f, 0.27577711f};
+  }
+  pre->crop_pct = d.crop_pct;
+  if (row->family == Family::ViT && n.input >= 384) {  // timm's ViTs at 384 and more: squashed, uncropped
+    pre->crop_pct = 1.0;
+    pre->crop_mode = CropMode::Squash;
+  }
+  return true;
+}
+
+void apply_family_defaults(const FamilyRow& row, ViTConfig* c) {
+  const FamilyDefaults& d = row.defaults;
+  c->family = row.family;
+  c->act = d.act;
+  c->eps = d.eps;
+  c->rope = d.rope;
+  c->rope_ref_h = c->rope_ref_w = d.rope_ref;
+  c->rope_kind = d.rope_kind;
+  c->rope_temperature = d.rope_temperature;
+  c->rope_xy = d.rope_xy;
+  c->rope_grid_offset = d.rope_grid_offset;
+  c->attn_pool_heads = d.attn_pool_heads;
+  c->naflex = d.naflex;
+  c->pos_filter = d.pos_filter;
+}
+
 bool arch_preset(const std::string& arch, ViTConfig* c) {
   const FamilyRow* row = family_of_arch(arch);
   NamedShape n;
   if (!row || (row->presets && !matches(row->presets, arch)) || !named_shape(arch, row->family, &n)) return false;
+  const FamilyStructure& s = row->structure;
   *c = ViTConfig{};
   c->arch = arch;
   c->width = n.width;
   c->depth = n.depth;
   c->heads = n.heads;
-  c->mlp = n.mlp;
+  c->mlp = s.mlp_thirds ? n.width * s.mlp_thirds / 3 : n.mlp;
   c->patch = n.patch;
-  c->pre = PreprocessConfig{};
-  c->pre.interpolation = Filter::Bicubic;
-  c->pre.height = c->pre.width = int(n.input);
+  arch_preprocessing(arch, &c->pre);
   c->pos_grid_h = c->pos_grid_w = c->img_h() / c->patch;
-  c->classes = row->head == HeadKind::Projection ? clip_projection(n.size)
-               : row->family == Family::DINOv2 || row->family == Family::SigLIP || row->family == Family::EVA02 ||
-                         row->family == Family::NaFlex
-                   ? 0
-                   : 1000;
-  family_settings(row->family, arch, n.size, c);
+  c->classes = s.classes == FamilyStructure::kProjection ? clip_projection(n.size) : s.classes;
+  c->class_token = s.class_token;
+  c->dist_token = s.dist_token;
+  c->reg_tokens = s.reg_tokens;
+  c->layer_scale = s.layer_scale;
+  c->no_embed_class = s.no_embed_class;
+  c->norm_pre = s.norm_pre;
+  c->patch_bias = s.patch_bias;
+  c->attn_pool_mlp = s.attn_pool ? c->mlp : 0;
+  c->abs_pos = s.pos_embed && !s.rel_pos;
+  c->qkv_bias = s.qkv_bias;
+  c->rel_pos_window = s.rel_pos ? c->pos_grid_h : 0;
+  c->k_bias = !s.qv_bias;
+  c->qkv_fused = !s.separate_qkv;
+  c->scale_mlp = s.mlp_norm;
+  c->final_norm = s.final_norm;
+  c->fc_norm = s.fc_norm;
+  apply_family_defaults(*row, c);
+  c->pool = row->defaults.pool;
+  c->head = head_kind(row->family, c->classes, "");
   return true;
 }
 

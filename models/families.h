@@ -1,34 +1,91 @@
-// Which ViT family a timm architecture or a checkpoint belongs to: one row per family the engine runs,
-// with the timm architecture names it takes (an allow-list, built from tests/test_sweep.cpp's comparison of
-// every timm name against timm itself: docs/MODELS.md), what its head is and its preset shapes for `vit bench
-// --arch`; and the families and variants the engine knows and does not run, refused by name.
+// The model families, one table of them: a row per family (and per variant whose defaults its name
+// decides, as CLIP's QuickGELU towers), holding all that is said of a family: the timm architecture names
+// it takes (the allow-list, each name checked against timm itself by tests/test_sweep.cpp: docs/MODELS.md),
+// its `vit bench --arch` presets, its display name, the tensor that marks it in a file without a config, the
+// settings of its blocks no tensor holds, what its head is, and the model_args it reads. The families and
+// variants the engine knows and does not run are refused by name, by architecture and by tensor.
 #pragma once
 #include <cstdint>
 #include <string>
+
+#include "engine/preprocess/resample.h"
+#include "vit/vit.h"
 
 namespace vit {
 
 class SafeTensors;
 struct ViTConfig;
 
-enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, NaFlex };
+enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, RopeViT, DINOv3, PE, NaFlex };
+const char* family_name(Family f);  // "ViT", "DeiT III", "CLIP image tower", ...
 
-// What a model's head is: a classifier over labels, or a projection into a joint image-text space (which
-// labels nothing without text embeddings); none when the model has no head.
-enum class HeadKind { None, Classifier, Projection };
-const char* head_kind_name(HeadKind k);  // "none", "classifier", "projection"
+// The MLP: fc1, an activation, fc2 (GELU, GELU's tanh form, QuickGELU x * sigmoid(1.702 x)), or SwiGLU's
+// silu(gate) * value between them (fc1 holding the gate's rows, then the values').
+enum class Activation { Gelu, GeluTanh, QuickGelu, SwiGLU };
+const char* activation_name(Activation a);  // "GELU", "GELU (tanh)", "QuickGELU", "SwiGLU"
+
+// Which rotary embedding turns q and k (timm's pos_embed_sincos.py): EVA-02's RotaryEmbeddingCat (integer
+// coordinates, optionally rescaled to a reference grid; interleaved channel pairs), or DINOv3's
+// RotaryEmbeddingDinoV3 (patch centres normalised to [-1, 1] by the grid; rotate-half channel pairs).
+enum class RopeKind { EvaCat, DinoV3 };
+
+// What a family's blocks and embeddings are when neither the tensors nor a config say: its timm model
+// definition's defaults. (A checkpoint's tensors decide the rest: layer scale, tokens, norms, biases.)
+struct FamilyDefaults {
+  Activation act = Activation::Gelu;
+  float eps = 1e-6f;          // LayerNorm's
+  bool rope = false;          // EVA-02's 2-D rotary embedding (in no tensor): ref_feat_shape rope_ref x rope_ref
+  int64_t rope_ref = 0;
+  Pool pool = Pool::Token;    // without a class token (or an attention pool): the mean
+  enum Mean { Inception, ImageNet, OpenAI } mean = Inception;  // 0.5; timm's ImageNet; OpenAI CLIP's
+  double crop_pct = 1.0;
+  RopeKind rope_kind = RopeKind::EvaCat;
+  float rope_temperature = 10000.f;
+  bool rope_xy = false;          // rope_grid_indexing 'xy': a patch's x angles first
+  float rope_grid_offset = 0.f;
+  int64_t attn_pool_heads = 0;   // the attention pool's own heads (attn_pool_num_heads), 0: the blocks'
+  // NaFlex (timm's naflexvit.py): each image resized at its own aspect ratio to a grid within a budget of
+  // patches, its patches the input (NaFlexEmbeds: embeds.proj, a linear layer over channels-last patches), the
+  // learned table resized to each image's grid with pos_filter (antialiased), attention and pooling masked.
+  bool naflex = false;
+  Filter pos_filter = Filter::Bicubic;  // pos_embed_interp_mode
+};
+
+// The structure of a family's models, beyond width, depth, heads, MLP, patch and input size: what its
+// tensors would show. `vit bench --arch` builds presets from it.
+struct FamilyStructure {
+  bool pos_embed = true;  // a learned position table (pos_embed); false: none (BEiT's relative bias, rotary only)
+  bool class_token = true, dist_token = false, layer_scale = false, no_embed_class = false, norm_pre = false,
+       patch_bias = true, attn_pool = false, rel_pos = false, qv_bias = false, separate_qkv = false,
+       mlp_norm = false, final_norm = true, fc_norm = false;
+  bool qkv_bias = true;    // q, k, v biases (DINOv3 without _qkvb has none)
+  int64_t reg_tokens = 0;
+  int64_t mlp_thirds = 0;  // MLP width = width * mlp_thirds / 3 (EVA-02's SwiGLU: 8), 0: the size's
+  int64_t classes = 1000;  // a preset's head (a CLIP tower's: its projection, by size, kProjection)
+  static constexpr int64_t kProjection = -1;
+};
+
+// The timm class a family's models are, which says what model_args its configs hold (model_arg_rules).
+enum class TimmClass { VisionTransformer, Beit, Eva, NaFlexVit };
 
 struct FamilyRow {
   Family family;
-  const char* name;  // what `vit inspect` calls it
-  const char* runs;  // the timm architectures of this family the engine runs (a regex over whole names)
-  HeadKind head;     // what a head on these models is (a fine-tuned CLIP tower's is a classifier: see head_kind)
-  const char* presets;  // those whose whole shape the family's settings give (`vit bench --arch`); null: all
+  const char* runs;     // the timm architectures of this family (variant) the engine runs: a regex over whole names
+  const char* presets;  // those whose whole shape FamilyStructure gives (`vit bench --arch`); null: all
+  const char* marker;   // in a file without a config, a tensor that says it is this family; null: none does
+  HeadKind head;        // what a head on these models is (a fine-tuned CLIP tower's is a classifier: head_kind)
+  FamilyDefaults defaults;
+  FamilyStructure structure;
+  TimmClass timm_class;
 };
 const FamilyRow& family_row(Family f);
 
 // The row whose allow-list takes a timm architecture name (without a pretrained tag), null when none does.
 const FamilyRow* family_of_arch(const std::string& arch);
+
+// The row a checkpoint's tensors mark (the first in table order whose marker tensor it holds), else ViT's.
+class Checkpoint;
+const FamilyRow& family_of_tensors(const Checkpoint& ck);
 
 // Why an architecture no row takes is refused: "<family> checkpoint: not supported yet (<arch>)" for the
 // families and variants the engine knows it does not run, else "architecture '<arch>': not supported".
@@ -44,13 +101,21 @@ constexpr const char* kCustomArch = "vit_custom";
 HeadKind head_kind(Family f, int64_t classes, const std::string& tag);
 
 // timm's shape of a named architecture the engine runs (width, depth, heads, MLP, patch, input size, the
-// family's settings; a CLIP tower's projection width, else 1000 classes or none), false when it has no
-// preset (its row's presets do not take it).
+// family's defaults and structure; a CLIP tower's projection width, else 1000 classes or none), false when
+// it has no preset (its row's presets do not take it).
 bool arch_preset(const std::string& arch, ViTConfig* c);
 
 // The heads timm gives an architecture the engine runs (what a config naming it without model_args.num_heads
 // means), 0 for a name no row takes.
 int64_t arch_heads(const std::string& arch);
+
+// timm's eval preprocessing of a named architecture the engine runs (its input size, mean and std, crop),
+// false for a name no row takes.
+struct PreprocessConfig;
+bool arch_preprocessing(const std::string& arch, PreprocessConfig* pre);
+
+// Sets what a row says no tensor holds: the family, its activation, eps and rotary embedding.
+void apply_family_defaults(const FamilyRow& row, ViTConfig* c);
 
 // The family (or variant) of a checkpoint the engine cannot run yet ("EVA-02 with qk_norm", "CLIP image
 // tower" in OpenCLIP's layout, ...), from its tensor names, else "".

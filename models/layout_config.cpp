@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config_json.h"
 #include "vit/error.h"
 
 namespace vit {
@@ -14,22 +15,11 @@ namespace {
 
 using json = nlohmann::json;
 
-template <typename T>
-T get(const json& j, const char* key, const std::string& where) {
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw Error(where, "'" + std::string(key) + "' has the wrong type: " + j.at(key).dump());
-  }
-}
-
-bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
-
 // A value the config repeats that the tensors already gave.
 void agree(const json& j, const char* key, int64_t got, const char* what, const std::string& where,
            const std::string& file) {
   if (!has(j, key)) return;
-  const int64_t want = get<int64_t>(j, key, where);
+  const int64_t want = get_as<int64_t>(j, key, where);
   if (want != got)
     throw Error(where, std::string(key) + " is " + std::to_string(want) + ", but " + file + " has " + what + " " +
                            std::to_string(got));
@@ -58,9 +48,10 @@ HfDefaults hf_defaults(OtherLayout l) {
 
 // transformers' ACT2FN names for the MLP activations the engine runs.
 void hidden_act(const std::string& act, const std::string& where, ViTConfig* c) {
-  if (act == "quick_gelu") c->quick_gelu = true;
-  else if (act == "gelu_pytorch_tanh" || act == "gelu_new") c->gelu_tanh = true;
-  else if (act != "gelu")
+  if (act == "quick_gelu") c->act = Activation::QuickGelu;
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_new") c->act = Activation::GeluTanh;
+  else if (act == "gelu") c->act = Activation::Gelu;
+  else
     throw Error(where, "hidden_act '" + act + "' is not supported (gelu, quick_gelu, gelu_pytorch_tanh, gelu_new)");
   c->origin.act = where;
 }
@@ -91,7 +82,7 @@ void hf_processor_defaults(OtherLayout l, ViTConfig* c) {
 
 bool apply_hf(OtherLayout l, const json& top, const std::string& where, const std::string& file, ViTConfig* c) {
   if (!top.is_object()) throw Error(where, "not a JSON object");
-  const std::string type = has(top, "model_type") ? get<std::string>(top, "model_type", where) : "";
+  const std::string type = has(top, "model_type") ? get_as<std::string>(top, "model_type", where) : "";
   const bool dinov2 = l == OtherLayout::HfDinov2 || l == OtherLayout::HfDinov2Registers;
   const char* want = dinov2 ? (l == OtherLayout::HfDinov2 ? "dinov2" : "dinov2_with_registers")
                      : l == OtherLayout::HfClip ? "clip" : "siglip";
@@ -105,21 +96,21 @@ bool apply_hf(OtherLayout l, const json& top, const std::string& where, const st
   agree(j, "intermediate_size", c->mlp, "MLP width", where, file);
   agree(j, "patch_size", c->patch, "patch size", where, file);
   agree(j, "num_register_tokens", c->reg_tokens, "register tokens", where, file);
-  if (has(j, "mlp_ratio") && int64_t(get<double>(j, "mlp_ratio", where) * double(c->width)) != c->mlp)
+  if (has(j, "mlp_ratio") && int64_t(get_as<double>(j, "mlp_ratio", where) * double(c->width)) != c->mlp)
     throw Error(where, "mlp_ratio is " + j["mlp_ratio"].dump() + ", but " + file + " has MLP width " + std::to_string(c->mlp));
-  if (has(j, "use_swiglu_ffn") && get<bool>(j, "use_swiglu_ffn", where))
+  if (has(j, "use_swiglu_ffn") && get_as<bool>(j, "use_swiglu_ffn", where))
     throw Error(where, "use_swiglu_ffn: DINOv2 with a SwiGLU MLP (giant) is not supported yet");
   const json& proj = whole ? top : j;
   agree(proj, "projection_dim", c->classes, "a projection to", where, file);
   const HfDefaults d = hf_defaults(l);
   const std::string by_default = "default (transformers' " + std::string(d.config_class) + ")";
   const auto origin = [&](const char* key) { return has(j, key) ? where : by_default; };
-  c->eps = has(j, "layer_norm_eps") ? get<float>(j, "layer_norm_eps", where) : d.layer_norm_eps;
+  c->eps = has(j, "layer_norm_eps") ? get_as<float>(j, "layer_norm_eps", where) : d.layer_norm_eps;
   c->origin.eps = origin("layer_norm_eps");
-  set_size(c, has(j, "image_size") ? get<int64_t>(j, "image_size", where) : d.image_size, origin("image_size"));
-  hidden_act(has(j, "hidden_act") ? get<std::string>(j, "hidden_act", where) : d.hidden_act, origin("hidden_act"), c);
+  set_size(c, has(j, "image_size") ? get_as<int64_t>(j, "image_size", where) : d.image_size, origin("image_size"));
+  hidden_act(has(j, "hidden_act") ? get_as<std::string>(j, "hidden_act", where) : d.hidden_act, origin("hidden_act"), c);
   hf_processor_defaults(l, c);
-  c->heads = has(j, "num_attention_heads") ? get<int64_t>(j, "num_attention_heads", where) : d.num_attention_heads;
+  c->heads = has(j, "num_attention_heads") ? get_as<int64_t>(j, "num_attention_heads", where) : d.num_attention_heads;
   c->origin.heads = origin("num_attention_heads");
   return true;
 }
@@ -150,38 +141,38 @@ bool apply_open_clip(const json* config, const std::string& where, const std::st
   for (const char* key : {"timm_model_name", "attentional_pool", "final_ln_after_pool", "no_ln_pre"})
     if (has(v, key) && v[key] != false)
       throw Error(where, std::string("vision_cfg.") + key + " " + v[key].dump() + ": not supported yet");
-  if (has(v, "pool_type") && get<std::string>(v, "pool_type", where) != "tok")
+  if (has(v, "pool_type") && get_as<std::string>(v, "pool_type", where) != "tok")
     throw Error(where, "vision_cfg.pool_type " + v["pool_type"].dump() + ": not supported yet (tok)");
   agree(v, "width", c->width, "width", where, file);
   agree(v, "layers", c->depth, "depth", where, file);
   agree(v, "patch_size", c->patch, "patch size", where, file);
   agree(m, "embed_dim", c->classes, "a projection to", where, file);
-  if (has(v, "mlp_ratio") && int64_t(get<double>(v, "mlp_ratio", where) * double(c->width)) != c->mlp)
+  if (has(v, "mlp_ratio") && int64_t(get_as<double>(v, "mlp_ratio", where) * double(c->width)) != c->mlp)
     throw Error(where, "vision_cfg.mlp_ratio is " + v["mlp_ratio"].dump() + ", but " + file + " has MLP width " +
                            std::to_string(c->mlp));
-  if (has(v, "image_size")) set_size(c, get<int64_t>(v, "image_size", where), where);
+  if (has(v, "image_size")) set_size(c, get_as<int64_t>(v, "image_size", where), where);
   if (has(m, "quick_gelu")) {
-    c->quick_gelu = get<bool>(m, "quick_gelu", where);
+    c->act = get_as<bool>(m, "quick_gelu", where) ? Activation::QuickGelu : Activation::Gelu;
     c->origin.act = where;
   }
   if (top.contains("preprocess_cfg")) {
     const json& p = top["preprocess_cfg"];
     for (const auto& [key, field] : {std::pair{"mean", &c->pre.mean}, std::pair{"std", &c->pre.std}})
       if (has(p, key)) {
-        const auto x = get<std::vector<float>>(p, key, where);
+        const auto x = get_as<std::vector<float>>(p, key, where);
         if (x.size() != 3) throw Error(where, std::string("preprocess_cfg.") + key + " needs 3 values");
         *field = {x[0], x[1], x[2]};
       }
-    if (has(p, "interpolation")) c->pre.interpolation = filter_from_name(get<std::string>(p, "interpolation", where));
+    if (has(p, "interpolation")) c->pre.interpolation = filter_from_name(get_as<std::string>(p, "interpolation", where));
     if (has(p, "resize_mode")) {
-      const std::string mode = get<std::string>(p, "resize_mode", where);
+      const std::string mode = get_as<std::string>(p, "resize_mode", where);
       if (mode == "squash") c->pre.crop_mode = CropMode::Squash;
       else if (mode != "shortest") throw Error(where, "preprocess_cfg.resize_mode '" + mode + "' is not supported");
     }
     c->origin.preprocessing = where;
   }
   // CLIPVisionCfg: heads = width / head_width (64 by default).
-  const int64_t head_width = has(v, "head_width") ? get<int64_t>(v, "head_width", where) : 64;
+  const int64_t head_width = has(v, "head_width") ? get_as<int64_t>(v, "head_width", where) : 64;
   if (head_width <= 0 || c->width % head_width)
     throw Error(where, "vision_cfg.head_width " + std::to_string(head_width) + " does not divide width " +
                            std::to_string(c->width));
@@ -200,10 +191,7 @@ bool apply_other_layout_config(OtherLayout l, const json* config, const std::str
   return false;
 }
 
-void name_other_layout_family(OtherLayout l, ViTConfig* c) {
-  const std::string layout = other_layout_name(l);
-  c->origin.family = "file (" + layout + " layout)";
-  if (l == OtherLayout::HfDinov2 || l == OtherLayout::HfDinov2Registers) c->family = "DINOv2";
+void other_layout_resampling(OtherLayout l, ViTConfig* c) {
   // Each layout's own resampling of its position table at another input size. transformers' Dinov2 and its
   // CLIP and SigLIP (interpolate_pos_encoding): bicubic, size given, no antialiasing; Dinov2WithRegisters:
   // antialiased, as timm and open_clip's resize_pos_embed.

@@ -16,8 +16,8 @@ namespace vit {
 bool apply_other_layout_config(OtherLayout l, const nlohmann::json* config, const std::string& where,
                                const std::string& file, ViTConfig* c);
 
-// After the tensors and configs: the family `vit inspect` names, and the position table's resampling as the
+// After the tensors and configs: the position table's resampling at another input size, as the
 // layout's own code does it.
-void name_other_layout_family(OtherLayout l, ViTConfig* c);
+void other_layout_resampling(OtherLayout l, ViTConfig* c);
 
 }  // namespace vit

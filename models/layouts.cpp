@@ -144,6 +144,18 @@ const char* other_layout_name(OtherLayout l) {
   return "timm";
 }
 
+Family other_layout_family(OtherLayout l) {
+  switch (l) {
+    case OtherLayout::HfDinov2:
+    case OtherLayout::HfDinov2Registers: return Family::DINOv2;
+    case OtherLayout::HfClip:
+    case OtherLayout::OpenClip: return Family::Clip;
+    case OtherLayout::HfSiglip: return Family::SigLIP;
+    case OtherLayout::None: break;
+  }
+  return Family::ViT;
+}
+
 OtherLayout detect_other_layout(const SafeTensors& st) {
   if (st.has("embeddings.patch_embeddings.projection.weight") && st.has("embeddings.cls_token"))
     return st.has("embeddings.register_tokens") ? OtherLayout::HfDinov2Registers : OtherLayout::HfDinov2;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "families.h"
+
 namespace vit {
 
 class SafeTensors;
@@ -31,6 +33,10 @@ struct StoredTensor {
 
 enum class OtherLayout { None, HfDinov2, HfDinov2Registers, HfClip, HfSiglip, OpenClip };
 const char* other_layout_name(OtherLayout l);
+
+// The family a layout's models are: Hugging Face's DINOv2 ones DINOv2, its CLIP and OpenCLIP's CLIP towers,
+// its SigLIP SigLIP towers.
+Family other_layout_family(OtherLayout l);
 
 // The layout of a checkpoint by its tensor names, None for timm's and the classic layouts.
 OtherLayout detect_other_layout(const SafeTensors& st);

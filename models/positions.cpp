@@ -25,9 +25,12 @@ std::vector<int32_t> relative_position_index(int64_t Wh, int64_t Ww) {
 // EVA-02's rotary angles, as timm's RotaryEmbeddingCat (in_pixels=False) builds them in float32
 // (pos_embed_sincos.py): bands 1 / temperature^(i / (Dh/4)), i < Dh/4 (freq_bands(dim // 4, step=1));
 // coordinates t = arange(s) + grid_offset, rescaled t / s * ref when ref_feat_shape is set (_build_grid,
-// 'index' grid); angle = t * band. Per patch, in row-major (y, x) order ('ij'): the Dh/4 y angles then the
-// Dh/4 x angles, angle k turning channel pair (2k, 2k + 1) (_rope_layout, rotate_half=False).
+// 'index' grid); angle = t * band. Per patch, in row-major (y, x) order: the Dh/4 y angles then the Dh/4 x
+// angles ('ij'), or x's then y's ('xy': the grid's coordinate channels swapped), angle k turning channel pair
+// (2k, 2k + 1) (_rope_layout, rotate_half=False).
 void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<float>* cos) {
+  if (c.rope_kind == RopeKind::DinoV3)
+    return dinov3_rotary_tables(c.grid_h(), c.grid_w(), c.head_dim(), c.rope_temperature, c.rope_grid_offset, sin, cos);
   const int64_t bands = c.head_dim() / 4, gh = c.grid_h(), gw = c.grid_w(), half = 2 * bands;
   std::vector<float> band(static_cast<size_t>(bands));
   for (int64_t i = 0; i < bands; ++i)
@@ -42,7 +45,35 @@ void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<floa
     for (int64_t x = 0; x < gw; ++x) {
       const float ty = coord(y, gh, c.rope_ref_h), tx = coord(x, gw, c.rope_ref_w);
       for (int64_t k = 0; k < half; ++k) {
-        const float angle = (k < bands ? ty : tx) * band[size_t(k % bands)];
+        const float angle = ((k < bands) != c.rope_xy ? ty : tx) * band[size_t(k % bands)];
+        (*sin)[size_t((y * gw + x) * half + k)] = std::sin(angle);
+        (*cos)[size_t((y * gw + x) * half + k)] = std::cos(angle);
+      }
+    }
+}
+
+// RotaryEmbeddingDinoV3._create_embed(feat_shape, no_aug=True), step by step in float32 as timm runs it:
+// _build_grid(grid_type='centered', normalize_coords='separate', 'ij'): t = (arange(0.5, s) + offset) / s,
+// then 2 t - 1; _compute_periods: temperature ** (2 arange(Dh/4) / (Dh/2)); _get_pos_embed_from_coords:
+// angles = 2 pi coords[:, :, None] / periods, flattened (y's Dh/4 angles, then x's); _rope_layout(rotate_half)
+// repeats them for the second half of the channels, which the Half rotary step reads from the same row.
+void dinov3_rotary_tables(int64_t gh, int64_t gw, int64_t Dh, float temperature, float grid_offset,
+                          std::vector<float>* sin, std::vector<float>* cos) {
+  const int64_t bands = Dh / 4, half = Dh / 2;
+  std::vector<float> period(static_cast<size_t>(bands));
+  for (int64_t k = 0; k < bands; ++k) period[size_t(k)] = std::pow(temperature, 2.f * float(k) / float(half));
+  const auto coord = [&](int64_t i, int64_t size) {
+    const float t = (float(i) + 0.5f + grid_offset) / float(size);
+    return 2.f * t - 1.f;
+  };
+  const float two_pi = float(2.0 * M_PI);
+  sin->assign(size_t(gh * gw * half), 0.f);
+  cos->assign(sin->size(), 0.f);
+  for (int64_t y = 0; y < gh; ++y)
+    for (int64_t x = 0; x < gw; ++x) {
+      const float ty = coord(y, gh), tx = coord(x, gw);
+      for (int64_t k = 0; k < half; ++k) {
+        const float angle = two_pi * (k < bands ? ty : tx) / period[size_t(k % bands)];
         (*sin)[size_t((y * gw + x) * half + k)] = std::sin(angle);
         (*cos)[size_t((y * gw + x) * half + k)] = std::cos(angle);
       }

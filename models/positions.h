@@ -1,6 +1,6 @@
 // Position tables that are computed rather than stored, as timm computes them: BEiT's relative position
 // index and its tables resized for another grid (beit.py, layers/pos_embed_rel.py), and EVA-02's rotary
-// angles (layers/pos_embed_sincos.py).
+// angles (layers/pos_embed_sincos.py) and DINOv3's (RotaryEmbeddingDinoV3).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -18,7 +18,16 @@ std::vector<int32_t> relative_position_index(int64_t Wh, int64_t Ww);
 std::vector<float> resize_relative_position_table(const std::vector<float>& table, int64_t H, int64_t W, int64_t Wh,
                                                   int64_t Ww);
 
-// EVA-02's rotary angles for the model's input grid: sin and cos [N, Dh / 2], one row per patch.
+// The model's rotary angles for its input grid (EVA-02's, or DINOv3's by c.rope_kind): sin and cos [N, Dh / 2],
+// one row per patch.
 void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<float>* cos);
+
+// DINOv3's rotary angles (timm's RotaryEmbeddingDinoV3, no augmentation) for a gh x gw patch grid, heads of
+// Dh channels: sin and cos [gh gw, Dh / 2], one row per patch in row-major (y, x) order, the Dh/4 y angles
+// then the Dh/4 x angles, angle i turning channels (i, i + Dh/2) (the rotate-half layout). Coordinates are
+// the patch centres normalised to the grid, (i + 0.5 + offset) / size mapped to [-1, 1]; periods
+// temperature^(2k / (Dh/2)), k < Dh/4; angle 2 pi coordinate / period.
+void dinov3_rotary_tables(int64_t gh, int64_t gw, int64_t Dh, float temperature, float grid_offset,
+                          std::vector<float>* sin, std::vector<float>* cos);
 
 }  // namespace vit

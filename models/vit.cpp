@@ -59,6 +59,17 @@ std::vector<float> affine(const float* w, const float* b, const float* x, int64_
   return y;
 }
 
+// The activation fused into fc1 (and into the attention pool's MLP): SwiGLU's comes after fc1, on its halves.
+Epilogue activation_epilogue(Activation a) {
+  switch (a) {
+    case Activation::Gelu: return Epilogue::Gelu;
+    case Activation::GeluTanh: return Epilogue::GeluTanh;
+    case Activation::QuickGelu: return Epilogue::QuickGelu;
+    case Activation::SwiGLU: break;
+  }
+  return Epilogue::None;
+}
+
 // A linear layer's weight [N, K] and bias [N] assembled from several tensors.
 struct Dense {
   std::vector<float> w, b;
@@ -193,7 +204,7 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
     }
     return make(n, w.data(), b.data(), K, D, Epilogue::AddToDst);
   };
-  const Epilogue mlp_act = c.quick_gelu ? Epilogue::QuickGelu : c.gelu_tanh ? Epilogue::GeluTanh : Epilogue::Gelu;
+  const Epilogue mlp_act = activation_epilogue(c.act);
   if (c.naflex) {
     // NaFlexEmbeds: proj, a Linear over channels-last patches [D, P * P * C]; pos_embed [1, h, w, D].
     patch_embed_ = linear("embeds.proj", Cin * P * P, D, false, Epilogue::None);
@@ -217,7 +228,7 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
     else b.qkv = dense(p + "attn.qkv", fused_qkv(ck, p, c), D, 3 * D, Epilogue::None);
     b.proj = scaled_linear(p + "attn.proj", D, p + (beit_ls ? "gamma_1" : "ls1.gamma"));
     b.norm2 = norm(p + "norm2");
-    b.fc1 = c.swiglu ? dense(p + "mlp.fc1", swiglu_fc1(ck, p, c), D, 2 * M, Epilogue::None)
+    b.fc1 = c.swiglu() ? dense(p + "mlp.fc1", swiglu_fc1(ck, p, c), D, 2 * M, Epilogue::None)
                      : linear(p + "mlp.fc1", D, M, true, mlp_act);
     if (c.scale_mlp)
       b.mlp_norm = make_layer_norm(store_, take(p + "mlp.norm.weight", {M}).data(), take(p + "mlp.norm.bias", {M}).data(),
@@ -280,11 +291,11 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
   if (cfg.naflex)
     m.pos_tables_ = std::make_shared<PositionTables>(std::move(m.pos_embed_), int(cfg.pos_grid_h), int(cfg.pos_grid_w), D,
                                                      cfg.pos_filter);
-  const Epilogue act = cfg.quick_gelu ? Epilogue::QuickGelu : cfg.gelu_tanh ? Epilogue::GeluTanh : Epilogue::Gelu;
+  const Epilogue act = activation_epilogue(cfg.act);
   for (int64_t i = 0; i < cfg.depth; ++i) {
     BlockWeights b{norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv", Epilogue::None),
                    linear(D, D, "blocks.attn.proj", Epilogue::AddToDst),
-                   cfg.swiglu ? linear(D, 2 * M, "blocks.mlp.fc1", Epilogue::None) : linear(D, M, "blocks.mlp.fc1", act),
+                   cfg.swiglu() ? linear(D, 2 * M, "blocks.mlp.fc1", Epilogue::None) : linear(D, M, "blocks.mlp.fc1", act),
                    linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst), LayerNormWeights{}, {}};
     if (cfg.scale_mlp) {
       const auto g = fill(size_t(M), 0.1f, 1.f), bias = fill(size_t(M), 0.02f, 0.f);
@@ -373,12 +384,12 @@ BufferTable ViT::activation_table(const PlanLayout& l, Plan* plan) const {
   t.add("heads", &a->heads, attention_scratch_floats(pass, T, c.heads, c.head_dim()));
   t.add("scores", &a->scores, l.keep_attention ? c.depth * B * c.heads * T * T : 0);
   t.add("mlp", &a->mlp, BT * c.mlp);
-  t.add("mlp_gate", &a->mlp_gate, c.swiglu ? BT * 2 * c.mlp : 0);
+  t.add("mlp_gate", &a->mlp_gate, c.swiglu() ? BT * 2 * c.mlp : 0);
   t.add("rel_bias", &a->rel_bias, c.rel_pos_window ? c.heads * T * T : 0);
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
   t.add("pooled_dist", &a->pooled_dist, B * D);
-  t.add("pool_scores", &a->pool_scores, c.attn_pool_mlp ? B * c.heads * T : 0);
+  t.add("pool_scores", &a->pool_scores, c.attn_pool_mlp ? B * c.pool_heads() * T : 0);
   t.add("logits", &a->logits, B * c.classes);
   t.add("logits_dist", &a->logits_dist, B * c.classes);
   // The layers' scratch: inputs at most max(D, M) wide, results added into the residual stream D wide.
@@ -531,7 +542,7 @@ struct ViT::PlanBuilder {
     const BlockWeights& w = m.blocks_[size_t(i)];
     const std::string p = "blocks." + std::to_string(i);
     attention(i, p, w);  // x = x + ls1(attn(norm1(x)))
-    if (m.cfg_.swiglu)
+    if (m.cfg_.swiglu())
       swiglu_mlp(p, w);  // x = x + ls2(mlp(norm2(x)))
     else
       mlp(p, w);         // x = x + ls2(mlp(norm2(x)))
@@ -544,11 +555,13 @@ struct ViT::PlanBuilder {
     const int64_t B = layout.B, D = c.width, T = c.tokens(), H = c.heads;
     // qkv = self.qkv(self.norm1(x))
     norm_linear(p + ".norm1", w.norm1, p + ".attn.qkv", w.qkv, a().qkv);
-    // EvaAttention.forward: q, k = apply_rot_embed_cat(q[:, :, npt:], rope), the same for k: the patch
-    // tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles.
+    // EvaAttention.forward: q, k = apply_rot_embed_cat(q[:, :, npt:], rope, half=half), the same for k: the
+    // patch tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles, in
+    // interleaved pairs (EVA-02) or rotate-half pairs (DINOv3, rope_rotate_half).
     if (c.rope)
       add(rotary_step(p + ".attn.rope", B, T, c.prefix_tokens(), 2 * H, c.head_dim(), 3 * D, m.rope_sin_.data(),
-                      m.rope_cos_.data(), a().qkv));
+                      m.rope_cos_.data(), a().qkv,
+                      c.rope_kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved));
     // beit.py Attention.forward: attn = attn + self._get_rel_pos_bias() (the table looked up through the
     // index, [H, T, T]), before the softmax.
     if (c.rel_pos_window)
@@ -636,7 +649,8 @@ struct ViT::PlanBuilder {
     const ViTConfig& c = m.cfg_;
     const int64_t B = layout.B, T = c.tokens();
     linear("attn_pool.kv", m.attn_pool_.kv, T, feats, a().qkv);
-    add(attention_pool_step("attn_pool.attn", B, T, c.heads, c.head_dim(), m.attn_pool_.q.data(), a().qkv,
+    // AttentionPoolLatent's own heads (num_heads: Perception Encoder's attn_pool_num_heads, else the blocks').
+    add(attention_pool_step("attn_pool.attn", B, T, c.pool_heads(), c.width / c.pool_heads(), m.attn_pool_.q.data(), a().qkv,
                             a().pool_scores, a().pooled_dist, c.naflex ? plan.lengths_.data() : nullptr));
     linear("attn_pool.proj", m.attn_pool_.proj, 1, a().pooled_dist, a().pooled);
     add(layer_norm_step("attn_pool.norm", m.attn_pool_.norm, B, a().pooled, a().pooled_norm));
@@ -677,7 +691,7 @@ void ViT::set_pool(Pool pool) {
 
 void ViT::set_max_patches(int64_t n) {
   if (!cfg_.naflex)
-    throw ArgumentError("--max-patches applies to NaFlex models (naflexvit_*), and " + source_ + " is a " + cfg_.family +
+    throw ArgumentError("--max-patches applies to NaFlex models (naflexvit_*), and " + source_ + " is a " + family_name(cfg_.family) +
                         " with a fixed " + std::to_string(cfg_.img_h()) + "x" + std::to_string(cfg_.img_w()) + " input");
   if (n < 1 || n > kMaxNaflexPatches)
     throw ArgumentError("max patches " + std::to_string(n) + " is out of range (1 to " +

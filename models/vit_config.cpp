@@ -16,64 +16,13 @@
 #include "checkpoint.h"
 #include "families.h"
 #include "layout_config.h"
+#include "config_json.h"
 #include "vit/error.h"
 
 namespace vit {
 namespace {
 
 using json = nlohmann::json;
-
-struct SizeDefaults {
-  const char* name;
-  int64_t width, depth, heads;
-};
-// timm vision_transformer.py / deit.py model definitions.
-const SizeDefaults kSizes[] = {{"tiny", 192, 12, 3},   {"small", 384, 12, 6},  {"medium", 512, 12, 8},
-                               {"base", 768, 12, 12},  {"large", 1024, 24, 16}, {"huge", 1280, 32, 16}};
-
-const std::regex kArchRe(R"(^(vit|deit)_(tiny|small|medium|base|large|huge)(_distilled)?_patch(\d+)_(\d+))");
-
-// timm's defaults for an architecture name; false when the name is not one we know.
-bool arch_defaults(const std::string& arch, ViTConfig* c) {
-  std::smatch m;
-  if (!std::regex_search(arch, m, kArchRe)) return false;
-  const std::string family = m[1], size = m[2];
-  for (const auto& s : kSizes)
-    if (size == s.name) {
-      c->width = s.width;
-      c->depth = s.depth;
-      c->heads = s.heads;
-      c->mlp = 4 * s.width;
-    }
-  c->arch = m[0];
-  c->dist_token = m[3].matched;
-  c->patch = std::stoi(m[4]);
-  c->pre = PreprocessConfig{};
-  c->pre.height = c->pre.width = std::stoi(m[5]);
-  c->pos_grid_h = c->pos_grid_w = c->img_h() / c->patch;
-  c->pre.crop_pct = 0.9;
-  c->pre.interpolation = Filter::Bicubic;
-  if (family == "vit") {  // timm's ViTs use the Inception mean/std (0.5); DeiT the ImageNet ones
-    c->pre.mean = {0.5f, 0.5f, 0.5f};
-    c->pre.std = {0.5f, 0.5f, 0.5f};
-    if (c->img_h() >= 384) {
-      c->pre.crop_pct = 1.0;
-      c->pre.crop_mode = CropMode::Squash;
-    }
-  }
-  return true;
-}
-
-template <typename T>
-T get_as(const json& j, const char* key, const std::string& where) {
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw Error(where, "'" + std::string(key) + "' has the wrong type: " + j.at(key).dump());
-  }
-}
-
-bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
 std::array<float, 3> triple(const json& j, const char* key, const std::string& where) {
   const auto v = get_as<std::vector<float>>(j, key, where);
@@ -144,17 +93,26 @@ int64_t isqrt_exact(int64_t n) {
   return r * r == n ? r : -1;
 }
 
+// What the tensors say beyond the shape: whether the MLP is gated (SwiGLU), and whether they are named as
+// timm's beit.py and eva.py name them (q_bias and v_bias, q_proj, fc1_g, gamma_1, mlp.norm): BEiT's with a
+// relative position table, else eva.py's, whose rotary embedding is in no tensor.
+struct TensorFacts {
+  bool swiglu = false;
+  bool eva_names = false;
+  bool naflex_names = false;  // timm's naflexvit.py's NaFlexEmbeds: embeds.proj (a linear layer), embeds.pos_embed
+};
+
 // The MLP's hidden width M (fc2's input), and whether it is SwiGLU: timm's SwiGLU keeps the gate and the
 // values apart (fc1_g, fc1_x), its GluMlp packs them into one fc1 of 2M rows (EVA-02 tiny and small).
-void mlp_from_tensors(const Checkpoint& ck, ViTConfig* c) {
+void mlp_from_tensors(const Checkpoint& ck, ViTConfig* c, TensorFacts* f) {
   if (ck.has("blocks.0.mlp.fc1_g.weight")) {
-    c->swiglu = true;
+    f->swiglu = true;
     c->mlp = ck.shape("blocks.0.mlp.fc1_g.weight")[0];
   } else {
     c->mlp = ck.shape("blocks.0.mlp.fc1.weight")[0];
     if (ck.has("blocks.0.mlp.fc2.weight") && ck.shape("blocks.0.mlp.fc2.weight").size() == 2 &&
         ck.shape("blocks.0.mlp.fc2.weight")[1] * 2 == c->mlp) {
-      c->swiglu = true;
+      f->swiglu = true;
       c->mlp /= 2;
     }
   }
@@ -163,13 +121,13 @@ void mlp_from_tensors(const Checkpoint& ck, ViTConfig* c) {
 
 // q/k/v biases and relative position tables. BEiT and EVA-02 have q and v biases but none for k (timm
 // concatenates a zero k_bias): q_bias, v_bias beside a fused qkv, or q_proj.bias, v_proj.bias.
-void attention_from_tensors(const Checkpoint& ck, ViTConfig* c) {
+void attention_from_tensors(const Checkpoint& ck, ViTConfig* c, TensorFacts* f) {
   const std::string& file = ck.path();
   c->qkv_fused = !ck.has("blocks.0.attn.q_proj.weight");
   const bool qv = ck.has("blocks.0.attn.q_bias") || ck.has("blocks.0.attn.q_proj.bias");
   c->qkv_bias = qv || ck.has("blocks.0.attn.qkv.bias");
   c->k_bias = !qv;
-  c->abs_pos = ck.has("pos_embed");
+  c->abs_pos = ck.has(f->naflex_names ? "embeds.pos_embed" : "pos_embed");
   const std::string table = "blocks.0.attn.relative_position_bias_table";
   if (ck.has(table)) {  // [(2W - 1)^2 + 3, H]
     const auto s = ck.shape(table);
@@ -180,27 +138,51 @@ void attention_from_tensors(const Checkpoint& ck, ViTConfig* c) {
     c->heads = s[1];
     c->origin.heads = "file (relative_position_bias_table: a column per head)";
   }
-  if (c->rel_pos_window) c->family = "BEiT";
-  else if (!c->k_bias || !c->qkv_fused || c->swiglu || c->scale_mlp || ck.has("blocks.0.gamma_1")) c->family = "EVA";
+  f->eva_names = !c->rel_pos_window && (!c->k_bias || !c->qkv_fused || f->swiglu || c->scale_mlp || ck.has("blocks.0.gamma_1"));
   if (c->rel_pos_window || !c->k_bias || !c->qkv_fused)
     c->origin.attention = std::string("file (") + (c->k_bias ? "" : "q and v biases, no k bias; ") +
                           (c->qkv_fused ? "" : "q_proj, k_proj, v_proj; ") +
                           (c->rel_pos_window ? "relative_position_bias_table per block; " : "") + "tensor names)";
 }
 
-// Step 1: the shape, always from the tensors.
-void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
+// NaFlexEmbeds (timm's naflexvit.py): proj, a linear layer over channels-last patches [D, P * P * 3], and the
+// learned table pos_embed [1, h, w, D], whose grid is the table's (resized to each image's at run time).
+void naflex_embeds_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   const std::string& file = ck.path();
-  const auto pw = ck.shape("patch_embed.proj.weight");  // [D, C, P, P]
-  if (pw.size() != 4 || pw[2] != pw[3])
-    throw Error(file, "patch_embed.proj.weight has shape " + shape_string(pw) + ", expected [D, C, P, P]");
+  const auto pw = ck.shape("embeds.proj.weight");
+  const int64_t P = pw.size() == 2 && pw[1] % 3 == 0 ? isqrt_exact(pw[1] / 3) : -1;
+  if (P <= 0) throw Error(file, "embeds.proj.weight has shape " + shape_string(pw) + ", expected [D, P * P * 3]");
   c->width = pw[0];
-  c->in_chans = pw[1];
-  c->patch = pw[2];
+  c->in_chans = 3;
+  c->patch = P;
+  if (!ck.has("embeds.pos_embed")) return;  // refused with its family (family_of)
+  const auto pos = ck.shape("embeds.pos_embed");
+  if (pos.size() != 4 || pos[0] != 1 || pos[1] < 1 || pos[2] < 1 || pos[3] != c->width)
+    throw Error(file, "embeds.pos_embed has shape " + shape_string(pos) + ", expected [1, h, w, " +
+                          std::to_string(c->width) + "]");
+  c->pos_grid_h = pos[1];
+  c->pos_grid_w = pos[2];
+}
+
+// Step 1: the shape, always from the tensors.
+TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
+  TensorFacts f;
+  const std::string& file = ck.path();
+  f.naflex_names = ck.has("embeds.proj.weight");
+  if (f.naflex_names) {
+    naflex_embeds_from_tensors(ck, c);
+  } else {
+    const auto pw = ck.shape("patch_embed.proj.weight");  // [D, C, P, P]
+    if (pw.size() != 4 || pw[2] != pw[3])
+      throw Error(file, "patch_embed.proj.weight has shape " + shape_string(pw) + ", expected [D, C, P, P]");
+    c->width = pw[0];
+    c->in_chans = pw[1];
+    c->patch = pw[2];
+  }
   if (c->in_chans != 3) throw Error(file, "the model takes " + std::to_string(c->in_chans) + " channels, not RGB");
   c->depth = ck.count_blocks();
   if (c->depth == 0) throw Error(file, "missing tensor blocks.0.norm1.weight (no encoder blocks)");
-  mlp_from_tensors(ck, c);
+  mlp_from_tensors(ck, c, &f);
   c->classes = ck.has("head.weight") ? ck.shape("head.weight")[0] : 0;  // none: embeddings only (DINOv2)
   c->class_token = ck.has("cls_token");
   if (ck.has("reg_token")) {  // timm: reg_token [1, R, D]
@@ -210,13 +192,13 @@ void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
     c->reg_tokens = r[1];
   }
   c->layer_scale = ck.has("blocks.0.ls1.gamma") || ck.has("blocks.0.gamma_1");
-  attention_from_tensors(ck, c);
+  attention_from_tensors(ck, c, &f);
   c->norm_pre = ck.has("norm_pre.weight");
   if (ck.has("attn_pool.latent")) c->attn_pool_mlp = ck.shape("attn_pool.mlp.fc1.weight")[0];
   c->dist_token = ck.has("dist_token");
   c->final_norm = ck.has("norm.weight");
   c->fc_norm = ck.has("fc_norm.weight");
-  c->patch_bias = ck.has("patch_embed.proj.bias");
+  c->patch_bias = ck.has(f.naflex_names ? "embeds.proj.bias" : "patch_embed.proj.bias");
   c->pool = c->attn_pool_mlp ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
   c->stored_as = ck.layout_label() + " names, " + ck.dtypes();
   for (std::string* k : {&c->origin.patch, &c->origin.width, &c->origin.depth, &c->origin.mlp, &c->origin.classes,
@@ -224,8 +206,9 @@ void shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
     *k = "file (tensor shapes)";
   c->origin.pool = c->class_token ? "default (class token present)" : "default (no class token)";
   c->origin.eps = "default";
-  c->origin.act = c->swiglu ? "file (SwiGLU: mlp.fc1_g and fc1_x, or fc1 twice fc2's inputs)" : "default (GELU, erf)";
+  c->origin.act = f.swiglu ? "file (SwiGLU: mlp.fc1_g and fc1_x, or fc1 twice fc2's inputs)" : "default (GELU, erf)";
   c->origin.labels = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
+  return f;
 }
 
 // Step 3a: a timm config (timm's save_config_for_hf): architecture, num_classes, global_pool,
@@ -280,9 +263,9 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
     if (a.contains("no_embed_class")) c->no_embed_class = get_as<bool>(a, "no_embed_class", where);
     if (a.contains("act_layer")) {
       const std::string act = get_as<std::string>(a, "act_layer", where);
-      if (act != "gelu" && act != "quick_gelu")
-        throw Error(where, "act_layer '" + act + "' is not supported (gelu, quick_gelu)");
-      c->quick_gelu = act == "quick_gelu";
+      if (act != "gelu" && act != "quick_gelu" && act != "gelu_tanh")
+        throw Error(where, "act_layer '" + act + "' is not supported (gelu, gelu_tanh, quick_gelu)");
+      c->act = act == "quick_gelu" ? Activation::QuickGelu : act == "gelu_tanh" ? Activation::GeluTanh : Activation::Gelu;
       c->origin.act = where;
     }
     if (a.contains("img_size")) {
@@ -305,30 +288,6 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
   if (j.contains("pretrained_cfg")) apply_pretrained_cfg(j["pretrained_cfg"], where, c);
   if (j.contains("label_names")) c->labels = get_as<std::vector<std::string>>(j, "label_names", where);
   return heads_given;
-}
-
-// Step 3a': every model_args key of a timm VisionTransformer (vision_transformer.py, deit.py) either read
-// above, checked by the tensors, training-only, or at the value the engine runs; any other is refused by name,
-// so that an option the engine does not run never loads half-right.
-void refuse_unknown_model_args(const json& j, const std::string& where, const ViTConfig& c) {
-  if (!j.contains("model_args") || !j["model_args"].is_object()) return;
-  static const char* const kRead[] = {"img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim",
-                                      "depth", "num_heads", "mlp_ratio", "qkv_bias", "init_values", "class_token",
-                                      "no_embed_class", "reg_tokens", "pre_norm", "final_norm", "fc_norm", "act_layer",
-                                      "dynamic_img_size", "drop_rate", "pos_drop_rate", "patch_drop_rate",
-                                      "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "weight_init", "fix_init"};
-  // Options the engine runs at one value only (timm's default).
-  static const std::pair<const char*, json> kOnly[] = {
-      {"qk_norm", false}, {"scale_attn_norm", false}, {"scale_mlp_norm", false}, {"proj_bias", true},
-      {"pos_embed", "learn"}, {"dynamic_img_pad", false}};
-  for (const auto& [key, value] : j["model_args"].items()) {
-    if (value.is_null() || std::find(std::begin(kRead), std::end(kRead), key) != std::end(kRead)) continue;
-    // The engine's attention pool reads the prefix tokens too, its mean pool only the patches.
-    if (key == "pool_include_prefix" && (!c.prefix_tokens() || value == json(c.attn_pool_mlp > 0))) continue;
-    const auto only = std::find_if(std::begin(kOnly), std::end(kOnly), [&](const auto& o) { return key == o.first; });
-    if (only != std::end(kOnly) && value == only->second) continue;
-    throw Error(where, "model_args " + key + " " + value.dump() + ": not supported yet");
-  }
 }
 
 // Step 3b: a Hugging Face config (ViTForImageClassification): heads, eps, image_size, id2label; its
@@ -375,82 +334,95 @@ bool apply_hf_config(const json& j, const std::string& where, const std::string&
   return heads_given;
 }
 
-bool is_one_of(const std::string& key, std::initializer_list<const char*> keys) {
-  for (const char* k : keys)
-    if (key == k) return true;
-  return false;
+// Step 3c: every model_args key of the family's timm class (VisionTransformer, Beit, Eva, NaFlexVit) read by
+// apply_timm_config, said by the tensors, training-only, the one value the engine runs, EVA-02's rotary
+// settings, or NaFlex's table grid (as the tensors have it); any other is refused by name, so that an option
+// the engine does not run never loads half-right.
+enum class ArgRule { Read, Tensors, Training, Only, Rope, Grid };
+struct ModelArg {
+  const char* key;
+  unsigned classes;  // bits of the TimmClass values whose configs have it
+  ArgRule rule;
+  const char* only = nullptr;  // ArgRule::Only: the value the engine runs, as JSON
+};
+constexpr unsigned kVit = 1u << unsigned(TimmClass::VisionTransformer), kBeit = 1u << unsigned(TimmClass::Beit),
+                   kEva = 1u << unsigned(TimmClass::Eva), kNaf = 1u << unsigned(TimmClass::NaFlexVit),
+                   kAll = kVit | kBeit | kEva | kNaf;
+const ModelArg kModelArgs[] = {
+    {"img_size", kAll, ArgRule::Read}, {"patch_size", kAll, ArgRule::Read}, {"in_chans", kAll, ArgRule::Read},
+    {"num_classes", kAll, ArgRule::Read}, {"global_pool", kAll, ArgRule::Read}, {"embed_dim", kAll, ArgRule::Read},
+    {"depth", kAll, ArgRule::Read}, {"num_heads", kAll, ArgRule::Read}, {"mlp_ratio", kAll, ArgRule::Read},
+    {"qkv_bias", kAll, ArgRule::Read}, {"class_token", kVit | kEva | kNaf, ArgRule::Read},
+    {"no_embed_class", kVit | kEva, ArgRule::Read}, {"reg_tokens", kVit | kNaf, ArgRule::Read},
+    {"fc_norm", kVit | kNaf, ArgRule::Read}, {"act_layer", kVit | kNaf, ArgRule::Read},
+    {"init_values", kAll, ArgRule::Tensors}, {"pre_norm", kVit | kNaf, ArgRule::Tensors},
+    {"final_norm", kVit | kNaf, ArgRule::Tensors},
+    {"dynamic_img_size", kVit, ArgRule::Tensors}, {"use_abs_pos_emb", kBeit | kEva, ArgRule::Tensors},
+    {"use_fc_norm", kBeit | kEva, ArgRule::Tensors}, {"use_rel_pos_bias", kBeit, ArgRule::Tensors},
+    {"qkv_fused", kEva, ArgRule::Tensors}, {"num_reg_tokens", kEva, ArgRule::Tensors}, {"scale_mlp", kEva, ArgRule::Tensors}, {"swiglu_mlp", kEva, ArgRule::Tensors},
+    {"use_post_transformer_norm", kEva, ArgRule::Tensors},
+    {"drop_rate", kAll, ArgRule::Training}, {"pos_drop_rate", kAll, ArgRule::Training},
+    {"patch_drop_rate", kAll, ArgRule::Training}, {"proj_drop_rate", kAll, ArgRule::Training},
+    {"attn_drop_rate", kAll, ArgRule::Training}, {"drop_path_rate", kAll, ArgRule::Training},
+    {"head_init_scale", kBeit | kEva, ArgRule::Training}, {"weight_init", kVit | kNaf, ArgRule::Training},
+    {"fix_init", kVit | kNaf, ArgRule::Training},
+    {"qk_norm", kVit | kEva | kNaf, ArgRule::Only, "false"}, {"scale_attn_norm", kVit, ArgRule::Only, "false"},
+    {"scale_mlp_norm", kVit | kNaf, ArgRule::Only, "false"}, {"proj_bias", kVit | kNaf, ArgRule::Only, "true"},
+    {"pos_embed", kVit, ArgRule::Only, "\"learn\""}, {"dynamic_img_pad", kVit | kNaf, ArgRule::Only, "false"},
+    {"use_shared_rel_pos_bias", kBeit, ArgRule::Only, "false"}, {"swiglu_mlp", kBeit, ArgRule::Only, "false"},
+    {"scale_mlp", kBeit, ArgRule::Only, "false"}, {"rope_type", kEva, ArgRule::Only, "\"cat\""},
+    {"rope_grid_indexing", kEva, ArgRule::Only, "\"ij\""}, {"rope_rotate_half", kEva, ArgRule::Only, "false"},
+    {"use_rot_pos_emb", kEva, ArgRule::Rope}, {"ref_feat_shape", kEva, ArgRule::Rope},
+    {"rope_temperature", kEva, ArgRule::Rope}, {"rope_grid_offset", kEva, ArgRule::Rope},
+    // NaFlexVitCfg: the SigLIP 2 towers' learned table, resized bilinearly (antialiased, corners not aligned)
+    // to each image's grid; their embedding, attention and pooling.
+    {"pos_embed", kNaf, ArgRule::Only, "\"learned\""}, {"pos_embed_grid_size", kNaf, ArgRule::Grid},
+    {"pos_embed_interp_mode", kNaf, ArgRule::Only, "\"bilinear\""},
+    {"pos_embed_ar_preserving", kNaf, ArgRule::Only, "false"}, {"pos_embed_antialias", kNaf, ArgRule::Only, "true"},
+    {"pos_embed_align_corners", kNaf, ArgRule::Only, "false"},
+    {"pos_embed_use_grid_sample", kNaf, ArgRule::Only, "false"}, {"rope_type", kNaf, ArgRule::Only, "\"\""},
+    {"scale_attn_inner_norm", kNaf, ArgRule::Only, "false"}, {"use_key_only_attn_mask", kNaf, ArgRule::Only, "false"},
+    {"patchify_channels_last", kNaf, ArgRule::Only, "true"}, {"pool_include_prefix", kNaf, ArgRule::Only, "false"},
+    {"embed_proj_type", kNaf, ArgRule::Only, "\"linear\""}, {"attn_type", kNaf, ArgRule::Only, "\"standard\""},
+    {"attn_gated", kNaf, ArgRule::Only, "false"},
+};
+
+// EVA-02's rotary settings from model_args.
+void rope_arg(const json& args, const std::string& key, const std::string& where, ViTConfig* c) {
+  if (key == "use_rot_pos_emb") c->rope = get_as<bool>(args, "use_rot_pos_emb", where);
+  if (key == "rope_temperature") c->rope_temperature = get_as<float>(args, "rope_temperature", where);
+  if (key == "rope_grid_offset") c->rope_grid_offset = get_as<float>(args, "rope_grid_offset", where);
+  if (key == "ref_feat_shape") {
+    const json& v = args[key];
+    const auto hw = v.is_array() ? get_as<std::vector<int64_t>>(args, "ref_feat_shape", where)
+                                 : std::vector<int64_t>(2, get_as<int64_t>(args, "ref_feat_shape", where));
+    if (hw.size() != 2 || hw[0] <= 0 || hw[1] <= 0)
+      throw Error(where, "model_args ref_feat_shape " + v.dump() + ": not a size or [H, W]");
+    c->rope_ref_h = hw[0];
+    c->rope_ref_w = hw[1];
+  }
+  c->origin.rope = where;
 }
 
-// Step 3c: BEiT and EVA-02 (timm's beit.py, eva.py). What the architecture implies beyond the tensors
-// (EVA-02's rotary embedding is in no tensor), and every model_args key either understood, checked by the
-// tensors, or refused by name: an option the engine does not run never loads half-right.
-void beit_eva_settings(const json* config, const std::string& arch, const FamilyRow* row, const std::string& where,
-                       const std::string& file, ViTConfig* c) {
-  const bool beit = row ? row->family == Family::BEiT : c->family == "BEiT";
-  if (!row && !beit)
-    throw Error(file, c->family + " checkpoint (timm's eva.py tensor names) without a timm config.json naming its "
-                      "architecture: its rotary position embedding, if any, is in no tensor");
-  c->family = beit ? "BEiT" : "EVA-02";
-  if (!beit) {  // every eva02_*_patch14_* (eva.py): use_rot_pos_emb=True, ref_feat_shape=(16, 16), SwiGLU
-    c->rope = true;
-    c->rope_ref_h = c->rope_ref_w = 16;
-    c->origin.rope = "timm's defaults for " + arch + " (ref_feat_shape 16x16, temperature 10000, interleaved pairs)";
-    if (!c->swiglu)
-      throw Error(file, arch + " has a SwiGLU MLP, but blocks.0.mlp.fc1 has " + std::to_string(c->mlp) + " rows for fc2's " +
-                            std::to_string(c->mlp) + " inputs (expected twice as many, or fc1_g and fc1_x)");
-  } else if (c->swiglu || c->scale_mlp) {
-    throw Error(file, "BEiT with a SwiGLU MLP or a norm inside it (swiglu_mlp, scale_mlp): not supported yet");
-  }
-  if (c->origin.pool.rfind("default", 0) == 0) {  // Beit and Eva: global_pool='avg'
-    c->pool = Pool::Avg;
-    c->origin.pool = "default for " + c->family + " (timm's global_pool 'avg')";
-  }
-  const json* args = config && config->contains("model_args") ? &(*config)["model_args"] : nullptr;
-  if (!args) return;
-  const auto refuse = [&](const std::string& key) {
-    throw Error(where, c->family + " with model_args " + key + " " + (*args)[key].dump() + ": not supported yet");
-  };
-  const auto want_bool = [&](const std::string& key, bool supported) {
-    if (get_as<bool>(*args, key.c_str(), where) != supported) refuse(key);
-  };
-  for (const auto& [key, value] : args->items()) {
+void apply_model_args(const json& config, TimmClass cls, const std::string& where, ViTConfig* c) {
+  if (!config.contains("model_args") || !config["model_args"].is_object()) return;
+  const json& args = config["model_args"];
+  for (const auto& [key, value] : args.items()) {
     if (value.is_null()) continue;
-    // Settings the tensors decide (checked against them elsewhere, or simply what the file holds) and
-    // training-only ones.
-    if (is_one_of(key, {"embed_dim", "depth", "num_heads", "num_classes", "in_chans", "img_size", "patch_size",
-                        "mlp_ratio", "qkv_bias", "global_pool", "drop_rate", "pos_drop_rate", "proj_drop_rate",
-                        "attn_drop_rate", "drop_path_rate", "patch_drop_rate", "head_init_scale", "init_values",
-                        "use_abs_pos_emb", "use_fc_norm"}))
+    // The engine's attention pool reads the prefix tokens too, its mean pool only the patches.
+    if (key == "pool_include_prefix" && cls == TimmClass::VisionTransformer &&
+        (!c->prefix_tokens() || value == json(c->attn_pool_mlp > 0)))
       continue;
-    if (beit && is_one_of(key, {"use_rel_pos_bias"})) continue;
-    if (beit && key == "use_shared_rel_pos_bias") want_bool(key, false);
-    else if (beit && is_one_of(key, {"swiglu_mlp", "scale_mlp"})) want_bool(key, false);
-    else if (!beit && is_one_of(key, {"qkv_fused", "scale_mlp", "class_token", "no_embed_class",
-                                      "use_post_transformer_norm"}))
-      continue;  // the tensors say
-    else if (!beit && key == "swiglu_mlp") want_bool(key, true);
-    else if (!beit && key == "use_rot_pos_emb") c->rope = get_as<bool>(*args, "use_rot_pos_emb", where);
-    else if (!beit && key == "ref_feat_shape") {
-      const auto v = value.is_array() ? get_as<std::vector<int64_t>>(*args, "ref_feat_shape", where)
-                                      : std::vector<int64_t>(2, get_as<int64_t>(*args, "ref_feat_shape", where));
-      if (v.size() != 2 || v[0] <= 0 || v[1] <= 0) refuse(key);
-      c->rope_ref_h = v[0];
-      c->rope_ref_w = v[1];
-    } else if (!beit && key == "rope_temperature") {
-      c->rope_temperature = get_as<float>(*args, "rope_temperature", where);
-    } else if (!beit && key == "rope_grid_offset") {
-      c->rope_grid_offset = get_as<float>(*args, "rope_grid_offset", where);
-    } else if (!beit && key == "rope_type") {
-      if (get_as<std::string>(*args, "rope_type", where) != "cat") refuse(key);
-    } else if (!beit && key == "rope_grid_indexing") {
-      if (get_as<std::string>(*args, "rope_grid_indexing", where) != "ij") refuse(key);
-    } else if (!beit && key == "rope_rotate_half") {
-      want_bool(key, false);
-    } else {
-      refuse(key);  // use_post_norm, qk_norm, scale_attn_inner, attn_type, num_kv_heads, dynamic_img_size, ...
-    }
-    if (is_one_of(key, {"use_rot_pos_emb", "ref_feat_shape", "rope_temperature", "rope_grid_offset"}))
-      c->origin.rope = where;
+    const ModelArg* rule = nullptr;
+    for (const ModelArg& m : kModelArgs)
+      if (key == m.key && (m.classes & (1u << unsigned(cls)))) rule = &m;
+    if (rule && rule->rule == ArgRule::Rope) rope_arg(args, key, where, c);
+    if (rule && rule->rule == ArgRule::Grid && value != json::array({c->pos_grid_h, c->pos_grid_w}))
+      throw Error(where, "model_args " + key + " is " + value.dump() + ", but the checkpoint's table (embeds.pos_embed) "
+                         "is " + std::to_string(c->pos_grid_h) + "x" + std::to_string(c->pos_grid_w));
+    if (rule && (rule->rule != ArgRule::Only || value == json::parse(rule->only))) continue;
+    throw Error(where, std::string(family_name(c->family)) + " with model_args " + key + " " + value.dump() +
+                           ": not supported yet");
   }
 }
 
@@ -517,6 +489,7 @@ void apply_hf_preprocessor(const json& p, const std::string& where, ViTConfig* c
 // patches only (timm's no_embed_class).
 void position_grid(const Checkpoint& ck, ViTConfig* c) {
   const std::string& file = ck.path();
+  if (c->naflex) return;  // embeds.pos_embed's grid, read with the shape (step 1)
   if (!c->abs_pos) {  // BEiT: its grid is its relative position tables' window
     c->pos_grid_h = c->pos_grid_w = c->rel_pos_window ? c->rel_pos_window : c->img_h() / c->patch;
     return;
@@ -535,44 +508,98 @@ void position_grid(const Checkpoint& ck, ViTConfig* c) {
   c->pos_grid_h = c->pos_grid_w = g;
 }
 
-// Step 7: which family the model is, for `vit inspect`, and so what its head is: named by the architecture
-// where there is one, else by what the tensors hold. `tag`: the weights' pretrained tag.
-void name_family(const std::string& arch, const std::string& tag, ViTConfig* c) {
-  const bool named = !arch.empty();
-  if (c->norm_pre) {
-    // timm's CLIP towers: norm_layer=partial(LayerNorm, eps=1e-5), which no config.json records. Their head is
-    // the projection into the joint space, in every layout, unless the weights were fine-tuned on labels.
-    c->family = "CLIP image tower";
-    c->head_is_projection = head_kind(Family::Clip, c->classes, tag) == HeadKind::Projection;
-    if (c->origin.eps == "default") {
-      c->eps = 1e-5f;
-      c->origin.eps = "default for CLIP towers (timm's clip architectures: 1e-5, not in their config.json)";
-    }
-    if (arch.find("quickgelu") != std::string::npos) {  // timm's *_clip_quickgelu_*: act_layer='quick_gelu'
-      c->quick_gelu = true;
-      c->origin.act = "the architecture " + arch + " (QuickGELU)";
-    }
-    c->origin.family = named ? "the architecture " + arch : "file (norm_pre: a CLIP tower)";
-    if (c->arch.empty()) c->arch = arch;
-    return;
+// Step 2: the architecture a timm config names, or without a config the file or folder name (then only one
+// the engine runs); "vit_custom" names none. With its weights' pretrained tag, and its row.
+struct Named {
+  std::string arch, tag;
+  const FamilyRow* row = nullptr;
+};
+Named named_architecture(const json* config, bool timm_config, const ConfigSources& src, const std::string& where) {
+  Named n;
+  if (config && timm_config && has(*config, "architecture")) {
+    n.arch = get_as<std::string>(*config, "architecture", where);
+    if (n.arch == kCustomArch) n.arch.clear();
+    else if (!(n.row = family_of_arch(n.arch))) throw Error(where, refusal_of_arch(n.arch));
+    if (config->contains("pretrained_cfg") && has((*config)["pretrained_cfg"], "tag"))
+      n.tag = get_as<std::string>((*config)["pretrained_cfg"], "tag", where);
+  } else if (!config && timm_config) {
+    const size_t dot = src.name_hint.find('.');
+    if ((n.row = family_of_arch(src.name_hint.substr(0, dot)))) n.arch = src.name_hint.substr(0, dot);
+    if (n.row && dot != std::string::npos) n.tag = src.name_hint.substr(dot + 1);
   }
-  if (c->attn_pool_mlp) {
-    c->family = arch.find("siglip") != std::string::npos || !named ? "SigLIP image tower" : "ViT with attention pooling";
-    c->origin.family = named ? "the architecture " + arch : "file (attn_pool: a SigLIP tower)";
-    if (c->arch.empty()) c->arch = arch;
-    return;
-  }
-  if (c->family == "BEiT" || c->family == "EVA-02") {  // named by beit_eva_settings
-    c->origin.family = named ? "the architecture " + arch : "file (relative_position_bias_table)";
-    if (c->arch.empty()) c->arch = arch;
-    return;
-  }
-  if (arch.find("dinov2") != std::string::npos || (!named && c->reg_tokens > 0)) c->family = "DINOv2";
-  else if (arch.rfind("deit3", 0) == 0 || (!named && c->layer_scale && c->no_embed_class)) c->family = "DeiT III";
-  else if (arch.rfind("deit", 0) == 0 || c->dist_token) c->family = "DeiT";
-  else c->family = c->layer_scale ? "ViT with layer scale" : "ViT";
-  c->origin.family = named ? "the architecture " + arch : "file (tensor names)";
-  if (c->arch.empty()) c->arch = arch;
+  return n;
+}
+
+// What a NaFlex checkpoint may hold beyond the SigLIP 2 towers' tensors, refused by name.
+void naflex_tensors_supported(const Checkpoint& ck, const std::string& arch, const ViTConfig& c) {
+  const std::string& file = ck.path();
+  if (ck.has("embeds.cls_token") || ck.has("embeds.reg_token"))
+    throw Error(file, "a NaFlex ViT with class or register tokens: not supported yet (" + arch + " has none)");
+  if (!ck.has("embeds.pos_embed"))
+    throw Error(file, "a NaFlex ViT without a learned position table (embeds.pos_embed): not supported yet");
+  if (c.scale_mlp) throw Error(file, "a NaFlex ViT with a norm inside its MLP (scale_mlp_norm): not supported yet");
+  if (!c.attn_pool_mlp) throw Error(file, arch + " pools with an attention pool, and the file has no attn_pool");
+}
+
+// The family: the named architecture's row, else the layout's (Hugging Face's DINOv2 ...), else the one the
+// tensors mark. What the tensors hold must be that family's: eva.py's names need an architecture (their
+// rotary embedding is in no tensor), beit.py's and eva.py's names a row of theirs, a gated MLP a family with one.
+const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFacts& f, const std::string& where,
+                           const ViTConfig& c) {
+  const std::string& file = ck.path();
+  if (!n.row && f.naflex_names)
+    throw Error(file, "NaFlex ViT checkpoint (timm's naflexvit.py tensor names: embeds.proj, embeds.pos_embed) without "
+                      "a timm config.json naming its architecture: how its position table is resized is in no tensor");
+  if (!n.row && f.eva_names)
+    throw Error(file, "EVA checkpoint (timm's eva.py tensor names) without a timm config.json naming its "
+                      "architecture: its rotary position embedding, if any, is in no tensor");
+  const FamilyRow& row = n.row                                       ? *n.row
+                         : ck.layout() == CheckpointLayout::Other ? family_row(other_layout_family(ck.other_layout()))
+                                                                     : family_of_tensors(ck);
+  const bool beit_eva = row.timm_class == TimmClass::Beit || row.timm_class == TimmClass::Eva;
+  if (!beit_eva && (f.eva_names || c.rel_pos_window))
+    throw Error(where, n.arch + " is a " + family_name(row.family) + ", but " + file +
+                           " holds tensors of timm's beit.py or eva.py (q_bias, relative_position_bias_table, ...)");
+  if (row.defaults.naflex != f.naflex_names)
+    throw Error(where, row.defaults.naflex ? n.arch + " is a NaFlex ViT, but " + file + " has no embeds.proj.weight "
+                                                      "(timm's naflexvit.py names)"
+                                           : n.arch + " is not a NaFlex ViT, but " + file + " holds one (embeds.proj, "
+                                                 "embeds.pos_embed: timm's naflexvit.py names)");
+  if (row.defaults.naflex) naflex_tensors_supported(ck, n.arch, c);
+  if (row.family == Family::BEiT && !c.rel_pos_window)
+    throw Error(where, n.arch + " is a BEiT, but " + file + " has no relative_position_bias_table");
+  if (row.family == Family::BEiT && (f.swiglu || c.scale_mlp))
+    throw Error(file, "BEiT with a SwiGLU MLP or a norm inside it (swiglu_mlp, scale_mlp): not supported yet");
+  if (row.defaults.act == Activation::SwiGLU && !f.swiglu)
+    throw Error(file, n.arch + " has a SwiGLU MLP, but blocks.0.mlp.fc1 has " + std::to_string(c.mlp) + " rows for fc2's " +
+                          std::to_string(c.mlp) + " inputs (expected twice as many, or fc1_g and fc1_x)");
+  if (f.swiglu && row.defaults.act != Activation::SwiGLU)
+    throw Error(file, std::string("a SwiGLU MLP (fc1 of twice fc2's inputs, or fc1_g) in a ") + family_name(row.family) +
+                          " checkpoint: not supported");
+  return row;
+}
+
+// What the family's row says no tensor holds (activation, eps, rotary embedding), each with its origin.
+void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck, ViTConfig* c) {
+  apply_family_defaults(row, c);
+  if (!n.arch.empty()) c->arch = n.arch;
+  const std::string from_arch = "the architecture " + n.arch;
+  c->origin.family = !n.arch.empty()                          ? from_arch
+                     : ck.layout() == CheckpointLayout::Other ? "file (" + ck.layout_label() + " layout)"
+                                                              : "file (tensor names)";
+  if (row.defaults.act == Activation::QuickGelu) c->origin.act = from_arch + " (QuickGELU)";
+  if (row.defaults.eps != 1e-6f)
+    c->origin.eps = std::string("default for ") + family_name(row.family) + "s (timm's architectures: " +
+                    fmt::format("{:g}", row.defaults.eps) + ", not in their config.json)";
+  if (row.defaults.rope && row.defaults.rope_kind == RopeKind::DinoV3)
+    c->origin.rope = "timm's defaults for " + n.arch + " (RotaryEmbeddingDinoV3: patch centres normalised to the "
+                     "grid, temperature 100, rotate-half pairs; the grid follows the input)";
+  else if (row.defaults.rope)
+    c->origin.rope = "timm's defaults for " + n.arch + " (ref_feat_shape " + std::to_string(row.defaults.rope_ref) + "x" +
+                     std::to_string(row.defaults.rope_ref) + ", temperature 10000, interleaved pairs" +
+                     (row.defaults.rope_xy ? ", 'xy' grid" : "") +
+                     (row.defaults.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", row.defaults.rope_grid_offset) : "") +
+                     ")";
 }
 
 // Step 8: what must hold whatever the sources said. `where` names the config, else the model file.
@@ -585,6 +612,8 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
   if (c.img_h() % c.patch || c.img_w() % c.patch)
     throw Error(where, "input size " + std::to_string(c.img_h()) + "x" + std::to_string(c.img_w()) +
                            " is not a multiple of the patch size " + std::to_string(c.patch));
+  if (c.attn_pool_mlp && c.width % c.pool_heads())
+    throw Error(where, std::to_string(c.pool_heads()) + " attention-pool heads do not divide width " + std::to_string(c.width));
   if (c.pool == Pool::Map && !c.attn_pool_mlp)
     throw Error(file, "global_pool 'map' needs an attention-pool head, and the checkpoint has no attn_pool");
   if (c.pool == Pool::Token && !c.class_token)
@@ -599,125 +628,8 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
     throw Error(where, std::to_string(c.patches()) + " patches are too many for a rotary embedding's tables");
   if (c.rope && c.head_dim() % 4)
     throw Error(where, "a rotary embedding needs a head width divisible by 4, got " + std::to_string(c.head_dim()));
-  if (c.swiglu && c.family != "EVA-02")
-    throw Error(file, "a SwiGLU MLP (fc1 of twice fc2's inputs, or fc1_g) in a " + c.family + " checkpoint: not supported");
   if (!c.labels.empty() && int64_t(c.labels.size()) != c.classes)
     throw Error(where, std::to_string(c.labels.size()) + " labels for " + std::to_string(c.classes) + " classes");
-}
-
-// NaFlex ViTs (timm's naflexvit.py, NaFlexVit): the SigLIP 2 image towers naflexvit_*_patch16_siglip, whose
-// NaFlexVitCfg the family row's settings give (families.cpp) and whose shape the tensors give: embeds.proj
-// (a linear layer over channels-last patches), embeds.pos_embed [1, h, w, D], the blocks, norm, attn_pool.
-// Every model_args key is read, checked against the tensors, or refused by name; so is anything a NaFlex
-// checkpoint has that those towers do not (class or register tokens, layer scale: the loader refuses
-// tensors it did not take).
-ViTConfig resolve_naflex_config(const Checkpoint& ck, const ConfigSources& src, const std::string& arch) {
-  const std::string& file = ck.path();
-  const json* config = src.config;
-  const std::string where = config ? src.config_name : file;
-  if (!arch.empty() && arch.rfind("naflexvit_", 0) != 0)
-    throw Error(where, arch + " is not a NaFlex ViT, but " + file + " holds one (embeds.proj, embeds.pos_embed: timm's "
-                       "naflexvit.py names)");
-  if (arch.empty())
-    throw Error(where, "a NaFlex ViT checkpoint (timm's naflexvit.py names: embeds.proj, embeds.pos_embed) without a "
-                       "config naming its architecture: how its position table is resized is in no tensor");
-  const FamilyRow* row = family_of_arch(arch);
-  if (!row || row->family != Family::NaFlex) throw Error(where, refusal_of_arch(arch));
-  if (!ck.has("embeds.proj.weight"))
-    throw Error(file, arch + " is a NaFlex ViT, but the file has no embeds.proj.weight (timm's naflexvit.py names)");
-  if (src.img_size > 0)
-    throw ArgumentError("--img-size does not apply to " + arch + ", a NaFlex model: each image keeps its own aspect "
-                        "ratio within a budget of patches (--max-patches)");
-  ViTConfig c;
-  arch_preset(arch, &c);  // the family's settings (naflex, the attention pool, GELU's tanh form, bilinear table)
-  const auto pw = ck.shape("embeds.proj.weight");  // [D, P * P * 3]
-  const int64_t P = pw.size() == 2 && pw[1] % 3 == 0 ? isqrt_exact(pw[1] / 3) : -1;
-  if (P <= 0) throw Error(file, "embeds.proj.weight has shape " + shape_string(pw) + ", expected [D, P * P * 3]");
-  c.width = pw[0];
-  c.patch = P;
-  c.depth = ck.count_blocks();
-  if (c.depth == 0) throw Error(file, "missing tensor blocks.0.norm1.weight (no encoder blocks)");
-  mlp_from_tensors(ck, &c);
-  if (c.swiglu || c.scale_mlp) throw Error(file, "a NaFlex ViT with a SwiGLU MLP or a norm inside it: not supported yet");
-  c.classes = ck.has("head.weight") ? ck.shape("head.weight")[0] : 0;
-  if (ck.has("embeds.cls_token") || ck.has("embeds.reg_token"))
-    throw Error(file, "a NaFlex ViT with class or register tokens: not supported yet (" + arch + " has none)");
-  c.qkv_bias = ck.has("blocks.0.attn.qkv.bias");
-  c.final_norm = ck.has("norm.weight");
-  c.fc_norm = ck.has("fc_norm.weight");
-  c.patch_bias = ck.has("embeds.proj.bias");
-  if (!ck.has("attn_pool.latent")) throw Error(file, arch + " pools with an attention pool, and the file has no attn_pool");
-  c.attn_pool_mlp = ck.shape("attn_pool.mlp.fc1.weight")[0];
-  const auto pos = ck.shape("embeds.pos_embed");  // [1, h, w, D]
-  if (pos.size() != 4 || pos[0] != 1 || pos[1] < 1 || pos[2] < 1 || pos[3] != c.width)
-    throw Error(file, "embeds.pos_embed has shape " + shape_string(pos) + ", expected [1, h, w, " +
-                          std::to_string(c.width) + "]");
-  c.pos_grid_h = pos[1];
-  c.pos_grid_w = pos[2];
-  c.pre.height = int(c.pos_grid_h * c.patch);  // nominal only: each image is resized to its own grid
-  c.pre.width = int(c.pos_grid_w * c.patch);
-  c.stored_as = ck.layout_label() + " names, " + ck.dtypes();
-  const std::string arch_origin = "timm's defaults for " + arch;
-  for (std::string* k : {&c.origin.patch, &c.origin.width, &c.origin.depth, &c.origin.mlp, &c.origin.classes,
-                         &c.origin.tokens, &c.origin.norms})
-    *k = "file (tensor shapes)";
-  for (std::string* k : {&c.origin.heads, &c.origin.act, &c.origin.eps, &c.origin.pool, &c.origin.family,
-                         &c.origin.preprocessing, &c.origin.attention})
-    *k = arch_origin;
-  c.origin.input_size = "NaFlex: each image at its own aspect ratio, within --max-patches patches";
-  c.origin.labels = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
-  if (config) {
-    if (!config->is_object()) throw Error(where, "not a JSON object");
-    check_ints(*config, kTimmTop, where, file, c);
-    if (has(*config, "global_pool") && get_as<std::string>(*config, "global_pool", where) != "map")
-      throw Error(where, "global_pool " + (*config)["global_pool"].dump() + ": " + arch + " pools with its attention pool ('map')");
-    if (config->contains("model_args")) {
-      const json& a = (*config)["model_args"];
-      if (!a.is_object()) throw Error(where, "model_args is not an object");
-      check_ints(a, kTimmInts, where, file, c);
-      check_bools(a, kTimmBools, where, file, c);
-      for (const auto& [key, value] : a.items()) {
-        if (value.is_null()) continue;
-        if (key == "num_heads") {
-          c.heads = get_as<int64_t>(a, "num_heads", where);
-          c.origin.heads = where;
-        } else if (key == "mlp_ratio") {
-          if (int64_t(get_as<double>(a, "mlp_ratio", where) * double(c.width)) != c.mlp)
-            throw Error(where, "mlp_ratio is " + value.dump() + ", but " + file + " has MLP width " + std::to_string(c.mlp));
-        } else if (key == "pos_embed_grid_size") {
-          if (value != json::array({c.pos_grid_h, c.pos_grid_w}))
-            throw Error(where, "pos_embed_grid_size is " + value.dump() + ", but " + file + "'s embeds.pos_embed is " +
-                                   std::to_string(c.pos_grid_h) + "x" + std::to_string(c.pos_grid_w));
-        } else if (key == "global_pool" && value == "map") {
-        } else if (key == "act_layer" && value == "gelu_tanh") {
-        } else if (key == "pos_embed_interp_mode" && value == "bilinear") {
-        } else if (std::string(key) == "embed_dim" || key == "depth" || key == "patch_size" || key == "in_chans" ||
-                   key == "num_classes" || key == "reg_tokens" || key == "class_token" || key == "qkv_bias" ||
-                   key == "fc_norm" || key == "img_size" || key == "drop_rate" || key == "drop_path_rate" ||
-                   key == "proj_drop_rate" || key == "attn_drop_rate" || key == "pos_drop_rate" ||
-                   key == "weight_init" || key == "fix_init") {
-        } else {
-          throw Error(where, "model_args " + key + " " + value.dump() + " for " + arch + ": not supported yet");
-        }
-      }
-    }
-    if (config->contains("pretrained_cfg")) {
-      const json& p = (*config)["pretrained_cfg"];
-      if (p.contains("interpolation")) c.pre.interpolation = filter_from_name(get_as<std::string>(p, "interpolation", where));
-      if (p.contains("mean")) c.pre.mean = triple(p, "mean", where);
-      if (p.contains("std")) c.pre.std = triple(p, "std", where);
-      for (float s : c.pre.std)
-        if (!(s > 0.f)) throw Error(where, "std values must be positive");
-      c.origin.preprocessing = where;
-    }
-    if (config->contains("label_names")) c.labels = get_as<std::vector<std::string>>(*config, "label_names", where);
-  }
-  if (c.heads <= 0 || c.width % c.heads != 0)
-    throw Error(where, std::to_string(c.heads) + " heads do not divide width " + std::to_string(c.width));
-  if (!c.labels.empty() && int64_t(c.labels.size()) != c.classes)
-    throw Error(where, std::to_string(c.labels.size()) + " labels for " + std::to_string(c.classes) + " classes");
-  if (c.classes == 0) c.origin.labels.clear();
-  return c;
 }
 
 }  // namespace
@@ -744,7 +656,8 @@ std::vector<std::string> known_archs() {
           "vit_large_patch16_siglip_256", "vit_large_patch16_siglip_384", "vit_so400m_patch14_siglip_224",
           "vit_so400m_patch14_siglip_378", "beit_base_patch16_224",      "beit_large_patch16_224",
           "beitv2_large_patch16_224",     "eva02_tiny_patch14_224",      "eva02_small_patch14_224",
-          "eva02_base_patch14_224",       "eva02_base_patch14_448"};
+          "eva02_base_patch14_224",       "eva02_base_patch14_448",      "vit_base_patch16_rope_reg1_gap_256",
+          "naflexvit_base_patch16_siglip", "naflexvit_so400m_patch16_siglip"};
 }
 
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
@@ -755,6 +668,9 @@ ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
     throw Error("unknown architecture '" + arch + "' (known: " + list + ", and the other timm names docs/MODELS.md "
                 "lists as running)");
   }
+  if (img_size > 0 && c.naflex)
+    throw ArgumentError("--img-size does not apply to " + arch + ", a NaFlex model: each image keeps its own aspect "
+                        "ratio within a budget of patches (--max-patches)");
   if (img_size > 0) {  // random weights: the position table made at the size it runs at
     set_input_size(&c, img_size, img_size, "--img-size");
     if (c.img_h() % c.patch == 0) c.pos_grid_h = c.pos_grid_w = c.grid_h();
@@ -763,19 +679,9 @@ ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
   return c;
 }
 
-NaflexConfig ViTConfig::naflex_config() const {
-  NaflexConfig n;
-  n.patch = int(patch);
-  n.max_patches = int(max_patches);
-  n.interpolation = pre.interpolation;
-  n.mean = pre.mean;
-  n.std = pre.std;
-  return n;
-}
-
 int64_t ViTConfig::parameters() const {
   const int64_t D = width, norm = 2 * D;
-  const int64_t fc1 = (swiglu ? 2 : 1) * (D * mlp + mlp), rel = rel_pos_window ? rel_pos_len() * heads : 0;
+  const int64_t fc1 = (swiglu() ? 2 : 1) * (D * mlp + mlp), rel = rel_pos_window ? rel_pos_len() * heads : 0;
   const int64_t block = 2 * norm + 3 * D * D + (qkv_bias ? (k_bias ? 3 : 2) * D : 0) + D * D + D + fc1 + D * mlp + D +
                         (layer_scale ? 2 * D : 0) + (scale_mlp ? 2 * mlp : 0) + rel;
   const int64_t head = D * classes + classes;
@@ -793,8 +699,74 @@ std::string ViTConfig::summary() const {
          ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "") +
          (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "") +
          (rel_pos_window ? ", relative position bias" : "") + (rope ? ", rotary position embedding" : "") +
-         (swiglu ? ", SwiGLU" : "") + (naflex ? ", NaFlex within " + std::to_string(max_patches) + " patches" : "");
+         (swiglu() ? ", SwiGLU" : "") + (naflex ? ", NaFlex within " + std::to_string(max_patches) + " patches" : "");
 }
+
+NaflexConfig ViTConfig::naflex_config() const {
+  NaflexConfig n;
+  n.patch = int(patch);
+  n.max_patches = int(max_patches);
+  n.interpolation = pre.interpolation;
+  n.mean = pre.mean;
+  n.std = pre.std;
+  return n;
+}
+
+namespace {
+
+// Step 3: the config.json in its layout's form, then the model_args of the family's timm class. Whether it
+// named the heads and the input size.
+struct Given {
+  bool heads = false, size = false;
+};
+Given apply_configs(const Checkpoint& ck, const ConfigSources& src, const FamilyRow& row, bool hf, const std::string& where,
+                    ViTConfig* c) {
+  const json* config = src.config;
+  const std::string& file = ck.path();
+  Given g;
+  if (ck.layout() == CheckpointLayout::Other) {
+    g.heads = apply_other_layout_config(ck.other_layout(), config, where, file, c);
+    g.size = config != nullptr;
+  } else if (hf) {
+    g.heads = apply_hf_config(*config, where, file, c);
+    g.size = true;
+  } else if (config) {
+    g.heads = apply_timm_config(*config, where, file, c);
+    apply_model_args(*config, row.timm_class, where, c);
+    g.size = config->contains("pretrained_cfg") || (config->contains("model_args") && (*config)["model_args"].contains("img_size"));
+  }
+  if (config && !c->labels.empty()) c->origin.labels = where;
+  if (row.defaults.pool == Pool::Avg && c->origin.pool.rfind("default", 0) == 0) {  // Beit, Eva: global_pool 'avg'
+    c->pool = Pool::Avg;
+    c->origin.pool = std::string("default for ") + family_name(row.family) + " (timm's global_pool 'avg')";
+  }
+  if (src.preprocessor) {  // Step 4: a Hugging Face preprocessor_config.json.
+    apply_hf_preprocessor(*src.preprocessor, src.preprocessor_name, c);
+    g.size = true;
+  }
+  return g;
+}
+
+// Step 5: what nothing named, said in a warning when there was no config at all.
+void unnamed_defaults(const Checkpoint& ck, const ConfigSources& src, bool heads_given, const std::string& named,
+                      ViTConfig* c) {
+  if (!heads_given && !c->rel_pos_window) c->heads = default_heads(c->width);
+  const bool torchvision = ck.layout() == CheckpointLayout::Torchvision;
+  if (!src.config && torchvision) {
+    // torchvision's ViT weights are evaluated with a bilinear resize to 256 and a 224 center crop.
+    c->pre.interpolation = Filter::Bilinear;
+    c->pre.crop_pct = 0.875;
+    c->origin.preprocessing = "default (torchvision's: bilinear, resize 256, crop 224)";
+  }
+  if (!src.config && !src.preprocessor)
+    spdlog::warn("{}: no config.json beside the model and no --config: using {} (heads {}, eps {:g}, {} in the MLPs, {} "
+                 "pooling, {} resize, crop_pct {}, mean {:.3f},{:.3f},{:.3f})",
+                 ck.path(), !named.empty() ? named : torchvision ? "torchvision's defaults" : "generic defaults",
+                 c->heads, c->eps, activation_name(c->act), pool_name(c->pool), filter_name(c->pre.interpolation),
+                 c->pre.crop_pct, c->pre.mean[0], c->pre.mean[1], c->pre.mean[2]);
+}
+
+}  // namespace
 
 ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   const std::string& file = ck.path();
@@ -804,100 +776,45 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   const bool other = ck.layout() == CheckpointLayout::Other;  // layouts.h's: settings from their own configs
   const bool hf = !other && config && (config->contains("model_type") || config->contains("architectures"));
 
-  // NaFlex ViTs resolve on their own: a timm config or a file name naming naflexvit_*, or their tensor names.
-  if (!hf && !other) {
-    std::string named;
-    if (config && has(*config, "architecture")) named = get_as<std::string>(*config, "architecture", where);
-    else if (!config) named = src.name_hint.substr(0, src.name_hint.find('.'));
-    if (named.rfind("naflexvit_", 0) == 0 || (ck.layout() == CheckpointLayout::Timm && ck.has("embeds.proj.weight")))
-      return resolve_naflex_config(ck, src, config || named.rfind("naflexvit_", 0) == 0 ? named : "");
-  }
-
-  // Step 2: the architecture a timm config names, or without a config the file or folder name: one of the
-  // families' (timm's defaults for it), "vit_custom" (what the tensors and model_args say), or refused by name.
+  // Steps 1 and 2: the shape from the tensors; the architecture named and its family, whose defaults apply.
+  const Named n = named_architecture(config, !hf && !other, src, where);
   ViTConfig c;
-  std::string arch, tag;
-  const FamilyRow* row = nullptr;
-  if (config && !hf && !other && has(*config, "architecture")) {
-    arch = get_as<std::string>(*config, "architecture", where);
-    if (arch == kCustomArch) arch.clear();
-    else if (!(row = family_of_arch(arch))) throw Error(where, refusal_of_arch(arch));
-    if (config->contains("pretrained_cfg") && has((*config)["pretrained_cfg"], "tag"))
-      tag = get_as<std::string>((*config)["pretrained_cfg"], "tag", where);
-  } else if (!config && !other) {
-    const size_t dot = src.name_hint.find('.');
-    if ((row = family_of_arch(src.name_hint.substr(0, dot)))) arch = src.name_hint.substr(0, dot);
-    if (row && dot != std::string::npos) tag = src.name_hint.substr(dot + 1);
-  }
-  const bool known = row && arch_defaults(arch, &c);
-  const int64_t named_heads = row ? arch_heads(arch) : 0;
-  const std::string arch_origin = "timm's defaults for " + arch;
-  shape_from_tensors(ck, &c);
+  const bool known = n.row && arch_preprocessing(n.arch, &c.pre);
+  const TensorFacts facts = shape_from_tensors(ck, &c);
+  const FamilyRow& row = family_of(n, ck, facts, where, c);
+  family_settings(row, n, ck, &c);
+  const std::string arch_origin = "timm's defaults for " + n.arch;
+  const int64_t named_heads = n.row ? arch_heads(n.arch) : 0;
   if (named_heads && !c.rel_pos_window) c.heads = named_heads;
   if (!c.rel_pos_window) c.origin.heads = named_heads ? arch_origin : "default (width / 64)";
   c.origin.input_size = known ? arch_origin : "file (position table grid)";
   c.origin.preprocessing = known ? arch_origin : "default (timm's ImageNet defaults)";
 
-  // Step 3: the config.json.
-  bool heads_given = named_heads > 0, size_given = known;
-  if (other) {
-    heads_given = apply_other_layout_config(ck.other_layout(), config, where, file, &c);
-    size_given = config != nullptr;
-  } else if (hf) {
-    heads_given = apply_hf_config(*config, where, file, &c);
-    size_given = true;
-  } else if (config) {
-    heads_given = apply_timm_config(*config, where, file, &c) || named_heads > 0;
-    size_given = known || config->contains("pretrained_cfg") ||
-                 (config->contains("model_args") && (*config)["model_args"].contains("img_size"));
-  }
-  if (config && !c.labels.empty()) c.origin.labels = where;
-  const bool beit_eva = row ? row->family == Family::BEiT || row->family == Family::EVA02
-                            : c.family == "BEiT" || c.family == "EVA";
-  if (row && !beit_eva && (c.family == "BEiT" || c.family == "EVA"))
-    throw Error(where, arch + " is a " + row->name + ", but " + file + " holds " + c.family +
-                           " tensors (timm's beit.py or eva.py names)");
-  if (beit_eva)
-    beit_eva_settings(config && !hf ? config : nullptr, arch, config && !hf ? row : nullptr, where, file, &c);
-  else if (config && !hf && !other) refuse_unknown_model_args(*config, where, c);
+  // Steps 3 to 5: the configs, then what nothing named.
+  const Given given = apply_configs(ck, src, row, hf, where, &c);
   // Without an architecture, SigLIP's attention pool is the one the tensors can say: beside prefix tokens or
   // after norm_pre (Perception Encoder, timm's *_reg4_map_*) whether it reads the prefix tokens, its heads and
   // any rotary embedding are in no tensor.
-  if (!row && c.attn_pool_mlp && (c.prefix_tokens() > 0 || c.norm_pre))
+  if (!n.row && c.attn_pool_mlp && (c.prefix_tokens() > 0 || c.norm_pre))
     throw Error(where, "an attention-pool head (attn_pool) beside class or register tokens or after norm_pre (as "
                        "Perception Encoder has), without a config naming its architecture: not supported");
+  unnamed_defaults(ck, src, given.heads || named_heads > 0, known ? arch_origin : "", &c);
 
-  // Step 4: a Hugging Face preprocessor_config.json.
-  if (src.preprocessor) {
-    apply_hf_preprocessor(*src.preprocessor, src.preprocessor_name, &c);
-    size_given = true;
-  }
-
-  // Step 5: what nothing named.
-  if (!heads_given && !c.rel_pos_window) c.heads = default_heads(c.width);
-  if (!config && ck.layout() == CheckpointLayout::Torchvision) {
-    // torchvision's ViT weights are evaluated with a bilinear resize to 256 and a 224 center crop.
-    c.pre.interpolation = Filter::Bilinear;
-    c.pre.crop_pct = 0.875;
-    c.origin.preprocessing = "default (torchvision's: bilinear, resize 256, crop 224)";
-  }
-  if (!config && !src.preprocessor)
-    spdlog::warn("{}: no config.json beside the model and no --config: using {} (heads {}, eps 1e-6, {} pooling, "
-                 "{} resize, crop_pct {}, mean {:.3f},{:.3f},{:.3f})",
-                 file,
-                 known ? arch_origin
-                       : ck.layout() == CheckpointLayout::Torchvision ? "torchvision's defaults" : "generic defaults",
-                 c.heads, pool_name(c.pool), filter_name(c.pre.interpolation), c.pre.crop_pct, c.pre.mean[0],
-                 c.pre.mean[1], c.pre.mean[2]);
-
-  // Step 6: the position table's grid; the input size follows it when nothing named one.
+  // Step 6: the position table's grid; the input size follows it when nothing named one. The head's kind.
   position_grid(ck, &c);
-  if (!size_given) set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
-  name_family(arch, tag, &c);
-  if (other) name_other_layout_family(ck.other_layout(), &c);
-  if (c.classes == 0 || c.head_is_projection) c.origin.labels.clear();  // nothing to label
+  if (!given.size && !known) set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
+  if (c.naflex) {  // nominal only: each image is resized to a grid of its own
+    set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
+    c.origin.input_size = "NaFlex: each image at its own aspect ratio, within --max-patches patches";
+  }
+  if (other) other_layout_resampling(ck.other_layout(), &c);
+  c.head = head_kind(c.family, c.classes, n.tag);
+  if (c.head != HeadKind::Classifier) c.origin.labels.clear();  // nothing to label
 
   // Step 7: --img-size, with the same crop_pct (or Hugging Face resize ratio) at the new size, as timm's.
+  if (src.img_size > 0 && c.naflex)
+    throw ArgumentError("--img-size does not apply to " + c.arch + ", a NaFlex model: each image keeps its own aspect "
+                        "ratio within a budget of patches (--max-patches)");
   if (src.img_size > 0) {
     if (c.pre.resize > 0) c.pre.resize = int(std::llround(double(c.pre.resize) * double(src.img_size) / double(c.img_h())));
     set_input_size(&c, src.img_size, src.img_size, "--img-size");

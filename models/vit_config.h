@@ -11,6 +11,7 @@
 
 #include "engine/preprocess/naflex.h"
 #include "engine/preprocess/preprocess.h"
+#include "families.h"
 #include "vit/limits.h"
 
 namespace vit {
@@ -20,10 +21,7 @@ class Checkpoint;
 // Heads for a width when nothing names them: one per 64 channels (every timm and torchvision ViT), at least one.
 int64_t default_heads(int64_t width);
 
-// How features become the head's input: the class token's row, or the mean of the patch tokens.
-enum class Pool { Token, Avg, Map };  // Map: SigLIP's attention-pool head (attn_pool)
-Pool pool_from_name(const std::string& name);  // timm's global_pool: "token", "avg"; throws on others
-const char* pool_name(Pool p);
+Pool pool_from_name(const std::string& name);  // timm's global_pool: "token", "avg", "map"; throws on others
 
 // Where each setting of a ViTConfig came from, for `vit inspect`: "file (tensor shapes)", a config file's
 // path, "default (...)", "timm's defaults for <arch>", "--img-size".
@@ -53,13 +51,13 @@ struct ViTConfig {
   bool class_token = true;
   int64_t reg_tokens = 0;               // DINOv2's register tokens, after the class token
   bool layer_scale = false;             // ls1/ls2 gammas on each block's branches (DeiT III, DINOv2)
-  std::string family = "ViT";           // what `vit inspect` calls it: ViT, DeiT, DeiT III, DINOv2, CLIP
+  Family family = Family::ViT;          // its row of the family table (families.h)
   bool norm_pre = false;                // CLIP: a LayerNorm after the position table, before the blocks
-  bool quick_gelu = false;              // OpenAI CLIP's MLP activation, x * sigmoid(1.702 x), not GELU
-  bool gelu_tanh = false;               // GELU's tanh approximation (Hugging Face SigLIP's gelu_pytorch_tanh)
+  Activation act = Activation::Gelu;    // the MLP's: GELU, its tanh form, QuickGELU, or SwiGLU
+  int64_t attn_pool_heads = 0;          // the attention pool's heads when not the blocks' (Perception Encoder: 8)
   int64_t attn_pool_mlp = 0;            // SigLIP's attention-pool head (attn_pool.*): its MLP width, 0 without
-  bool head_is_projection = false;      // the head maps into a joint image-text space (OpenCLIP's proj,
-                                        // Hugging Face's visual_projection): no classes to label with
+  HeadKind head = HeadKind::Classifier; // a classifier, a projection into a joint image-text space (no classes
+                                        // to label with), or none (classes 0)
   bool pos_antialias = true;            // position table resampled antialiased (timm's), else as torch's plain bicubic
   bool dist_token = false;              // DeiT distilled: second token and head_dist
   bool no_embed_class = false;          // position table covers patches only
@@ -72,20 +70,22 @@ struct ViTConfig {
   bool abs_pos = true;                  // a position table (pos_embed); BEiT's blocks have relative biases instead
   int64_t rel_pos_window = 0;           // BEiT: the (square) window its relative position tables were trained
                                         // at, 0 without; resized for the input's grid as timm does
-  bool swiglu = false;                  // MLP silu(fc1_g x) * fc1_x x then fc2 (EVA-02); mlp is fc2's input width
   bool scale_mlp = false;               // a LayerNorm inside the MLP before fc2 (mlp.norm, EVA-02 base)
   bool rope = false;                    // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
   int64_t rope_ref_h = 0, rope_ref_w = 0;  // its ref_feat_shape: positions rescaled to this grid (0: none)
+  RopeKind rope_kind = RopeKind::EvaCat;
+  bool rope_xy = false;                 // rope_grid_indexing 'xy' (Perception Encoder): each patch's x angles
+                                        // first, then its y angles (else y, then x)
   float rope_temperature = 10000.f;
   float rope_grid_offset = 0.f;
   bool patch_bias = true;               // the patch embedding has a bias
   // NaFlex (timm's naflexvit.py, SigLIP 2): each image resized at its own aspect ratio to a grid of at most
   // max_patches patches and padded to that budget (engine/preprocess/naflex.h); the patch embedding a linear
   // layer over channels-last patches, the position table (pos_grid_h x pos_grid_w) resized to each image's
-  // grid at run time with pos_filter, attention and pooling masked to the image's own tokens.
+  // grid at run time with pos_filter, attention and pooling masked to the image's own tokens. Its row's.
   bool naflex = false;
   int64_t max_patches = 256;            // SigLIP 2's budget (timm's transform defaults to 576)
-  Filter pos_filter = Filter::Bilinear; // timm's pos_embed_interp_mode
+  Filter pos_filter = Filter::Bicubic;  // timm's pos_embed_interp_mode
   Pool pool = Pool::Token;
   float eps = 1e-6f;
   PreprocessConfig pre;                 // pre.height x pre.width is the input size the model runs at
@@ -101,6 +101,7 @@ struct ViTConfig {
   int64_t patches() const { return naflex ? max_patches : grid_h() * grid_w(); }  // N
   int64_t tokens() const { return patches() + prefix_tokens(); }   // T
   int64_t head_dim() const { return width / heads; }               // Dh
+  int64_t pool_heads() const { return attn_pool_heads ? attn_pool_heads : heads; }  // the attention pool's
   int64_t pos_len() const {
     return abs_pos ? pos_grid_h * pos_grid_w + (no_embed_class ? 0 : prefix_tokens()) : 0;
   }
@@ -112,6 +113,7 @@ struct ViTConfig {
     return naflex ? max_patches * patch * patch * in_chans + 2 : in_chans * img_h() * img_w();
   }
   NaflexConfig naflex_config() const;  // the NaFlex transform of this model (naflex only)
+  bool swiglu() const { return act == Activation::SwiGLU; }  // the MLP gated: mlp is fc2's input width
   int64_t parameters() const;
   std::string summary() const;
 };

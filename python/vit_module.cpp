@@ -301,10 +301,11 @@ auto interruptible(const Call& call) {
 
 // The pool words Python takes, timm's global_pool names beside the CLI's, each to the engine's choice:
 // the one place they are read.
-const std::pair<const char*, const char*> kPools[] = {
-    {"cls", "cls"}, {"token", "cls"}, {"mean", "mean"}, {"avg", "mean"}, {"map", "map"}};
+const std::pair<const char*, vit::Pool> kPools[] = {{"cls", vit::Pool::Token}, {"token", vit::Pool::Token},
+                                                    {"mean", vit::Pool::Avg},  {"avg", vit::Pool::Avg},
+                                                    {"map", vit::Pool::Map}};
 
-std::string pool_arg(const py::handle& pool) {
+vit::Pool pool_arg(const py::handle& pool) {
   if (!py::isinstance<py::str>(pool))
     throw py::type_error("pool must be a str ('cls', 'token', 'mean', 'avg' or 'map') or None, got " + type_name(pool));
   const std::string word = py::cast<std::string>(pool);
@@ -588,6 +589,7 @@ py::dict config(const vit::Classifier& c) {
   d["file"] = fs_str(m.file);
   d["arch"] = m.arch;
   d["family"] = m.family;
+  d["head"] = vit::head_kind_name(m.head);
   d["stored_as"] = m.stored_as;
   d["precision"] = m.precision;
   d["patch"] = m.patch;

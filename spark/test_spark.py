@@ -232,11 +232,12 @@ def submit(packed, *args, expect):
     t0 = time.perf_counter()
     run = subprocess.run(cmd, capture_output=True, text=True, env=environment)
     elapsed = time.perf_counter() - t0
-    app = re.search(r"application (app-[0-9-]+) on (local-cluster\[[0-9,]+\]|\S+)", run.stderr)  # amid the JVM's log
+    # The driver's stderr comes out on spark-submit's stdout (PySpark's runner merges the two), amid the JVM's log.
+    app = re.search(r"application (app-[0-9-]+) on (local-cluster\[[0-9,]+\]|\S+)", run.stdout + run.stderr)
     if app:
         shutil.rmtree(spark_home / "work" / app.group(1), ignore_errors=True)
     assert run.returncode == expect, f"{cmd}\nexit {run.returncode}\n{run.stderr[-5000:]}"
-    assert app and app.group(2) == "local-cluster[2,1,2048]", run.stderr[-3000:]  # spark-submit's master, not ours
+    assert app and app.group(2) == "local-cluster[2,1,2048]", (run.stdout + run.stderr)[-3000:]  # spark-submit's master, not ours
     return run, elapsed
 
 

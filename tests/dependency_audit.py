@@ -672,9 +672,12 @@ def main():
     # Programs -> files.
     for prog, who in sorted(programs.items()):
         if "/" in prog:
-            if not prog.startswith("/"):
-                continue  # the project's own: build/vit, scripts/...
-            path = prog if os.path.exists(prog) else None
+            if not prog.startswith("/") or prog.startswith(build + "/"):
+                continue  # the project's own: build/vit, scripts/..., the environments tests make in the build tree
+            if not os.path.exists(prog):  # made at run time and removed since (python -m build's isolated env)
+                vanished += 1
+                continue
+            path = prog
         else:
             path = shutil.which(prog, path=FRESH_PATH)
         if path is None:
@@ -719,7 +722,7 @@ def main():
     print(f"dependency audit: read {len(python_files)} Python files and {len(shell_scripts)} shell scripts; "
           f"{records} run records ({', '.join(sorted(ran)[:8]) or 'none'}{' ...' if len(ran) > 8 else ''}); {len(uses)} files of modules and programs, "
           f"owned by {checked['debian']} Debian packages, {checked['pip']} pip distributions and the project"
-          f"{f'; {vanished} modules made at run time and gone since' if vanished else ''}. scripts/setup.sh installs "
+          f"{f'; {vanished} modules and programs made at run time and gone since' if vanished else ''}. scripts/setup.sh installs "
           f"{len(apt_roots)} Debian packages ({len(apt_ok)} with their dependencies and the base system) and "
           f"{len(pip_roots)} pip requirements ({len(pip_ok)} with their dependencies)")
     if unrecorded:

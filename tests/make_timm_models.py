@@ -20,6 +20,10 @@ OUT_DIR/<name>/reference_168.safetensors        the same for the EVA-02 models a
                                                 position table resampled, the rotary grid rebuilt for 12x12
 OUT_DIR/beit/reference_256.safetensors          the same for BEiT at 256 px (16x16 patches): its relative
                                                 position tables resized by timm's resize_rel_pos_bias_table
+OUT_DIR/pe_core/reference_224.safetensors       the same for Perception Encoder at 224 px: the table resampled,
+                                                the rotary grid 14x14 rescaled to its 24x24 ref_feat_shape
+OUT_DIR/dinov3/reference_224.safetensors        the same for DINOv3 at 224 px (14x14 patches) and S+ at 192:
+OUT_DIR/dinov3_plus/reference_192.safetensors   the same model (dynamic_img_size), its rotary grid the input's
 Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity
 values, so a step the engine skipped or got wrong changes the outputs.
 """
@@ -52,9 +56,29 @@ SPECS = {
     "beit": ("beit_base_patch16_224", dict(SMALL, num_classes=10)),
     "eva02": ("eva02_tiny_patch14_224", dict(SMALL)),
     "eva02_base": ("eva02_base_patch14_224", dict(SMALL, num_classes=10)),
-    # Perception Encoder (eva.py): refused by name, with its config and without (its tensors are a CLIP tower's
-    # with an attention pool; its rotary embedding is in none).
+    # eva.py's ViT with a rotary embedding and no position table, one register token, average pooling.
+    "vit_rope": ("vit_base_patch16_rope_reg1_gap_256", dict(SMALL, num_classes=10)),
+    # Perception Encoder (eva.py): runs from its config, refused without it (its tensors are a CLIP tower's with
+    # an attention pool; its rotary embedding and its pool's 8 heads are in none).
     "pe_core": ("vit_pe_core_small_patch16_384", dict(SMALL, num_classes=16)),
+    # DINOv3 (eva.py): rotary only (rotate-half, temperature 100, coordinates normalised to the grid), class and
+    # 4 register tokens, layer scale; without q/k/v biases, with them (_qkvb), with a SwiGLU MLP (S+, aligned).
+    "dinov3": ("vit_small_patch16_dinov3", dict(SMALL)),
+    "dinov3_qkvb": ("vit_base_patch16_dinov3_qkvb", dict(SMALL, num_classes=10)),
+    "dinov3_plus": ("vit_small_plus_patch16_dinov3", dict(SMALL)),
+}
+# The models also referenced at another input size: (size, how the weights get there). "same": the model is
+# dynamic (the rotary grid follows the input), run as it is; else timm's model made at that size, the
+# weights through the family's checkpoint filter.
+OTHER_SIZES = {
+    "dinov2": (224, checkpoint_filter_fn),
+    "dinov2_reg": (224, checkpoint_filter_fn),
+    "eva02": (168, eva_filter_fn),
+    "eva02_base": (168, eva_filter_fn),
+    "beit": (256, beit_filter_fn),
+    "pe_core": (224, eva_filter_fn),
+    "dinov3": (224, "same"),
+    "dinov3_plus": (192, "same"),
 }
 
 
@@ -100,12 +124,12 @@ def main():
         save_file(refs, os.path.join(d, "reference.safetensors"),
                   metadata={"files": json.dumps(photos), "arch": arch})
         print(name, arch, {k: tuple(v.shape) for k, v in refs.items()})
-        for family, size, filter_fn in (("dinov2", 224, checkpoint_filter_fn), ("eva02", 168, eva_filter_fn),
-                                        ("beit", 256, beit_filter_fn)):
-            if family not in arch:
-                continue
-            small = timm.create_model(arch, pretrained=False, **dict(args, img_size=size)).eval()
-            small.load_state_dict(filter_fn(model.state_dict(), small))
+        if name in OTHER_SIZES:
+            size, filter_fn = OTHER_SIZES[name]
+            small = model
+            if filter_fn != "same":
+                small = timm.create_model(arch, pretrained=False, **dict(args, img_size=size)).eval()
+                small.load_state_dict(filter_fn(model.state_dict(), small))
             refs = {k: v.contiguous().float() for k, v in references(small, photos, size).items()}
             save_file(refs, os.path.join(d, f"reference_{size}.safetensors"),
                       metadata={"files": json.dumps(photos), "arch": arch})

@@ -43,9 +43,9 @@ install_test() {
   [[ "$objects" =~ ^\./(lib[^/]*)/vit/libvit_opencv_image\.so\ \./lib[^/]*/vit/libvit_opencv_video\.so\ $ ]] ||
     fail "a plain install must install OpenCV's two plugins and no other shared object (the Python module): $objects"
   local plugins="$prefix/${BASH_REMATCH[1]}/vit"
-  # The public headers stand alone on standard headers, in C++14 (the standard vit::vit asks for): each one.
+  # The public headers stand alone on standard headers, in C++17 (the standard vit::vit asks for): each one.
   for h in $headers; do
-    echo "#include <${h#./}>" | ${CXX:-c++} -std=c++14 -fsyntax-only -I"$prefix/include" -x c++ - ||
+    echo "#include <${h#./}>" | ${CXX:-c++} -std=c++17 -fsyntax-only -I"$prefix/include" -x c++ - ||
       fail "include/${h#./} does not compile alone"
   done
 

@@ -1,6 +1,7 @@
 // vit::Batcher on a tiny random model: each request's answers equal the Classifier's for its images alone,
 // however requests share batches; a request that does not fit the queue is refused at once, queueing
-// nothing; close() answers everything queued; bad options and a wrongly sized tensor are errors.
+// nothing; close() answers everything queued; embeddings of tensors are the Classifier's and work of the
+// caller's own runs alone in its turn; bad options and a wrongly sized tensor are errors.
 #include <gtest/gtest.h>
 #include <stb/stb_image_write.h>  // implementation: stb_image_write.cpp
 
@@ -103,6 +104,37 @@ TEST_F(BatcherTest, AFullQueueRefusesAtOnceAndCloseAnswersWhatWasQueued) {
   b.close();
   EXPECT_EQ(answered, 3);
   EXPECT_FALSE(b.submit({{"g", im}}, 1, done));  // closed
+}
+
+TEST_F(BatcherTest, TensorEmbeddingsEqualTheClassifiersAndWorkRunsAloneInItsTurn) {
+  BatcherOptions bo;
+  bo.max_batch = 4;
+  bo.max_delay_ms = 10000;  // until 4 images wait: the requests below queue up, then run in order
+  std::atomic<int> passes{0};
+  bo.around_pass = [&](const std::function<void()>& pass) { ++passes, pass(); };
+  Batcher b(*classifier_, bo);
+  const int64_t per = 3 * 32 * 32;
+  std::vector<float> pixels(size_t(2 * per));
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = float(i % 17) / 17.f - 0.5f;
+  EmbedOptions eo;
+  eo.normalize = true;
+  const std::vector<float> want = classifier_->embeddings(pixels.data(), 2, eo);
+  std::vector<std::string> order;  // the batching thread's, read after close()
+  ASSERT_TRUE(b.submit(pixels, 2, eo, [&](std::vector<float> rows, std::string error) {
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(rows, want);
+    order.push_back("embeddings");
+  }));
+  ASSERT_TRUE(b.submit([&] { order.push_back("work"); }, 1));
+  ASSERT_TRUE(b.submit(pixels, 2, [&](std::vector<float> logits, std::string error) {
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(logits, classifier_->logits(pixels.data(), 2));
+    order.push_back("logits");
+  }));
+  b.close();
+  // The work shared no pass: three passes, each inside around_pass.
+  EXPECT_EQ(order, (std::vector<std::string>{"embeddings", "work", "logits"}));
+  EXPECT_EQ(passes, 3);
 }
 
 TEST_F(BatcherTest, BadOptionsAndTensorsAreErrors) {

@@ -310,6 +310,16 @@ TEST_F(Cli, TokensRecordTheirPrefixAndGrid) {
   EXPECT_EQ(json_lines(r.out).at(0).value("prefix_tokens", -1), 0);
 }
 
+// --stats, as vit classify's: one line of images/s on stderr, the embeddings unchanged on stdout.
+TEST_F(Cli, EmbedStatsPrintsImagesPerSecond) {
+  const Result plain = run_vit("embed " + model() + " " + images_.file("a.jpg"));
+  const Result r = run_vit("embed " + model() + " --stats " + images_.file("a.jpg") + " " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("embedded 2 of 2 inputs in "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" img/s end to end (decode, preprocessing and inference; batch "), std::string::npos) << r.err;
+  EXPECT_EQ(json_lines(r.out).at(0), json_lines(plain.out).at(0));
+}
+
 TEST_F(Cli, EmbedHelpNamesEveryPool) {
   const Result r = run_vit("embed --help");
   EXPECT_NE(r.out.find("cls, mean or map"), std::string::npos) << r.out;

@@ -94,6 +94,18 @@ TEST_F(Families, DINOv2At224LikeTimm) {
 TEST_F(Families, BEiTLikeTimm) { expect_like_timm("beit"); }
 TEST_F(Families, EVA02TinyLikeTimm) { expect_like_timm("eva02"); }
 TEST_F(Families, EVA02BaseLikeTimm) { expect_like_timm("eva02_base"); }
+// eva.py's vit_base_patch16_rope_reg1_gap_256: rotary embedding, no position table, one register, GELU, mean pool.
+TEST_F(Families, RopeViTLikeTimm) {
+  expect_like_timm("vit_rope");
+  const ViTConfig c = ViT::load(model("vit_rope")).config();
+  EXPECT_EQ(c.family, Family::RopeViT);
+  EXPECT_TRUE(c.rope && !c.abs_pos && !c.class_token && c.layer_scale && !c.k_bias && c.fc_norm && !c.final_norm);
+  EXPECT_EQ(c.reg_tokens, 1);
+  EXPECT_EQ(c.act, Activation::Gelu);
+  EXPECT_EQ(c.pool, Pool::Avg);
+  EXPECT_EQ(c.rope_ref_h, 16);
+  EXPECT_EQ(c.tokens(), 16 * 16 + 1);
+}
 // At 168 px the position table is resampled and the rotary grid rebuilt at 12x12, rescaled to the 16x16
 // it was trained at (ref_feat_shape), as timm's model made at that size computes it.
 // At 256 px BEiT's 14x14 relative position tables are resized for 16x16 (timm's resize_rel_pos_bias_table:
@@ -104,10 +116,43 @@ TEST_F(Families, EVA02At168LikeTimm) {
   expect_like_timm("eva02_base", "reference_168.safetensors", 168);
 }
 
-// int8 and bf16 linear layers in the new blocks (SwiGLU's fused fc1, the folded q/v biases, BEiT's scaled
-// proj and fc2): the embeddings stay close to f32's.
+// DINOv3 (eva.py's vit_*_dinov3): its own rotary embedding (patch centres normalised to the grid, temperature
+// 100, rotate-half pairs) and no position table, class and 4 register tokens, layer scale, LayerNorm eps 1e-5;
+// without q/k/v biases, with q and v biases (_qkvb), with a SwiGLU MLP (S+). Pooled as timm's config says
+// (global_pool 'avg': the mean of the patch tokens).
+TEST_F(Families, DINOv3LikeTimm) {
+  expect_like_timm("dinov3");
+  expect_like_timm("dinov3_qkvb");
+  expect_like_timm("dinov3_plus");
+}
+// DINOv3 takes any input size (dynamic_img_size): the rotary grid follows the input, as timm's same model
+// computes it for a 224-px (14x14) and a 192-px (12x12) input.
+TEST_F(Families, DINOv3AtOtherSizesLikeTimm) {
+  expect_like_timm("dinov3", "reference_224.safetensors", 224);
+  expect_like_timm("dinov3_plus", "reference_192.safetensors", 192);
+}
+// Upstream's and Hugging Face's DINOv3 embedding is the class token (`--pool cls`): timm's normed tokens at 0.
+TEST_F(Families, DINOv3ClassTokenPoolLikeTimm) {
+  const SafeTensors ref(model("dinov3") + "/reference.safetensors");
+  ViT m = ViT::load(model("dinov3"));
+  EXPECT_EQ(m.config().pool, Pool::Avg);
+  m.set_pool(Pool::Token);
+  const int64_t B = ref.get("input").shape[0], T = m.config().tokens(), D = m.config().width;
+  auto plan = m.make_plan(B);
+  const auto input = ref.to_f32("input"), tokens = ref.to_f32("tokens");
+  std::memcpy(plan->input(), input.data(), input.size() * sizeof(float));
+  plan->run();
+  float worst = 0;
+  for (int64_t b = 0; b < B; ++b)
+    worst = std::max(worst, max_abs_diff(plan->features() + b * D, tokens.data() + b * T * D, size_t(D)));
+  EXPECT_LT(worst, 1e-4f);
+  std::printf("dinov3 --pool cls: max |difference| from timm's class token %.2e\n", double(worst));
+}
+
+// int8 and bf16 linear layers in the new blocks (SwiGLU's fused fc1, the folded q/v biases, BEiT's and DINOv3's
+// scaled proj and fc2, DINOv3's unbiased qkv): the embeddings stay close to f32's.
 TEST_F(Families, BEiTAndEVA02InLowerPrecision) {
-  for (const std::string name : {"beit", "eva02", "eva02_base"}) {
+  for (const std::string name : {"beit", "eva02", "eva02_base", "dinov3", "dinov3_plus"}) {
     const SafeTensors r(model(name) + "/reference.safetensors");
     const auto x = r.to_f32("input");
     std::vector<float> f32;
@@ -138,37 +183,37 @@ TEST_F(Families, BEiTAndEVA02InLowerPrecision) {
 }
 
 TEST_F(Families, FamilyNamed) {
-  EXPECT_EQ(ViT::load(model("deit3")).config().family, "DeiT III");
-  EXPECT_EQ(ViT::load(model("dinov2")).config().family, "DINOv2");
+  EXPECT_EQ(ViT::load(model("deit3")).config().family, Family::DeiT3);
+  EXPECT_EQ(ViT::load(model("dinov2")).config().family, Family::DINOv2);
   const ViTConfig reg = ViT::load(model("dinov2_reg")).config();
-  EXPECT_EQ(reg.family, "DINOv2");
+  EXPECT_EQ(reg.family, Family::DINOv2);
   EXPECT_EQ(reg.reg_tokens, 4);
   EXPECT_TRUE(reg.layer_scale);
   EXPECT_EQ(reg.classes, 0);
   EXPECT_EQ(reg.tokens(), 37 * 37 + 5);
   const ViTConfig clip = ViT::load(model("clip")).config(), quick = ViT::load(model("clip_quickgelu")).config();
-  EXPECT_EQ(clip.family, "CLIP image tower");
-  EXPECT_TRUE(clip.norm_pre && !clip.patch_bias && !clip.quick_gelu);
+  EXPECT_EQ(clip.family, Family::Clip);
+  EXPECT_TRUE(clip.norm_pre && !clip.patch_bias && clip.act != Activation::QuickGelu);
   EXPECT_EQ(clip.eps, 1e-5f);
-  EXPECT_TRUE(quick.quick_gelu);
+  EXPECT_EQ(quick.act, Activation::QuickGelu);
   const ViTConfig siglip = ViT::load(model("siglip")).config();
-  EXPECT_EQ(siglip.family, "SigLIP image tower");
+  EXPECT_EQ(siglip.family, Family::SigLIP);
   EXPECT_EQ(siglip.pool, Pool::Map);
   EXPECT_FALSE(siglip.class_token);
   const ViTConfig beit = ViT::load(model("beit")).config();
-  EXPECT_EQ(beit.family, "BEiT");
+  EXPECT_EQ(beit.family, Family::BEiT);
   EXPECT_EQ(beit.rel_pos_window, 14);
   EXPECT_TRUE(beit.layer_scale && beit.qkv_bias && !beit.k_bias && !beit.abs_pos && beit.fc_norm && !beit.final_norm);
   EXPECT_EQ(beit.pool, Pool::Avg);
   EXPECT_EQ(beit.heads, 2);
   const ViTConfig tiny = ViT::load(model("eva02")).config(), base = ViT::load(model("eva02_base")).config();
-  EXPECT_EQ(tiny.family, "EVA-02");
-  EXPECT_TRUE(tiny.rope && tiny.swiglu && tiny.qkv_fused && !tiny.scale_mlp && !tiny.k_bias && tiny.abs_pos);
+  EXPECT_EQ(tiny.family, Family::EVA02);
+  EXPECT_TRUE(tiny.rope && tiny.swiglu() && tiny.qkv_fused && !tiny.scale_mlp && !tiny.k_bias && tiny.abs_pos);
   EXPECT_EQ(tiny.rope_ref_h, 16);
   EXPECT_EQ(tiny.mlp, 170);  // int(64 * 4 * 2 / 3)
   EXPECT_EQ(tiny.classes, 0);
-  EXPECT_EQ(base.family, "EVA-02");
-  EXPECT_TRUE(base.rope && base.swiglu && !base.qkv_fused && base.scale_mlp && !base.k_bias);
+  EXPECT_EQ(base.family, Family::EVA02);
+  EXPECT_TRUE(base.rope && base.swiglu() && !base.qkv_fused && base.scale_mlp && !base.k_bias);
   EXPECT_EQ(base.classes, 10);
 }
 
@@ -309,17 +354,30 @@ TEST_F(Families, ArchitecturesAndOptionsTheEngineDoesNotRunAreRefusedByName) {
   EXPECT_NE(family_of_arch("vit_base_patch14_reg1_tipsv2"), nullptr);
 }
 
-// Perception Encoder (eva.py) is refused by name with its config, and without it: its tensors look like a CLIP
-// tower's with an attention pool (norm_pre, attn_pool, cls_token), as which it loaded and answered off by 1.5;
-// its rotary embedding and its pool's heads are in no tensor.
-TEST_F(Families, PerceptionEncoderRefusedWithItsConfigAndWithout) {
-  expect_error([&] { ViT::load(model("pe_core")); },
-               "Perception Encoder checkpoint: not supported yet (vit_pe_core_small_patch16_384)");
+// Perception Encoder (eva.py's vit_pe_core_*) runs from its config: a position table and a rotary embedding
+// ('xy' grid, offset 1, ref_feat_shape its own 24x24), norm_pre, the attention pool with 8 heads of its own
+// (the blocks have 2), the projection; at 384 px and at 224 (the table resampled, the rotary grid 14x14
+// rescaled to 24x24). Without its config it is refused: its tensors look like a CLIP tower's with an attention
+// pool (norm_pre, attn_pool, cls_token), as which it once loaded and answered off by 1.5; its rotary embedding
+// and its pool's heads are in no tensor.
+TEST_F(Families, PerceptionEncoderLikeTimm) {
+  expect_like_timm("pe_core");
+  expect_like_timm("pe_core", "reference_224.safetensors", 224);
+  const ViTConfig c = ViT::load(model("pe_core")).config();
+  EXPECT_EQ(c.family, Family::PE);
+  EXPECT_EQ(c.pool_heads(), 8);
+  EXPECT_EQ(c.head, HeadKind::Projection);
+}
+TEST_F(Families, PerceptionEncoderRefusedWithoutItsConfig) {
   TempDir d;
   const std::string bare = d.file("bare");
   ASSERT_EQ(run_shell("mkdir -p " + bare + " && ln -s " + model("pe_core") + "/model.safetensors " + bare + "/"), 0);
   expect_error([&] { ViT::load(bare); }, "an attention-pool head (attn_pool) beside class or register tokens or after "
                                          "norm_pre (as Perception Encoder has), without a config naming its architecture");
+  expect_error([&] { ViT::load(with_config(d, model("pe_core"), "lang", [](nlohmann::json& j) {
+                 j["architecture"] = "vit_pe_lang_large_patch14_448";
+               })); },
+               "Perception Encoder (lang or spatial) checkpoint: not supported yet (vit_pe_lang_large_patch14_448)");
 }
 
 // A timm CLIP tower's head is its projection into the joint image-text space, as OpenCLIP's and Hugging Face's
@@ -328,7 +386,7 @@ TEST_F(Families, PerceptionEncoderRefusedWithItsConfigAndWithout) {
 // quickgelu one's is metaclip_2pt5b). vit inspect says which, and the embedding width vit embed gives.
 TEST_F(Families, ACLIPTowersProjectionIsNoClassifier) {
   const std::string tower = model("clip_quickgelu");
-  EXPECT_TRUE(ViT::load(tower).config().head_is_projection);
+  EXPECT_EQ(ViT::load(tower).config().head, HeadKind::Projection);
   EXPECT_EQ(Classifier(tower).classes(), 0);
   test::Result r = run_vit("classify -m " + tower + " " + reference_photos()[0]);
   EXPECT_EQ(r.code, 2);
@@ -341,7 +399,7 @@ TEST_F(Families, ACLIPTowersProjectionIsNoClassifier) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   EXPECT_EQ(r.out.find("\nlabels "), std::string::npos) << r.out;
   // Fine-tuned on labels: a classifier.
-  EXPECT_FALSE(ViT::load(model("clip")).config().head_is_projection);
+  EXPECT_EQ(ViT::load(model("clip")).config().head, HeadKind::Classifier);
   EXPECT_EQ(Classifier(model("clip")).classes(), 32);
   TempDir d;
   const std::string tuned = with_config(d, tower, "tuned", [](nlohmann::json& j) { j["pretrained_cfg"]["tag"] = "openai_ft_in1k"; });

@@ -130,7 +130,7 @@ TEST_F(Layouts, FromPhotosLikeReference) {
 
 TEST_F(Layouts, SettingsFromEachLayout) {
   const ViTConfig dino = ViT::load(model("hf_dinov2")).config();
-  EXPECT_EQ(dino.family, "DINOv2");
+  EXPECT_EQ(dino.family, Family::DINOv2);
   EXPECT_EQ(dino.stored_as, "Hugging Face Dinov2Model names, F32");
   EXPECT_EQ(dino.img_h(), 224);  // preprocessor_config.json's crop
   EXPECT_EQ(dino.pos_grid_h, 37);
@@ -139,19 +139,19 @@ TEST_F(Layouts, SettingsFromEachLayout) {
   EXPECT_EQ(reg.reg_tokens, 4);
   EXPECT_TRUE(reg.no_embed_class && reg.pos_antialias);
   const ViTConfig clip = ViT::load(model("hf_clip")).config();
-  EXPECT_EQ(clip.family, "CLIP image tower");
-  EXPECT_TRUE(clip.quick_gelu && clip.norm_pre && clip.fc_norm && !clip.final_norm);
+  EXPECT_EQ(clip.family, Family::Clip);
+  EXPECT_TRUE(clip.act == Activation::QuickGelu && clip.norm_pre && clip.fc_norm && !clip.final_norm);
   EXPECT_EQ(clip.classes, 32);
   const ViTConfig siglip = ViT::load(model("hf_siglip")).config();
-  EXPECT_EQ(siglip.family, "SigLIP image tower");
-  EXPECT_TRUE(siglip.gelu_tanh && !siglip.class_token);
+  EXPECT_EQ(siglip.family, Family::SigLIP);
+  EXPECT_TRUE(siglip.act == Activation::GeluTanh && !siglip.class_token);
   EXPECT_EQ(siglip.pool, Pool::Map);
-  EXPECT_EQ(ViT::load(model("hf_siglip_full")).config().family, "SigLIP image tower");
+  EXPECT_EQ(ViT::load(model("hf_siglip_full")).config().family, Family::SigLIP);
   const ViTConfig oc = ViT::load(model("openclip")).config(), quick = ViT::load(model("openclip_quickgelu")).config();
   EXPECT_EQ(oc.stored_as, "OpenCLIP names, F32");
   EXPECT_EQ(oc.eps, 1e-5f);
-  EXPECT_FALSE(oc.quick_gelu);
-  EXPECT_TRUE(quick.quick_gelu);
+  EXPECT_NE(oc.act, Activation::QuickGelu);
+  EXPECT_EQ(quick.act, Activation::QuickGelu);
   EXPECT_EQ(oc.heads, 2);  // width 64 / head_width 32
 }
 

@@ -600,7 +600,8 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
       // 1000-class head (87117544 - 769000): the preset has none.
       {"vit_large_patch16_siglip_256", 315956224}, {"vit_large_patch16_siglip_384", 316283904},
       {"vit_so400m_patch14_siglip_224", 427680704}, {"vit_so400m_patch14_siglip_378", 428225600},
-      {"beitv2_large_patch16_224", 304430568},     {"eva02_base_patch14_448", 86348544}};
+      {"beitv2_large_patch16_224", 304430568},     {"eva02_base_patch14_448", 86348544},
+      {"vit_base_patch16_rope_reg1_gap_256", 86425576}};
   EXPECT_EQ(known_archs().size(), timm.size());
   std::mt19937 rng(5);
   std::set<std::string> ran;
@@ -609,8 +610,8 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
     ASSERT_EQ(timm.count(arch), 1u);
     const ViTConfig full = config_for_arch(arch);
     EXPECT_EQ(full.parameters(), timm.at(arch));
-    const std::string variant = full.family + (full.reg_tokens ? " registers" : "") + (full.scale_mlp ? " scale_mlp" : "") +
-                                (full.quick_gelu ? " quickgelu" : "");
+    const std::string variant = family_name(full.family) + std::string(full.reg_tokens ? " registers" : "") +
+                                (full.scale_mlp ? " scale_mlp" : "") + (full.act == Activation::QuickGelu ? " quickgelu" : "");
     if (!ran.insert(variant).second) continue;
     ViTConfig c = config_for_arch(arch, 4 * full.patch);
     EXPECT_EQ(c.tokens(), 16 + full.prefix_tokens());

@@ -184,7 +184,8 @@ class NaflexModel : public ::testing::Test {
 TEST_F(NaflexModel, EmbeddingsMatchTimmsNaflexPipeline) {
   ViT m = ViT::load(dir_ + "/model");
   EXPECT_TRUE(m.config().naflex);
-  EXPECT_EQ(m.config().family, "SigLIP 2 NaFlex image tower");
+  EXPECT_EQ(m.config().family, Family::NaFlex);
+  EXPECT_STREQ(family_name(m.config().family), "SigLIP 2 NaFlex image tower");
   for (const int n : budgets_) {
     m.set_max_patches(n);
     const auto batch = features(m, names_);

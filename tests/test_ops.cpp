@@ -559,6 +559,71 @@ TEST(RotaryTest, MatchesReference) {
   }
 }
 
+// The rotate-half layout (DINOv3, Naver's RoPE ViTs): channel i pairs with i + Dh/2 and both turn by angle i,
+// timm's x * cos + rope_rotate_half(x) * sin with sin, cos = cat([angles, angles]); against that written out
+// in double over whole rows, the prefix tokens and v untouched.
+TEST(RotaryTest, RotateHalfMatchesReference) {
+  const int64_t shapes[][5] = {{1, 261, 5, 4, 64}, {2, 21, 5, 6, 32}, {3, 17, 1, 4, 8}, {1, 5, 0, 2, 2}};
+  for (const auto& sh : shapes) {  // B, T, first, groups, Dh; rows of 3 * groups / 2 heads (q, k and v)
+    const int64_t B = sh[0], T = sh[1], first = sh[2], groups = sh[3], Dh = sh[4], stride = groups / 2 * 3 * Dh;
+    const int64_t half = Dh / 2;
+    std::mt19937 rng(uint32_t(B * 37 + T));
+    const auto x = random_vector(size_t(B * T * stride), rng, 2.f);
+    const auto angle = random_vector(size_t((T - first) * half), rng, 20.f);
+    std::vector<float> sin(angle.size()), cos(angle.size());
+    for (size_t i = 0; i < angle.size(); ++i) sin[i] = std::sin(angle[i]), cos[i] = std::cos(angle[i]);
+    std::vector<float> got = x;
+    Step s = rotary_step("rope", B, T, first, groups, Dh, stride, sin.data(), cos.data(), got.data(), RotaryLayout::Half);
+    run_step(s);
+    float worst = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t ch = 0; ch < stride; ++ch) {
+          const size_t at = size_t((b * T + t) * stride + ch);
+          double want = x[at];
+          if (t >= first && ch < groups * Dh) {
+            const int64_t j = ch % Dh;
+            const size_t head = at - size_t(j);
+            const double a = angle[size_t((t - first) * half + j % half)];
+            // rope_rotate_half(x) = cat([-x2, x1]): channel j < Dh/2 takes -x[j + Dh/2], the others x[j - Dh/2].
+            const double rotated = j < half ? -double(x[head + size_t(j + half)]) : double(x[head + size_t(j - half)]);
+            want = double(x[at]) * std::cos(a) + rotated * std::sin(a);
+          }
+          worst = std::max(worst, float(std::fabs(want - got[at])));
+        }
+    EXPECT_LT(worst, 2e-6f) << B << "x" << T << " from " << first << ", " << groups << " groups of " << Dh;
+  }
+}
+
+// RMSNorm: x * rsqrt(mean(x^2) + eps) * weight (timm's rms_norm), against it in double, in place and not.
+TEST(RmsNormTest, MatchesReference) {
+  const int64_t shapes[][2] = {{197, 64}, {5, 1024}, {1, 1}, {33, 1536}};  // M, D
+  for (const auto& sh : shapes) {
+    const int64_t M = sh[0], D = sh[1];
+    std::mt19937 rng(uint32_t(M * 7 + D));
+    const auto x = random_vector(size_t(M * D), rng, 3.f), gamma = random_vector(size_t(D), rng, 2.f);
+    Arena store;
+    const RmsNormWeights rn = make_rms_norm(store, gamma.data(), D, 1e-5f);
+    std::vector<float> got(x.size(), -9.f), inplace = x;
+    Step s = rms_norm_step("rms", rn, M, x.data(), got.data());
+    run_step(s);
+    Step t = rms_norm_step("rms", rn, M, inplace.data(), inplace.data());
+    run_step(t);
+    float worst = 0;
+    for (int64_t m = 0; m < M; ++m) {
+      double sq = 0;
+      for (int64_t i = 0; i < D; ++i) sq += double(x[size_t(m * D + i)]) * x[size_t(m * D + i)];
+      const double r = 1.0 / std::sqrt(sq / double(D) + 1e-5);
+      for (int64_t i = 0; i < D; ++i) {
+        const double want = x[size_t(m * D + i)] * r * gamma[size_t(i)];
+        worst = std::max(worst, float(std::fabs(want - got[size_t(m * D + i)]) / std::max(1.0, std::fabs(want))));
+      }
+    }
+    EXPECT_LT(worst, 2e-6f) << M << "x" << D;
+    EXPECT_EQ(got, inplace) << M << "x" << D;
+  }
+}
+
 // SwiGLU's gate: silu(gate) * values, against the formula in double.
 TEST(SwigluTest, MatchesReference) {
   const int64_t shapes[][2] = {{197, 170}, {257, 512}, {3, 1}, {50, 2048}};  // M, H

@@ -65,7 +65,7 @@ Outcome try_model(const std::string& dir, const SafeTensors& ref) {
   Outcome o;
   try {
     ViT m = ViT::load(dir);
-    o.family = m.config().family;
+    o.family = family_name(m.config().family);
     o.worst = run_on_photos(m, ref);
     o.runs = o.worst < kTolerance;
     if (!o.runs) o.wrong = "answers differ from timm's by " + std::to_string(o.worst);
@@ -219,9 +219,10 @@ TEST_F(Sweep, PresetsAreTimmsShapes) {
     EXPECT_EQ(c.img_h(), t["img_size"][0].get<int64_t>()) << name;
     EXPECT_FLOAT_EQ(c.eps, t["eps"].get<float>()) << name;
     const std::string act = t["act"];
-    EXPECT_EQ(c.quick_gelu, act == "QuickGELU") << name;
-    EXPECT_EQ(c.gelu_tanh, act == "GELUTanh") << name;
-    EXPECT_EQ(c.swiglu, act == "SiLU") << name;
+    EXPECT_EQ(c.act, act == "QuickGELU" ? Activation::QuickGelu
+                     : act == "GELUTanh" ? Activation::GeluTanh
+                     : act == "SiLU"     ? Activation::SwiGLU
+                                         : Activation::Gelu) << name;
     const auto head = [&](int64_t classes) { return (c.dist_token ? 2 : 1) * classes * (c.width + 1); };
     EXPECT_EQ(c.parameters() - head(c.classes), t["parameters"].get<int64_t>() - head(t["classes"].get<int64_t>()))
         << name;
@@ -253,7 +254,7 @@ TEST_F(Sweep, WhatTheTensorsAloneSayIsTheArchitectureOrRefused) {
     const auto facts = [](const ViTConfig& c) {
       return std::make_tuple(c.patch, c.width, c.depth, c.mlp, c.classes, c.class_token, c.reg_tokens, c.layer_scale,
                              c.norm_pre, c.attn_pool_mlp, c.dist_token, c.no_embed_class, c.final_norm, c.fc_norm,
-                             c.qkv_bias, c.k_bias, c.abs_pos, c.rel_pos_window, c.swiglu, c.scale_mlp, c.rope,
+                             c.qkv_bias, c.k_bias, c.abs_pos, c.rel_pos_window, c.swiglu(), c.scale_mlp, c.rope,
                              c.rope_ref_h, c.rope_ref_w, c.rope_temperature, c.rope_grid_offset, c.patch_bias,
                              c.pos_grid_h, c.pos_grid_w);
     };

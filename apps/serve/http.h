@@ -16,6 +16,7 @@ namespace vit::app {
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpRequest {
+  std::string peer;                     // the client's address:port, for the log
   std::string method, path, query;      // the target, split at '?'
   std::string content_type;
   std::string inference_header_length;  // KServe's Inference-Header-Content-Length, "" if absent

@@ -8,6 +8,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <array>
 #include <chrono>
 #include <list>
 #include <mutex>
@@ -23,7 +24,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
-using Clock = std::chrono::steady_clock;
 
 class Session;
 
@@ -69,7 +69,6 @@ class Session : public std::enable_shared_from_this<Session> {
   void refuse() {
     refused_ = true;
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-      self->started_ = Clock::now();
       self->stream_.expires_after(std::chrono::seconds(1));
       self->fail(busy("too many connections (" + std::to_string(self->server_.limits.max_connections) +
                       ", --max-connections)"));
@@ -100,7 +99,6 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_header(beast::error_code ec) {
-    started_ = Clock::now();
     if (gone(ec)) return close();
     if (ec && ec != http::error::body_limit)
       return fail(HttpError(ec == http::error::header_limit ? 431 : 400, "bad HTTP request: " + ec.message()));
@@ -151,9 +149,9 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec) return fail(HttpError(400, "bad HTTP request: " + ec.message()));
     state_ = State::answering;
-    started_ = Clock::now();
     auto& req = parser_->get();
     HttpRequest hr;
+    hr.peer = peer_;
     hr.method = method_;
     hr.path = path_;
     hr.query = query_;
@@ -173,8 +171,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // An error met before the request reached the handler: answered in the path's form, and the connection
   // closed (its body, if any, is unread).
   void fail(const HttpError& e) {
-    HttpResponse r = server_.handler.error(method_, path_, e);
+    HttpResponse r = server_.handler.error(peer_, method_, path_, e);
     r.close = true;
+    unread_ = !refused_;
     state_ = State::answering;
     answer(std::move(r));
   }
@@ -190,12 +189,27 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.body() = std::move(r.body);
     res_.keep_alive(!r.close && !server_.stopping);
     res_.prepare_payload();
-    const double secs = std::chrono::duration<double>(Clock::now() - started_).count();
-    spdlog::debug("{} {} {} {} {:.1f} ms", peer_, method_, path_ + (query_.empty() ? "" : "?" + query_), r.status, secs * 1e3);
     http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
       self->give_back();
+      if (!ec && self->unread_) return self->linger();
       if (ec || !self->res_.keep_alive()) return self->close();
       self->read_request();
+    });
+  }
+
+  // After an answer that left the request's body unread: stop sending and read (and drop) what the client
+  // still sends, for at most a second, before closing. Closing with unread bytes would reset the connection,
+  // and a reset can reach the client before it has read the answer (a 503 or 413 it never sees).
+  void linger() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::seconds(1));
+    drain();
+  }
+  void drain() {
+    stream_.async_read_some(net::buffer(dropped_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->close();
+      self->drain();
     });
   }
 
@@ -231,9 +245,10 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
   std::string peer_ = "-", method_ = "-", path_ = "-", query_;
-  Clock::time_point started_;
   State state_ = State::reading;
   bool refused_ = false;  // past max_connections, so not counted
+  bool unread_ = false;   // answered before its body was read: linger() before closing
+  std::array<char, 16384> dropped_;  // what linger() reads
   int64_t held_ = 0;      // bytes of --max-bodies-mb this request holds, given back once its answer is written
   // Stored here: Beast keeps a reference to the chunk callback. Holds each chunk before it is read.
   std::function<void(uint64_t, beast::string_view, beast::error_code&)> on_chunk_;

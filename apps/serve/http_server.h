@@ -31,7 +31,8 @@ class Handler {
   virtual void handle(HttpRequest request, std::function<void(HttpResponse)> done) = 0;
   // How an error met before the request reached handle() (a body too large, a full budget, a bad
   // header) is written for a path ("-" when the header was not read): the protocols' error forms differ.
-  virtual HttpResponse error(const std::string& method, const std::string& path, const HttpError& e) = 0;
+  virtual HttpResponse error(const std::string& peer, const std::string& method, const std::string& path,
+                             const HttpError& e) = 0;
 };
 
 class HttpServer {

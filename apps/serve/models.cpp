@@ -1,7 +1,8 @@
-// The served models of models.h: finding them, pricing images against the pixel budget, and the metrics
-// families of the work they do.
+// The served models of models.h: finding them, pricing images against the pixel budget, taking turns, and
+// the metrics families of the work they do, each sample labelled with its model.
 #include "models.h"
 
+#include <chrono>
 #include <cstdio>
 
 namespace vit::app {
@@ -24,37 +25,64 @@ std::string megapixels(int64_t pixels) {
   return buf;
 }
 
+std::string quoted_names(const std::vector<std::unique_ptr<ServedModel>>& models) {
+  std::string names;
+  for (const auto& m : models) names += (names.empty() ? "'" : ", '") + m->name + "'";
+  return names;
+}
+
 }  // namespace
 
+void Turns::run(const std::function<void()>& pass) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t mine = next_++;
+  turn_.wait(lock, [&] { return serving_ == mine; });
+  lock.unlock();
+  pass();  // the Batcher's pass, which catches what its Classifier calls throw
+  lock.lock();
+  ++serving_;
+  turn_.notify_all();
+}
+
 Service::Service(const ServiceOptions& options, Metrics& metrics)
-    : opt_(options), metrics_(metrics), pixels_(options.max_queue_pixels) {
-  metrics_.histogram("vit_queue_wait_seconds", "Time a request waited in the batch queue.",
+    : opt_(options), metrics_(metrics), pixels_(options.max_queue_pixels),
+      started_(double(std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count())) {
+  metrics_.histogram("vit_queue_wait_seconds", "Time a request waited in its model's batch queue.",
                      {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
   metrics_.histogram("vit_batch_size", "Images per forward pass.", {1, 2, 4, 8, 16, 32, 64, 128, 256});
   metrics_.histogram("vit_inference_duration_seconds", "Decode, preprocessing and forward pass of one batch.",
                      {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
-  for (const char* name : {"vit_queue_wait_seconds", "vit_batch_size", "vit_inference_duration_seconds"})
-    metrics_.start(name, {});
-  metrics_.read("vit_queue_depth", Metrics::Kind::Gauge, "Images waiting for a forward pass.", {}, [this] {
-    int64_t n = 0;
-    for (const auto& m : models_) n += m->batcher->queued();
-    return double(n);
-  });
-  metrics_.counter("vit_images_classified_total", "Images classified.");
-  metrics_.counter("vit_images_failed_total", "Images that could not be classified (undecodable, too large).");
+  metrics_.counter("vit_images_classified_total", "Images answered (classified or embedded).");
+  metrics_.counter("vit_images_failed_total", "Images that could not be answered (undecodable, too large).");
   metrics_.read("vit_queued_pixels", Metrics::Kind::Gauge,
                 "Pixels the queued images declare (waiting or being decoded), at most --max-queue-mp.", {},
                 [this] { return double(pixels_.used()); });
 }
 
-void Service::add(std::unique_ptr<ServedModel> model) { models_.push_back(std::move(model)); }
+void Service::add(std::unique_ptr<ServedModel> model) {
+  const ServedModel* m = model.get();
+  for (const char* name : {"vit_queue_wait_seconds", "vit_batch_size", "vit_inference_duration_seconds",
+                           "vit_images_classified_total", "vit_images_failed_total"})
+    metrics_.start(name, m->labels());
+  metrics_.read("vit_queue_depth", Metrics::Kind::Gauge, "Images waiting for a forward pass.", m->labels(),
+                [m] { return double(m->batcher->queued()); });
+  metrics_.read("vit_model_ready", Metrics::Kind::Gauge, "1 once the model has run every batch size it runs.",
+                m->labels(), [m] { return m->ready ? 1.0 : 0.0; });
+  models_.push_back(std::move(model));
+}
 
 ServedModel& Service::model(const std::string& name) const {
   for (const auto& m : models_)
     if (m->name == name) return *m;
-  std::string names;
-  for (const auto& m : models_) names += (names.empty() ? "'" : ", '") + m->name + "'";
-  throw HttpError(404, "no model named '" + name + "'; this server has " + names, "model");
+  throw HttpError(404, "no model named '" + name + "'; this server has " + quoted_names(models_), "model");
+}
+
+ServedModel& Service::only_model(const std::string& how_to_name) const {
+  if (models_.size() != 1)
+    throw HttpError(400, "this server has several models (" + quoted_names(models_) + "): name one with " + how_to_name,
+                    "model");
+  return *models_.front();
 }
 
 bool Service::ready() const {
@@ -85,19 +113,35 @@ HttpError Service::queue_full() const {
   return busy("the queue is full (" + std::to_string(opt_.max_queue) + " images, --max-queue)");
 }
 
+const Explainer& ServedModel::explainer() {
+  if (!explainer_ && explainer_error_.empty()) {
+    try {
+      explainer_ = std::make_unique<Explainer>(path, explain_options);
+      if (explainer_->classes() == 0) throw Error("model has no classes to explain");
+    } catch (const std::exception& e) {
+      explainer_.reset();
+      explainer_error_ = e.what();
+    }
+  }
+  if (!explainer_) throw HttpError(400, "model '" + name + "' cannot be explained: " + explainer_error_);
+  return *explainer_;
+}
+
 void Service::require_classes(const ServedModel& m) {
-  if (m.classes == 0) throw HttpError(400, "model '" + m.name + "' has no classifier head (embeddings only)");
+  if (m.classes > 0) return;
+  throw HttpError(400, "model '" + m.name + "' has no classifier head (embeddings only): ask POST /v1/embeddings or "
+                       "KServe's 'embedding' output (a CLIP or SigLIP tower served with --text-embeddings labels images)");
 }
 
-void Service::images_done(int64_t classified, int64_t failed) {
-  metrics_.add("vit_images_classified_total", {}, double(classified));
-  metrics_.add("vit_images_failed_total", {}, double(failed));
+void Service::images_done(const ServedModel& m, int64_t done, int64_t failed) {
+  metrics_.add("vit_images_classified_total", m.labels(), double(done));
+  metrics_.add("vit_images_failed_total", m.labels(), double(failed));
 }
 
-void Service::batch_done(const BatchStats& s) {
-  metrics_.observe("vit_batch_size", {}, double(s.images));
-  metrics_.observe("vit_inference_duration_seconds", {}, s.run_s);
-  for (double w : s.waits_s) metrics_.observe("vit_queue_wait_seconds", {}, w);
+void Service::batch_done(const ServedModel& m, const BatchStats& s) {
+  metrics_.observe("vit_batch_size", m.labels(), double(s.images));
+  metrics_.observe("vit_inference_duration_seconds", m.labels(), s.run_s);
+  for (double w : s.waits_s) metrics_.observe("vit_queue_wait_seconds", m.labels(), w);
 }
 
 }  // namespace vit::app

@@ -1,10 +1,14 @@
-// The models `vit serve` serves and what every endpoint shares about them: each model's Classifier and
-// batching queue, finding a model by name (404 naming the served ones), pricing a request's images in
-// pixels from their headers against --max-queue-mp before they are queued, and the metrics of the work.
+// The models `vit serve` serves and what every endpoint shares about them: each model's Classifier,
+// batching queue and embedding, finding a model by name (404 naming the served ones), pricing a request's
+// images in pixels from their headers against --max-queue-mp before they are queued, forward passes of
+// several models taking turns on the cores, and the per-model metrics of the work.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +17,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "vit/batcher.h"
+#include "vit/explain.h"
 #include "vit/vit.h"
 
 namespace vit::app {
@@ -24,21 +29,53 @@ struct ServedModel {
   std::unique_ptr<Classifier> classifier;
   std::unique_ptr<Batcher> batcher;
   ModelInfo info;
-  int64_t classes = 0;  // the labels it answers: 0 for a model without a classifier head
+  int64_t classes = 0;       // the labels it answers (its head's, or text embeddings'); 0: none
+  bool head_embedding = false;  // the embedding it serves is its head's output (else the pre-logits)
+  int64_t embedding_size = 0;
   std::atomic<bool> ready{false};
+  // /v1/explain: an f32 copy of the model whose Plans keep every block's attention, loaded from `path`
+  // with `explain_options` at the model's first explain request, on its batching thread.
+  std::string path;
+  ExplainOptions explain_options;
+  // The explainer, loaded at the first call (on the batching thread, which calls it alone); throws
+  // HttpError 400 for a model it cannot explain.
+  const Explainer& explainer();
+  std::unique_ptr<Explainer> explainer_;
+  std::string explainer_error_;  // why it could not be loaded, answered to every explain request
+  Labels labels() const { return {{"model", name}}; }  // its metrics' labels
+  // Its embedding options; normalize: unit length.
+  EmbedOptions embed(bool normalize) const {
+    EmbedOptions o;
+    o.head = head_embedding;
+    o.normalize = normalize;
+    return o;
+  }
 };
 
 struct ServiceOptions {
   int max_batch = 16;
   int max_queue = 256;                     // images queued at most, per model
+  int max_inputs = 256;                    // inputs of one /v1/embeddings request
   int64_t max_pixels = 40'000'000;         // one image
   int64_t max_queue_pixels = 64'000'000;   // the queued images of all models
+};
+
+// Forward passes of several models, first come first served, one at a time: two OpenMP teams at once
+// would oversubscribe the cores.
+class Turns {
+ public:
+  void run(const std::function<void()>& pass);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable turn_;
+  uint64_t next_ = 0, serving_ = 0;
 };
 
 class Service {
  public:
   Service(const ServiceOptions& options, Metrics& metrics);
-  // Takes a loaded model; its batching queue starts here.
+  // Takes a loaded model; its batching queue is running.
   void add(std::unique_ptr<ServedModel> model);
 
   const ServiceOptions& options() const { return opt_; }
@@ -46,27 +83,31 @@ class Service {
   const std::vector<std::unique_ptr<ServedModel>>& models() const { return models_; }
   // The model a request names; throws 404 naming the served ones.
   ServedModel& model(const std::string& name) const;
+  // The one model a request that names none means; several served: 400 asking for a name.
+  ServedModel& only_model(const std::string& how_to_name) const;
   bool ready() const;
+  double started() const { return started_; }  // seconds since the epoch
 
   // Prices encoded images in pixels from their headers and takes them from --max-queue-mp: throws 413
   // for more than the whole budget, 503 (Retry-After) when it is full now. Returns what to give back.
   int64_t take_pixels(const EncodedImages& images);
   void give_pixels(int64_t pixels) { pixels_.give(pixels); }
-  // A request of n images must fit in the queue at all (413), then find room in it now (503).
+  // A request of n images must fit in a queue at all (413).
   void check_queue_room(int64_t n) const;
   HttpError queue_full() const;
-  // A model without a classifier head asked for classes: 400.
+  // A model without classes asked for some: 400 pointing to what it answers.
   static void require_classes(const ServedModel& m);
 
   // The work done, for /metrics.
-  void images_done(int64_t classified, int64_t failed);
-  void batch_done(const BatchStats& stats);
+  void images_done(const ServedModel& m, int64_t done, int64_t failed);
+  void batch_done(const ServedModel& m, const BatchStats& stats);
 
  private:
   ServiceOptions opt_;
   Metrics& metrics_;
   Budget pixels_;
   std::vector<std::unique_ptr<ServedModel>> models_;
+  double started_;
 };
 
 }  // namespace vit::app

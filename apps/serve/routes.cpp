@@ -67,6 +67,7 @@ Router::Match Router::match(const std::string& method, const std::string& path) 
     }
     if (!same) continue;
     m.endpoint = r.pattern;
+    m.form = r.form;
     if (r.method == method) {
       m.route = &r;
       m.params = std::move(params);
@@ -77,17 +78,24 @@ Router::Match Router::match(const std::string& method, const std::string& path) 
   return m;
 }
 
-void Router::count(const std::string& endpoint, int status, double seconds) {
-  metrics_.add("vit_requests_total", {{"endpoint", endpoint}, {"status", std::to_string(status)}});
-  metrics_.observe("vit_request_duration_seconds", {{"endpoint", endpoint}}, seconds);
+void Router::answered(const HttpRequest& req, const std::string& endpoint, const std::string& model, int status,
+                      double seconds) {
+  Labels labels{{"endpoint", endpoint}};
+  if (!model.empty()) labels.push_back({"model", model});
+  metrics_.observe("vit_request_duration_seconds", labels, seconds);
+  labels.push_back({"status", std::to_string(status)});
+  metrics_.add("vit_requests_total", labels);
+  spdlog::debug("{} {} {}{}{} {} {:.1f} ms{}{}", req.peer, req.method, req.path, req.query.empty() ? "" : "?", req.query,
+                status, seconds * 1e3, model.empty() ? "" : " model ", model);
 }
 
 void Router::handle(HttpRequest request, std::function<void(HttpResponse)> done) {
   const Clock::time_point started = Clock::now();
   Match m = match(request.method, request.path);
-  const ErrorForm form = m.route ? m.route->form : ErrorForm::Plain;
-  Reply reply([this, done = std::move(done), endpoint = m.endpoint, started](HttpResponse r) {
-    count(endpoint, r.status, std::chrono::duration<double>(Clock::now() - started).count());
+  const ErrorForm form = m.form;
+  HttpRequest head{request.peer, request.method, request.path, request.query, "", "", ""};  // for the log
+  Reply reply([this, done = std::move(done), endpoint = m.endpoint, started, head](HttpResponse r, const std::string& model) {
+    answered(head, endpoint, model, r.status, std::chrono::duration<double>(Clock::now() - started).count());
     done(std::move(r));
   }, form);
   if (!m.route) {
@@ -109,10 +117,11 @@ void Router::handle(HttpRequest request, std::function<void(HttpResponse)> done)
   }
 }
 
-HttpResponse Router::error(const std::string& method, const std::string& path, const HttpError& e) {
+HttpResponse Router::error(const std::string& peer, const std::string& method, const std::string& path,
+                           const HttpError& e) {
   const Match m = match(method, path);
-  const ErrorForm form = m.route ? m.route->form : ErrorForm::Plain;
-  count(m.endpoint, e.status(), 0);
+  const ErrorForm form = m.form;
+  answered({peer, method, path, "", "", "", ""}, m.endpoint, "", e.status(), 0);
   return error_answer(form, e);
 }
 

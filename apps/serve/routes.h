@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,13 +24,17 @@ HttpResponse error_answer(ErrorForm form, const HttpError& e);
 // error written in its route's form.
 class Reply {
  public:
-  Reply(std::function<void(HttpResponse)> done, ErrorForm form) : done_(std::move(done)), form_(form) {}
-  void operator()(HttpResponse r) const { done_(std::move(r)); }
-  void fail(const HttpError& e) const { done_(error_answer(form_, e)); }
+  Reply(std::function<void(HttpResponse, const std::string& model)> done, ErrorForm form)
+      : done_(std::move(done)), form_(form), model_(std::make_shared<std::string>()) {}
+  void operator()(HttpResponse r) const { done_(std::move(r), *model_); }
+  void fail(const HttpError& e) const { done_(error_answer(form_, e), *model_); }
+  // The model the request is for, once known: its metrics label and log line name it.
+  void model(const std::string& name) const { *model_ = name; }
 
  private:
-  std::function<void(HttpResponse)> done_;
+  std::function<void(HttpResponse, const std::string&)> done_;
   ErrorForm form_;
+  std::shared_ptr<std::string> model_;
 };
 
 using PathParams = std::map<std::string, std::string>;  // the {name} segments, %-decoded
@@ -46,17 +51,21 @@ class Router : public Handler {
   // not_found: what a 404 for an unknown path adds, the endpoints there are.
   Router(std::vector<Route> routes, Metrics& metrics, std::string not_found);
   void handle(HttpRequest request, std::function<void(HttpResponse)> done) override;
-  HttpResponse error(const std::string& method, const std::string& path, const HttpError& e) override;
+  HttpResponse error(const std::string& peer, const std::string& method, const std::string& path,
+                     const HttpError& e) override;
 
  private:
   struct Match {
     const Route* route = nullptr;   // the route for the method and path, or
     std::vector<std::string> allow;  // the methods the path takes (405), none for an unknown path (404)
     std::string endpoint = "other";  // the pattern matched, for the metrics
+    ErrorForm form = ErrorForm::Plain;  // the form of the path's routes
     PathParams params;
   };
   Match match(const std::string& method, const std::string& path) const;
-  void count(const std::string& endpoint, int status, double seconds);
+  // Counts an answer under its endpoint and model, and logs it with -v.
+  void answered(const HttpRequest& req, const std::string& endpoint, const std::string& model, int status,
+                double seconds);
 
   std::vector<Route> routes_;
   Metrics& metrics_;

@@ -1,10 +1,12 @@
-// `vit serve`: its flags, start-up and shutdown. Loads the model, builds the route table (v1.h, kserve.h)
-// over the served models (models.h) and the connections (http_server.h), warms every batch size up, and
-// prints the memory bound. SIGINT, SIGTERM and SIGHUP are taken by one sigwait thread (every other thread
+// `vit serve`: its flags, start-up and shutdown. Loads the models (model_flags.h), builds the route table
+// (v1.h, openai.h, kserve.h) over the served models (models.h) and the connections (http_server.h), warms
+// every batch size up, and prints the memory bound. SIGINT, SIGTERM and SIGHUP are taken by one sigwait thread (every other thread
 // keeps them blocked): the server stops accepting, answers what it has read, and exits 0; a second SIGINT
 // exits at once.
 #include <malloc.h>
 #include <pthread.h>
+
+#include <sched.h>
 
 #include <csignal>
 #include <cstdio>
@@ -14,9 +16,12 @@
 
 #include "apps/command.h"
 #include "apps/options.h"
+#include "apps/output.h"
 #include "http_server.h"
 #include "kserve.h"
+#include "model_flags.h"
 #include "models.h"
+#include "openai.h"
 #include "routes.h"
 #include "v1.h"
 #include "vit/batcher.h"
@@ -28,10 +33,9 @@ namespace {
 constexpr int kExitInterrupted = 130;  // a second SIGINT: 128 + SIGINT, as a shell reports it
 
 struct ServeOptions {
-  ModelOptions model;
-  std::string name;
+  ModelFlags models;
   HttpLimits http;
-  int max_batch = 16, max_delay_ms = 0, max_queue = 256, max_queue_mp = 64;
+  int max_batch = 16, max_delay_ms = 0, max_queue = 256, max_queue_mp = 64, max_inputs = 256;
   int64_t max_pixels = 40'000'000;
 };
 
@@ -100,42 +104,81 @@ struct Server {
   std::unique_ptr<Service> service;
   std::unique_ptr<Router> router;
   std::unique_ptr<HttpServer> http;
+  std::shared_ptr<Turns> turns;       // when the models' passes take turns on the cores
   std::atomic<bool> counting{false};  // the warm-up passes are not counted
   std::string address;
 };
 
-std::unique_ptr<ServedModel> load(const ServeOptions& o, Server* server) {
-  ClassifierOptions co = classifier_options(o.model);
+// The cores this process may run on.
+int cores() {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : int(std::thread::hardware_concurrency());
+}
+
+// Several models take turns on the cores unless their --threads add up to no more than them.
+std::shared_ptr<Turns> turns_for(const std::vector<ModelSpec>& specs) {
+  if (specs.size() < 2) return nullptr;
+  int threads = 0;
+  for (const ModelSpec& s : specs) threads += s.model.threads > 0 ? s.model.threads : cores();
+  return threads <= cores() ? nullptr : std::make_shared<Turns>();
+}
+
+// One model loaded, its batching queue running; a model that cannot be loaded stops start-up naming it.
+std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, Server* server) {
+  ClassifierOptions co = classifier_options(spec.model);
   co.batch = o.max_batch;
   co.keep_logits = true;
   co.max_pixels = o.max_pixels;
+  co.text_embeddings = spec.text_embeddings;
   auto m = std::make_unique<ServedModel>();
-  m->classifier = std::make_unique<Classifier>(load_classifier(o.model, co));
+  m->name = spec.name;
+  try {
+    m->classifier = std::make_unique<Classifier>(load_classifier(spec.model, co));
+  } catch (const std::exception& e) {
+    throw Error("model " + spec.name + ": " + e.what());
+  }
   m->info = m->classifier->info();
-  m->name = o.name.empty() ? m->info.name : o.name;
+  m->path = m->info.file;
+  m->explain_options.threads = spec.model.threads;
+  m->explain_options.config = spec.model.config;
+  m->explain_options.img_size = spec.model.img_size;
+  m->explain_options.max_pixels = o.max_pixels;
+  m->explain_options.text_embeddings = spec.text_embeddings;
+  m->explain_options.picture_software = kPngSoftware;
   m->classes = m->classifier->classes();
+  m->head_embedding = spec.embedding == EmbeddingChoice::Head ||
+                      (spec.embedding == EmbeddingChoice::Default && m->info.head == HeadKind::Projection);
+  m->embedding_size = m->classifier->embedding_size(m->embed(true));
   BatcherOptions bo;
   bo.max_batch = o.max_batch;
   bo.max_delay_ms = o.max_delay_ms;
   bo.max_queue = o.max_queue;
-  m->batcher = std::make_unique<Batcher>(*m->classifier, bo, [server](const BatchStats& s) {
-    if (server->counting) server->service->batch_done(s);
+  if (server->turns) {
+    std::shared_ptr<Turns> turns = server->turns;
+    bo.around_pass = [turns](const std::function<void()>& pass) { turns->run(pass); };
+  }
+  const ServedModel* model = m.get();
+  m->batcher = std::make_unique<Batcher>(*m->classifier, bo, [server, model](const BatchStats& s) {
+    if (server->counting) server->service->batch_done(*model, s);
   });
   return m;
 }
 
 std::unique_ptr<Server> make_server(const ServeOptions& o) {
+  const std::vector<ModelSpec> specs = model_specs(o.models);
   auto s = std::make_unique<Server>();
   s->opt = o;
-  s->service = std::make_unique<Service>(ServiceOptions{o.max_batch, o.max_queue, o.max_pixels,
+  s->turns = turns_for(specs);
+  s->service = std::make_unique<Service>(ServiceOptions{o.max_batch, o.max_queue, o.max_inputs, o.max_pixels,
                                                         int64_t(o.max_queue_mp) * 1'000'000}, s->metrics);
-  s->service->add(load(o, s.get()));
+  for (const ModelSpec& spec : specs) s->service->add(load(spec, o, s.get()));
   std::vector<Route> routes;
   add_v1_routes(*s->service, &routes);
+  add_openai_routes(*s->service, &routes);
   add_kserve_routes(*s->service, &routes);
   s->router = std::make_unique<Router>(std::move(routes), s->metrics,
-                                       "POST /v1/classify, GET /metrics, KServe v2 under /v2: /v2/health/live, "
-                                       "/v2/health/ready, /v2/models/NAME[/ready|/infer]");
+                                       "GET / (the page), POST /v1/classify, /v1/explain, /v1/embeddings, GET /v1/models, /metrics, KServe v2 under "
+                                       "/v2: /v2/health/live, /v2/health/ready, /v2/models/NAME[/ready|/infer]");
   s->http = std::make_unique<HttpServer>(o.http, *s->router);
   const HttpServer* http = s->http.get();
   using Kind = Metrics::Kind;
@@ -153,15 +196,19 @@ std::unique_ptr<Server> make_server(const ServeOptions& o) {
 int run(Server& s) {
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-answer is an error code, not the end of the server
   const ServeOptions& o = s.opt;
-  const ServedModel& m = *s.service->models().front();
+  std::string models;
+  for (const auto& m : s.service->models()) {
+    const std::string answers = m->classes > 0 ? std::to_string(m->classes) + " classes"
+                                                : "embeddings of " + std::to_string(m->embedding_size);
+    models += (models.empty() ? "model " : ", model ") + m->name + " (" + m->info.file + ", " + m->info.precision + ", " +
+              answers + ", " + std::to_string(m->info.input_height) + "x" + std::to_string(m->info.input_width) + ")";
+  }
   std::fprintf(stderr,
-               "vit serve: model %s (%s, %s, %lld classes, %lldx%lld) at http://%s, max batch %d, max delay %d ms, "
-               "queue %d images and %d MP, body %d MB, bodies %d MB, image %lld pixels, timeout %d s, "
-               "%d connections, %d threads\n",
-               m.name.c_str(), m.info.file.c_str(), m.info.precision.c_str(), (long long)m.classes,
-               (long long)m.info.input_height, (long long)m.info.input_width, s.address.c_str(), o.max_batch,
-               o.max_delay_ms, o.max_queue, o.max_queue_mp, o.http.max_body_mb, o.http.max_bodies_mb,
-               (long long)o.max_pixels, o.http.timeout_s, o.http.max_connections, set_threads(0));
+               "vit serve: %s at http://%s, max batch %d, max delay %d ms, queue %d images and %d MP, body %d MB, "
+               "bodies %d MB, image %lld pixels, inputs %d, timeout %d s, %d connections, %d threads%s\n",
+               models.c_str(), s.address.c_str(), o.max_batch, o.max_delay_ms, o.max_queue, o.max_queue_mp,
+               o.http.max_body_mb, o.http.max_bodies_mb, (long long)o.max_pixels, o.max_inputs, o.http.timeout_s,
+               o.http.max_connections, set_threads(0), s.turns ? ", the models' passes taking turns" : "");
   std::fflush(stderr);
   std::thread connections([&s] { s.http->run(); });
   // The first signal drains; a second SIGINT ends the process at once.
@@ -211,12 +258,12 @@ std::function<int()> prepare_serve(const ServeOptions& o) {
 
 void add_serve_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<ServeOptions>();
-  CLI::App* cmd = app.add_subcommand("serve", "classify images over HTTP: /v1/classify, KServe v2, /metrics");
-  add_model_options(cmd, &o->model);
-  add_max_patches_option(cmd, &o->model.max_patches);
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "classify and embed images over HTTP: /v1/classify, /v1/embeddings (OpenAI's), KServe v2, /metrics");
+  add_model_flags(cmd, &o->models);
   cmd->add_option("--host", o->http.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
   add_number_option(cmd, "--port", &o->http.port, 0, 65535, "port to listen on (0: any free one, printed at start-up)");
-  cmd->add_option("--name", o->name, "the model's name in /v2/models/NAME (default: the model folder's name)");
+  add_number_option(cmd, "--max-inputs", &o->max_inputs, 1, 1 << 20, "inputs of one /v1/embeddings request at most (400 past it)");
   add_number_option(cmd, "--max-batch", &o->max_batch, 1, int(kMaxBatch), "images per forward pass at most");
   add_number_option(cmd, "--max-delay-ms", &o->max_delay_ms, 0, 10000,
                     "after a request arrives, wait this long for others to fill its batch");

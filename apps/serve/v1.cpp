@@ -1,6 +1,9 @@
 // The /v1 routes and /metrics of v1.h: reading a request's images from its body, queueing them on the
-// model's Batcher, and answering each image's top classes or its error.
+// model's Batcher, and answering each image's top classes or its error, or one image's attention picture;
+// the web page at GET /.
 #include "v1.h"
+
+#include "page.h"
 
 namespace vit::app {
 
@@ -16,15 +19,11 @@ json top_json(const Result& r) {
 }
 
 // The model a /v1 request names with ?model=NAME; with one model served, naming it is optional.
-ServedModel& model_of(const Service& service, const HttpRequest& req) {
+ServedModel& model_of(const Service& service, const HttpRequest& req, const Reply& reply) {
   const auto name = query_value(req.query, "model");
-  if (name) return service.model(percent_decode(*name));
-  if (service.models().size() != 1) {
-    std::string names;
-    for (const auto& m : service.models()) names += (names.empty() ? "" : ", ") + m->name;
-    throw HttpError(400, "this server has several models (" + names + "): name one with ?model=NAME", "model");
-  }
-  return *service.models().front();
+  ServedModel& m = name ? service.model(percent_decode(*name)) : service.only_model("?model=NAME");
+  reply.model(m.name);
+  return m;
 }
 
 // The images of a /v1 request: its body, one encoded image, or the files of a multipart form.
@@ -48,7 +47,7 @@ EncodedImages request_images(HttpRequest& req, bool* multipart) {
 }
 
 void classify(Service& service, HttpRequest& req, const Reply& reply) {
-  ServedModel& m = model_of(service, req);
+  ServedModel& m = model_of(service, req, reply);
   Service::require_classes(m);
   int64_t topk = 5;
   if (const auto k = query_value(req.query, "topk")) {
@@ -60,11 +59,11 @@ void classify(Service& service, HttpRequest& req, const Reply& reply) {
   EncodedImages images = request_images(req, &multipart);
   service.check_queue_room(int64_t(images.size()));
   const int64_t pixels = service.take_pixels(images);
-  const bool ok = m.batcher->submit(std::move(images), int(topk), [&service, reply, multipart, pixels](std::vector<Result> rs) {
+  const bool ok = m.batcher->submit(std::move(images), int(topk), [&service, &m, reply, multipart, pixels](std::vector<Result> rs) {
     service.give_pixels(pixels);
     int64_t failed = 0;
     for (const Result& r : rs) failed += !r.error.empty();
-    service.images_done(int64_t(rs.size()) - failed, failed);
+    service.images_done(m, int64_t(rs.size()) - failed, failed);
     if (!multipart) {
       const Result& r = rs[0];
       return r.error.empty() ? reply(json_answer({{"top", top_json(r)}})) : reply.fail(HttpError(400, r.error));
@@ -80,12 +79,71 @@ void classify(Service& service, HttpRequest& req, const Reply& reply) {
   }
 }
 
+// POST /v1/explain: one image's attention picture, as `vit explain` draws it, in the model's queue.
+void explain(Service& service, HttpRequest& req, const Reply& reply) {
+  ServedModel& m = model_of(service, req, reply);
+  Service::require_classes(m);
+  ExplainMethod method = ExplainMethod::Rollout;
+  if (const auto v = query_value(req.query, "method")) {
+    if (*v == "last") method = ExplainMethod::Last;
+    else if (*v != "rollout") throw HttpError(400, "method: '" + *v + "' is neither rollout nor last");
+  }
+  int size = 1024;
+  if (const auto v = query_value(req.query, "size")) {
+    const auto n = parse_count(*v, 64, 8192);
+    if (!n) throw HttpError(400, "size: '" + *v + "' is not a number from 64 to 8192");
+    size = int(*n);
+  }
+  bool multipart = false;
+  EncodedImages images = request_images(req, &multipart);
+  if (images.size() != 1)
+    throw HttpError(400, "explain draws one image; the form has " + std::to_string(images.size()) + " files");
+  service.check_queue_room(1);
+  const int64_t pixels = service.take_pixels(images);
+  auto shared = std::make_shared<EncodedImages>(std::move(images));
+  const bool ok = m.batcher->submit([&service, &m, reply, pixels, method, size, shared] {
+    try {
+      std::vector<Explanation> e = m.explainer().explain_encoded(*shared, method, size);
+      service.give_pixels(pixels);
+      service.images_done(m, e[0].error.empty(), !e[0].error.empty());
+      if (!e[0].error.empty()) return reply.fail(HttpError(400, e[0].error));
+      HttpResponse r;
+      r.content_type = "image/png";
+      r.body = std::move(e[0].picture);
+      reply(std::move(r));
+    } catch (const HttpError& e) {
+      service.give_pixels(pixels);
+      reply.fail(e);
+    } catch (const std::exception& e) {
+      service.give_pixels(pixels);
+      service.images_done(m, 0, 1);
+      reply.fail(HttpError(400, e.what()));
+    }
+  }, 1);
+  if (!ok) {
+    service.give_pixels(pixels);
+    throw service.queue_full();
+  }
+}
+
 }  // namespace
 
 void add_v1_routes(Service& service, std::vector<Route>* routes) {
   Service* s = &service;
   routes->push_back({"POST", "/v1/classify", ErrorForm::Plain,
                      [s](HttpRequest& req, const PathParams&, const Reply& reply) { classify(*s, req, reply); }});
+  routes->push_back({"POST", "/v1/explain", ErrorForm::Plain,
+                     [s](HttpRequest& req, const PathParams&, const Reply& reply) { explain(*s, req, reply); }});
+  routes->push_back({"GET", "/", ErrorForm::Plain, [](HttpRequest&, const PathParams&, const Reply& reply) {
+                       HttpResponse r;
+                       r.content_type = "text/html; charset=utf-8";
+                       // The page's own script and styles, images it makes from the photos, nothing from elsewhere.
+                       r.headers.emplace_back("Content-Security-Policy",
+                                              "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                                              "img-src 'self' blob: data:; connect-src 'self'");
+                       r.body = page_html();
+                       reply(std::move(r));
+                     }});
   routes->push_back({"GET", "/metrics", ErrorForm::Plain, [s](HttpRequest&, const PathParams&, const Reply& reply) {
                        HttpResponse r;
                        r.content_type = "text/plain; version=0.0.4; charset=utf-8";

@@ -1,5 +1,6 @@
 // `vit serve`'s own endpoints: POST /v1/classify (an encoded image as the body, or several as a
-// multipart form, answered as `vit classify --json` writes them) and GET /metrics.
+// multipart form, answered as `vit classify --json` writes them), POST /v1/explain (one image's attention
+// picture, a PNG, as `vit explain` draws it), GET /metrics and the web page at GET /.
 #pragma once
 #include <vector>
 

@@ -119,8 +119,7 @@ float exp_row(float* s, int64_t T, const float* bias) {
     st(s + j, v);
     top = vmax(top, v);
   }
-  float m = top[0];
-  for (int l = 1; l < W; ++l) m = smax(m, top[l]);
+  const float m = hmax(top);
   vf sum = {};
   for (int64_t j = 0; j < T; j += W) {
     const vf e = vexp(ld(s + j) - bc(m));

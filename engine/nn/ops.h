@@ -106,16 +106,32 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
 Step lookup_bias_step(const std::string& name, int64_t H, int64_t T, const float* table, const int32_t* index,
                       float* bias);
 
+// How a head's channels pair up for a rotary embedding, and which angle turns each pair (timm's
+// apply_rot_embed): Interleaved (EVA-02's rot(), half=False), pairs (2i, 2i+1) turned by angle i; Half
+// (rope_rotate_half, DINOv3's and Naver's layout, half=True), pairs (i, i + Dh/2) turned by angle i.
+enum class RotaryLayout { Interleaved, Half };
+
 // Rotary position embedding, in place on rows x [B, T, stride]: in the rows of tokens first..T-1, each of
-// the first `groups` groups of Dh channels (the heads of q and k in a fused qkv row) has its channel pairs
-// (2i, 2i+1) rotated by that token's angle i: x'[2i] = x[2i] cos - x[2i+1] sin, x'[2i+1] = x[2i+1] cos +
-// x[2i] sin. sin, cos: [T - first, Dh / 2], one row per rotated token.
+// the first `groups` groups of Dh channels (the heads of q and k in a fused qkv row) has each channel pair
+// (a, b) of the layout rotated by that token's angle i: x'[a] = x[a] cos - x[b] sin, x'[b] = x[b] cos +
+// x[a] sin. sin, cos: [T - first, Dh / 2], one row per rotated token.
 Step rotary_step(const std::string& name, int64_t B, int64_t T, int64_t first, int64_t groups, int64_t Dh,
-                 int64_t stride, const float* sin, const float* cos, float* x);
+                 int64_t stride, const float* sin, const float* cos, float* x,
+                 RotaryLayout layout = RotaryLayout::Interleaved);
 
 // The gated unit of a SwiGLU MLP: dst [M, H] = silu(src[:, :H]) * src[:, H:] for src [M, 2H] (the gate's
 // H columns first, then the values'), silu(g) = g * sigmoid(g).
 Step swiglu_step(const std::string& name, int64_t M, int64_t H, const float* src, float* dst);
+
+// RMSNorm (timm's RmsNorm, layers/fast_norm.py rms_norm): dst[m] = src[m] * rsqrt(mean(src[m]^2) + eps) *
+// gamma over rows of D, in place when dst == src. gamma is copied into the store.
+struct RmsNormWeights {
+  int64_t D = 0;
+  float eps = 1e-6f;
+  const float* gamma = nullptr;
+};
+RmsNormWeights make_rms_norm(Arena& store, const float* gamma, int64_t D, float eps);
+Step rms_norm_step(const std::string& name, const RmsNormWeights& rn, int64_t M, const float* src, float* dst);
 
 // Attention pooling with one query shared by every image (timm's AttentionPoolLatent with one latent, the
 // MAP head of SigLIP): out [B, H*Dh] = per head h, softmax(q_h . k_h^T / sqrt(Dh)) v_h, from q [H*Dh] and

@@ -22,10 +22,8 @@ void range(const float* x, int64_t n, float* lo, float* hi) {
       vl = vmin(vl, v);
       vh = vmax(vh, v);
     }
-    for (int j = 0; j < W; ++j) {
-      l = smin(l, vl[j]);
-      h = smax(h, vh[j]);
-    }
+    l = hmin(vl);
+    h = hmax(vh);
   }
   for (; i < n; ++i) {
     l = smin(l, x[i]);
@@ -173,11 +171,7 @@ void add(const float* x, int64_t n, float* y) {
   for (; i < n; ++i) y[i] += x[i];
 }
 
-inline float hsum(vf v) {
-  float s = 0.f;
-  for (int j = 0; j < W; ++j) s += v[j];
-  return s;
-}
+inline float hsum(vf v) { return reduce(v, AddOp{}); }
 
 void layer_norm(const float* x, int64_t n, const float* gamma, const float* beta, float eps, float* y, float* lo,
                 float* hi) {
@@ -202,11 +196,7 @@ void layer_norm(const float* x, int64_t n, const float* gamma, const float* beta
     vl = vmin(vl, v);
     vh = vmax(vh, v);
   }
-  float l = 3.4e38f, h = -3.4e38f;
-  for (int j = 0; j < W; ++j) {
-    l = smin(l, vl[j]);
-    h = smax(h, vh[j]);
-  }
+  float l = hmin(vl), h = hmax(vh);
   for (; i < n; ++i) {
     y[i] = (x[i] - mean) * inv * gamma[i] + beta[i];
     l = smin(l, y[i]);

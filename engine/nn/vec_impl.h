@@ -28,6 +28,40 @@ inline vf vmax(vf a, vf b) { return a < b ? b : a; }
 inline float smin(float a, float b) { return b < a ? b : a; }
 inline float smax(float a, float b) { return a < b ? b : a; }
 
+// One float from a vector's lanes by halving it (log2 W steps, the lanes' upper half onto their lower half),
+// not lane after lane: a row of 192 floats is 12 vectors, and a 16-step chain of dependent scalar operations
+// cost more than the row's own loop. op takes two vectors of any width, or two floats. Exact for min and
+// max; a sum is added in this fixed order.
+typedef float vf4 __attribute__((vector_size(16)));
+typedef float vf8 __attribute__((vector_size(32)));
+template <typename Op>
+inline float reduce(vf v, Op op) {
+#if ROWS_W == 16
+  const vf8 v8 = op(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
+                    __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
+#elif ROWS_W == 8
+  const vf8 v8 = v;
+#endif
+#if ROWS_W >= 8
+  const vf4 v4 = op(__builtin_shufflevector(v8, v8, 0, 1, 2, 3), __builtin_shufflevector(v8, v8, 4, 5, 6, 7));
+#else
+  const vf4 v4 = v;
+#endif
+  return op(op(v4[0], v4[2]), op(v4[1], v4[3]));
+}
+// As vmin, vmax and + for reduce: any vector width, or floats.
+struct MinOp {
+  template <typename V> V operator()(V a, V b) const { return b < a ? b : a; }
+};
+struct MaxOp {
+  template <typename V> V operator()(V a, V b) const { return a < b ? b : a; }
+};
+struct AddOp {
+  template <typename V> V operator()(V a, V b) const { return a + b; }
+};
+inline float hmin(vf v) { return reduce(v, MinOp{}); }
+inline float hmax(vf v) { return reduce(v, MaxOp{}); }
+
 // a * b + c rounded once where the ISA has the instruction (AVX2, AVX-512), else twice: for polynomials
 // that need not match the scalar code bit for bit (the files are compiled without contraction).
 inline vf fma(vf a, vf b, vf c) {

@@ -1,7 +1,8 @@
 // Dynamic batching over a vit::Classifier: requests from many threads wait in one bounded queue, and one
 // thread runs them together, a forward pass as soon as the previous one ends, taking every waiting image
 // up to max_batch. A full queue refuses at once rather than waiting. What `vit serve` and Python's
-// vit.Batcher run on: classification and embeddings of encoded or decoded images, and logits of tensors.
+// vit.Batcher run on: classification and embeddings of encoded or decoded images, logits and embeddings of
+// tensors, and work of the caller's own (explaining an image) taking its turn.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -18,6 +19,9 @@ struct BatcherOptions {
   int max_batch = 16;    // images per forward pass at most (a larger request runs alone, in slices)
   int max_delay_ms = 0;  // after the first waiting image, wait this much longer for a fuller batch
   int max_queue = 256;   // images waiting at most; a request that would pass it is refused
+  // If set, each pass (decoding included) runs as pass() inside it, on the batching thread: how the
+  // batchers of several models take turns on the cores. Unset, passes run as they come.
+  std::function<void(const std::function<void()>& pass)> around_pass;
 };
 
 // One forward pass's figures, for metrics.
@@ -31,8 +35,8 @@ class Batcher {
  public:
   using ResultsDone = std::function<void(std::vector<Result>)>;
   using EmbeddingsDone = std::function<void(std::vector<Embedding>)>;
-  // logits [n, classes], or empty with the error that stopped the pass.
-  using LogitsDone = std::function<void(std::vector<float> logits, std::string error)>;
+  // rows [n, logits_size()] or [n, embedding_size()], or empty with the error that stopped the pass.
+  using LogitsDone = std::function<void(std::vector<float> rows, std::string error)>;
 
   // The classifier must outlive the batcher; made with batch >= options.max_batch, each batch is one
   // forward pass (else several). on_batch, if given, is called on the batching thread after each pass.
@@ -54,6 +58,11 @@ class Batcher {
   bool submit(std::vector<Pixels> images, const EmbedOptions& options, EmbeddingsDone done);
   // Queues n preprocessed images [n, 3, H, W] for logits().
   bool submit(std::vector<float> pixels, int64_t n, LogitsDone done);
+  // The same for embeddings() with these options (their tokens and video aside): rows [n, embedding_size()].
+  bool submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done);
+  // Work of the caller's own that uses the cores (explaining an image on Plans of its own), counted as
+  // `images` in the queue: it runs alone on the batching thread in its turn, inside around_pass.
+  bool submit(std::function<void()> work, int64_t images);
 
   int64_t queued() const;  // images waiting
   // Refuses new requests, answers every queued one, and stops the batching thread.

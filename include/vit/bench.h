@@ -44,7 +44,8 @@ class Benchmark {
   };
   Runs run(int B, int warmup, double seconds, int iters = 0);
 
-  // One forward pass at batch B, step by step, each step's time averaged over `reps` passes, in order.
+  // One forward pass at batch B, step by step, in order: each step's best time over `reps` passes (on a
+  // shared machine a pass another process preempted says nothing about the step, so the minimum is kept).
   struct StepTime {
     std::string name;          // "blocks.3.mlp.fc1", "blocks.3.mlp.fc1.dequantize", ...
     std::string impl;          // oneDNN's kernel ("brg:avx512_core_vnni"), or host:ISA for the engine's own loops

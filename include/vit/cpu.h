@@ -19,8 +19,9 @@ CpuIsa cpu_isa();
 
 // The ceiling a precision's matmuls are measured against: GOP/s (2 x multiply-adds per second) of one
 // large oneDNN matmul, 3152 x 768 x 3072 (ViT-B/16's fc1 at batch 16), weights in the layout it asks for,
-// on the threads in force. F32: f32 x f32; BF16: bf16 x bf16 summed in f32; Int8: u8 x s8 summed in s32
-// (the engine's int8 product). gops 0 where oneDNN cannot create that matmul here.
+// on the threads in force, from its best of at least 3 runs and half a second. F32: f32 x f32; BF16: bf16 x
+// bf16 summed in f32; Int8: u8 x s8 summed in s32 (the engine's int8 product). gops 0 where oneDNN cannot
+// create that matmul here.
 struct MatmulPeak {
   double gops = 0;
   std::string impl;  // oneDNN's kernel ("brg:avx512_core_vnni")

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vit/vit.h"
@@ -25,6 +26,7 @@ enum class ExplainMethod { Rollout, Last };
 struct ExplainOptions {
   int threads = 0;                 // threads for decoding, inference and drawing (0: all cores)
   std::string labels;              // a labels file, one per line; "" for the checkpoint's, else ImageNet-1k's
+  std::string text_embeddings;     // a CLIP or SigLIP tower's zero-shot labels, as ClassifierOptions takes them
   std::string config;              // a config.json overriding the one beside the weights
   int img_size = 0;                // run at S x S (0: the model's own size)
   int64_t max_pixels = kDefaultMaxPixels;  // larger images are refused from their header, before decoding
@@ -51,8 +53,9 @@ struct Explanation {
 
 class Explainer {
  public:
-  // model: as vit::Classifier takes it; always f32. A model without a classifier head (embeddings only,
-  // or a projection into a joint image-text space) has no class to explain: explain() refuses it.
+  // model: as vit::Classifier takes it; always f32. A model without classes (embeddings only, or a
+  // projection into a joint image-text space without text_embeddings) has none to explain: explain()
+  // refuses it.
   explicit Explainer(const std::string& model, const ExplainOptions& options = {});
   ~Explainer();
   Explainer(Explainer&&) noexcept;
@@ -64,7 +67,15 @@ class Explainer {
   void explain(const std::vector<ImagePath>& inputs, const std::function<void(std::vector<Explanation>&)>& on_batch,
                const BetweenBatches& between = {}) const;
 
-  int64_t classes() const;  // 0 for a model without a classifier head: explain() refuses it
+  // Encoded images in memory (name, bytes), as Classifier::classify_encoded takes them: their
+  // Explanations in order, one batch at a time as explain() makes them.
+  std::vector<Explanation> explain_encoded(const std::vector<std::pair<std::string, std::string>>& images) const;
+  // The same drawn with this method and picture size (64 to 8192) instead of the options' (a server's
+  // requests each choose theirs).
+  std::vector<Explanation> explain_encoded(const std::vector<std::pair<std::string, std::string>>& images,
+                                           ExplainMethod method, int picture_size) const;
+
+  int64_t classes() const;  // 0 for a model without classes: explain() refuses it
   int64_t heads() const;
   int64_t grid_h() const;
   int64_t grid_w() const;

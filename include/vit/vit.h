@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,6 +71,19 @@ struct ModelFiles {
 // model: a .safetensors file or the folder holding one; config: a config.json given instead of the one
 // beside ("" for that one). Throws vit::Error when there is no such path or the folder has no weights.
 ModelFiles find_model_files(const std::string& model, const std::string& config = "");
+// The name a model goes by (ModelInfo::name): the folder's, for a folder or the weights file a folder is
+// loaded from (model.safetensors, open_clip_model.safetensors), else the file's stem.
+std::string model_name(const std::string& model);
+
+// How a model pools its tokens into the head's input: the class token's row, the mean of the patch tokens,
+// or an attention pool (SigLIP's MAP head, attn_pool). The CLI's --pool and Python's pool= say cls, mean, map.
+enum class Pool { Token, Avg, Map };
+const char* pool_name(Pool p);  // timm's global_pool names: "token", "avg", "map"
+
+// What a model's head is: a classifier over labels, a projection into a joint image-text space (a CLIP
+// tower's: it labels nothing without text embeddings), or none (embeddings only: DINOv2, a SigLIP tower).
+enum class HeadKind { None, Classifier, Projection };
+const char* head_kind_name(HeadKind k);  // "none", "classifier", "projection"
 
 struct ClassifierOptions {
   Precision precision = Precision::F32;
@@ -84,7 +98,7 @@ struct ClassifierOptions {
   bool keep_logits = false;          // fill Result::logits
   bool exif_transpose = false;       // turn images as their EXIF orientation says (PIL's exif_transpose;
                                      // timm does not, so off by default)
-  std::string pool;                  // "cls" or "mean" to pool otherwise than the checkpoint ("": its own)
+  std::optional<Pool> pool;          // pool otherwise than the checkpoint (unset: its own)
   // Zero-shot labels for a CLIP or SigLIP image tower: a safetensors file of class names and their text
   // embeddings (scripts/export_text_embeddings.py). Its classes replace the model's: each image is scored
   // by the cosine similarity of its embedding (timm's model(x)) with theirs times the model's logit scale.
@@ -154,7 +168,9 @@ ImageHeader read_image_header(const std::string& bytes);
 // What the engine understood of the model, as `vit inspect` prints it.
 struct ModelInfo {
   std::string name;    // the model folder's name (of a lone weights file: the file's name without .safetensors)
-  std::string family;  // ViT, DeiT, DeiT III, DINOv2
+  std::string family;  // ViT, DeiT, DeiT III, DINOv2, CLIP image tower, ...
+  HeadKind head = HeadKind::None;
+  int64_t embedding = 0;  // the width of Classifier::embed's rows (the pooled features)
   std::string file, arch, stored_as, precision, pool, interpolation, crop_mode;
   int64_t patch, width, depth, heads, mlp, classes, input_height, input_width, tokens, parameters;
   double crop_pct;
@@ -234,6 +250,10 @@ class Classifier {
   // ClassifierOptions::text_embeddings the zero-shot scores [classes()], logit_scale * cosine + logit_bias.
   std::vector<float> logits(const float* images, int64_t n, const BetweenBatches& between = {}) const;
   int64_t logits_size() const;
+  // Preprocessed images [n, 3, H, W] -> their embeddings [n, embedding_size(options)], as embed() gives
+  // them for the images these tensors were made from (options.tokens and options.video aside).
+  std::vector<float> embeddings(const float* images, int64_t n, const EmbedOptions& options = {},
+                                const BetweenBatches& between = {}) const;
   // Probabilities [n, classes()] of the logits [n, classes()] logits() gives a model with classes, made as
   // Result::top's are: a softmax over the classes, or with text embeddings each class's sigmoid where the
   // file says so.

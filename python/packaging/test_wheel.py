@@ -1,8 +1,9 @@
-"""The package as a user installs it (CTest label python): the wheels build_wheels.sh made for this run
-(fixture python_wheel), each installed with pip into fresh virtual environments without system site
-packages, one with numpy 1.x and one with numpy 2.x, for the build tree's Python (3.11) and for pyenv's
-other Pythons (3.12 by default; a skip message without pyenv). In each: `import vit` comes from the
-environment, classify() of the 250 sample photos equals `vit classify --json` entry for entry, logits() of
+"""The package as a user installs it (CTest label python): the wheels build_wheels.sh made for this run from
+the source distribution (fixture python_wheel), each installed with pip into fresh virtual environments
+without system site packages, one with numpy 1.x and one with numpy 2.x, for the build tree's Python (3.11,
+Debian's) and for pyenv's other Pythons (3.12 by default; a skip message without pyenv), and the 3.11 wheel
+also into an environment of pyenv's 3.11. In each: the environment runs on the interpreter it was made from,
+`import vit` comes from the environment, classify() of the 250 sample photos equals `vit classify --json` entry for entry, logits() of
 32 of them are the same bits under numpy 1.x and 2.x, a uint8 array classifies as the same pixels in a file, OpenCV's
 plugins load beside the module (WebP), and the environment's bin/vit runs (--version, a WebP) with the
 type stubs installed."""
@@ -40,10 +41,10 @@ def wheel(tag):
     return found[-1] if found else None
 
 
-def base_python(tag):
+def base_python(tag, interpreter):
     """The interpreter a fresh environment for this wheel is made from: the build tree's (the .venv's base,
     Debian's python3) or pyenv's of that version."""
-    if tag == BUILD_TAG:
+    if interpreter == "build":
         return getattr(sys, "_base_executable", sys.executable)
     version = f"{tag[2]}.{tag[3:]}"
     found = sorted(PYENV.glob(f"versions/{version}.*/bin/python3"))
@@ -51,9 +52,14 @@ def base_python(tag):
 
 
 def cases():
+    """Each wheel with numpy 1.x and 2.x in environments of the Python it was built by; the build tree's wheel
+    also in one of pyenv's Python of the same version (another interpreter at another path, as a user's venv,
+    uv or conda Python is), with the numpy a new environment gets (2.x)."""
     other = os.environ.get("VIT_WHEEL_PYTHONS", "3.12").split()
-    tags = [BUILD_TAG] + ["cp" + v.replace(".", "") for v in other]
-    return [(tag, n) for tag in tags for n in NUMPYS]
+    build = [pytest.param(BUILD_TAG, "build", n, id=f"{BUILD_TAG}-{n}") for n in NUMPYS]
+    build.append(pytest.param(BUILD_TAG, "pyenv", "numpy2", id=f"{BUILD_TAG}-pyenv-numpy2"))
+    tags = ["cp" + v.replace(".", "") for v in other]
+    return build + [pytest.param(tag, "pyenv", n, id=f"{tag}-{n}") for tag in tags for n in NUMPYS]
 
 
 # Run inside each environment: classify and logits of the photos, an array against the same pixels in a
@@ -69,7 +75,7 @@ np.save(out + ".npy", c.logits(x))
 a = np.random.default_rng(1).integers(0, 256, (61, 83, 3), dtype=np.uint8)
 with open(out + ".ppm", "wb") as f:
     f.write(b"P6\n83 61\n255\n" + a.tobytes())
-json.dump({"vit": vit.__file__, "numpy": np.__version__, "version": vit.__version__,
+json.dump({"vit": vit.__file__, "base_prefix": sys.base_prefix, "numpy": np.__version__, "version": vit.__version__,
            "classify": c.classify(photos, topk=5),
            "array": c.classify([a, a[:, ::-1][:, ::-1]], topk=5), "ppm": c.classify([out + ".ppm"], topk=5),
            "webp": c.classify([webp], topk=5)}, open(out + ".json", "w"))
@@ -101,15 +107,17 @@ def cli(photos, tmp_path_factory):
 logits_by_tag = {}
 
 
-@pytest.mark.parametrize("tag,numpy", cases())
-def test_the_wheel_in_a_fresh_environment(tag, numpy, photos, cli, tmp_path):
-    whl, python = wheel(tag), base_python(tag)
+@pytest.mark.parametrize("tag,interpreter,numpy", cases())
+def test_the_wheel_in_a_fresh_environment(tag, interpreter, numpy, photos, cli, tmp_path):
+    whl, python = wheel(tag), base_python(tag, interpreter)
     if python is None:
         pytest.skip(f"no Python {tag[2]}.{tag[3:]} under {PYENV}/versions: its wheel is not tested")
     if tag == "cp313" and numpy == "numpy1":
         pytest.skip("numpy 1.x has no wheels for Python 3.13")
     assert whl is not None, f"no {tag} wheel in {WHEELS}: build_wheels.sh (CTest python_wheel) makes it"
-    env = WHEELS.parent / "envs" / f"{tag}-{numpy}"  # kept until the next run, to look into
+    if interpreter == "pyenv" and tag == BUILD_TAG:
+        assert os.path.realpath(python) != os.path.realpath(base_python(tag, "build")), python
+    env = WHEELS.parent / "envs" / f"{tag}-{interpreter}-{numpy}"  # kept until the next run, to look into
     subprocess.run(["rm", "-rf", str(env)], check=True)
     subprocess.run([python, "-m", "venv", str(env)], check=True)  # without system site packages
     pip = [str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
@@ -120,6 +128,7 @@ def test_the_wheel_in_a_fresh_environment(tag, numpy, photos, cli, tmp_path):
     assert run.returncode == 0, run.stderr
     got = json.loads((out.with_suffix(".json")).read_text())
     assert got["vit"].startswith(str(env)), got["vit"]
+    assert got["base_prefix"] == str(pathlib.Path(python).resolve().parents[1]), (got["base_prefix"], python)
     assert got["numpy"].startswith("1." if numpy == "numpy1" else "2."), got["numpy"]
     assert got["classify"] == cli[0]  # file, index, label and probability of every entry
     assert got["array"][0]["top"] == got["array"][1]["top"] == got["ppm"][0]["top"]
@@ -128,7 +137,7 @@ def test_the_wheel_in_a_fresh_environment(tag, numpy, photos, cli, tmp_path):
     logits = np.load(out.with_suffix(".npy"))
     assert logits.shape == (32, 1000) and logits.dtype == np.float32
     other = logits_by_tag.setdefault(tag, logits)
-    np.testing.assert_array_equal(logits, other)  # numpy 1.x and 2.x: the same bits
+    np.testing.assert_array_equal(logits, other)  # numpy 1.x and 2.x, either interpreter: the same bits
     # The command in the environment's bin/, and the stubs beside the module.
     version = subprocess.run([str(env / "bin" / "vit"), "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.strip() == f"vit {got['version']}", (version.stdout, version.stderr)

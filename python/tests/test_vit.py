@@ -527,8 +527,10 @@ def test_ctrl_c_stops_a_long_classify_within_a_batch_and_the_classifier_stays_us
     timer.join()
     print(f"\nSIGINT 1 s into classify() of {len(files)} photos (threads=1, batch 8; one batch {one_batch:.2f} s, "
           f"the whole call ~{one_batch * len(files) / 8:.0f} s): KeyboardInterrupt after {latency:.2f} s")
-    # Within about one batch (the one running when the signal came), never the rest of the call.
-    assert latency < max(2.0, 3 * one_batch)
+    # Within a few batches (the one running when the signal came, and a loaded machine's slower ones), never the
+    # rest of the call: one batch's time is measured once, and on a machine shared with other work the batch
+    # running at the signal can take several times as long.
+    assert latency < max(5.0, 5 * one_batch)
     assert c.classify(photos[:8], topk=5) == before
 
 

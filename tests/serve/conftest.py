@@ -1,10 +1,12 @@
 """What the `vit serve` tests share: the real server on a free loopback port, started per test and always
 killed when the test ends (pass, fail or timeout), and the sample photos. CTest (labels serve, slow) sets
 VIT_BINARY; the DeiT-Tiny weights and photos come from ../shared/data."""
+import json
 import os
 import pathlib
 import re
 import signal
+import struct
 import subprocess
 import threading
 import time
@@ -146,7 +148,6 @@ def serve():
 def png_bomb(side, rgba16=True):
     """A PNG of side x side pixels that is a few hundred KB: one colour, 16-bit RGBA (the costliest image to
     decode, 8 bytes a pixel before conversion) or 8-bit RGB."""
-    import struct
     import zlib
     channels, depth, colour = (4, 16, 6) if rgba16 else (3, 8, 2)
     pixel = b"\x75\x30" * channels if rgba16 else b"\x78\x1e\xc8"
@@ -159,3 +160,57 @@ def png_bomb(side, rgba16=True):
 
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, depth, colour, 0, 0, 0)) +
             chunk(b"IDAT", data) + chunk(b"IEND", b""))
+
+
+def data_uri(path):
+    """An image file as a data URI, as OpenAI's clients send images."""
+    import base64
+    kind = "png" if str(path).lower().endswith(".png") else "jpeg"
+    return f"data:image/{kind};base64," + base64.b64encode(pathlib.Path(path).read_bytes()).decode()
+
+
+def cli_embed(model, paths, *args):
+    """`vit embed` on paths as JSON lines: {file name: embedding}."""
+    out = subprocess.run([VIT_BINARY, "embed", "-m", str(model), *args, *map(str, paths)], capture_output=True,
+                         text=True, timeout=600, check=True).stdout
+    return {json.loads(l)["file"].rsplit("/", 1)[-1]: json.loads(l)["embedding"] for l in out.splitlines()}
+
+
+def require_module(name, how):
+    """Imports a module the test needs from the .venv; skips without it (fails under CI=true)."""
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {name} is not installed ({how})")
+        pytest.skip(f"{name} is not installed ({how})")
+
+
+def binary_infer(images, outputs=None, topk=None, binary_output=False, extra=b"", parameters=None):
+    """A KServe v2 request in the binary-data form, as tritonclient.http sends BYTES: the JSON header, then
+    each element as a 4-byte little-endian length and its bytes."""
+    raw = b"".join(struct.pack("<I", len(b)) + b for b in images)
+    head = {"inputs": [{"name": "image", "datatype": "BYTES", "shape": [len(images)],
+                        "parameters": {"binary_data_size": len(raw)}}]}
+    if outputs:
+        head["outputs"] = [{"name": o, "parameters": {"binary_data": binary_output}} for o in outputs]
+    if topk or parameters:
+        head["parameters"] = {**({"topk": topk} if topk else {}), **(parameters or {})}
+    h = json.dumps(head).encode()
+    return h + raw + extra, {"Inference-Header-Content-Length": str(len(h)), "Content-Type": "application/octet-stream"}
+
+
+def decode_binary_response(r):
+    """The outputs of a binary-data answer: {name: (datatype, shape, values)}."""
+    n = int(r.headers["Inference-Header-Content-Length"])
+    head, raw, at, out = json.loads(r.content[:n]), r.content[n:], 0, {}
+    for o in head["outputs"]:
+        if "data" in o:
+            out[o["name"]] = (o["datatype"], o["shape"], o["data"])
+            continue
+        size = o["parameters"]["binary_data_size"]
+        fmt = "<%d%s" % (size // (8 if o["datatype"] == "INT64" else 4), "q" if o["datatype"] == "INT64" else "f")
+        out[o["name"]] = (o["datatype"], o["shape"], list(struct.unpack(fmt, raw[at:at + size])))
+        at += size
+    return out

@@ -14,9 +14,10 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import DEIT, NAME, VIT_BINARY, layout_models, photos, png_bomb
+from conftest import DEIT, NAME, VIT_BINARY, binary_infer, decode_binary_response, layout_models, photos, png_bomb
 
 INFER = f"/v2/models/{NAME}/infer"
+MODEL = (("model", NAME),)  # the label of the served model's metrics
 
 
 def cli_json(paths, *args):
@@ -25,35 +26,6 @@ def cli_json(paths, *args):
                           *args, *map(str, paths)], capture_output=True, text=True, timeout=300, check=True).stdout
     return {json.loads(l)["file"].rsplit("/", 1)[-1]: [(t["index"], t["prob"]) for t in json.loads(l)["top"]]
             for l in out.splitlines()}
-
-
-def binary_infer(images, outputs=None, topk=None, binary_output=False, extra=b""):
-    """A KServe v2 request in the binary-data form, as tritonclient.http sends BYTES: the JSON header, then
-    each element as a 4-byte little-endian length and its bytes."""
-    raw = b"".join(struct.pack("<I", len(b)) + b for b in images)
-    head = {"inputs": [{"name": "image", "datatype": "BYTES", "shape": [len(images)],
-                        "parameters": {"binary_data_size": len(raw)}}]}
-    if outputs:
-        head["outputs"] = [{"name": o, "parameters": {"binary_data": binary_output}} for o in outputs]
-    if topk:
-        head["parameters"] = {"topk": topk}
-    h = json.dumps(head).encode()
-    return h + raw + extra, {"Inference-Header-Content-Length": str(len(h)), "Content-Type": "application/octet-stream"}
-
-
-def decode_binary_response(r):
-    """The outputs of a binary-data answer: {name: (datatype, shape, values)}."""
-    n = int(r.headers["Inference-Header-Content-Length"])
-    head, raw, at, out = json.loads(r.content[:n]), r.content[n:], 0, {}
-    for o in head["outputs"]:
-        if "data" in o:
-            out[o["name"]] = (o["datatype"], o["shape"], o["data"])
-            continue
-        size = o["parameters"]["binary_data_size"]
-        fmt = "<%d%s" % (size // (8 if o["datatype"] == "INT64" else 4), "q" if o["datatype"] == "INT64" else "f")
-        out[o["name"]] = (o["datatype"], o["shape"], list(struct.unpack(fmt, raw[at:at + size])))
-        at += size
-    return out
 
 
 def metrics(url):
@@ -90,7 +62,8 @@ def test_health_metadata_and_startup_line(serve):
     assert meta["name"] == NAME
     assert {i["name"]: (i["datatype"], i["shape"]) for i in meta["inputs"]} == {
         "image": ("BYTES", [-1]), "pixel_values": ("FP32", [-1, 3, 224, 224])}
-    assert {o["name"] for o in meta["outputs"]} == {"probabilities", "logits", "top_indices", "top_probabilities"}
+    assert {o["name"] for o in meta["outputs"]} == {"probabilities", "logits", "top_indices", "top_probabilities",
+                                                    "embedding"}
     assert "binary_tensor_data" in requests.get(s.url + "/v2", timeout=10).json()["extensions"]
 
 
@@ -249,15 +222,16 @@ def test_metrics_parse_and_count_what_was_sent(serve):
         assert requests.post(s.url + "/v1/classify", data=b"junk", timeout=30).status_code == 400
     assert requests.get(s.url + "/v1/classify", timeout=30).status_code == 405
     m = metrics(s.url)
-    total = ("vit_requests_total", (("endpoint", "/v1/classify"), ("status", "200")))
+    total = ("vit_requests_total", (("endpoint", "/v1/classify"), ("model", NAME), ("status", "200")))
     assert m[total] == 4
-    assert m[("vit_requests_total", (("endpoint", "/v1/classify"), ("status", "400")))] == 3
-    assert m[("vit_requests_total", (("endpoint", "/v1/classify"), ("status", "405")))] == 1
-    assert m[("vit_images_classified_total", ())] == 4 and m[("vit_images_failed_total", ())] == 3
-    assert m[("vit_batch_size_count", ())] == 7 and m[("vit_batch_size_sum", ())] == 7
-    assert m[("vit_queue_wait_seconds_count", ())] == 7
-    assert m[("vit_request_duration_seconds_count", (("endpoint", "/v1/classify"),))] == 8
-    assert m[("vit_queue_depth", ())] == 0
+    assert m[("vit_requests_total", (("endpoint", "/v1/classify"), ("model", NAME), ("status", "400")))] == 3
+    assert m[("vit_requests_total", (("endpoint", "/v1/classify"), ("status", "405")))] == 1  # before any model
+    assert m[("vit_images_classified_total", MODEL)] == 4 and m[("vit_images_failed_total", MODEL)] == 3
+    assert m[("vit_batch_size_count", MODEL)] == 7 and m[("vit_batch_size_sum", MODEL)] == 7
+    assert m[("vit_queue_wait_seconds_count", MODEL)] == 7
+    assert m[("vit_request_duration_seconds_count", (("endpoint", "/v1/classify"), ("model", NAME)))] == 7
+    assert m[("vit_request_duration_seconds_count", (("endpoint", "/v1/classify"),))] == 1
+    assert m[("vit_queue_depth", MODEL)] == 0
 
 
 def test_body_limit_from_content_length_before_the_body(serve):
@@ -366,7 +340,7 @@ def test_full_queue_answers_503_with_retry_after(serve):
     for t in threads:
         t.start()
     deadline = time.monotonic() + 30
-    while metrics(s.url)[("vit_queue_depth", ())] < 7:
+    while metrics(s.url)[("vit_queue_depth", MODEL)] < 7:
         assert time.monotonic() < deadline, "the requests never queued"
         time.sleep(0.02)
     t0 = time.monotonic()
@@ -392,7 +366,7 @@ def test_sigterm_answers_every_queued_request_then_exits_0(serve, sig):
     for t in threads:
         t.start()
     deadline = time.monotonic() + 30
-    while metrics(s.url)[("vit_queue_depth", ())] < 6:
+    while metrics(s.url)[("vit_queue_depth", MODEL)] < 6:
         assert time.monotonic() < deadline, "the requests never queued"
         time.sleep(0.02)
     s.signal(sig)
@@ -414,7 +388,7 @@ def test_second_sigint_exits_at_once(serve):
     t = threading.Thread(target=post, daemon=True)
     t.start()
     deadline = time.monotonic() + 30
-    while metrics(s.url)[("vit_queue_depth", ())] < 1:
+    while metrics(s.url)[("vit_queue_depth", MODEL)] < 1:
         assert time.monotonic() < deadline, "the request never queued"
         time.sleep(0.02)
     s.signal(signal.SIGINT)
@@ -498,12 +472,14 @@ def test_served_name_is_the_folder_name_and_errors_hide_the_model_path(serve, tm
         s = serve(model=models / folder)
         assert f"model {folder} " in s.stderr(), s.stderr()
         assert requests.get(s.url + f"/v2/models/{folder}", timeout=10).json()["name"] == folder
-        for r in (requests.post(s.url + "/v1/classify", data=photos()[0].read_bytes(), timeout=30),
-                  requests.post(s.url + f"/v2/models/{folder}/infer", data=binary_infer([photos()[0].read_bytes()])[0],
-                                headers=binary_infer([photos()[0].read_bytes()])[1], timeout=30)):
+        body, headers = binary_infer([photos()[0].read_bytes()], ["probabilities"])
+        for r, fragment in ((requests.post(s.url + "/v1/classify", data=photos()[0].read_bytes(), timeout=30),
+                             "no classifier head"),
+                            (requests.post(s.url + f"/v2/models/{folder}/infer", data=body, headers=headers, timeout=30),
+                             "unknown output 'probabilities'; this model gives embedding")):
             assert r.status_code == 400, r.text
             assert str(models) not in r.text and ".safetensors" not in r.text, r.text
-            assert "no classifier head" in r.json()["error"]
+            assert fragment in r.json()["error"]
         s.kill()
     link = tmp_path / "my-deit"
     link.mkdir()

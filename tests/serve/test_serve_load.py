@@ -75,11 +75,12 @@ def test_250_photos_from_8_clients_equal_vit_classify(serve, precision):
     text = requests.get(s.url + "/metrics", timeout=10).text
     m = {(x.name, tuple(sorted(x.labels.items()))): x.value
          for family in text_string_to_metric_families(text) for x in family.samples}
-    assert m[("vit_requests_total", (("endpoint", "/v1/classify"), ("status", "200")))] == 250
-    assert m[("vit_images_classified_total", ())] == 250
-    assert m[("vit_batch_size_sum", ())] == 250
-    print(f"{precision}: {m[('vit_batch_size_count', ())]:.0f} forward passes for 250 images, "
-          f"mean batch {250 / m[('vit_batch_size_count', ())]:.2f}")
+    model = (("model", DEIT.name),)
+    assert m[("vit_requests_total", (("endpoint", "/v1/classify"), ("model", DEIT.name), ("status", "200")))] == 250
+    assert m[("vit_images_classified_total", model)] == 250
+    assert m[("vit_batch_size_sum", model)] == 250
+    print(f"{precision}: {m[('vit_batch_size_count', model)]:.0f} forward passes for 250 images, "
+          f"mean batch {250 / m[('vit_batch_size_count', model)]:.2f}")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
@@ -161,4 +162,9 @@ def test_image_bombs_from_8_clients_stay_within_the_memory_bound(serve):
           f"{bound_mb} MiB; {statuses.count(503)} answers 503 before the {statuses.count(200)} answers 200")
     assert statuses.count(200) == CLIENTS and set(statuses) <= {200, 503}, statuses
     assert statuses.count(503) > 0
-    assert peak_mb <= bound_mb, (peak_mb, bound_mb)
+    # Under AddressSanitizer (scripts/test.sh --sanitize) the peak holds its quarantine of freed memory and its
+    # shadow memory besides the server's own: the bound is the release run's to check.
+    with open(f"/proc/{s.proc.pid}/maps") as f:
+        sanitized = "libasan" in f.read()
+    if not sanitized:
+        assert peak_mb <= bound_mb, (peak_mb, bound_mb)

@@ -50,3 +50,41 @@ def test_tritonclient_infer_bytes(serve):
     with pytest.raises(Exception, match="input 'image' element 0"):
         client.infer(NAME, [bad])
     client.close()
+
+
+def test_tritonclient_embedding_output(serve):
+    """The docs/SERVING.md embedding example: `embedding` [B, E] from a headless model (the DINOv2 layout model)
+    and from DeiT-Tiny beside its probabilities, equal to `vit embed --normalize`; normalize false through the
+    request's parameters; the model repository index through the client."""
+    if httpclient is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but tritonclient is not installed (scripts/setup.sh puts it into .venv)")
+        pytest.skip("tritonclient is not installed (scripts/setup.sh puts it into .venv)")
+    from conftest import cli_embed, layout_models
+    dino = layout_models() / "hf_dinov2"
+    s = serve("-m", f"dino={dino}")
+    files = photos()[20:24]
+    client = httpclient.InferenceServerClient(url=f"127.0.0.1:{s.port}")
+    assert [m["name"] for m in client.get_model_repository_index()] == [NAME, "dino"]
+    assert client.get_model_metadata("dino")["outputs"] == [{"name": "embedding", "datatype": "FP32", "shape": [-1, 64]}]
+    images = np.array([f.read_bytes() for f in files], dtype=np.object_)
+    for model, path, size in (("dino", dino, 64), (NAME, DEIT, 192)):
+        inp = httpclient.InferInput("image", [len(files)], "BYTES")
+        inp.set_data_from_numpy(images, binary_data=True)
+        out = [httpclient.InferRequestedOutput("embedding", binary_data=True)]
+        if model == NAME:
+            out.append(httpclient.InferRequestedOutput("probabilities", binary_data=True))
+        result = client.infer(model, [inp], outputs=out)
+        got = result.as_numpy("embedding")
+        assert got.shape == (4, size) and got.dtype == np.float32
+        want = cli_embed(path, files, "--normalize")
+        for row, f in zip(got, files):
+            assert np.max(np.abs(row - np.asarray(want[f.name], np.float32))) <= 1e-6
+        if model == NAME:
+            assert result.as_numpy("probabilities").shape == (4, 1000)
+        raw = client.infer(model, [inp], outputs=out[:1], parameters={"normalize": False}).as_numpy("embedding")
+        want = cli_embed(path, files)
+        assert np.max(np.abs(raw[0] - np.asarray(want[files[0].name], np.float32))) <= 1e-6
+    with pytest.raises(Exception, match="models are fixed at start"):
+        client.load_model("dino")
+    client.close()

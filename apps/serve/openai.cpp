@@ -1,0 +1,200 @@
+// The OpenAI-compatible routes of openai.h: reading an embeddings request within limits (its inputs streamed
+// out of the JSON tree, at most --max-inputs), decoding each input into an encoded image, queueing them on
+// the model's Batcher, and answering OpenAI's list of embeddings.
+#include "openai.h"
+
+#include <array>
+#include <cstring>
+
+namespace vit::app {
+
+using nlohmann::json;
+
+namespace {
+
+const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+HttpError bad(const std::string& message, const std::string& param) { return HttpError(400, message, param); }
+
+// Input i as an encoded image: a data URI (data:image/...;base64,...) or bare base64.
+std::string input_image(size_t i, const std::string& text) {
+  const std::string at = "input[" + std::to_string(i) + "]: ";
+  if (text.rfind("http://", 0) == 0 || text.rfind("https://", 0) == 0)
+    throw bad(at + "URLs are not fetched: send the image as a data URI (data:image/jpeg;base64,...)", "input");
+  size_t from = 0;
+  if (text.rfind("data:", 0) == 0) {
+    const size_t comma = text.find(',');
+    const std::string head = text.substr(5, comma == std::string::npos ? 64 : comma - 5);
+    if (comma == std::string::npos || head.size() < 7 || head.compare(head.size() - 7, 7, ";base64") != 0)
+      throw bad(at + "a data URI must carry base64 (data:image/jpeg;base64,...)", "input");
+    const std::string type = head.substr(0, head.find(';'));
+    if (!type.empty() && type.rfind("image/", 0) != 0 && type != "application/octet-stream")
+      throw bad(at + "a data URI of " + type + " is not an image", "input");
+    from = comma + 1;
+  }
+  std::string bytes;
+  if (!base64_decode(text, from, &bytes))
+    throw bad(at + "not base64: send each image as a data URI or bare base64 of its encoded bytes", "input");
+  if (bytes.empty()) throw bad(at + "an empty image", "input");
+  return bytes;
+}
+
+struct EmbeddingsRequest {
+  ServedModel* model = nullptr;
+  EncodedImages images;
+  bool base64 = false;     // encoding_format
+  bool normalize = true;
+};
+
+EmbeddingsRequest parse_request(const Service& service, HttpRequest& req) {
+  const std::string type = media_type(req.content_type);
+  if (!type.empty() && type != "application/json")
+    throw HttpError(415, "Content-Type " + type + ": /v1/embeddings takes application/json");
+  const int max_inputs = service.options().max_inputs;
+  JsonBulk bulk;
+  json body = read_json(req.body, {{"input"}, max_inputs, "more than " + std::to_string(max_inputs) +
+                                                              " inputs in one request (--max-inputs)"}, &bulk);
+  std::string().swap(req.body);  // the inputs are out of it
+  if (!body.is_object()) throw bad("the request is not a JSON object", "");
+  EmbeddingsRequest r;
+  if (body.contains("model") && !body["model"].is_string()) throw bad("'model' is not a string", "model");
+  r.model = body.contains("model") ? &service.model(body["model"].get<std::string>()) : &service.only_model("'model'");
+  if (body.contains("modality") && body["modality"] != "image")
+    throw bad("'modality': " + body["modality"].dump() + "; this server embeds images (\"image\")", "modality");
+  if (body.contains("encoding_format")) {
+    const json& f = body["encoding_format"];
+    if (f != "float" && f != "base64") throw bad("'encoding_format': " + f.dump() + " is not \"float\" or \"base64\"", "encoding_format");
+    r.base64 = f == "base64";
+  }
+  if (body.contains("dimensions")) {
+    const json& d = body["dimensions"];
+    if (!d.is_number_integer() || d.get<int64_t>() != r.model->embedding_size)
+      throw bad("'dimensions': " + d.dump() + "; model '" + r.model->name + "' gives embeddings of " +
+                    std::to_string(r.model->embedding_size), "dimensions");
+  }
+  if (body.contains("normalize")) {
+    if (!body["normalize"].is_boolean()) throw bad("'normalize': " + body["normalize"].dump() + " is not true or false", "normalize");
+    r.normalize = body["normalize"].get<bool>();
+  }
+  std::vector<std::string> inputs;
+  if (!body.contains("input")) throw bad("'input' is missing: the images, as data URIs or base64 strings", "input");
+  const json& input = body["input"];
+  if (input.is_string()) {
+    inputs.push_back(std::move(body["input"].get_ref<std::string&>()));
+  } else if (input.is_array() && bulk.key == "input") {
+    if (!bulk.numbers.empty())
+      throw bad("'input' holds token arrays (numbers): this server embeds images, each a data URI or base64 string", "input");
+    inputs = std::move(bulk.strings);
+  } else {
+    throw bad("'input' is " + std::string(input.type_name()) + ": give a string or a list of strings", "input");
+  }
+  if (inputs.empty()) throw bad("'input' holds no images", "input");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    r.images.emplace_back("input[" + std::to_string(i) + "]", input_image(i, inputs[i]));
+    std::string().swap(inputs[i]);
+  }
+  return r;
+}
+
+json embedding_json(const Embedding& e, bool base64) {
+  if (base64) return base64_encode(reinterpret_cast<const char*>(e.embedding.data()), e.embedding.size() * sizeof(float));
+  return e.embedding;
+}
+
+void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
+  EmbeddingsRequest r = parse_request(service, req);
+  ServedModel& m = *r.model;
+  reply.model(m.name);
+  const int64_t n = int64_t(r.images.size());
+  service.check_queue_room(n);
+  const int64_t pixels = service.take_pixels(r.images);
+  const bool base64 = r.base64;
+  const bool ok = m.batcher->submit(std::move(r.images), m.embed(r.normalize),
+                                    [&service, &m, reply, pixels, base64](std::vector<Embedding> es) {
+    service.give_pixels(pixels);
+    for (size_t i = 0; i < es.size(); ++i)
+      if (!es[i].error.empty()) {
+        service.images_done(m, 0, 1);
+        return reply.fail(HttpError(400, "input[" + std::to_string(i) + "]: " + es[i].error, "input"));
+      }
+    service.images_done(m, int64_t(es.size()), 0);
+    json data = json::array();
+    for (size_t i = 0; i < es.size(); ++i)
+      data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", embedding_json(es[i], base64)}});
+    const int64_t tokens = int64_t(es.size()) * m.info.tokens;  // the image tokens the model ran
+    reply(json_answer({{"object", "list"}, {"data", std::move(data)}, {"model", m.name},
+                       {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}));
+  });
+  if (!ok) {
+    service.give_pixels(pixels);
+    throw service.queue_full();
+  }
+}
+
+// A model in OpenAI's form, with what it answers under "vit" (for the web page's picker and other tools).
+json model_entry(const Service& service, const ServedModel& m) {
+  return {{"id", m.name}, {"object", "model"}, {"created", int64_t(service.started())}, {"owned_by", "vit"},
+          {"vit", {{"classes", m.classes}, {"embedding_size", m.embedding_size}, {"precision", m.info.precision},
+                   {"family", m.info.family}, {"input_size", {m.info.input_height, m.info.input_width}},
+                   {"ready", bool(m.ready)}}}};
+}
+
+}  // namespace
+
+bool base64_decode(const std::string& text, size_t from, std::string* out) {
+  static const auto table = [] {
+    std::array<int8_t, 256> t;
+    t.fill(-1);
+    for (int i = 0; i < 64; ++i) t[uint8_t(kAlphabet[i])] = int8_t(i);
+    return t;
+  }();
+  size_t end = text.size();
+  while (end > from && text[end - 1] == '=' && text.size() - end < 2) --end;  // at most two '=' of padding
+  if ((end - from) % 4 == 1) return false;
+  out->clear();
+  out->reserve((end - from) / 4 * 3 + 2);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = from; i < end; ++i) {
+    const int8_t v = table[uint8_t(text[i])];
+    if (v < 0) return false;
+    acc = (acc << 6) | uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(char((acc >> bits) & 0xff));
+    }
+  }
+  return true;
+}
+
+std::string base64_encode(const char* data, size_t size) {
+  std::string out;
+  out.reserve((size + 2) / 3 * 4);
+  for (size_t i = 0; i < size; i += 3) {
+    uint32_t v = uint32_t(uint8_t(data[i])) << 16;
+    if (i + 1 < size) v |= uint32_t(uint8_t(data[i + 1])) << 8;
+    if (i + 2 < size) v |= uint8_t(data[i + 2]);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < size ? kAlphabet[(v >> 6) & 63] : '=';
+    out += i + 2 < size ? kAlphabet[v & 63] : '=';
+  }
+  return out;
+}
+
+void add_openai_routes(Service& service, std::vector<Route>* routes) {
+  Service* s = &service;
+  routes->push_back({"POST", "/v1/embeddings", ErrorForm::OpenAI,
+                     [s](HttpRequest& req, const PathParams&, const Reply& reply) { embeddings(*s, req, reply); }});
+  routes->push_back({"GET", "/v1/models", ErrorForm::OpenAI, [s](HttpRequest&, const PathParams&, const Reply& reply) {
+                       json data = json::array();
+                       for (const auto& m : s->models()) data.push_back(model_entry(*s, *m));
+                       reply(json_answer({{"object", "list"}, {"data", std::move(data)}}));
+                     }});
+  routes->push_back({"GET", "/v1/models/{name}", ErrorForm::OpenAI, [s](HttpRequest&, const PathParams& p, const Reply& reply) {
+                       reply(json_answer(model_entry(*s, s->model(p.at("name")))));
+                     }});
+}
+
+}  // namespace vit::app

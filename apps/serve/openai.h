@@ -1,0 +1,19 @@
+// OpenAI's embeddings API for images, as the official `openai` client calls it: POST /v1/embeddings (each
+// input an image as a data URI or bare base64; floats or base64 little-endian f32 out) and GET /v1/models.
+// Errors in OpenAI's form.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "models.h"
+#include "routes.h"
+
+namespace vit::app {
+
+void add_openai_routes(Service& service, std::vector<Route>* routes);
+
+// Standard base64 (RFC 4648 section 4, padding optional) to bytes; false for anything else.
+bool base64_decode(const std::string& text, size_t from, std::string* out);
+std::string base64_encode(const char* data, size_t size);
+
+}  // namespace vit::app

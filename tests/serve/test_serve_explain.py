@@ -1,0 +1,102 @@
+"""`POST /v1/explain` on a real server (CTest serve_explain, label serve): the attention picture `vit explain` draws,
+byte for byte, through the model's queue; an int8 model explained from an f32 copy; a CLIP tower with text
+embeddings explained with their labels; and every refusal a 400 naming the problem, the server answering the next
+request."""
+import io
+import json
+import subprocess
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import DEIT, NAME, VIT_BINARY, layout_models, photos
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def cli_picture(tmp_path, model, photo, *args):
+    """The picture `vit explain` writes for one photo, and its --json line."""
+    out = tmp_path / "pictures"
+    r = subprocess.run([VIT_BINARY, "explain", "-m", str(model), "--json", "--out", str(out), "--force", *args, str(photo)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    line = json.loads(r.stdout.splitlines()[0])
+    return (out / line["attention"].rsplit("/", 1)[-1]).read_bytes(), line
+
+
+def test_explain_answers_vit_explains_picture(serve, tmp_path):
+    """The default (rollout, 1024) and ?method=last&size=256 are `vit explain`'s pictures, byte for byte, sent as the
+    body or as a one-file form; the model's metrics count them."""
+    s = serve()
+    photo = photos()[0]
+    want, line = cli_picture(tmp_path, DEIT, photo)
+    r = requests.post(s.url + "/v1/explain", data=photo.read_bytes(), timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.headers["Content-Type"] == "image/png" and r.content == want
+    want_last, _ = cli_picture(tmp_path, DEIT, photo, "--method", "last", "--size", "256")
+    r = requests.post(s.url + f"/v1/explain?model={NAME}&method=last&size=256",
+                      files={"image": (photo.name, photo.read_bytes(), "image/jpeg")}, timeout=120)
+    assert r.status_code == 200 and r.content == want_last
+    assert r.content != want
+    counts = {tuple(sorted(x.labels.items())): x.value for f in text_string_to_metric_families(
+        requests.get(s.url + "/metrics", timeout=10).text) for x in f.samples if x.name == "vit_requests_total"}
+    assert counts[(("endpoint", "/v1/explain"), ("model", NAME), ("status", "200"))] == 2
+
+
+def test_explain_refusals_are_400s_naming_the_problem(serve, tmp_path):
+    """A headless model (pointing to /v1/embeddings), a method or size out of range, not an image, two files, an
+    unknown model: each a 400 or 404 with a message; the server explains the next photo."""
+    dino = layout_models() / "hf_dinov2"
+    s = serve("-m", f"dino={dino}")
+    photo = photos()[1].read_bytes()
+    cases = [
+        (f"/v1/explain?model={NAME}&method=gradcam", {"data": photo}, 400, "method: 'gradcam' is neither rollout nor last"),
+        (f"/v1/explain?model={NAME}&size=10", {"data": photo}, 400, "size: '10' is not a number from 64 to 8192"),
+        (f"/v1/explain?model={NAME}", {"data": b"this is a text file, not a photo\n"}, 400, ""),
+        (f"/v1/explain?model={NAME}", {"files": [("a", ("a.jpg", photo)), ("b", ("b.jpg", photo))]}, 400,
+         "explain draws one image; the form has 2 files"),
+        ("/v1/explain?model=dino", {"data": photo}, 400, "/v1/embeddings"),
+        ("/v1/explain?model=nope", {"data": photo}, 404, "nope"),
+        ("/v1/explain", {"data": photo}, 400, "?model=NAME"),
+    ]
+    for path, kw, status, message in cases:
+        r = requests.post(s.url + path, timeout=60, **kw)
+        assert r.status_code == status, (path, r.status_code, r.text)
+        assert message in r.json()["error"], (path, r.text)
+        assert r.json()["error"], path
+    r = requests.post(s.url + f"/v1/explain?model={NAME}&size=128", data=photo, timeout=120)
+    assert r.status_code == 200 and r.content.startswith(PNG)
+
+
+def test_int8_model_is_explained_from_an_f32_copy(serve, tmp_path):
+    """A model served at int8 is explained as `vit explain` explains it (always f32): an f32 copy is loaded at the
+    first explain request, and classification keeps answering at int8."""
+    s = serve("--precision", "int8")
+    photo = photos()[2]
+    want, _ = cli_picture(tmp_path, DEIT, photo, "--size", "256")
+    r = requests.post(s.url + "/v1/explain?size=256", data=photo.read_bytes(), timeout=300)
+    assert r.status_code == 200, r.text
+    assert r.content == want
+    models = requests.get(s.url + "/v1/models", timeout=10).json()["data"]
+    assert models[0]["vit"]["precision"] == "int8"
+
+
+def test_tower_with_text_embeddings_is_explained_with_their_labels(serve):
+    """A CLIP tower served with --text-embeddings is explained (its top label from the file's labels, in the
+    picture's caption); without them it has no class to explain."""
+    tower = layout_models() / "openclip"
+    labels = tower / "classes.safetensors"
+    s = serve("-m", f"tower={tower}", "-m", f"bare={tower}", "--text-embeddings", f"tower={labels}", model=None)
+    photo = photos()[0].read_bytes()
+    r = requests.post(s.url + "/v1/explain?model=tower&size=128", data=photo, timeout=300)
+    assert r.status_code == 200, r.text
+    assert r.content.startswith(PNG)
+    try:
+        from PIL import Image
+    except ImportError:
+        pytest.skip("PIL is not installed")
+    with Image.open(io.BytesIO(r.content)) as im:
+        assert max(im.size) == 128
+    r = requests.post(s.url + "/v1/explain?model=bare", data=photo, timeout=60)
+    assert r.status_code == 400 and "/v1/embeddings" in r.json()["error"]

@@ -1,0 +1,132 @@
+"""The web page at `GET /` in a real browser (CTest serve_page, label serve): headless Chromium driven by Selenium
+(Debian's chromium, chromium-driver and python3-selenium, from scripts/setup.sh) on a real server serving DeiT-Tiny
+and a DINOv2 folder. Photos go in through the page's file input; the labels and probabilities it shows are
+`vit classify --json`'s, the similarity figures of its heat map those of `vit embed --normalize`'s rows; a text
+file shows an error message. Screenshots land beside the vit binary (serve_page_*.png) for people to look at."""
+import json
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+import requests
+
+from conftest import DEIT, NAME, VIT_BINARY, cli_embed, layout_models, photos
+
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SHOTS = pathlib.Path(VIT_BINARY).parent
+
+
+def need(what):
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {what} (scripts/setup.sh installs chromium, chromium-driver, python3-selenium)")
+    pytest.skip(f"{what}; skipping")
+
+
+@pytest.fixture
+def browser():
+    """A headless Chromium session, always ended."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        need("selenium is not installed")
+    if not os.path.exists(CHROMEDRIVER):
+        need(f"{CHROMEDRIVER} is missing")
+    options = webdriver.ChromeOptions()
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+        options.add_argument(a)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def cli_top(files):
+    out = subprocess.run([VIT_BINARY, "classify", "--json", "-k", "5", "-m", str(DEIT), *map(str, files)],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    return {json.loads(l)["file"].rsplit("/", 1)[-1]: [(t["label"], t["prob"]) for t in json.loads(l)["top"]]
+            for l in out.splitlines()}
+
+
+def open_page(driver, url, model):
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    driver.get(url + "/")
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.body.dataset.state") == "ready")
+    Select(driver.find_element("id", "model")).select_by_value(model)
+
+
+def upload(driver, files, timeout=300):
+    """Chooses files through the page's file input and waits for the page to finish."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    driver.find_element("id", "files").send_keys("\n".join(str(f) for f in files))
+    WebDriverWait(driver, timeout).until(lambda d: d.execute_script("return document.body.dataset.state") == "done")
+
+
+def test_page_is_self_contained(serve):
+    """One HTML page with its script and styles inline: nothing fetched from elsewhere, a policy that forbids it."""
+    s = serve()
+    r = requests.get(s.url + "/", timeout=10)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/html")
+    assert "default-src 'self'" in r.headers["Content-Security-Policy"]
+    assert "http://" not in r.text and "https://" not in r.text and "//cdn" not in r.text
+    assert '<script src' not in r.text and '<link' not in r.text
+
+
+def test_page_classifies_and_explains_in_a_browser(serve, browser, tmp_path):
+    """Three photos through the file input: each card's bars are `vit classify --json`'s top 5 (labels in order,
+    probabilities within 1e-6) and its attention picture is drawn; a text file gets a message, not a blank."""
+    dino = layout_models() / "hf_dinov2"
+    s = serve("-m", f"dino={dino}")
+    files = photos()[:3]
+    want = cli_top(files)
+    open_page(browser, s.url, NAME)
+    upload(browser, files)
+    cards = browser.find_elements("css selector", ".card")
+    assert len(cards) == 3
+    for card in cards:
+        name = card.get_attribute("data-file")
+        rows = card.find_elements("css selector", ".bars li")
+        got = [(r.find_element("css selector", ".label").text, float(r.get_attribute("data-prob"))) for r in rows]
+        assert [g[0] for g in got] == [w[0] for w in want[name]], name
+        assert all(abs(g[1] - w[1]) <= 1e-6 for g, w in zip(got, want[name])), name
+        picture = card.find_element("css selector", "img.attention")
+        size = browser.execute_script("return [arguments[0].naturalWidth, arguments[0].naturalHeight]", picture)
+        assert 0 < min(size) and max(size) <= 512, size  # drawn (the longer side at most the page's 512)
+    assert browser.find_element("id", "message").text == ""
+    browser.save_screenshot(str(SHOTS / "serve_page_classify.png"))
+
+    text = tmp_path / "notes.txt"
+    text.write_text("a shopping list, not a photo\n")
+    upload(browser, [text])
+    message = browser.find_element("id", "message").text
+    assert "notes.txt" in message and "HTTP 400" in message, message
+    assert browser.find_element("id", "message").is_displayed()
+    browser.save_screenshot(str(SHOTS / "serve_page_error.png"))
+
+
+def test_page_shows_embedding_similarity_in_a_browser(serve, browser, tmp_path):
+    """Four photos with the DINOv2 folder picked: the heat map's printed figures are the cosines of `vit embed
+    --normalize`'s rows (to the 3 decimals printed); a text among photos fails the request naming it."""
+    dino = layout_models() / "hf_dinov2"
+    s = serve("-m", f"dino={dino}")
+    files = photos()[3:7]
+    rows = cli_embed(dino, files, "--normalize")
+    e = np.asarray([rows[f.name] for f in files], np.float64)
+    want = e @ e.T
+    open_page(browser, s.url, "dino")
+    upload(browser, files)
+    cells = browser.find_elements("css selector", "#similarity td")
+    assert len(cells) == 16
+    for c in cells:
+        i, j = int(c.get_attribute("data-i")), int(c.get_attribute("data-j"))
+        assert abs(float(c.text) - want[i, j]) <= 5e-4 + 1e-6, (i, j, c.text, want[i, j])
+    browser.save_screenshot(str(SHOTS / "serve_page_similarity.png"))
+
+    text = tmp_path / "notes.txt"
+    text.write_text("not a photo\n")
+    upload(browser, [files[0], text])
+    message = browser.find_element("id", "message").text
+    assert "input[1]" in message and "notes.txt" in message and "HTTP 400" in message, message

@@ -1,0 +1,107 @@
+// The rotary angle tables of models/positions.h (EVA-02's, Perception Encoder's, DINOv3's) against timm's own
+// rotary modules (tests/make_rope_tables.py, run at test time by the .venv's timm): each case's sin and cos, in
+// the module's channel layout, from the table our rotary step reads. Skipped without timm in .venv (scripts/setup.sh installs it), except under CI=true.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/io/safetensors.h"
+#include "models/positions.h"
+#include "reference_models.h"
+#include "test_util.h"
+
+namespace vit::test {
+namespace {
+
+class RopeTables : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const GeneratedModels g = generated_models("rope_tables", {VIT_SOURCE_DIR "/tests/make_rope_tables.py"}, "timm");
+    dir_ = g.dir;
+    ready_ = g.ready;
+  }
+  void SetUp() override {
+    if (dir_.empty()) {
+      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
+      GTEST_SKIP() << kVenvPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
+    }
+    ASSERT_TRUE(ready_) << "tests/make_rope_tables.py failed";
+  }
+  static std::string dir_;
+  static bool ready_;
+};
+std::string RopeTables::dir_;
+bool RopeTables::ready_ = false;
+
+// RotaryEmbeddingDinoV3.get_embed(shape): [N, 2 Dh], sin then cos, each [angles, angles] (rotate-half);
+// ours: [N, Dh / 2], the angles once, read by the Half rotary step for both halves of a head.
+TEST_F(RopeTables, DINOv3LikeTimm) {
+  const SafeTensors st(dir_ + "/rope_tables.safetensors");
+  const auto cases = nlohmann::json::parse(st.metadata().at("cases"));
+  int tested = 0;
+  for (const auto& [name, c] : cases.items()) {
+    if (c["module"] != "RotaryEmbeddingDinoV3") continue;
+    ASSERT_EQ(c["rotate_half"], true) << name;
+    const int64_t Dh = c["head_dim"], gh = c["grid"][0], gw = c["grid"][1], half = Dh / 2;
+    std::vector<float> sin, cos;
+    dinov3_rotary_tables(gh, gw, Dh, c["temperature"].get<float>(), 0.f, &sin, &cos);
+    const auto want = st.to_f32(name + ".embed");
+    ASSERT_EQ(int64_t(want.size()), gh * gw * 2 * Dh) << name;
+    ASSERT_EQ(int64_t(sin.size()), gh * gw * half) << name;
+    float worst = 0;
+    for (int64_t n = 0; n < gh * gw; ++n)
+      for (int64_t j = 0; j < Dh; ++j) {
+        const float* row = want.data() + n * 2 * Dh;
+        worst = std::max({worst, std::fabs(row[j] - sin[size_t(n * half + j % half)]),
+                          std::fabs(row[Dh + j] - cos[size_t(n * half + j % half)])});
+      }
+    EXPECT_LT(worst, 2e-6f) << name;
+    std::printf("%s: max |difference| from timm %.2e\n", name.c_str(), double(worst));
+    ++tested;
+  }
+  EXPECT_GE(tested, 4);
+}
+
+// RotaryEmbeddingCat.get_embed() of EVA-02 ('ij', at its own grid and a smaller one, rescaled to ref_feat_shape)
+// and of Perception Encoder ('xy', grid offset 1, ref_feat_shape 24): [N, 2 Dh], sin then cos, each angle
+// repeated for its interleaved pair; ours: [N, Dh / 2] from the ViTConfig the model's settings make.
+TEST_F(RopeTables, RotaryEmbeddingCatLikeTimm) {
+  const SafeTensors st(dir_ + "/rope_tables.safetensors");
+  const auto cases = nlohmann::json::parse(st.metadata().at("cases"));
+  int tested = 0;
+  for (const auto& [name, k] : cases.items()) {
+    if (k["module"] != "RotaryEmbeddingCat") continue;
+    ASSERT_EQ(k["rotate_half"], false) << name;
+    ViTConfig c;
+    const int64_t Dh = k["head_dim"], gh = k["grid"][0], gw = k["grid"][1], half = Dh / 2;
+    c.width = Dh;
+    c.heads = 1;
+    c.patch = k["patch"];
+    c.pre.height = int(gh * c.patch);
+    c.pre.width = int(gw * c.patch);
+    c.rope = true;
+    c.rope_temperature = k["temperature"].get<float>();
+    c.rope_grid_offset = k["grid_offset"].get<float>();
+    c.rope_xy = k["grid_indexing"] == "xy";
+    if (!k["ref_feat_shape"].is_null()) c.rope_ref_h = k["ref_feat_shape"][0], c.rope_ref_w = k["ref_feat_shape"][1];
+    std::vector<float> sin, cos;
+    rotary_tables(c, &sin, &cos);
+    const auto want = st.to_f32(name + ".embed");
+    ASSERT_EQ(int64_t(want.size()), gh * gw * 2 * Dh) << name;
+    ASSERT_EQ(int64_t(sin.size()), gh * gw * half) << name;
+    float worst = 0;
+    for (int64_t n = 0; n < gh * gw; ++n)
+      for (int64_t j = 0; j < Dh; ++j) {
+        const float* row = want.data() + n * 2 * Dh;
+        worst = std::max({worst, std::fabs(row[j] - sin[size_t(n * half + j / 2)]),
+                          std::fabs(row[Dh + j] - cos[size_t(n * half + j / 2)])});
+      }
+    EXPECT_LT(worst, 2e-6f) << name;
+    std::printf("%s: max |difference| from timm %.2e\n", name.c_str(), double(worst));
+    ++tested;
+  }
+  EXPECT_GE(tested, 4);
+}
+
+}  // namespace
+}  // namespace vit::test
