@@ -432,6 +432,14 @@ bool arch_preset(const std::string& arch, ViTConfig* c) {
 std::string unsupported_family(const SafeTensors& st) {
   for (const Marker& m : kMarkers)
     if (st.has(m.tensor)) return m.family;
+  // Hugging Face's Siglip2VisionModel (transformers 4.49 and later; this engine is checked against 4.48, which
+  // has none): SigLIP 2's NaFlex tower in transformers' names, its patch embedding a linear layer [D, 3 P P]
+  // where SiglipVisionModel's is a convolution, its table resized by its own code. Not mapped onto the NaFlex
+  // row yet: refused, never run as a square SigLIP.
+  const std::string siglip_patches = "vision_model.embeddings.patch_embedding.weight";
+  if (st.has(siglip_patches) && st.get(siglip_patches).shape.size() == 2)
+    return "Hugging Face Siglip2VisionModel (SigLIP 2 NaFlex in transformers' layout; timm's naflexvit_*_siglip "
+           "folders run)";
   return "";
 }
 

@@ -656,8 +656,7 @@ std::vector<std::string> known_archs() {
           "vit_large_patch16_siglip_256", "vit_large_patch16_siglip_384", "vit_so400m_patch14_siglip_224",
           "vit_so400m_patch14_siglip_378", "beit_base_patch16_224",      "beit_large_patch16_224",
           "beitv2_large_patch16_224",     "eva02_tiny_patch14_224",      "eva02_small_patch14_224",
-          "eva02_base_patch14_224",       "eva02_base_patch14_448",      "vit_base_patch16_rope_reg1_gap_256",
-          "naflexvit_base_patch16_siglip", "naflexvit_so400m_patch16_siglip"};
+          "eva02_base_patch14_224",       "eva02_base_patch14_448",      "vit_base_patch16_rope_reg1_gap_256"};
 }
 
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {

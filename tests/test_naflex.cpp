@@ -2,6 +2,8 @@
 // (a table computed by timm 1.0.31), the patch layout on an image whose resize is the identity, padding
 // and bad input; torch's antialiased interpolation of a 16 x 16 table to NaFlex grids against the goldens
 // committed in tests/data (tests/data/make_goldens.py), and the cache of those tables, shared by threads.
+// The NaFlex row of the family table: its presets timm's shapes, --img-size refused; Hugging Face's
+// Siglip2VisionModel refused by name.
 // (Patches, coordinates, validity and position rows against timm's own code on photos: test_naflex_timm.cpp.)
 #include <gtest/gtest.h>
 
@@ -10,6 +12,8 @@
 
 #include "engine/preprocess/naflex.h"
 #include "engine/preprocess/position_tables.h"
+#include "model_files.h"
+#include "models/vit.h"
 #include "test_util.h"
 
 namespace vit::test {
@@ -184,6 +188,57 @@ TEST(PositionTables, BadTableOrFilterIsAnError) {
                "a position table of 1024 values is not 16 x 15 x 4");
   PositionTables ok(table, 16, 16, 4, Filter::Bilinear);
   expect_error([&] { ok.get({0, 3}); }, "no position table for a grid of 0 x 3");
+}
+
+// The NaFlex row's presets (`vit bench --arch`): timm 1.0.31's sum(p.numel()) of create_model(arch,
+// num_classes=0), its family's settings; a budget of patches instead of an input size.
+TEST(NaflexFamily, PresetsAreTimmsShapes) {
+  const std::pair<const char*, int64_t> timm[] = {{"naflexvit_base_patch16_siglip", 92930304},
+                                                  {"naflexvit_so400m_patch16_siglip", 427888064}};
+  for (const auto& [arch, parameters] : timm) {
+    SCOPED_TRACE(arch);
+    const ViTConfig c = config_for_arch(arch);
+    EXPECT_EQ(c.parameters(), parameters);
+    EXPECT_EQ(c.family, Family::NaFlex);
+    EXPECT_TRUE(c.naflex);
+    EXPECT_EQ(c.act, Activation::GeluTanh);
+    EXPECT_EQ(c.pool, Pool::Map);
+    EXPECT_EQ(c.pos_filter, Filter::Bilinear);
+    EXPECT_EQ(c.pos_grid_h, 16);
+    EXPECT_EQ(c.pos_grid_w, 16);
+    EXPECT_EQ(c.tokens(), 256);  // the budget, SigLIP 2's
+    EXPECT_EQ(c.input_floats(), 256 * 16 * 16 * 3 + 2);
+    expect_error([&] { config_for_arch(arch, 224); }, "--img-size does not apply to " + std::string(arch));
+  }
+}
+
+// transformers' Siglip2VisionModel (and a whole Siglip2Model's vision_model): its patch embedding a linear
+// layer over patches, not SiglipVisionModel's convolution. Refused by name, with or without its config,
+// before any tensor is read as a square SigLIP's.
+TEST(NaflexFamily, HuggingFaceSiglip2IsRefusedByName) {
+  const int64_t D = 32, P = 16;
+  std::mt19937 rng(3);
+  TensorMap t;
+  const auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    t[name] = {shape, random_vector(size_t(n), rng)};
+  };
+  add("vision_model.embeddings.patch_embedding.weight", {D, 3 * P * P});
+  add("vision_model.embeddings.patch_embedding.bias", {D});
+  add("vision_model.embeddings.position_embedding.weight", {256, D});
+  add("vision_model.encoder.layers.0.layer_norm1.weight", {D});
+  add("vision_model.encoder.layers.0.self_attn.q_proj.weight", {D, D});
+  add("vision_model.post_layernorm.weight", {D});
+  add("vision_model.head.probe", {1, 1, D});
+  TempDir d;
+  write_tensors(d.file("model.safetensors"), t);
+  const std::string why = "Hugging Face Siglip2VisionModel (SigLIP 2 NaFlex in transformers' layout; timm's "
+                          "naflexvit_*_siglip folders run) checkpoint: not supported yet";
+  expect_error([&] { ViT::load(d.path()); }, why);
+  write_file(d.file("config.json"), R"({"model_type": "siglip2_vision_model", "hidden_size": 32, "patch_size": 16,
+                                        "num_patches": 256})");
+  expect_error([&] { ViT::load(d.path()); }, why);
 }
 
 }  // namespace
