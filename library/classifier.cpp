@@ -325,6 +325,25 @@ std::vector<float> Classifier::preprocess(const std::string& path) const {
   return out;
 }
 
+ImageInput Classifier::image_input(const std::string& path) const {
+  const ViTConfig& c = impl_->model.config();
+  const Image image = decode_image_file(path, impl_->opt.max_pixels, impl_->opt.exif_transpose);
+  ImageInput in;
+  in.width = image.width;
+  in.height = image.height;
+  PatchGrid g{int(c.grid_h()), int(c.grid_w())};
+  if (c.naflex) {
+    g = naflex_grid(image.width, image.height, int(c.patch), int(c.max_patches));
+    in.max_patches = c.max_patches;
+  }
+  in.grid_rows = g.rows;
+  in.grid_cols = g.cols;
+  in.input_height = int(g.rows * c.patch);
+  in.input_width = int(g.cols * c.patch);
+  in.tokens = c.prefix_tokens() + g.count();
+  return in;
+}
+
 const std::vector<std::string>& Classifier::labels() const { return impl_->labels; }
 int64_t Classifier::classes() const { return impl_->classes(); }
 int64_t Classifier::logits_size() const { return impl_->logits_size(); }

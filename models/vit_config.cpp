@@ -587,7 +587,8 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
   c->origin.family = !n.arch.empty()                          ? from_arch
                      : ck.layout() == CheckpointLayout::Other ? "file (" + ck.layout_label() + " layout)"
                                                               : "file (tensor names)";
-  if (row.defaults.act == Activation::QuickGelu) c->origin.act = from_arch + " (QuickGELU)";
+  if (row.defaults.act == Activation::QuickGelu || row.defaults.act == Activation::GeluTanh)
+    c->origin.act = from_arch + " (" + activation_name(row.defaults.act) + ")";
   if (row.defaults.eps != 1e-6f)
     c->origin.eps = std::string("default for ") + family_name(row.family) + "s (timm's architectures: " +
                     fmt::format("{:g}", row.defaults.eps) + ", not in their config.json)";

@@ -290,5 +290,32 @@ TEST_F(NaflexModel, VitEmbedWithMaxPatches) {
   }
 }
 
+// `vit inspect --image`: the budget and the grid each image gets (timm's get_image_size_for_seq, its count
+// the rows of timm's tokens for it), at the default budget and at --max-patches; the activation's origin.
+TEST_F(NaflexModel, InspectPrintsTheBudgetAndAnImagesGrid) {
+  for (const int n : budgets_)
+    for (const std::string name : {"panorama", "portrait", "column", "pixel"}) {
+      SCOPED_TRACE(name + " at " + std::to_string(n));
+      const Image img = decode_image_file(image_path(name));
+      const PatchGrid g = naflex_grid(img.width, img.height, 16, n);
+      ASSERT_EQ(g.count(), read_golden(*ref_, name + "." + std::to_string(n) + ".tokens").shape[0]);
+      const auto r = run_vit("inspect -m " + dir_ + "/model --image " + image_path(name) +
+                             (n == 256 ? std::string() : " --max-patches " + std::to_string(n)));
+      ASSERT_EQ(r.code, 0) << r.err;
+      const std::string want = std::to_string(img.width) + "x" + std::to_string(img.height) + " (" + image_path(name) +
+                               "): resized to " + std::to_string(g.cols * 16) + "x" + std::to_string(g.rows * 16) +
+                               " at its own aspect ratio, a grid of " + std::to_string(g.rows) + "x" +
+                               std::to_string(g.cols) + " = " + std::to_string(g.count()) +
+                               " patches within the budget of " + std::to_string(n);
+      EXPECT_NE(r.out.find("image          " + want), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("within " + std::to_string(n) + " patches of 16 pixels (--max-patches)"), std::string::npos);
+      EXPECT_NE(r.out.find("activation     the architecture naflexvit_base_patch16_siglip (GELU (tanh))"),
+                std::string::npos) << r.out;
+    }
+  const auto bad = run_vit("inspect -m " + dir_ + "/model --image " + dir_ + "/model/config.json");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("config.json"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace vit::test
