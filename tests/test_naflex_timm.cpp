@@ -19,6 +19,7 @@
 #include "engine/preprocess/position_tables.h"
 #include "models/vit.h"
 #include "vit/cpu.h"
+#include "vit/explain.h"
 #include "vit/vit.h"
 #include "reference_models.h"
 #include "test_util.h"
@@ -315,6 +316,17 @@ TEST_F(NaflexModel, InspectPrintsTheBudgetAndAnImagesGrid) {
   const auto bad = run_vit("inspect -m " + dir_ + "/model --image " + dir_ + "/model/config.json");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("config.json"), std::string::npos) << bad.err;
+}
+
+// `vit explain` and the library's Explainer refuse a NaFlex model by name, before any image: its maps would be
+// over each image's own grid (not drawn yet), never over a square it did not see.
+TEST_F(NaflexModel, ExplainIsRefusedByName) {
+  expect_error([&] { Explainer(dir_ + "/model", ExplainOptions{}); }, "is a NaFlex model (SigLIP 2 NaFlex image tower): "
+                                                                      "explaining it is not supported yet");
+  TempDir out;
+  const auto r = run_vit("explain -m " + dir_ + "/model --out " + out.path() + " " + image_path("panorama"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("explaining it is not supported yet"), std::string::npos) << r.err;
 }
 
 }  // namespace
