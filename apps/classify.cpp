@@ -218,6 +218,7 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<ClassifyOptions>();
   CLI::App* cmd = app.add_subcommand("classify", "classify images with a ViT and print the top-k classes");
   add_model_options(cmd, &o->model);
+  add_max_patches_option(cmd, &o->model.max_patches);
   CLI::Option* labels =
       cmd->add_option("--labels", o->labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
   cmd->add_option("--text-embeddings", o->text_embeddings,

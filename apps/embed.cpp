@@ -158,6 +158,7 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
   CLI::App* cmd = app.add_subcommand("embed", "one embedding per image: the pooled features before the head (timm's "
                                                "pre_logits), or after it with --head");
   add_model_options(cmd, &o->model);
+  add_max_patches_option(cmd, &o->model.max_patches);
   cmd->add_flag("--head", o->embed.head, "apply the head too: timm's model(x) (the logits of a classifier)");
   cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls, mean or map (the "
                                      "attention pool, on models that have one)")

@@ -174,6 +174,7 @@ void add_eval_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* cmd = app.add_subcommand("eval", "top-1 / top-5 accuracy on labelled photos (and agreement with f32)");
   add_model_options(cmd, &o->model);
+  add_max_patches_option(cmd, &o->model.max_patches);
   cmd->add_option("--labels-csv", o->labels_csv,
                   "CSV of file,index records, quoted as spreadsheets write them (default: the ImageNet synset id at the "
                   "start of each file name or in its folders)");

@@ -17,8 +17,22 @@ std::string precision_support() {
   return s + (isa.bf16 ? ", bf16" : "; bf16 needs avx512_bf16 or AMX");
 }
 
-int print_inspect(const ModelInfo& info) {
+// The line `--image` adds: the image's size, what it is resized to, and its grid of patches.
+std::string image_line(const std::string& path, const ImageInput& in) {
+  std::string s = std::to_string(in.width) + "x" + std::to_string(in.height) + " (" + path + "): ";
+  if (in.max_patches)
+    return s + "resized to " + std::to_string(in.input_width) + "x" + std::to_string(in.input_height) +
+           " at its own aspect ratio, a grid of " + std::to_string(in.grid_rows) + "x" + std::to_string(in.grid_cols) +
+           " = " + std::to_string(in.grid_rows * in.grid_cols) + " patches within the budget of " +
+           std::to_string(in.max_patches) + " (" + std::to_string(in.tokens) + " tokens)";
+  return s + "resized and cropped to " + std::to_string(in.input_width) + "x" + std::to_string(in.input_height) +
+         ", a grid of " + std::to_string(in.grid_rows) + "x" + std::to_string(in.grid_cols) + " patches (" +
+         std::to_string(in.tokens) + " tokens), as every image";
+}
+
+int print_inspect(const ModelInfo& info, const std::string& image) {
   for (const auto& [topic, text] : info.description) std::printf("%-14s %s\n", topic.c_str(), text.c_str());
+  if (!image.empty()) std::printf("%-14s %s\n", "image", image.c_str());
   std::printf("FLOPs/image    %.3g G (multiply-add = 2)\n", info.flops / 1e9);
   std::printf("precision      %s, weights %.1f MB resident\n", info.precision.c_str(), double(info.weight_bytes) / 1e6);
   if (!info.int8_weights.empty())
@@ -45,11 +59,16 @@ void add_inspect_command(CLI::App& app, Prepare* prepare) {
   positional->excludes(cmd->add_option("-m,--model", o->model, "the same, as the other commands take it"));
   cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
   add_img_size_option(cmd, &o->img_size);
+  add_max_patches_option(cmd, &o->max_patches);
   add_precision_option(cmd, &o->precision);  // the weights as that precision keeps them, and their size
-  cmd->callback([o, prepare] {
-    *prepare = [o]() -> std::function<int()> {
+  auto image = std::make_shared<std::string>();
+  cmd->add_option("--image", *image, "an image file: print the grid of patches it gets (a NaFlex model's own, "
+                                     "within --max-patches)");
+  cmd->callback([o, image, prepare] {
+    *prepare = [o, image]() -> std::function<int()> {
       const Classifier model(model_path(*o), classifier_options(*o));
-      return [info = model.info()] { return print_inspect(info); };
+      const std::string line = image->empty() ? "" : image_line(*image, model.image_input(*image));
+      return [info = model.info(), line] { return print_inspect(info, line); };
     };
   });
 }

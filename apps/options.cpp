@@ -76,6 +76,12 @@ void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision) {
   if (with_precision) add_precision_option(cmd, &o->precision);
 }
 
+void add_max_patches_option(CLI::App* cmd, int* max_patches) {
+  add_number_option(cmd, "--max-patches", max_patches, 0, int(kMaxNaflexPatches),
+                    "NaFlex models (SigLIP 2's naflexvit_*): each whole image at its own aspect ratio, resized to at "
+                    "most this many patches of 16 pixels; 0: 256, SigLIP 2's");
+}
+
 void add_precision_option(CLI::App* cmd, Precision* precision) {
   cmd->add_option_function<std::string>(
          "--precision", [precision](const std::string& s) { *precision = precision_from_name(s); },
@@ -123,6 +129,7 @@ ClassifierOptions classifier_options(const ModelOptions& o) {
   co.config = o.config;
   co.threads = o.threads;
   co.img_size = o.img_size;
+  co.max_patches = o.max_patches;
   co.precision = o.precision;
   return co;
 }

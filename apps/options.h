@@ -17,6 +17,7 @@ struct ModelOptions {
   std::string config;  // config.json overriding the one beside the weights
   int threads = 0;     // 0: all cores
   int img_size = 0;    // 0: the model's own input size
+  int max_patches = 0; // NaFlex models: the budget of patches per image (0: 256)
   Precision precision = Precision::F32;
 };
 
@@ -29,6 +30,8 @@ CLI::Option* add_number_option(CLI::App* cmd, const std::string& names, T* value
 void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision = true);
 void add_threads_option(CLI::App* cmd, int* threads);
 void add_img_size_option(CLI::App* cmd, int* img_size);
+// --max-patches, for the commands that run a NaFlex model through the library's Classifier.
+void add_max_patches_option(CLI::App* cmd, int* max_patches);
 void add_precision_option(CLI::App* cmd, Precision* precision);
 std::string default_model_path();
 // The model file or folder the options name: --model, else the default model, which must be there.

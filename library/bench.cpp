@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "models/vit.h"
 #include "vit/error.h"
@@ -25,6 +26,15 @@ struct Benchmark::Impl {
       s = s * 1664525u + 1013904223u;
       in[i] = float(int32_t(s)) / 2147483648.f * 2.f;
     }
+    // A NaFlex model's images: each a grid that fills most of its budget (a square image's), padding the rest.
+    const ViTConfig& c = model.config();
+    if (c.naflex)
+      for (int64_t b = 0; b < B; ++b) {
+        float* grid = in + (b + 1) * c.input_floats() - 2;
+        const auto side = int64_t(std::sqrt(double(c.max_patches)));
+        grid[0] = float(side);
+        grid[1] = float(c.max_patches / side);
+      }
     return p;
   }
 };

@@ -30,6 +30,12 @@ void unit_length(std::vector<float>* v) {
   for (float& x : *v) x *= inv;
 }
 
+// What a fixed-size input path says to a NaFlex model, whose images are patches at their own shape.
+std::string naflex_input_refusal(const ViT& m) {
+  return m.source() + " is a NaFlex model (" + family_name(m.config().family) + "): it takes each image at its own aspect ratio as " +
+         "patches within a budget, not a fixed [B, 3, H, W] tensor; give it image files (classify, embed) instead";
+}
+
 }  // namespace
 
 ImageHeader read_image_header(const std::string& bytes) {
@@ -77,6 +83,7 @@ struct Classifier::Impl {
   // b, image) for row b of a Plan, image its place among the n.
   void run_tensors(const float* images, int64_t n, const BetweenBatches& between,
                    const std::function<void(const ViT::Plan&, int64_t, int64_t)>& each) const {
+    if (model.config().naflex) throw ArgumentError(naflex_input_refusal(model));
     use_threads();
     const int64_t per = model.config().input_floats();
     for (int64_t first = 0, count = 0; first < n; first += count) {
@@ -162,6 +169,8 @@ struct Classifier::Impl {
                                const EmbedOptions& o, const BetweenBatches& between) const {
     use_threads();
     const ViTConfig& c = model.config();
+    if (o.tokens && c.naflex)
+      throw ArgumentError(std::string("tokens of a NaFlex model (") + family_name(c.family) + "): not supported yet (each image has a grid of its own)");
     const bool logits = o.head && c.classes > 0;  // without a head, timm's model(x) is the features
     const size_t E = size_t(logits ? c.classes : c.width), TD = size_t(c.tokens() * c.width);
     std::vector<Embedding> out(n);
@@ -193,7 +202,12 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
                         std::to_string(kMaxInputSize) + ")");
   const int threads = options.threads > 0 ? usable_threads(options.threads) : max_threads();
   set_threads(threads);
-  impl_ = std::make_unique<Impl>(ViT::load(model, options.config, options.img_size, options.precision), options);
+  if (options.max_patches < 0 || options.max_patches > kMaxNaflexPatches)
+    throw ArgumentError("max patches " + std::to_string(options.max_patches) + " is out of range (0 for 256, or 1 to " +
+                        std::to_string(kMaxNaflexPatches) + ")");
+  ViT model_ = ViT::load(model, options.config, options.img_size, options.precision);
+  if (options.max_patches > 0) model_.set_max_patches(options.max_patches);
+  impl_ = std::make_unique<Impl>(std::move(model_), options);
   impl_->threads = threads;
   if (options.pool) {
     try {
@@ -205,7 +219,7 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   if (!options.text_embeddings.empty()) {
     const ViTConfig& c = impl_->model.config();
     if (!options.labels.empty()) throw ArgumentError("labels and text embeddings both name the classes: give one");
-    if (c.family != Family::Clip && c.family != Family::SigLIP)
+    if (c.family != Family::Clip && c.family != Family::SigLIP && c.family != Family::NaFlex)
       throw ArgumentError(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower, and " +
                                                        impl_->model.source() + " is a " + family_name(c.family));
     impl_->zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(options.text_embeddings, c.classes > 0 ? c.classes : c.width));
@@ -305,9 +319,29 @@ std::vector<float> Classifier::probabilities(const float* logits, int64_t n) con
 std::vector<float> Classifier::preprocess(const std::string& path) const {
   impl_->use_threads();
   const ViTConfig& c = impl_->model.config();
+  if (c.naflex) throw ArgumentError(naflex_input_refusal(impl_->model));
   std::vector<float> out(size_t(c.input_floats()));
   vit::preprocess(decode_image_file(path, impl_->opt.max_pixels, impl_->opt.exif_transpose), c.pre, out.data());
   return out;
+}
+
+ImageInput Classifier::image_input(const std::string& path) const {
+  const ViTConfig& c = impl_->model.config();
+  const Image image = decode_image_file(path, impl_->opt.max_pixels, impl_->opt.exif_transpose);
+  ImageInput in;
+  in.width = image.width;
+  in.height = image.height;
+  PatchGrid g{int(c.grid_h()), int(c.grid_w())};
+  if (c.naflex) {
+    g = naflex_grid(image.width, image.height, int(c.patch), int(c.max_patches));
+    in.max_patches = c.max_patches;
+  }
+  in.grid_rows = g.rows;
+  in.grid_cols = g.cols;
+  in.input_height = int(g.rows * c.patch);
+  in.input_width = int(g.cols * c.patch);
+  in.tokens = c.prefix_tokens() + g.count();
+  return in;
 }
 
 const std::vector<std::string>& Classifier::labels() const { return impl_->labels; }

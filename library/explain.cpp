@@ -44,7 +44,11 @@ ViT load_f32(const std::string& model, const ExplainOptions& o) {
     throw ArgumentError("image size " + std::to_string(o.img_size) + " is out of range (0 for the model's own, or 1 to " +
                         std::to_string(kMaxInputSize) + ")");
   set_threads(usable_threads(o.threads));
-  return ViT::load(model, o.config, o.img_size, Precision::F32);
+  ViT m = ViT::load(model, o.config, o.img_size, Precision::F32);
+  // Its maps would be over each image's own grid, padded: not drawn yet.
+  if (m.config().naflex)
+    throw ArgumentError(m.source() + " is a NaFlex model (" + family_name(m.config().family) + "): explaining it is not supported yet");
+  return m;
 }
 
 }  // namespace

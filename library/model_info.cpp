@@ -106,9 +106,18 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
     d.push_back({"attention", attention_line(c)});
   if (c.swiglu())
     d.push_back({"mlp", fmt::format("SwiGLU: silu(fc1_g x) * fc1_x x{}, then fc2", c.scale_mlp ? ", LayerNorm (mlp.norm)" : "")});
-  d.push_back({"input", fmt::format("{}x{} RGB", c.img_h(), c.img_w())});
-  d.push_back({"tokens", tokens_line(c)});
-  d.push_back({"position table", position_line(c)});
+  if (c.naflex) {
+    d.push_back({"input", fmt::format("NaFlex: each image at its own aspect ratio, within {} patches of {} pixels "
+                                      "(--max-patches), padded to them in a batch; attention and pooling masked",
+                                      c.max_patches, c.patch)});
+    d.push_back({"tokens", fmt::format("up to {} patches: the image's own grid", c.tokens())});
+    d.push_back({"position table", fmt::format("{}x{} grid, resized to each image's grid ({}, antialiased), kept per grid",
+                                               c.pos_grid_h, c.pos_grid_w, filter_name(c.pos_filter))});
+  } else {
+    d.push_back({"input", fmt::format("{}x{} RGB", c.img_h(), c.img_w())});
+    d.push_back({"tokens", tokens_line(c)});
+    d.push_back({"position table", position_line(c)});
+  }
   d.push_back({"pooling", pooling_line(c)});
   if (c.dist_token) d.push_back({"head", "mean of head and head_dist (timm's eval output)"});
   if (c.classes == 0) d.push_back({"head", "none: embeddings only (vit embed)"});
@@ -119,7 +128,11 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
                                         c.classes ? fmt::format(", {} with --head ({})", c.classes,
                                                                 c.head == HeadKind::Projection ? "the projection" : "the logits")
                                                   : "")});
-  d.push_back({"preprocessing", preprocessing_line(c.pre)});
+  d.push_back({"preprocessing",
+               c.naflex ? fmt::format("NaFlex (timm's ResizeToSequence): {} resize, antialiased, to the largest grid "
+                                      "within the budget, no crop, mean {}, std {}",
+                                      filter_name(c.pre.interpolation), triple(c.pre.mean), triple(c.pre.std))
+                        : preprocessing_line(c.pre)});
   if (c.head == HeadKind::Classifier)
     d.push_back({"labels", c.labels.empty() ? "none in the files" : fmt::format("{} names ({}, ...)", c.labels.size(), c.labels[0])});
   return d;
@@ -163,6 +176,7 @@ ModelInfo model_info(const ViT& model, const PlanPool& plans) {
   i.input_height = c.img_h();
   i.input_width = c.img_w();
   i.tokens = c.tokens();
+  i.max_patches = c.naflex ? c.max_patches : 0;
   i.parameters = c.parameters();
   i.crop_pct = c.pre.crop_pct;
   i.resize = c.pre.resize_height();

@@ -94,7 +94,7 @@ void run_batches(const PlanPool& plans, size_t n, const RunOptions& o, const Dec
       item.index = first + j;
       try {
         Image image = decode(first + j);
-        preprocess(image, c.pre, pixels + per_image * j);
+        plans.model().prepare_input(image, pixels + per_image * j);
         if (o.keep_images) item.image = std::move(image);
       } catch (const Error& e) {
         item.error = e.problem();

@@ -30,8 +30,8 @@ Checkpoint::Checkpoint(const std::string& path) : st_(std::make_unique<SafeTenso
   if (other_ != OtherLayout::None) layout_ = CheckpointLayout::Other;
   else if (st_->has("vit.embeddings.patch_embeddings.projection.weight")) layout_ = CheckpointLayout::HuggingFace;
   else if (st_->has("conv_proj.weight")) layout_ = CheckpointLayout::Torchvision;
-  else if (!st_->has("patch_embed.proj.weight"))
-    throw Error(path, "not a ViT checkpoint: no patch embedding tensor (patch_embed.proj.weight, "
+  else if (!st_->has("patch_embed.proj.weight") && !st_->has("embeds.proj.weight"))  // embeds: timm's NaFlex ViTs
+    throw Error(path, "not a ViT checkpoint: no patch embedding tensor (patch_embed.proj.weight, embeds.proj.weight, "
                 "vit.embeddings.patch_embeddings.projection.weight or conv_proj.weight)");
 }
 

@@ -171,8 +171,9 @@ const FamilyRow kFamilies[] = {
      [] { S s; s.layer_scale = true; s.pos_embed = s.qkv_bias = false; s.reg_tokens = 4; s.classes = 0; return s; }(),
      TimmClass::Eva},
     // Their SwiGLU width is int(width * mlp_ratio) rounded up to swiglu_align_to (8, 64 for 7B), which the
-    // size word's MLP (and 7B's mlp_ratio 2) already is: 1536, 5120, 8192.
-    {Family::DINOv3, "vit_(small_plus|huge_plus|7b)_patch16_dinov3(_qkvb)?", nullptr, nullptr, HeadKind::Classifier,
+    // size word's MLP (and 7B's mlp_ratio 2) already is: 1536, 5120, 8192. Presets without _qkvb, like the row above.
+    {Family::DINOv3, "vit_(small_plus|huge_plus|7b)_patch16_dinov3(_qkvb)?", "vit_(small_plus|huge_plus|7b)_patch16_dinov3",
+     nullptr, HeadKind::Classifier,
      D{Activation::SwiGLU, 1e-5f, true, 0, Pool::Avg, D::ImageNet, 1.0, RopeKind::DinoV3, 100.f},
      [] { S s; s.layer_scale = true; s.pos_embed = s.qkv_bias = false; s.reg_tokens = 4; s.classes = 0; return s; }(),
      TimmClass::Eva},
@@ -220,6 +221,18 @@ const FamilyRow kFamilies[] = {
        return s;
      }(),
      TimmClass::Eva},
+    // naflexvit.py's naflexvit_*_patch16_siglip (NaFlexVitCfg): SigLIP 2's image towers taking each image at its
+    // own aspect ratio within a budget of patches (--max-patches); GELU's tanh form, no class token, a 16x16
+    // position table (embeds.pos_embed) resized bilinearly to each image's grid, the MAP head, no head.
+    {Family::NaFlex, "naflexvit_(base|so400m)_patch16_siglip", nullptr, nullptr, HeadKind::Classifier,
+     [] {
+       D d{Activation::GeluTanh, 1e-6f, false, 0, Pool::Map, D::Inception, 1.0};
+       d.naflex = true;
+       d.pos_filter = Filter::Bilinear;
+       return d;
+     }(),
+     [] { S s; s.class_token = false; s.no_embed_class = s.attn_pool = true; s.classes = 0; return s; }(),
+     TimmClass::NaFlexVit},
 };
 
 // timm architectures the engine knows and does not run, each refused with its family's name.
@@ -240,6 +253,10 @@ const struct {
     {"vit_.*_(xp|18x2)_.*|vit_d?pwee_.*", "ViT with parallel blocks"},
     {"vit_d(little|wee)_.*", "ViT with differential attention"},
     {"vit_.*_map_.*", "ViT with an attention pool beside register tokens"},
+    {"naflexvit_.*_radio_.*", "NaFlex ViT with a rotary embedding (C-RADIO)"},
+    {"naflexvit_.*_parfac_.*", "NaFlex ViT with a factorized, aspect-preserving position table"},
+    {"naflexvit_.*_par_.*", "NaFlex ViT with an aspect-preserving position table"},
+    {"naflexvit_.*", "NaFlex ViT with class or register tokens"},
 };
 
 struct Marker {
@@ -323,6 +340,7 @@ const char* family_name(Family f) {
     case Family::PE: return "Perception Encoder";
     case Family::AIMv2: return "AIMv2";
     case Family::EVA02Clip: return "EVA-02 CLIP image tower";
+    case Family::NaFlex: return "SigLIP 2 NaFlex image tower";
   }
   return "?";
 }
@@ -394,7 +412,7 @@ bool named_shape(const std::string& arch, Family f, NamedShape* n) {
     if (part.size() == 3 && std::all_of(part.begin(), part.end(), ::isdigit)) n->input = std::stoll(part);
   }
   n->input = f == Family::DINOv2 ? 518
-             : f == Family::DINOv3 ? 256
+             : f == Family::DINOv3 || f == Family::NaFlex ? 256  // NaFlex: its table's 16x16 grid, nominally
              : arch.find("tipsv2") != std::string::npos ? 448
              : arch.find("_radio_") != std::string::npos ? 512
              : arch.rfind("flexivit_", 0) == 0           ? 240
@@ -451,6 +469,8 @@ void apply_family_defaults(const FamilyRow& row, ViTConfig* c) {
   c->rope_grid_offset = d.rope_grid_offset;
   c->attn_pool_heads = d.attn_pool_heads;
   c->norm = d.norm;
+  c->naflex = d.naflex;
+  c->pos_filter = d.pos_filter;
 }
 
 bool arch_preset(const std::string& arch, ViTConfig* c) {
@@ -496,6 +516,14 @@ bool arch_preset(const std::string& arch, ViTConfig* c) {
 std::string unsupported_family(const SafeTensors& st) {
   for (const Marker& m : kMarkers)
     if (st.has(m.tensor)) return m.family;
+  // Hugging Face's Siglip2VisionModel (transformers 4.49 and later; this engine is checked against 4.48, which
+  // has none): SigLIP 2's NaFlex tower in transformers' names, its patch embedding a linear layer [D, 3 P P]
+  // where SiglipVisionModel's is a convolution, its table resized by its own code. Not mapped onto the NaFlex
+  // row yet: refused, never run as a square SigLIP.
+  const std::string siglip_patches = "vision_model.embeddings.patch_embedding.weight";
+  if (st.has(siglip_patches) && st.get(siglip_patches).shape.size() == 2)
+    return "Hugging Face Siglip2VisionModel (SigLIP 2 NaFlex in transformers' layout; timm's naflexvit_*_siglip "
+           "folders run)";
   return "";
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/nn/ops.h"  // NormKind
+#include "engine/preprocess/resample.h"
 #include "vit/vit.h"
 
 namespace vit {
@@ -16,7 +17,7 @@ namespace vit {
 class SafeTensors;
 struct ViTConfig;
 
-enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, RopeViT, DINOv3, PE, AIMv2, EVA02Clip };
+enum class Family { ViT, DeiT, DeiT3, DINOv2, Clip, SigLIP, BEiT, EVA02, RopeViT, DINOv3, PE, AIMv2, EVA02Clip, NaFlex };
 const char* family_name(Family f);  // "ViT", "DeiT III", "CLIP image tower", ...
 
 // The MLP: fc1, an activation, fc2 (GELU, GELU's tanh form, QuickGELU x * sigmoid(1.702 x)), or SwiGLU's
@@ -47,6 +48,11 @@ struct FamilyDefaults {
   float rope_grid_offset = 0.f;
   int64_t attn_pool_heads = 0;   // the attention pool's own heads (attn_pool_num_heads), 0: the blocks'
   NormKind norm = NormKind::Layer;  // every norm's kind: LayerNorm, or RMSNorm (AIMv2; its tensors have no bias)
+  // NaFlex (timm's naflexvit.py): each image resized at its own aspect ratio to a grid within a budget of
+  // patches, its patches the input (NaFlexEmbeds: embeds.proj, a linear layer over channels-last patches), the
+  // learned table resized to each image's grid with pos_filter (antialiased), attention and pooling masked.
+  bool naflex = false;
+  Filter pos_filter = Filter::Bicubic;  // pos_embed_interp_mode
 };
 
 // The structure of a family's models, beyond width, depth, heads, MLP, patch and input size: what its
@@ -67,7 +73,7 @@ struct FamilyStructure {
 };
 
 // The timm class a family's models are, which says what model_args its configs hold (model_arg_rules).
-enum class TimmClass { VisionTransformer, Beit, Eva };
+enum class TimmClass { VisionTransformer, Beit, Eva, NaFlexVit };
 
 struct FamilyRow {
   Family family;

@@ -14,6 +14,7 @@
 #include "engine/nn/attention.h"
 #include "models/int8_weights.h"
 #include "vit/error.h"
+#include "engine/preprocess/preprocess.h"
 #include "engine/preprocess/resample.h"
 
 namespace vit {
@@ -206,12 +207,19 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
     return make(n, w.data(), b.data(), K, D, Epilogue::AddToDst);
   };
   const Epilogue mlp_act = activation_epilogue(c.act);
-  patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, Epilogue::None, {D, Cin, P, P});
+  if (c.naflex) {
+    // NaFlexEmbeds: proj, a Linear over channels-last patches [D, P * P * C]; pos_embed [1, h, w, D].
+    patch_embed_ = linear("embeds.proj", Cin * P * P, D, false, Epilogue::None);
+    pos_tables_ = std::make_shared<PositionTables>(take("embeds.pos_embed", {1, c.pos_grid_h, c.pos_grid_w, D}).to_vector(),
+                                                   int(c.pos_grid_h), int(c.pos_grid_w), D, c.pos_filter);
+  } else {
+    patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, Epilogue::None, {D, Cin, P, P});
+  }
   if (c.patch_norm) patch_norm_ = norm("patch_embed.norm");
   if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
   if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
   if (c.reg_tokens) reg_token_ = take("reg_token", {1, c.reg_tokens, D}).to_vector();
-  if (c.abs_pos) pos_embed_ = position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector());
+  if (c.abs_pos && !c.naflex) pos_embed_ = position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector());
   if (c.norm_pre) norm_pre_ = norm("norm_pre");
   blocks_.clear();
   for (int64_t i = 0; i < c.depth; ++i) {
@@ -288,6 +296,9 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
   if (cfg.dist_token) m.dist_token_ = fill(size_t(D), 0.02f, 0.f);
   if (cfg.reg_tokens) m.reg_token_ = fill(size_t(cfg.reg_tokens * D), 0.02f, 0.f);
   m.pos_embed_ = fill(size_t(cfg.pos_len() * D), 0.02f, 0.f);
+  if (cfg.naflex)
+    m.pos_tables_ = std::make_shared<PositionTables>(std::move(m.pos_embed_), int(cfg.pos_grid_h), int(cfg.pos_grid_w), D,
+                                                     cfg.pos_filter);
   const Epilogue act = activation_epilogue(cfg.act);
   for (int64_t i = 0; i < cfg.depth; ++i) {
     const bool pb = cfg.proj_bias;
@@ -447,6 +458,7 @@ size_t ViT::weight_bytes() const {
     n += b.qkv.bytes() + b.proj.bytes() + b.fc1.bytes() + b.fc2.bytes() + b.rel_pos_table.size() * sizeof(float) +
          (cfg_.scale_mlp ? size_t(2 * cfg_.mlp) * sizeof(float) : 0);
   n += rel_pos_index_.size() * sizeof(int32_t) + (rope_sin_.size() + rope_cos_.size()) * sizeof(float);
+  if (pos_tables_) n += size_t(cfg_.pos_grid_h * cfg_.pos_grid_w * cfg_.width) * sizeof(float);
   n += attn_pool_.q.size() * sizeof(float) + attn_pool_.kv.bytes() + attn_pool_.proj.bytes() + attn_pool_.fc1.bytes() +
        attn_pool_.fc2.bytes() + (cfg_.attn_pool_mlp ? size_t(2 * cfg_.width) * sizeof(float) : 0);
   const size_t norms = size_t((cfg_.norm == NormKind::Rms ? 1 : 2) * cfg_.width) * sizeof(float);
@@ -485,9 +497,52 @@ struct ViT::PlanBuilder {
     tap(name + ".input", a().h, BT * lw.K);
   }
 
+  // NaFlexEmbeds.forward(patches, patch_coord, patch_valid): x = self.proj(patches);
+  // self._apply_learned_naflex_pos_embed(x, patch_coord): each image's table resized to its grid
+  // (F.interpolate(mode, antialias=True), PositionTables), added to its patches (none to padding).
+  // Each image's input is its max_patches patches, then its grid's rows and columns (prepare_input).
+  void naflex_embedding() {
+    const ViTConfig& c = m.cfg_;
+    const int64_t B = layout.B, D = c.width, N = c.patches(), K = c.in_chans * c.patch * c.patch;
+    const int64_t per = c.input_floats(), prefix = c.prefix_tokens();
+    const float* in = a().input;
+    float* patches = a().patches;
+    int32_t* lengths = plan.lengths_.data();
+    add(host_step("embeds.patches", [=] {
+      for (int64_t b = 0; b < B; ++b) {
+        const float* grid = in + b * per + N * K;
+        const bool whole = grid[0] >= 1.f && grid[1] >= 1.f && grid[0] <= float(N) && grid[1] <= float(N) &&
+                           grid[0] == std::floor(grid[0]) && grid[1] == std::floor(grid[1]) && grid[0] * grid[1] <= float(N);
+        if (!whole)
+          throw Error("embeds: image " + std::to_string(b) + " of the batch has a grid of " + std::to_string(grid[0]) +
+                      " x " + std::to_string(grid[1]) + " patches, not within its budget of " + std::to_string(N));
+        lengths[b] = int32_t(prefix + int64_t(grid[0]) * int64_t(grid[1]));
+      }
+      parallel_for(B, [&](int64_t b) { std::memcpy(patches + b * N * K, in + b * per, size_t(N * K) * sizeof(float)); });
+    }));
+    linear("embeds.proj", m.patch_embed_, N, a().patches, a().patch_embed);
+    tap("patch_embed", a().patch_embed, B * N * D);
+    PositionTables* tables = m.pos_tables_.get();
+    float* x = a().patch_embed;
+    add(host_step("embeds.pos_embed", [=] {
+      for (int64_t b = 0; b < B; ++b) {
+        const float* grid = in + b * per + N * K;
+        const auto table = tables->get(PatchGrid{int(grid[0]), int(grid[1])});
+        float* rows = x + b * N * D;
+        const int64_t n = int64_t(table->size());
+        parallel_for(n / D, [&](int64_t t) {
+          for (int64_t d = 0; d < D; ++d) rows[t * D + d] += (*table)[size_t(t * D + d)];
+        });
+      }
+    }));
+    add(embed_tokens_step("embed", B, N, D, {}, nullptr, false, a().patch_embed, a().x));
+    tap("embed", a().x, B * c.tokens() * D);
+  }
+
   // x = self.patch_embed(x); x = self._pos_embed(x)
   void embedding() {
     const ViTConfig& c = m.cfg_;
+    if (c.naflex) return naflex_embedding();
     const int64_t B = layout.B, D = c.width, N = c.patches();
     // The P x P / stride P conv as patch rows times the flattened kernel.
     add(patchify_step("patch_embed.patchify", B, c.in_chans, c.img_h(), c.img_w(), c.patch, a().input, a().patches));
@@ -550,7 +605,8 @@ struct ViT::PlanBuilder {
     for (const auto& [first, n] : layout.attention_passes)
       add(plan.precision_.attention(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
                                     scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
-                                    c.rel_pos_window ? a().rel_bias : nullptr));
+                                    c.rel_pos_window ? a().rel_bias : nullptr,
+                                    c.naflex ? plan.lengths_.data() + first : nullptr));
     // x = self.norm(x) (EvaAttention's scale_norm: EVA-02 CLIP's scale_attn_inner), in place
     if (c.attn_norm) add(layer_norm_step(p + ".attn.norm", w.attn_norm, B * T, a().attn, a().attn));
     // x = self.proj(x), added into x
@@ -598,7 +654,8 @@ struct ViT::PlanBuilder {
     if (c.pool == Pool::Token) {
       add(select_token_step("pool", B, T, D, 0, feats, a().pooled));
     } else if (c.pool == Pool::Avg) {
-      add(mean_tokens_step("pool", B, T, D, c.prefix_tokens(), feats, a().pooled));
+      add(mean_tokens_step("pool", B, T, D, c.prefix_tokens(), feats, a().pooled,
+                           c.naflex ? plan.lengths_.data() : nullptr));
     } else {
       attention_pool(feats);
     }
@@ -629,7 +686,7 @@ struct ViT::PlanBuilder {
     linear("attn_pool.kv", m.attn_pool_.kv, T, feats, a().qkv);
     // AttentionPoolLatent's own heads (num_heads: Perception Encoder's attn_pool_num_heads, else the blocks').
     add(attention_pool_step("attn_pool.attn", B, T, c.pool_heads(), c.width / c.pool_heads(), m.attn_pool_.q.data(), a().qkv,
-                            a().pool_scores, a().pooled_dist));
+                            a().pool_scores, a().pooled_dist, c.naflex ? plan.lengths_.data() : nullptr));
     linear("attn_pool.proj", m.attn_pool_.proj, 1, a().pooled_dist, a().pooled);
     add(layer_norm_step("attn_pool.norm", m.attn_pool_.norm, B, a().pooled, a().pooled_norm));
     linear("attn_pool.mlp.fc1", m.attn_pool_.fc1, 1, a().pooled_norm, a().mlp);
@@ -646,6 +703,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   plan->depth_ = cfg_.depth;
   plan->scores_per_image_ = cfg_.heads * cfg_.tokens() * cfg_.tokens();
   plan->precision_ = PrecisionPlan(precision_, B);
+  if (cfg_.naflex) plan->lengths_.assign(size_t(B), int32_t(cfg_.tokens()));
   const BufferTable table = activation_table(layout, plan.get());
   plan->arena_ = table.carve();
   spdlog::debug("plan for batch {}: {:.1f} MiB of activations, the largest {}", B, table.bytes() / 1048576.0,
@@ -664,6 +722,29 @@ void ViT::set_pool(Pool pool) {
   cfg_.pool = pool;
   cfg_.origin.pool = "asked for";
   plans_.clear();
+}
+
+void ViT::set_max_patches(int64_t n) {
+  if (!cfg_.naflex)
+    throw ArgumentError("--max-patches applies to NaFlex models (naflexvit_*), and " + source_ + " is a " + family_name(cfg_.family) +
+                        " with a fixed " + std::to_string(cfg_.img_h()) + "x" + std::to_string(cfg_.img_w()) + " input");
+  if (n < 1 || n > kMaxNaflexPatches)
+    throw ArgumentError("max patches " + std::to_string(n) + " is out of range (1 to " +
+                        std::to_string(kMaxNaflexPatches) + ")");
+  cfg_.max_patches = n;
+  plans_.clear();
+}
+
+void ViT::prepare_input(const Image& image, float* dst, PatchGrid* grid) const {
+  if (!cfg_.naflex) return preprocess(image, cfg_.pre, dst);
+  const NaflexConfig n = cfg_.naflex_config();
+  std::vector<int32_t> coords(size_t(2 * n.max_patches));
+  std::vector<uint8_t> valid(size_t(n.max_patches));
+  const PatchGrid g = naflex_patches(image, n, n.max_patches, dst, coords.data(), valid.data());
+  float* tail = dst + cfg_.input_floats() - 2;
+  tail[0] = float(g.rows);
+  tail[1] = float(g.cols);
+  if (grid) *grid = g;
 }
 
 const float* ViT::Plan::attention(int64_t block) const {

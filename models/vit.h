@@ -12,6 +12,7 @@
 #include "engine/nn/linear.h"
 #include "engine/nn/ops.h"
 #include "engine/nn/precision_plan.h"
+#include "engine/preprocess/position_tables.h"
 #include "vit/vit.h"
 #include "vit_config.h"
 
@@ -49,6 +50,12 @@ class ViT {
   // Pool another way than the checkpoint does (timm's reset_classifier(global_pool=...)): Plans made
   // afterwards use it. Token pooling needs a class token.
   void set_pool(Pool pool);
+  // A NaFlex model's budget of patches per image (--max-patches): Plans made afterwards pad each image's
+  // patches to it. Refused for other models, whose input is a fixed square.
+  void set_max_patches(int64_t n);
+  // One decoded image as this model's input (Plan::input() holds B of them, input_floats() each): timm's eval
+  // transform, or NaFlex's (its patches, then its grid); the NaFlex grid it got when grid is not null.
+  void prepare_input(const Image& image, float* dst, PatchGrid* grid = nullptr) const;
   Precision precision() const { return precision_; }
   const std::string& source() const { return source_; }
   // The int8.safetensors of a folder `vit quantize` made ("" for none); its weights are used at int8.
@@ -62,7 +69,8 @@ class ViT {
   class Plan {
    public:
     int64_t batch() const { return B_; }
-    float* input() const { return act_.input; }  // [B, 3, H, W]: preprocess straight into it
+    // [B, 3, H, W], or NaFlex's [B, input_floats()]: ViT::prepare_input straight into it.
+    float* input() const { return act_.input; }
     const float* run() const;                    // one forward pass; returns logits [B, C] in the arena
     // The same pass, reporting the named intermediate tensors forward_with_taps lists as it goes.
     const float* run(const TapFn& tap) const;
@@ -74,6 +82,8 @@ class ViT {
     const Program& program() const { return program_; }
     // With PlanOptions::keep_attention, after run(): block l's softmax(QK^T / sqrt(Dh)), [B, H, T, T].
     const float* attention(int64_t block) const;
+    // After run(), a NaFlex model's: image b's tokens (prefix and patches; the rest of its T rows are padding).
+    int64_t tokens_of(int64_t b) const { return lengths_.empty() ? 0 : lengths_[size_t(b)]; }
 
    private:
     friend class ViT;
@@ -115,6 +125,7 @@ class ViT {
     const float* tokens_ = nullptr;
     const float* features_ = nullptr;
     std::vector<Tap> taps_;
+    std::vector<int32_t> lengths_;  // NaFlex: each image's tokens, read from its input's grid when the Plan runs
   };
   struct PlanOptions {
     // Keep every block's attention probabilities, in f32 and over the whole batch at once (else the
@@ -173,6 +184,7 @@ class ViT {
   std::vector<float> dist_token_;     // [D] (empty unless distilled)
   std::vector<float> reg_token_;      // [R, D] (empty without register tokens)
   std::vector<float> pos_embed_;      // [pos_len, D], resampled to the input grid
+  std::shared_ptr<PositionTables> pos_tables_;  // NaFlex: the table resized per grid, kept for the next image
   std::vector<int32_t> rel_pos_index_;  // [T, T]: every block's row of its relative position table (BEiT)
   std::vector<float> rope_sin_, rope_cos_;  // [N, Dh / 2]: the rotary angles of each patch (EVA-02)
   std::vector<BlockWeights> blocks_;

@@ -100,6 +100,7 @@ int64_t isqrt_exact(int64_t n) {
 struct TensorFacts {
   bool swiglu = false;
   bool eva_names = false;
+  bool naflex_names = false;  // timm's naflexvit.py's NaFlexEmbeds: embeds.proj (a linear layer), embeds.pos_embed
 };
 
 // The MLP's hidden width M (fc2's input), and whether it is SwiGLU: timm's SwiGLU keeps the gate and the
@@ -127,7 +128,7 @@ void attention_from_tensors(const Checkpoint& ck, ViTConfig* c, TensorFacts* f) 
   const bool qv = ck.has("blocks.0.attn.q_bias") || ck.has("blocks.0.attn.q_proj.bias");
   c->qkv_bias = qv || ck.has("blocks.0.attn.qkv.bias");
   c->k_bias = !qv;
-  c->abs_pos = ck.has("pos_embed");
+  c->abs_pos = ck.has(f->naflex_names ? "embeds.pos_embed" : "pos_embed");
   const std::string table = "blocks.0.attn.relative_position_bias_table";
   if (ck.has(table)) {  // [(2W - 1)^2 + 3, H]
     const auto s = ck.shape(table);
@@ -146,16 +147,40 @@ void attention_from_tensors(const Checkpoint& ck, ViTConfig* c, TensorFacts* f) 
                           (c->rel_pos_window ? "relative_position_bias_table per block; " : "") + "tensor names)";
 }
 
+// NaFlexEmbeds (timm's naflexvit.py): proj, a linear layer over channels-last patches [D, P * P * 3], and the
+// learned table pos_embed [1, h, w, D], whose grid is the table's (resized to each image's at run time).
+void naflex_embeds_from_tensors(const Checkpoint& ck, ViTConfig* c) {
+  const std::string& file = ck.path();
+  const auto pw = ck.shape("embeds.proj.weight");
+  const int64_t P = pw.size() == 2 && pw[1] % 3 == 0 ? isqrt_exact(pw[1] / 3) : -1;
+  if (P <= 0) throw Error(file, "embeds.proj.weight has shape " + shape_string(pw) + ", expected [D, P * P * 3]");
+  c->width = pw[0];
+  c->in_chans = 3;
+  c->patch = P;
+  if (!ck.has("embeds.pos_embed")) return;  // refused with its family (family_of)
+  const auto pos = ck.shape("embeds.pos_embed");
+  if (pos.size() != 4 || pos[0] != 1 || pos[1] < 1 || pos[2] < 1 || pos[3] != c->width)
+    throw Error(file, "embeds.pos_embed has shape " + shape_string(pos) + ", expected [1, h, w, " +
+                          std::to_string(c->width) + "]");
+  c->pos_grid_h = pos[1];
+  c->pos_grid_w = pos[2];
+}
+
 // Step 1: the shape, always from the tensors.
 TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   TensorFacts f;
   const std::string& file = ck.path();
-  const auto pw = ck.shape("patch_embed.proj.weight");  // [D, C, P, P]
-  if (pw.size() != 4 || pw[2] != pw[3])
-    throw Error(file, "patch_embed.proj.weight has shape " + shape_string(pw) + ", expected [D, C, P, P]");
-  c->width = pw[0];
-  c->in_chans = pw[1];
-  c->patch = pw[2];
+  f.naflex_names = ck.has("embeds.proj.weight");
+  if (f.naflex_names) {
+    naflex_embeds_from_tensors(ck, c);
+  } else {
+    const auto pw = ck.shape("patch_embed.proj.weight");  // [D, C, P, P]
+    if (pw.size() != 4 || pw[2] != pw[3])
+      throw Error(file, "patch_embed.proj.weight has shape " + shape_string(pw) + ", expected [D, C, P, P]");
+    c->width = pw[0];
+    c->in_chans = pw[1];
+    c->patch = pw[2];
+  }
   if (c->in_chans != 3) throw Error(file, "the model takes " + std::to_string(c->in_chans) + " channels, not RGB");
   c->depth = ck.count_blocks();
   if (c->depth == 0) throw Error(file, "missing tensor blocks.0.norm1.weight (no encoder blocks)");
@@ -175,7 +200,7 @@ TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   c->dist_token = ck.has("dist_token");
   c->final_norm = ck.has("norm.weight");
   c->fc_norm = ck.has("fc_norm.weight");
-  c->patch_bias = ck.has("patch_embed.proj.bias");
+  c->patch_bias = ck.has(f.naflex_names ? "embeds.proj.bias" : "patch_embed.proj.bias");
   c->patch_norm = ck.has("patch_embed.norm.weight");
   c->attn_norm = ck.has("blocks.0.attn.norm.weight");
   c->proj_bias = ck.has("blocks.0.attn.proj.bias");
@@ -245,9 +270,10 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
       const std::string act = get_as<std::string>(a, "act_layer", where);
       // SwiGLU's gate is SiLU (AIMv2's act_layer 'silu'), its MLP said by the tensors.
       const bool swiglu_silu = act == "silu" && c->act == Activation::SwiGLU;
-      if (act != "gelu" && act != "quick_gelu" && !swiglu_silu)
-        throw Error(where, "act_layer '" + act + "' is not supported (gelu, quick_gelu; silu in a SwiGLU MLP)");
-      if (!swiglu_silu) c->act = act == "quick_gelu" ? Activation::QuickGelu : Activation::Gelu;
+      if (act != "gelu" && act != "quick_gelu" && act != "gelu_tanh" && !swiglu_silu)
+        throw Error(where, "act_layer '" + act + "' is not supported (gelu, gelu_tanh, quick_gelu; silu in a SwiGLU MLP)");
+      if (!swiglu_silu)
+        c->act = act == "quick_gelu" ? Activation::QuickGelu : act == "gelu_tanh" ? Activation::GeluTanh : Activation::Gelu;
       c->origin.act = where;
     }
     if (a.contains("img_size")) {
@@ -316,11 +342,11 @@ bool apply_hf_config(const json& j, const std::string& where, const std::string&
   return heads_given;
 }
 
-// Step 3c: every model_args key of the family's timm class (VisionTransformer, Beit, Eva) read by
+// Step 3c: every model_args key of the family's timm class (VisionTransformer, Beit, Eva, NaFlexVit) read by
 // apply_timm_config, said by the tensors, training-only, the one value the engine runs, the value the
-// family's row gives it (family_arg), or EVA-02's rotary settings; any other is refused by name, so that an
-// option the engine does not run never loads half-right.
-enum class ArgRule { Read, Tensors, Training, Only, Family, Rope };
+// family's row gives it (family_arg), EVA-02's rotary settings, or NaFlex's table grid (as the tensors have
+// it); any other is refused by name, so that an option the engine does not run never loads half-right.
+enum class ArgRule { Read, Tensors, Training, Only, Family, Rope, Grid };
 struct ModelArg {
   const char* key;
   unsigned classes;  // bits of the TimmClass values whose configs have it
@@ -328,15 +354,17 @@ struct ModelArg {
   const char* only = nullptr;  // ArgRule::Only: the value the engine runs, as JSON
 };
 constexpr unsigned kVit = 1u << unsigned(TimmClass::VisionTransformer), kBeit = 1u << unsigned(TimmClass::Beit),
-                   kEva = 1u << unsigned(TimmClass::Eva), kAll = kVit | kBeit | kEva;
+                   kEva = 1u << unsigned(TimmClass::Eva), kNaf = 1u << unsigned(TimmClass::NaFlexVit),
+                   kAll = kVit | kBeit | kEva | kNaf;
 const ModelArg kModelArgs[] = {
     {"img_size", kAll, ArgRule::Read}, {"patch_size", kAll, ArgRule::Read}, {"in_chans", kAll, ArgRule::Read},
     {"num_classes", kAll, ArgRule::Read}, {"global_pool", kAll, ArgRule::Read}, {"embed_dim", kAll, ArgRule::Read},
     {"depth", kAll, ArgRule::Read}, {"num_heads", kAll, ArgRule::Read}, {"mlp_ratio", kAll, ArgRule::Read},
-    {"qkv_bias", kAll, ArgRule::Read}, {"class_token", kVit | kEva, ArgRule::Read},
-    {"no_embed_class", kVit | kEva, ArgRule::Read}, {"reg_tokens", kVit, ArgRule::Read}, {"fc_norm", kVit, ArgRule::Read},
-    {"act_layer", kVit, ArgRule::Read}, {"proj_bias", kVit, ArgRule::Read},
-    {"init_values", kAll, ArgRule::Tensors}, {"pre_norm", kVit, ArgRule::Tensors}, {"final_norm", kVit, ArgRule::Tensors},
+    {"qkv_bias", kAll, ArgRule::Read}, {"class_token", kVit | kEva | kNaf, ArgRule::Read},
+    {"no_embed_class", kVit | kEva, ArgRule::Read}, {"reg_tokens", kVit | kNaf, ArgRule::Read},
+    {"fc_norm", kVit | kNaf, ArgRule::Read}, {"act_layer", kVit | kNaf, ArgRule::Read}, {"proj_bias", kVit, ArgRule::Read},
+    {"init_values", kAll, ArgRule::Tensors}, {"pre_norm", kVit | kNaf, ArgRule::Tensors},
+    {"final_norm", kVit | kNaf, ArgRule::Tensors},
     {"dynamic_img_size", kVit, ArgRule::Tensors}, {"use_abs_pos_emb", kBeit | kEva, ArgRule::Tensors},
     {"use_fc_norm", kBeit | kEva, ArgRule::Tensors}, {"use_rel_pos_bias", kBeit, ArgRule::Tensors},
     {"qkv_fused", kEva, ArgRule::Tensors}, {"num_reg_tokens", kEva, ArgRule::Tensors}, {"scale_mlp", kEva, ArgRule::Tensors}, {"swiglu_mlp", kEva, ArgRule::Tensors},
@@ -344,16 +372,28 @@ const ModelArg kModelArgs[] = {
     {"drop_rate", kAll, ArgRule::Training}, {"pos_drop_rate", kAll, ArgRule::Training},
     {"patch_drop_rate", kAll, ArgRule::Training}, {"proj_drop_rate", kAll, ArgRule::Training},
     {"attn_drop_rate", kAll, ArgRule::Training}, {"drop_path_rate", kAll, ArgRule::Training},
-    {"head_init_scale", kBeit | kEva, ArgRule::Training}, {"weight_init", kVit, ArgRule::Training},
-    {"fix_init", kVit, ArgRule::Training},
-    {"qk_norm", kVit | kEva, ArgRule::Only, "false"}, {"scale_attn_norm", kVit, ArgRule::Only, "false"},
-    {"scale_mlp_norm", kVit, ArgRule::Only, "false"}, {"pos_embed", kVit, ArgRule::Only, "\"learn\""}, {"dynamic_img_pad", kVit, ArgRule::Only, "false"},
+    {"head_init_scale", kBeit | kEva, ArgRule::Training}, {"weight_init", kVit | kNaf, ArgRule::Training},
+    {"fix_init", kVit | kNaf, ArgRule::Training},
+    {"qk_norm", kVit | kEva | kNaf, ArgRule::Only, "false"}, {"scale_attn_norm", kVit, ArgRule::Only, "false"},
+    {"scale_mlp_norm", kVit | kNaf, ArgRule::Only, "false"}, {"proj_bias", kNaf, ArgRule::Only, "true"},
+    {"pos_embed", kVit, ArgRule::Only, "\"learn\""}, {"dynamic_img_pad", kVit | kNaf, ArgRule::Only, "false"},
     {"use_shared_rel_pos_bias", kBeit, ArgRule::Only, "false"}, {"swiglu_mlp", kBeit, ArgRule::Only, "false"},
     {"scale_mlp", kBeit, ArgRule::Only, "false"}, {"rope_type", kEva, ArgRule::Family},
     {"rope_grid_indexing", kEva, ArgRule::Family}, {"rope_rotate_half", kEva, ArgRule::Family},
     {"dynamic_img_size", kEva, ArgRule::Family},
     {"use_rot_pos_emb", kEva, ArgRule::Rope}, {"ref_feat_shape", kEva, ArgRule::Rope},
     {"rope_temperature", kEva, ArgRule::Rope}, {"rope_grid_offset", kEva, ArgRule::Rope},
+    // NaFlexVitCfg: the SigLIP 2 towers' learned table, resized bilinearly (antialiased, corners not aligned)
+    // to each image's grid; their embedding, attention and pooling.
+    {"pos_embed", kNaf, ArgRule::Only, "\"learned\""}, {"pos_embed_grid_size", kNaf, ArgRule::Grid},
+    {"pos_embed_interp_mode", kNaf, ArgRule::Only, "\"bilinear\""},
+    {"pos_embed_ar_preserving", kNaf, ArgRule::Only, "false"}, {"pos_embed_antialias", kNaf, ArgRule::Only, "true"},
+    {"pos_embed_align_corners", kNaf, ArgRule::Only, "false"},
+    {"pos_embed_use_grid_sample", kNaf, ArgRule::Only, "false"}, {"rope_type", kNaf, ArgRule::Only, "\"\""},
+    {"scale_attn_inner_norm", kNaf, ArgRule::Only, "false"}, {"use_key_only_attn_mask", kNaf, ArgRule::Only, "false"},
+    {"patchify_channels_last", kNaf, ArgRule::Only, "true"}, {"pool_include_prefix", kNaf, ArgRule::Only, "false"},
+    {"embed_proj_type", kNaf, ArgRule::Only, "\"linear\""}, {"attn_type", kNaf, ArgRule::Only, "\"standard\""},
+    {"attn_gated", kNaf, ArgRule::Only, "false"},
 };
 
 // The value of an ArgRule::Family key that the model's family row runs (its timm definition's): the rotary
@@ -398,6 +438,9 @@ void apply_model_args(const json& config, TimmClass cls, const std::string& wher
     for (const ModelArg& m : kModelArgs)
       if (key == m.key && (m.classes & (1u << unsigned(cls)))) rule = &m;
     if (rule && rule->rule == ArgRule::Rope) rope_arg(args, key, where, c);
+    if (rule && rule->rule == ArgRule::Grid && value != json::array({c->pos_grid_h, c->pos_grid_w}))
+      throw Error(where, "model_args " + key + " is " + value.dump() + ", but the checkpoint's table (embeds.pos_embed) "
+                         "is " + std::to_string(c->pos_grid_h) + "x" + std::to_string(c->pos_grid_w));
     if (rule && rule->rule == ArgRule::Family && value == family_arg(key, *c)) continue;
     if (rule && rule->rule != ArgRule::Family && (rule->rule != ArgRule::Only || value == json::parse(rule->only)))
       continue;
@@ -469,6 +512,7 @@ void apply_hf_preprocessor(const json& p, const std::string& where, ViTConfig* c
 // patches only (timm's no_embed_class).
 void position_grid(const Checkpoint& ck, ViTConfig* c) {
   const std::string& file = ck.path();
+  if (c->naflex) return;  // embeds.pos_embed's grid, read with the shape (step 1)
   if (!c->abs_pos) {  // BEiT: its grid is its relative position tables' window
     c->pos_grid_h = c->pos_grid_w = c->rel_pos_window ? c->rel_pos_window : c->img_h() / c->patch;
     return;
@@ -509,12 +553,26 @@ Named named_architecture(const json* config, bool timm_config, const ConfigSourc
   return n;
 }
 
+// What a NaFlex checkpoint may hold beyond the SigLIP 2 towers' tensors, refused by name.
+void naflex_tensors_supported(const Checkpoint& ck, const std::string& arch, const ViTConfig& c) {
+  const std::string& file = ck.path();
+  if (ck.has("embeds.cls_token") || ck.has("embeds.reg_token"))
+    throw Error(file, "a NaFlex ViT with class or register tokens: not supported yet (" + arch + " has none)");
+  if (!ck.has("embeds.pos_embed"))
+    throw Error(file, "a NaFlex ViT without a learned position table (embeds.pos_embed): not supported yet");
+  if (c.scale_mlp) throw Error(file, "a NaFlex ViT with a norm inside its MLP (scale_mlp_norm): not supported yet");
+  if (!c.attn_pool_mlp) throw Error(file, arch + " pools with an attention pool, and the file has no attn_pool");
+}
+
 // The family: the named architecture's row, else the layout's (Hugging Face's DINOv2 ...), else the one the
 // tensors mark. What the tensors hold must be that family's: eva.py's names need an architecture (their
 // rotary embedding is in no tensor), beit.py's and eva.py's names a row of theirs, a gated MLP a family with one.
 const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFacts& f, const std::string& where,
                            const ViTConfig& c) {
   const std::string& file = ck.path();
+  if (!n.row && f.naflex_names)
+    throw Error(file, "NaFlex ViT checkpoint (timm's naflexvit.py tensor names: embeds.proj, embeds.pos_embed) without "
+                      "a timm config.json naming its architecture: how its position table is resized is in no tensor");
   const FamilyRow& row = n.row                                       ? *n.row
                          : ck.layout() == CheckpointLayout::Other ? family_row(other_layout_family(ck.other_layout()))
                                                                      : family_of_tensors(ck);
@@ -528,6 +586,12 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
   if (!beit_eva && (eva_names || c.rel_pos_window))
     throw Error(where, n.arch + " is a " + family_name(row.family) + ", but " + file +
                            " holds tensors of timm's beit.py or eva.py (q_bias, relative_position_bias_table, ...)");
+  if (row.defaults.naflex != f.naflex_names)
+    throw Error(where, row.defaults.naflex ? n.arch + " is a NaFlex ViT, but " + file + " has no embeds.proj.weight "
+                                                      "(timm's naflexvit.py names)"
+                                           : n.arch + " is not a NaFlex ViT, but " + file + " holds one (embeds.proj, "
+                                                 "embeds.pos_embed: timm's naflexvit.py names)");
+  if (row.defaults.naflex) naflex_tensors_supported(ck, n.arch, c);
   if (row.family == Family::BEiT && !c.rel_pos_window)
     throw Error(where, n.arch + " is a BEiT, but " + file + " has no relative_position_bias_table");
   if (row.family == Family::BEiT && (f.swiglu || c.scale_mlp))
@@ -564,7 +628,8 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
   c->origin.family = !n.arch.empty()                          ? from_arch
                      : ck.layout() == CheckpointLayout::Other ? "file (" + ck.layout_label() + " layout)"
                                                               : "file (tensor names)";
-  if (row.defaults.act == Activation::QuickGelu) c->origin.act = from_arch + " (QuickGELU)";
+  if (row.defaults.act == Activation::QuickGelu || row.defaults.act == Activation::GeluTanh)
+    c->origin.act = from_arch + " (" + activation_name(row.defaults.act) + ")";
   if (row.defaults.eps != 1e-6f)
     c->origin.eps = std::string("default for ") + family_name(row.family) + "s (timm's architectures: " +
                     fmt::format("{:g}", row.defaults.eps) + ", not in their config.json)";
@@ -650,6 +715,9 @@ ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
     throw Error("unknown architecture '" + arch + "' (known: " + list + ", and the other timm names docs/MODELS.md "
                 "lists as running)");
   }
+  if (img_size > 0 && c.naflex)
+    throw ArgumentError("--img-size does not apply to " + arch + ", a NaFlex model: each image keeps its own aspect "
+                        "ratio within a budget of patches (--max-patches)");
   if (img_size > 0) {  // random weights: the position table made at the size it runs at
     set_input_size(&c, img_size, img_size, "--img-size");
     if (c.img_h() % c.patch == 0) c.pos_grid_h = c.pos_grid_w = c.grid_h();
@@ -681,7 +749,18 @@ std::string ViTConfig::summary() const {
          (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "") +
          (rel_pos_window ? ", relative position bias" : "") + (rope ? ", rotary position embedding" : "") +
          (swiglu() ? ", SwiGLU" : "") + (norm == NormKind::Rms ? ", RMSNorm" : "") +
-         (attn_norm ? ", a LayerNorm inside attention" : "");
+         (attn_norm ? ", a LayerNorm inside attention" : "") +
+         (naflex ? ", NaFlex within " + std::to_string(max_patches) + " patches" : "");
+}
+
+NaflexConfig ViTConfig::naflex_config() const {
+  NaflexConfig n;
+  n.patch = int(patch);
+  n.max_patches = int(max_patches);
+  n.interpolation = pre.interpolation;
+  n.mean = pre.mean;
+  n.std = pre.std;
+  return n;
 }
 
 namespace {
@@ -775,11 +854,18 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   // Step 6: the position table's grid; the input size follows it when nothing named one. The head's kind.
   position_grid(ck, &c);
   if (!given.size && !known) set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
+  if (c.naflex) {  // nominal only: each image is resized to a grid of its own
+    set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
+    c.origin.input_size = "NaFlex: each image at its own aspect ratio, within --max-patches patches";
+  }
   if (other) other_layout_resampling(ck.other_layout(), &c);
   c.head = head_kind(c.family, c.classes, n.tag);
   if (c.head != HeadKind::Classifier) c.origin.labels.clear();  // nothing to label
 
   // Step 7: --img-size, with the same crop_pct (or Hugging Face resize ratio) at the new size, as timm's.
+  if (src.img_size > 0 && c.naflex)
+    throw ArgumentError("--img-size does not apply to " + c.arch + ", a NaFlex model: each image keeps its own aspect "
+                        "ratio within a budget of patches (--max-patches)");
   if (src.img_size > 0) {
     if (c.pre.resize > 0) c.pre.resize = int(std::llround(double(c.pre.resize) * double(src.img_size) / double(c.img_h())));
     set_input_size(&c, src.img_size, src.img_size, "--img-size");

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "engine/preprocess/naflex.h"
 #include "engine/preprocess/preprocess.h"
 #include "families.h"
 #include "vit/limits.h"
@@ -83,6 +84,13 @@ struct ViTConfig {
   float rope_temperature = 10000.f;
   float rope_grid_offset = 0.f;
   bool patch_bias = true;               // the patch embedding has a bias
+  // NaFlex (timm's naflexvit.py, SigLIP 2): each image resized at its own aspect ratio to a grid of at most
+  // max_patches patches and padded to that budget (engine/preprocess/naflex.h); the patch embedding a linear
+  // layer over channels-last patches, the position table (pos_grid_h x pos_grid_w) resized to each image's
+  // grid at run time with pos_filter, attention and pooling masked to the image's own tokens. Its row's.
+  bool naflex = false;
+  int64_t max_patches = 256;            // SigLIP 2's budget (timm's transform defaults to 576)
+  Filter pos_filter = Filter::Bicubic;  // timm's pos_embed_interp_mode
   Pool pool = Pool::Token;
   float eps = 1e-6f;
   PreprocessConfig pre;                 // pre.height x pre.width is the input size the model runs at
@@ -95,7 +103,7 @@ struct ViTConfig {
   int64_t prefix_tokens() const { return int64_t(class_token) + int64_t(dist_token) + reg_tokens; }
   int64_t grid_h() const { return img_h() / patch; }
   int64_t grid_w() const { return img_w() / patch; }
-  int64_t patches() const { return grid_h() * grid_w(); }          // N
+  int64_t patches() const { return naflex ? max_patches : grid_h() * grid_w(); }  // N
   int64_t tokens() const { return patches() + prefix_tokens(); }   // T
   int64_t head_dim() const { return width / heads; }               // Dh
   int64_t pool_heads() const { return attn_pool_heads ? attn_pool_heads : heads; }  // the attention pool's
@@ -105,7 +113,11 @@ struct ViTConfig {
   int64_t rel_pos_len() const {  // rows of a relative position table: every offset, and 3 for the class token
     return (2 * rel_pos_window - 1) * (2 * rel_pos_window - 1) + 3;
   }
-  int64_t input_floats() const { return in_chans * img_h() * img_w(); }  // one image, [C, H, W]
+  // One image's input: [C, H, W]; NaFlex: [max_patches, P * P * C] patches, then its grid's rows and columns.
+  int64_t input_floats() const {
+    return naflex ? max_patches * patch * patch * in_chans + 2 : in_chans * img_h() * img_w();
+  }
+  NaflexConfig naflex_config() const;  // the NaFlex transform of this model (naflex only)
   bool swiglu() const { return act == Activation::SwiGLU; }  // the MLP gated: mlp is fc2's input width
   int64_t parameters() const;
   std::string summary() const;

@@ -317,7 +317,7 @@ vit::Pool pool_arg(const py::handle& pool) {
 vit::Classifier make_classifier(const py::object& model, const std::string& precision, int threads,
                                 const py::object& labels, int img_size, int batch, const py::object& config,
                                 int64_t max_pixels, bool exif_transpose, const py::object& pool,
-                                const py::object& text_embeddings) {
+                                const py::object& text_embeddings, int max_patches) {
   vit::ClassifierOptions o;
   try {
     o.precision = vit::precision_from_name(precision);
@@ -338,6 +338,7 @@ vit::Classifier make_classifier(const py::object& model, const std::string& prec
   if (!config.is_none()) o.config = path_arg(config, "config");
   if (!text_embeddings.is_none()) o.text_embeddings = path_arg(text_embeddings, "text_embeddings");
   o.img_size = img_size;
+  o.max_patches = max_patches;
   o.batch = batch;
   o.max_pixels = max_pixels;
   o.exif_transpose = exif_transpose;
@@ -447,8 +448,17 @@ py::list batcher_classify_encoded(PyBatcher& pb, const py::object& images, int t
   return batcher_classify(pb, std::move(in), topk, "Batcher.classify_encoded");
 }
 
+// A NaFlex model takes images at their own shape, as patches: no fixed [3, H, W] tensor is its input.
+void refuse_naflex(const vit::ModelInfo& m, const char* what) {
+  if (m.max_patches)
+    throw py::value_error(std::string(what) + ": " + m.name + " is a NaFlex model (" + m.family +
+                          "): it takes each image at its own aspect ratio as patches within a budget, not a fixed "
+                          "[B, 3, H, W] tensor; give it image files or images in memory (classify, embed)");
+}
+
 py::array_t<float> logits(const vit::Classifier& c, const py::object& images) {
   const vit::ModelInfo m = c.info();
+  refuse_naflex(m, "logits");
   const std::string want = "float32 [B, 3, " + std::to_string(m.input_height) + ", " + std::to_string(m.input_width) + "]";
   if (!py::isinstance<py::array>(images))
     throw py::type_error("logits: images must be a numpy.ndarray " + want + ", got " + type_name(images));
@@ -472,6 +482,7 @@ py::array_t<float> logits(const vit::Classifier& c, const py::object& images) {
 py::array_t<float> preprocess(const vit::Classifier& c, const py::object& path) {
   const std::string p = path_arg(path, "preprocess: path");
   const vit::ModelInfo m = c.info();
+  refuse_naflex(m, "preprocess");
   std::vector<float> out;
   {
     py::gil_scoped_release unlocked;
@@ -636,7 +647,7 @@ void bind_classifier(py::module_& m) {
            py::arg("threads") = defaults.threads, py::arg("labels") = py::none(), py::arg("img_size") = defaults.img_size,
            py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
            py::arg("exif_transpose") = defaults.exif_transpose, py::arg("pool") = py::none(),
-           py::arg("text_embeddings") = py::none(),
+           py::arg("text_embeddings") = py::none(), py::arg("max_patches") = defaults.max_patches,
            "model: a .safetensors file or the folder holding model.safetensors (and config.json); paths are str,\n"
            "bytes or os.PathLike. Options out of range (or not suiting the model) raise ValueError; more threads\n"
            "than cores warn (RuntimeWarning) and use the cores.\n"
@@ -648,7 +659,10 @@ void bind_classifier(py::module_& m) {
            "(as `vit embed --pool`; a pool the model cannot do, say 'map' without an attention-pool head: ValueError);\n"
            "text_embeddings: zero-shot labels for a CLIP or SigLIP image tower, a .safetensors file of class names and\n"
            "text embeddings (scripts/export_text_embeddings.py) whose classes replace the model's (of another\n"
-           "width than the model's image embeddings, or for another kind of model: ValueError).\n"
+           "width than the model's image embeddings, or for another kind of model: ValueError);\n"
+           "max_patches: a NaFlex model's budget of patches per image (SigLIP 2's naflexvit_*: each image at its own\n"
+           "aspect ratio; 0: 256); a NaFlex model takes image files and images in memory, not logits()' fixed\n"
+           "[B, 3, H, W] tensors nor preprocess() (ValueError), and max_patches for another model is a ValueError.\n"
            "A wrong type raises TypeError; a model, config, labels or text-embeddings file that cannot be used\n"
            "raises vit.Error.")
       .def("classify", &classify, py::arg("paths"), py::arg("topk") = 5,

@@ -59,7 +59,12 @@ def parse_args(argv):
     p.add_argument("--normalize", action="store_true", help="with --embed: embeddings of unit length")
     p.add_argument("--pool", choices=["cls", "mean", "map"],
                    help="pool the tokens otherwise than the model does, as vit embed --pool")
+    p.add_argument("--max-patches", type=int, default=0, metavar="N",
+                   help="NaFlex models (SigLIP 2's naflexvit_*): each whole image at its own aspect ratio within N "
+                        "patches, as vit embed --max-patches (default 0: 256, SigLIP 2's)")
     a = p.parse_args(argv)
+    if a.max_patches < 0:
+        usage_error(f"--max-patches must be 0 (256) or more, got {a.max_patches}")
     for name in ("topk", "batch", "threads"):
         if getattr(a, name) < 1:
             usage_error(f"--{name} must be at least 1, got {getattr(a, name)}")
@@ -83,12 +88,17 @@ def has_scheme(path):
     return head.endswith(":") and len(head) > 2  # hdfs:, s3a:, file:; not a relative name
 
 
+def classifier_options(a):
+    """vit.Classifier's options the flags give, beyond precision, threads and batch."""
+    return {"pool": a.pool, "max_patches": a.max_patches}
+
+
 def check_model(a):
     """Loads the model once on the driver, so that a bad one is refused before Spark starts any work."""
     import vit
 
     try:
-        vit.Classifier(a.model, precision=a.precision, threads=1, batch=a.batch, pool=a.pool)
+        vit.Classifier(a.model, precision=a.precision, threads=1, batch=a.batch, **classifier_options(a))
     except (vit.Error, ValueError) as e:
         usage_error(str(e))
     # Executors open the model by this path: what --executor-model names (relative: in each executor's
@@ -179,11 +189,12 @@ def main(argv):
     if files:
         slices = max(2 * spark.sparkContext.defaultParallelism, len(files) // 1024)
         frame = spark.sparkContext.parallelize(files, slices).toDF("file string, path string")
-        parts.append(frame.mapInPandas(vit_spark.classify_files(model, a.precision, a.batch, a.topk, embed, a.pool), schema))
+        parts.append(frame.mapInPandas(vit_spark.classify_files(model, a.precision, a.batch, a.topk, embed, classifier_options(a)), schema))
     if uris:
         uri_files, uri_folders = uri_paths(spark, uris)
         parts.append(uri_images(spark, uri_files, uri_folders).mapInPandas(
-            vit_spark.classify_bytes(model, a.precision, a.batch, a.topk, uri_files, uri_folders, embed, a.pool), schema))
+            vit_spark.classify_bytes(model, a.precision, a.batch, a.topk, uri_files, uri_folders, embed,
+                                     classifier_options(a)), schema))
     rows = parts[0]
     for part in parts[1:]:
         rows = rows.unionByName(part)

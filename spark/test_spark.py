@@ -146,6 +146,32 @@ def test_parquet_embeddings_equal_vit_embed(inputs, tmp_path):
     np.testing.assert_allclose(got, want, atol=1e-6)
 
 
+def test_naflex_embeddings_with_max_patches_equal_vit_embed(inputs, tmp_path):
+    """A NaFlex tower (SigLIP 2's naflexvit_*, written small and random in naflexvit.py's names by the Python
+    module's tests) over photos of several shapes at --max-patches 12: the job's embeddings equal vit embed's."""
+    import numpy as np
+
+    sys.path.insert(0, str(REPO / "python" / "tests"))
+    from test_logits import timm_naflex
+
+    model = timm_naflex(tmp_path / "naflex")
+    files = [str(p) for p in sorted(PHOTOS.glob("*.JPEG"))[:12]]
+    out = tmp_path / "out"
+    run_job("--embed", "--model", model, "--max-patches", "12", "--out", out, *files, expect=0)
+    rows = {}
+    for part in sorted(out.glob("part-*.json")):
+        for line in part.read_text().splitlines():
+            row = json.loads(line)
+            rows[row["file"]] = row
+    cli = subprocess.run([VIT_BINARY, "embed", "--model", str(model), "--max-patches", "12", *files],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    want = {r["file"]: r["embedding"] for r in map(json.loads, cli.stdout.splitlines())}
+    assert sorted(rows) == sorted(want) == sorted(files)
+    for f in files:
+        np.testing.assert_allclose(rows[f]["embedding"], want[f], atol=1e-6)
+
+
 def test_folder_glob_takes_what_find_images_takes(tmp_path):
     """The binaryFile filter for folder URIs and vit.find_images for local folders take the same names."""
     import fnmatch
@@ -182,6 +208,8 @@ def test_usage_errors_exit_2_before_any_work(inputs, tmp_path):
         (["--out", tmp_path / "o"], "no INPUT given"),
         (["--out", tmp_path / "o", "--pool", "max", paths[1]], "invalid choice: 'max'"),
         (["--out", tmp_path / "o", "--model", tmp_path / "no-model", paths[1]], "no-model"),
+        (["--out", tmp_path / "o", "--max-patches", "64", paths[1]], "--max-patches applies to NaFlex models"),
+        (["--out", tmp_path / "o", "--max-patches", "-1", paths[1]], "--max-patches must be 0 (256) or more, got -1"),
     ]
     for args, message in cases:
         run = run_job(*args, expect=2)

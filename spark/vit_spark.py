@@ -6,15 +6,17 @@ arrives as the bytes Spark's binaryFile source read."""
 ROW_SCHEMA = "file string, top array<struct<index:int, label:string, prob:double>>, error string"
 EMBED_SCHEMA = "file string, embedding array<float>, error string"  # with --embed
 
-_classifiers = {}  # (model, precision, batch, threads) -> vit.Classifier, per worker process
+_classifiers = {}  # (model, precision, batch, threads, options) -> vit.Classifier, per worker process
 
 
-def classifier(model, precision, batch, threads, pool=None):
+def classifier(model, precision, batch, threads, options=None):
+    """options: more of vit.Classifier's keyword arguments (pool, max_patches)."""
     import vit
 
-    key = (model, precision, batch, threads, pool)
+    options = options or {}
+    key = (model, precision, batch, threads, tuple(sorted(options.items())))
     if key not in _classifiers:
-        _classifiers[key] = vit.Classifier(model, precision=precision, threads=threads, batch=batch, pool=pool)
+        _classifiers[key] = vit.Classifier(model, precision=precision, threads=threads, batch=batch, **options)
     return _classifiers[key]
 
 
@@ -50,17 +52,17 @@ def given_name(path, files, folders):
 # outlives a task (Spark reuses its Python workers), so the model loads once per worker. The engine runs
 # on the task's cores (spark.task.cpus), so tasks side by side never oversubscribe a machine.
 
-def classify_files(model, precision, batch, topk, embed=None, pool=None):
+def classify_files(model, precision, batch, topk, embed=None, options=None):
     """Frames of (file: the name as given, path: absolute) -> rows; the engine reads each file. embed: a
-    dict of Classifier.embed's options to write embeddings (EMBED_SCHEMA) instead of labels; pool: the
-    Classifier's pool option."""
+    dict of Classifier.embed's options to write embeddings (EMBED_SCHEMA) instead of labels; options: more
+    of the Classifier's (pool, max_patches)."""
 
     def run(frames):
         from pyspark import TaskContext
 
         import vit_spark
 
-        c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus(), pool)
+        c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus(), options)
         for frame in frames:
             if embed is not None:
                 yield vit_spark.embedding_rows(c.embed(list(frame["path"]), **embed), list(frame["file"]))
@@ -70,7 +72,7 @@ def classify_files(model, precision, batch, topk, embed=None, pool=None):
     return run
 
 
-def classify_bytes(model, precision, batch, topk, files, folders, embed=None, pool=None):
+def classify_bytes(model, precision, batch, topk, files, folders, embed=None, options=None):
     """Frames of binaryFile's (path, content) -> rows, named as given (files, folders: see given_name)."""
 
     def run(frames):
@@ -78,7 +80,7 @@ def classify_bytes(model, precision, batch, topk, files, folders, embed=None, po
 
         import vit_spark
 
-        c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus(), pool)
+        c = vit_spark.classifier(model, precision, batch, TaskContext.get().cpus(), options)
         for frame in frames:
             names = [vit_spark.given_name(p, files, folders) for p in frame["path"]]
             images = list(zip(names, frame["content"]))

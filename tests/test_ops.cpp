@@ -107,66 +107,71 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
 
 // One (image, head) through a kernel: random qkv rows (stride ld, a gap after v), a bias on the scores, the
 // packed buffers prefilled with 9 and the output rows with -7 past the head (Dh + 3 wide), the softmax written out.
+// The bias and softmax rows are T + gap apart (an image's T tokens in a batch padded to T + gap), the softmax
+// rows' gap prefilled with -5.
 struct KernelRun {
-  int64_t T, Dh, rows, ld;
+  int64_t T, Dh, rows, ld, ldp;
   float scale;
   std::vector<float> qkv, bias, probs, out;
-  KernelRun(const AttentionKernels& kernels, int64_t T_, int64_t Dh_, int64_t rows_)
-      : T(T_), Dh(Dh_), rows(rows_), ld(3 * Dh_ + 5), scale(1.f / std::sqrt(float(Dh_))) {
+  KernelRun(const AttentionKernels& kernels, int64_t T_, int64_t Dh_, int64_t rows_, int64_t gap = 0)
+      : T(T_), Dh(Dh_), rows(rows_), ld(3 * Dh_ + 5), ldp(T_ + gap), scale(1.f / std::sqrt(float(Dh_))) {
     std::mt19937 rng(uint32_t(T * 31 + Dh));
     const int64_t Tp = (T + 15) / 16 * 16, Dhp = (Dh + 15) / 16 * 16;
     qkv = random_vector(size_t(T * ld), rng, 2.f);
-    bias = random_vector(size_t(rows * T), rng);
+    bias = random_vector(size_t(rows * ldp), rng);
     std::vector<float> kt(size_t(attention_kt_floats(Dh, Tp)), 9.f), vp(size_t(attention_vp_floats(T, Tp, Dhp)), 9.f),
         work(size_t(kAttendWorkRows * (Tp + Dh)));
-    probs.assign(size_t(rows * T), 0.f);
+    probs.assign(size_t(rows * ldp), -5.f);
     out.assign(size_t(rows * (Dh + 3)), -7.f);
     kernels.pack(qkv.data() + Dh, qkv.data() + 2 * Dh, ld, T, Dh, Tp, Dhp, kt.data(), vp.data());
     AttendArgs a{qkv.data(), ld, rows, T, Dh, Tp, Dhp, scale, kt.data(), vp.data(),
-                 bias.data(), probs.data(), out.data(), Dh + 3, work.data()};
+                 bias.data(), probs.data(), ldp, out.data(), Dh + 3, work.data()};
     kernels.attend(a);
   }
   float q(int64_t i, int64_t d) const { return qkv[size_t(i * ld + d)]; }
   float k(int64_t j, int64_t d) const { return qkv[size_t(j * ld + Dh + d)]; }
   float v(int64_t j, int64_t d) const { return qkv[size_t(j * ld + 2 * Dh + d)]; }
-  float prob(int64_t i, int64_t j) const { return probs[size_t(i * T + j)]; }
+  float bias_at(int64_t i, int64_t j) const { return bias[size_t(i * ldp + j)]; }
+  float prob(int64_t i, int64_t j) const { return probs[size_t(i * ldp + j)]; }
   float output(int64_t i, int64_t d) const { return out[size_t(i * (Dh + 3) + d)]; }
 };
 
 // Every ISA's fused kernel on one (image, head), with a bias on the scores and the softmax written out,
 // against a naive loop in double: head widths under, at and past a vector, query counts that leave
-// partial tiles, a single key.
+// partial tiles, a single key; bias and softmax rows packed (gap 0) and spaced as in a padded batch.
 TEST(AttentionKernels, EveryIsaMatchesTheNaiveLoop) {
   const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 100, 7}};
   int count = 0;
   const AttentionKernels* const* all = all_attention_kernels(&count);
   for (int v = 0; v < count; ++v)
-    for (const auto& [T, Dh, rows] : shapes) {
-      SCOPED_TRACE(std::string(all[v]->isa) + " T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " +
-                   std::to_string(rows));
-      const KernelRun run(*all[v], T, Dh, rows);
-      double worst_p = 0, worst_o = 0;
-      for (int64_t i = 0; i < rows; ++i) {
-        std::vector<double> p(static_cast<size_t>(T));
-        double top = -1e300, sum = 0;
-        for (int64_t j = 0; j < T; ++j) {
-          double dot = 0;
-          for (int64_t d = 0; d < Dh; ++d) dot += double(run.q(i, d)) * run.k(j, d);
-          p[size_t(j)] = dot / std::sqrt(double(Dh)) + run.bias[size_t(i * T + j)];
-          top = std::max(top, p[size_t(j)]);
+    for (const auto& [T, Dh, rows] : shapes)
+      for (const int64_t gap : {0, 21}) {
+        SCOPED_TRACE(std::string(all[v]->isa) + " T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " +
+                     std::to_string(rows) + " gap " + std::to_string(gap));
+        const KernelRun run(*all[v], T, Dh, rows, gap);
+        double worst_p = 0, worst_o = 0;
+        for (int64_t i = 0; i < rows; ++i) {
+          std::vector<double> p(static_cast<size_t>(T));
+          double top = -1e300, sum = 0;
+          for (int64_t j = 0; j < T; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < Dh; ++d) dot += double(run.q(i, d)) * run.k(j, d);
+            p[size_t(j)] = dot / std::sqrt(double(Dh)) + run.bias_at(i, j);
+            top = std::max(top, p[size_t(j)]);
+          }
+          for (auto& e : p) sum += (e = std::exp(e - top));
+          for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
+          for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
+          for (int64_t d = 0; d < Dh; ++d) {
+            double o = 0;
+            for (int64_t j = 0; j < T; ++j) o += p[size_t(j)] / sum * run.v(j, d);
+            worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
+          }
+          for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
         }
-        for (auto& e : p) sum += (e = std::exp(e - top));
-        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
-        for (int64_t d = 0; d < Dh; ++d) {
-          double o = 0;
-          for (int64_t j = 0; j < T; ++j) o += p[size_t(j)] / sum * run.v(j, d);
-          worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
-        }
-        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
+        EXPECT_LT(worst_p, 5e-6);
+        EXPECT_LT(worst_o, 2e-5);
       }
-      EXPECT_LT(worst_p, 5e-6);
-      EXPECT_LT(worst_o, 2e-5);
-    }
 }
 
 // The bf16 kernel (CPUs with avx512_bf16) computes exactly the attention of its bf16-rounded operands:
@@ -185,31 +190,34 @@ TEST(AttentionKernels, Bf16ProductsAreTheAttentionOfBf16Operands) {
   const AttentionKernels* k = attention_kernels_bf16();
   if (!k) GTEST_SKIP() << "this CPU (" << cpu_isa().name << ") has no avx512_bf16: attention stays f32";
   const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 101, 7}};
-  for (const auto& [T, Dh, rows] : shapes) {
-    SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows));
-    const KernelRun run(*k, T, Dh, rows);
-    double worst_p = 0, worst_o = 0;
-    for (int64_t i = 0; i < rows; ++i) {
-      std::vector<double> p(static_cast<size_t>(T));
-      double top = -1e300, sum = 0;
-      for (int64_t j = 0; j < T; ++j) {
-        double dot = 0;
-        for (int64_t d = 0; d < Dh; ++d) dot += double(round_bf16(run.q(i, d) * run.scale)) * round_bf16(run.k(j, d));
-        p[size_t(j)] = dot + run.bias[size_t(i * T + j)];
-        top = std::max(top, p[size_t(j)]);
+  for (const auto& [T, Dh, rows] : shapes)
+    for (const int64_t gap : {0, 21}) {
+      SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows) + " gap " +
+                   std::to_string(gap));
+      const KernelRun run(*k, T, Dh, rows, gap);
+      double worst_p = 0, worst_o = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        std::vector<double> p(static_cast<size_t>(T));
+        double top = -1e300, sum = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < Dh; ++d) dot += double(round_bf16(run.q(i, d) * run.scale)) * round_bf16(run.k(j, d));
+          p[size_t(j)] = dot + run.bias_at(i, j);
+          top = std::max(top, p[size_t(j)]);
+        }
+        for (auto& e : p) sum += (e = std::exp(e - top));
+        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
+        for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
+        for (int64_t d = 0; d < Dh; ++d) {
+          double o = 0;  // from the kernel's own f32 softmax, rounded
+          for (int64_t j = 0; j < T; ++j) o += double(round_bf16(run.prob(i, j))) * round_bf16(run.v(j, d));
+          worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
+        }
+        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
       }
-      for (auto& e : p) sum += (e = std::exp(e - top));
-      for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
-      for (int64_t d = 0; d < Dh; ++d) {
-        double o = 0;  // from the kernel's own f32 softmax, rounded
-        for (int64_t j = 0; j < T; ++j) o += double(round_bf16(run.prob(i, j))) * round_bf16(run.v(j, d));
-        worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
-      }
-      for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
+      EXPECT_LT(worst_p, 5e-6);
+      EXPECT_LT(worst_o, 2e-5);
     }
-    EXPECT_LT(worst_p, 5e-6);
-    EXPECT_LT(worst_o, 2e-5);
-  }
 }
 
 // The int8 kernel (CPUs with avx512_vnni) computes exactly the attention of its int8 operands: q / sqrt(Dh)
@@ -228,42 +236,45 @@ TEST(AttentionKernels, Int8ProductsAreTheAttentionOfInt8Operands) {
   const AttentionKernels* k = attention_kernels_int8();
   if (!k) GTEST_SKIP() << "oneDNN runs this CPU as " << cpu_isa().name << ", without avx512_vnni: no int8 attention";
   const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 101, 7}};
-  for (const auto& [T, Dh, rows] : shapes) {
-    SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows));
-    const KernelRun run(*k, T, Dh, rows);
-    auto row_max = [&](auto x, int64_t n) {
-      float m = 0.f;
-      for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x(i)));
-      return m;
-    };
-    std::vector<SymmetricGrid> key_grid, channel_grid;
-    for (int64_t j = 0; j < T; ++j) key_grid.emplace_back(row_max([&](int64_t d) { return run.k(j, d); }, Dh), 127.f);
-    for (int64_t d = 0; d < Dh; ++d) channel_grid.emplace_back(row_max([&](int64_t j) { return run.v(j, d); }, T), 127.f);
-    double worst_p = 0, worst_o = 0;
-    for (int64_t i = 0; i < rows; ++i) {
-      const SymmetricGrid q_grid(row_max([&](int64_t d) { return run.q(i, d); }, Dh), 127.f);
-      std::vector<double> p(static_cast<size_t>(T));
-      double top = -1e300, sum = 0;
-      for (int64_t j = 0; j < T; ++j) {
-        double dot = 0;
-        for (int64_t d = 0; d < Dh; ++d) dot += q_grid(run.q(i, d)) * key_grid[size_t(j)](run.k(j, d));
-        p[size_t(j)] = dot * run.scale + run.bias[size_t(i * T + j)];
-        top = std::max(top, p[size_t(j)]);
+  for (const auto& [T, Dh, rows] : shapes)
+    for (const int64_t gap : {0, 21}) {
+      SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows) + " gap " +
+                   std::to_string(gap));
+      const KernelRun run(*k, T, Dh, rows, gap);
+      auto row_max = [&](auto x, int64_t n) {
+        float m = 0.f;
+        for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x(i)));
+        return m;
+      };
+      std::vector<SymmetricGrid> key_grid, channel_grid;
+      for (int64_t j = 0; j < T; ++j) key_grid.emplace_back(row_max([&](int64_t d) { return run.k(j, d); }, Dh), 127.f);
+      for (int64_t d = 0; d < Dh; ++d) channel_grid.emplace_back(row_max([&](int64_t j) { return run.v(j, d); }, T), 127.f);
+      double worst_p = 0, worst_o = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        const SymmetricGrid q_grid(row_max([&](int64_t d) { return run.q(i, d); }, Dh), 127.f);
+        std::vector<double> p(static_cast<size_t>(T));
+        double top = -1e300, sum = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < Dh; ++d) dot += q_grid(run.q(i, d)) * key_grid[size_t(j)](run.k(j, d));
+          p[size_t(j)] = dot * run.scale + run.bias_at(i, j);
+          top = std::max(top, p[size_t(j)]);
+        }
+        for (auto& e : p) sum += (e = std::exp(e - top));
+        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
+        for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
+        // From the kernel's own f32 softmax, on its row's grid.
+        const SymmetricGrid p_grid(row_max([&](int64_t j) { return run.prob(i, j); }, T), 255.f);
+        for (int64_t d = 0; d < Dh; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j < T; ++j) o += p_grid(run.prob(i, j)) * channel_grid[size_t(d)](run.v(j, d));
+          worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
+        }
+        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
       }
-      for (auto& e : p) sum += (e = std::exp(e - top));
-      for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
-      // From the kernel's own f32 softmax, on its row's grid.
-      const SymmetricGrid p_grid(row_max([&](int64_t j) { return run.prob(i, j); }, T), 255.f);
-      for (int64_t d = 0; d < Dh; ++d) {
-        double o = 0;
-        for (int64_t j = 0; j < T; ++j) o += p_grid(run.prob(i, j)) * channel_grid[size_t(d)](run.v(j, d));
-        worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
-      }
-      for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
+      EXPECT_LT(worst_p, 5e-6);
+      EXPECT_LT(worst_o, 2e-5);
     }
-    EXPECT_LT(worst_p, 5e-6);
-    EXPECT_LT(worst_o, 2e-5);
-  }
 }
 
 // The softmax written out sums to one per row, and an image's result is the same in any batch, with f32
@@ -324,6 +335,197 @@ TEST_P(AttentionTest, WithLookedUpBiasMatchesReference) {
   EXPECT_EQ(bias, want_bias);
   EXPECT_LT(max_abs_diff(out.data(), want.data(), want.size()), 1e-4f);
 }
+
+// Attention over a batch of images of different lengths padded to T (NaFlex), with f32 products, bf16 ones
+// and int8 ones (each where the CPU has them): the steps on the padded batch, the softmax written out.
+struct MaskedRun {
+  std::vector<float> out, scores;
+};
+MaskedRun run_attention(int64_t B, int64_t T, int64_t H, int64_t Dh, const float* qkv, const int32_t* lengths,
+                        Precision products, const float* bias = nullptr) {
+  MaskedRun r;
+  std::vector<float> heads(size_t(attention_scratch_floats(B, T, H, Dh)), 9.f);
+  r.out.assign(size_t(B * T * H * Dh), -3.f);
+  r.scores.assign(size_t(B * H * T * T), -4.f);
+  Program p;
+  for (Step& s : attention_steps("attn", B, T, H, Dh, qkv, heads.data(), r.scores.data(), r.out.data(), bias, products,
+                                 lengths))
+    p.add(std::move(s));
+  p.run();
+  return r;
+}
+
+// Image b of a padded qkv batch [B, T, 3, H, Dh]: its first n tokens, alone.
+std::vector<float> image_tokens(const std::vector<float>& qkv, int64_t b, int64_t T, int64_t n, int64_t width) {
+  return {qkv.begin() + b * T * width, qkv.begin() + (b * T + n) * width};
+}
+
+// What attention_steps multiplies in for products of a precision on this CPU.
+Precision products_here(Precision p) {
+  if (p == Precision::BF16 && attention_kernels_bf16()) return p;
+  if (p == Precision::Int8 && attention_kernels_int8()) return p;
+  return Precision::F32;
+}
+
+class MaskedAttention : public ::testing::TestWithParam<Precision> {};
+
+// Random shapes and lengths (one token, full length, in between) against a naive masked softmax in
+// double: each valid row's softmax over its image's keys only (zeros past them), padded rows of the
+// softmax and of the output zero, the output of each valid row from its image's values. What runs in the
+// padding (random qkv rows there) cannot matter. With bf16 or int8 products the reference takes the
+// operands rounded as the kernel rounds them (Bf16ProductsAreTheAttentionOfBf16Operands,
+// Int8ProductsAreTheAttentionOfInt8Operands), int8's grids over the image's own keys and values.
+TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
+  const Precision here = products_here(GetParam());
+  const int64_t shapes[][4] = {{3, 50, 2, 16}, {4, 197, 3, 64}, {2, 257, 1, 40}, {5, 17, 2, 8}, {2, 33, 2, 72}};
+  for (const auto& [B, T, H, Dh] : shapes) {
+    SCOPED_TRACE("B " + std::to_string(B) + " T " + std::to_string(T) + " H " + std::to_string(H) + " Dh " +
+                 std::to_string(Dh));
+    const int64_t D = H * Dh;
+    const float scale = 1.f / std::sqrt(float(Dh));
+    std::mt19937 rng(uint32_t(B * 131 + T));
+    const auto qkv = random_vector(size_t(B * T * 3 * D), rng, 2.f);
+    std::vector<int32_t> lengths(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b)
+      lengths[size_t(b)] = b == 0 ? int32_t(T) : b == 1 ? 1 : int32_t(1 + rng() % uint32_t(T));
+    const MaskedRun got = run_attention(B, T, H, Dh, qkv.data(), lengths.data(), GetParam());
+    const auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t d) {
+      return qkv[size_t(((b * T + t) * 3 + part) * D + h * Dh + d)];
+    };
+    const auto max_abs = [](auto x, int64_t n) {
+      float m = 0.f;
+      for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x(i)));
+      return m;
+    };
+    double worst_p = 0, worst_o = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = lengths[size_t(b)];
+      SCOPED_TRACE("image " + std::to_string(b) + " of length " + std::to_string(n));
+      for (int64_t h = 0; h < H; ++h) {
+        // The operands as the kernel rounds them: k per key and v per channel (int8's grids over the image's n keys).
+        std::vector<double> k(size_t(n * Dh)), v(size_t(n * Dh));
+        for (int64_t j = 0; j < n; ++j) {
+          const SymmetricGrid grid(max_abs([&](int64_t d) { return at(b, j, 1, h, d); }, Dh), 127.f);
+          for (int64_t d = 0; d < Dh; ++d) {
+            const float x = at(b, j, 1, h, d);
+            k[size_t(j * Dh + d)] = here == Precision::BF16 ? round_bf16(x) : here == Precision::Int8 ? grid(x) : x;
+          }
+        }
+        for (int64_t d = 0; d < Dh; ++d) {
+          const SymmetricGrid grid(max_abs([&](int64_t j) { return at(b, j, 2, h, d); }, n), 127.f);
+          for (int64_t j = 0; j < n; ++j) {
+            const float x = at(b, j, 2, h, d);
+            v[size_t(j * Dh + d)] = here == Precision::BF16 ? round_bf16(x) : here == Precision::Int8 ? grid(x) : x;
+          }
+        }
+        for (int64_t i = 0; i < T; ++i) {
+          const float* probs = got.scores.data() + ((b * H + h) * T + i) * T;
+          const float* out = got.out.data() + (b * T + i) * D + h * Dh;
+          if (i >= n) {
+            for (int64_t j = 0; j < T; ++j) ASSERT_EQ(probs[j], 0.f) << "padded row " << i;
+            for (int64_t d = 0; d < Dh; ++d) ASSERT_EQ(out[d], 0.f) << "padded row " << i;
+            continue;
+          }
+          const SymmetricGrid q_grid(max_abs([&](int64_t d) { return at(b, i, 0, h, d); }, Dh), 127.f);
+          std::vector<double> p(static_cast<size_t>(n));
+          double top = -1e300, sum = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < Dh; ++d) {
+              const float x = at(b, i, 0, h, d);
+              const double q = here == Precision::BF16   ? round_bf16(x * scale)
+                               : here == Precision::Int8 ? q_grid(x) * scale
+                                                         : double(x * scale);
+              dot += q * k[size_t(j * Dh + d)];
+            }
+            top = std::max(top, p[size_t(j)] = dot);
+          }
+          for (auto& e : p) sum += (e = std::exp(e - top));
+          for (int64_t j = 0; j < n; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - probs[j]));
+          for (int64_t j = n; j < T; ++j) ASSERT_EQ(probs[j], 0.f) << "padded key " << j << " of row " << i;
+          // With bf16 or int8 products, the output from the kernel's own f32 softmax, rounded (int8: on its row's grid).
+          const SymmetricGrid p_grid(max_abs([&](int64_t j) { return probs[j]; }, n), 255.f);
+          for (int64_t d = 0; d < Dh; ++d) {
+            double o = 0;
+            for (int64_t j = 0; j < n; ++j) {
+              const double w = here == Precision::BF16   ? double(round_bf16(probs[j]))
+                               : here == Precision::Int8 ? p_grid(probs[j])
+                                                         : p[size_t(j)] / sum;
+              o += w * v[size_t(j * Dh + d)];
+            }
+            worst_o = std::max(worst_o, std::fabs(o - out[d]));
+          }
+        }
+      }
+    }
+    EXPECT_LT(worst_p, 5e-6);
+    EXPECT_LT(worst_o, 2e-5);
+  }
+}
+
+// Each image of a padded batch gets bit for bit the answer it gets alone (its own length, no padding),
+// whatever its neighbours' lengths; with every image full length, the lengths change nothing at all.
+TEST_P(MaskedAttention, EachImageAsAloneBitForBit) {
+  const Precision products = GetParam();
+  const int64_t B = 4, T = 197, H = 3, Dh = 64, D = H * Dh;
+  std::mt19937 rng(11);
+  const auto qkv = random_vector(size_t(B * T * 3 * D), rng);
+  const std::vector<int32_t> lengths = {197, 1, 120, 33};
+  const MaskedRun batch = run_attention(B, T, H, Dh, qkv.data(), lengths.data(), products);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = lengths[size_t(b)];
+    const auto mine = image_tokens(qkv, b, T, n, 3 * D);
+    const MaskedRun alone = run_attention(1, n, H, Dh, mine.data(), nullptr, products);
+    EXPECT_TRUE(std::equal(alone.out.begin(), alone.out.end(), batch.out.begin() + b * T * D)) << "image " << b;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_TRUE(std::equal(alone.scores.begin() + (h * n + i) * n, alone.scores.begin() + (h * n + i + 1) * n,
+                               batch.scores.begin() + ((b * H + h) * T + i) * T))
+            << "image " << b << " head " << h << " row " << i;
+  }
+  const std::vector<int32_t> full(static_cast<size_t>(B), int32_t(T));
+  const MaskedRun masked = run_attention(B, T, H, Dh, qkv.data(), full.data(), products);
+  const MaskedRun plain = run_attention(B, T, H, Dh, qkv.data(), nullptr, products);
+  EXPECT_EQ(masked.out, plain.out);
+  EXPECT_EQ(masked.scores, plain.scores);
+}
+
+// A bias over the padded batch's tokens is read in each image's own corner: as alone with that corner.
+TEST_P(MaskedAttention, BiasReadInTheImagesCorner) {
+  const Precision products = GetParam();
+  const int64_t B = 2, T = 40, H = 2, Dh = 16, D = H * Dh;
+  std::mt19937 rng(12);
+  const auto qkv = random_vector(size_t(B * T * 3 * D), rng), bias = random_vector(size_t(H * T * T), rng, 3.f);
+  const std::vector<int32_t> lengths = {23, 40};
+  const MaskedRun batch = run_attention(B, T, H, Dh, qkv.data(), lengths.data(), products, bias.data());
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = lengths[size_t(b)];
+    std::vector<float> corner;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < n; ++i) corner.insert(corner.end(), &bias[size_t((h * T + i) * T)], &bias[size_t((h * T + i) * T + n)]);
+    const auto mine = image_tokens(qkv, b, T, n, 3 * D);
+    const MaskedRun alone = run_attention(1, n, H, Dh, mine.data(), nullptr, products, corner.data());
+    EXPECT_TRUE(std::equal(alone.out.begin(), alone.out.end(), batch.out.begin() + b * T * D)) << "image " << b;
+  }
+}
+
+TEST_P(MaskedAttention, LengthOutsideTheBatchIsAnError) {
+  const int64_t B = 2, T = 9, H = 1, Dh = 8;
+  std::mt19937 rng(13);
+  const auto qkv = random_vector(size_t(B * T * 3 * H * Dh), rng);
+  for (const int32_t bad : {0, -3, 10}) {
+    const std::vector<int32_t> lengths = {9, bad};
+    expect_error([&] { run_attention(B, T, H, Dh, qkv.data(), lengths.data(), GetParam()); },
+                 "attn: image 1 of the batch has length " + std::to_string(bad) + ", outside [1, 9] tokens");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Products, MaskedAttention, ::testing::Values(Precision::F32, Precision::BF16, Precision::Int8),
+                         [](const auto& info) {
+                           return info.param == Precision::F32    ? "F32"
+                                  : info.param == Precision::BF16 ? "Bf16WhereTheCpuHasIt"
+                                                                  : "Int8WhereTheCpuHasIt";
+                         });
 
 // Rotary embedding in place on fused q/k/v rows: the first `groups` heads of tokens first.. turned, the
 // rest of every row and the prefix tokens untouched; against the rotation written out in double.
@@ -510,6 +712,50 @@ TEST(AttentionPoolTest, MatchesReference) {
   }
 }
 
+// The attention pool over images of different lengths padded to T: each image's softmax over its own
+// tokens only (timm's attn_pool with the key mask of create_attention_mask(symmetric=False)), against the
+// naive loop in double on those tokens; bit for bit the answer it gets alone; its scores past them zero.
+TEST(AttentionPoolTest, MaskedMatchesReferenceAndAlone) {
+  const int64_t B = 4, T = 61, H = 3, Dh = 16, D = H * Dh;
+  std::mt19937 rng(21);
+  const auto q = random_vector(size_t(D), rng, 2.f), kv = random_vector(size_t(B * T * 2 * D), rng, 2.f);
+  const std::vector<int32_t> lengths = {61, 1, 30, 47};
+  std::vector<float> scores(size_t(B * H * T), -9.f), got(size_t(B * D), -7.f);
+  Step s = attention_pool_step("pool", B, T, H, Dh, q.data(), kv.data(), scores.data(), got.data(), lengths.data());
+  run_step(s);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = lengths[size_t(b)];
+    std::vector<float> want(static_cast<size_t>(D));
+    for (int64_t h = 0; h < H; ++h) {
+      std::vector<double> p(static_cast<size_t>(n));
+      double top = -1e300, sum = 0;
+      for (int64_t t = 0; t < n; ++t) {
+        double dot = 0;
+        for (int64_t d = 0; d < Dh; ++d) dot += double(q[size_t(h * Dh + d)]) * kv[size_t((b * T + t) * 2 * D + h * Dh + d)];
+        top = std::max(top, p[size_t(t)] = dot / std::sqrt(double(Dh)));
+      }
+      for (auto& v : p) sum += (v = std::exp(v - top));
+      for (int64_t d = 0; d < Dh; ++d) {
+        double o = 0;
+        for (int64_t t = 0; t < n; ++t) o += p[size_t(t)] / sum * kv[size_t((b * T + t) * 2 * D + D + h * Dh + d)];
+        want[size_t(h * Dh + d)] = float(o);
+      }
+      for (int64_t t = n; t < T; ++t) EXPECT_EQ(scores[size_t((b * H + h) * T + t)], 0.f);
+    }
+    EXPECT_LT(max_abs_diff(got.data() + b * D, want.data(), size_t(D)), 1e-5f) << "image " << b;
+    std::vector<float> mine(kv.begin() + b * T * 2 * D, kv.begin() + (b * T + n) * 2 * D), alone(static_cast<size_t>(D)),
+        alone_scores(size_t(H * n));
+    Step a = attention_pool_step("pool", 1, n, H, Dh, q.data(), mine.data(), alone_scores.data(), alone.data());
+    run_step(a);
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), got.begin() + b * D)) << "image " << b;
+  }
+  for (const int32_t bad : {0, 62}) {
+    const std::vector<int32_t> wrong = {3, bad, 5, 6};
+    Step e = attention_pool_step("pool", B, T, H, Dh, q.data(), kv.data(), scores.data(), got.data(), wrong.data());
+    expect_error([&] { run_step(e); }, "pool: image 1 of the batch has length " + std::to_string(bad) + ", outside [1, 61] tokens");
+  }
+}
+
 TEST(PatchifyTest, MatchesConvolutionLayout) {
   // patchify + linear must equal a direct P x P stride-P convolution.
   const int64_t B = 2, C = 3, S = 48, P = 16, D = 10, G = S / P;
@@ -582,6 +828,33 @@ TEST(PoolTest, SelectTokenAndMeanOfTokens) {
       for (int64_t t = 2; t < T; ++t) sum += x[size_t((b * T + t) * D + d)];
       EXPECT_NEAR(mean[size_t(b * D + d)], sum / double(T - 2), 1e-6);
     }
+}
+
+// Mean pooling over images of different lengths padded to T: each image's tokens first..length-1 only
+// (timm's global_pool_naflex), bit for bit as alone; lengths that leave no token refused.
+TEST(PoolTest, MaskedMeanOfTokens) {
+  const int64_t B = 3, T = 9, D = 5, first = 1;
+  std::mt19937 rng(22);
+  const auto x = random_vector(size_t(B * T * D), rng);
+  const std::vector<int32_t> lengths = {9, 2, 6};
+  std::vector<float> mean(size_t(B * D));
+  Step s = mean_tokens_step("pool", B, T, D, first, x.data(), mean.data(), lengths.data());
+  run_step(s);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = lengths[size_t(b)];
+    for (int64_t d = 0; d < D; ++d) {
+      double sum = 0;
+      for (int64_t t = first; t < n; ++t) sum += x[size_t((b * T + t) * D + d)];
+      EXPECT_NEAR(mean[size_t(b * D + d)], sum / double(n - first), 1e-6);
+    }
+    std::vector<float> alone(static_cast<size_t>(D));
+    Step a = mean_tokens_step("pool", 1, n, D, first, x.data() + b * T * D, alone.data());
+    run_step(a);
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), mean.begin() + b * D)) << "image " << b;
+  }
+  const std::vector<int32_t> wrong = {9, 1, 6};  // no token after the prefix
+  Step e = mean_tokens_step("pool", B, T, D, first, x.data(), mean.data(), wrong.data());
+  expect_error([&] { run_step(e); }, "pool: image 1 of the batch has length 1, outside [2, 9] tokens");
 }
 
 TEST(PoolTest, AverageOfTwo) {

@@ -92,6 +92,8 @@ std::vector<ModelSpec> model_specs(const ModelFlags& f) {
       }
     }
     if (const std::string v = value(f.img_size, "--img-size"); !v.empty()) s.model.img_size = whole_number(v, "--img-size", 0, 8192);
+    if (const std::string v = value(f.max_patches, "--max-patches"); !v.empty())
+      s.model.max_patches = whole_number(v, "--max-patches", 0, int(kMaxNaflexPatches));
     if (const std::string v = value(f.threads, "--threads"); !v.empty()) s.model.threads = whole_number(v, "--threads", 0, 4096);
     s.model.config = value(f.config, "--config");
     s.text_embeddings = value(f.text_embeddings, "--text-embeddings");
@@ -114,6 +116,9 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   };
   per_model("--precision", &f->precision, "arithmetic of the linear layers: f32, bf16 or int8 (default f32)");
   per_model("--img-size", &f->img_size, "run at SxS pixels instead of the model's size (0: the model's)");
+  per_model("--max-patches", &f->max_patches,
+            "NaFlex models (SigLIP 2's naflexvit_*): each whole image at its own aspect ratio within this many "
+            "patches (0: 256, SigLIP 2's); the batches mix shapes, each image masked to its own");
   per_model("--config", &f->config, "config.json overriding the one beside the weights");
   per_model("--threads", &f->threads,
             "threads for decoding and inference (0: all cores); the models' forward passes take turns on the cores "

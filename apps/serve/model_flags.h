@@ -1,6 +1,6 @@
 // The models `vit serve` is told to serve: `-m [NAME=]PATH` repeated, and the flags that take a value for
-// one model (`NAME=VALUE`) or for all (a bare `VALUE`): --precision, --img-size, --config, --threads,
-// --text-embeddings, --embedding. Read into one spec per model, every mistake an error naming the flag.
+// one model (`NAME=VALUE`) or for all (a bare `VALUE`): --precision, --img-size, --max-patches, --config,
+// --threads, --text-embeddings, --embedding. Read into one spec per model, every mistake an error naming the flag.
 #pragma once
 #include <string>
 #include <vector>
@@ -16,12 +16,12 @@ enum class EmbeddingChoice { Default, PreLogits, Head };
 struct ModelFlags {
   std::vector<std::string> models;  // -m, each [NAME=]PATH
   std::string name;                 // --name, with one -m only
-  std::vector<std::string> precision, img_size, config, threads, text_embeddings, embedding;
+  std::vector<std::string> precision, img_size, max_patches, config, threads, text_embeddings, embedding;
 };
 
 struct ModelSpec {
   std::string name;
-  ModelOptions model;  // path, config, img_size, threads, precision
+  ModelOptions model;  // path, config, img_size, max_patches, threads, precision
   std::string text_embeddings;
   EmbeddingChoice embedding = EmbeddingChoice::Default;
 };

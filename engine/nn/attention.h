@@ -18,8 +18,9 @@ struct AttendArgs {
   float scale;         // 1 / sqrt(Dh), applied to q first, as timm does
   const float* kt;     // k transposed, [Dh, Tp] in column blocks, zero past T (pack)
   const float* vp;     // v [T, Dhp], zero past Dh (pack)
-  const float* bias;   // added to the scores before softmax, [rows, T] (row stride T), or null
-  float* probs;        // the softmax rows written out [rows, T] (row stride T), or null
+  const float* bias;   // added to the scores before softmax, [rows, T] (row stride ldp), or null
+  float* probs;        // the softmax rows written out [rows, T] (row stride ldp), or null
+  int64_t ldp;         // row stride of bias and probs: T, or more where T is an image's valid length
   float* out;          // row r's result at out + r * ldo, Dh floats
   int64_t ldo;
   float* work;         // kAttendWorkRows * (Tp + Dh) floats

@@ -265,8 +265,8 @@ void tile(const AttendArgs& a, int64_t r0) {
   for (; j + CS * W <= a.Tp; j += CS * W) score_block<NR, CS>(q2, Dh2, kt2, a.Tp, j, S);
   for (; j < a.Tp; j += W) score_block<NR, 1>(q2, Dh2, kt2, a.Tp, j, S);
   for (int r = 0; r < NR; ++r) {
-    softmax_row(S + r * a.Tp, a.T, a.bias ? a.bias + (r0 + r) * a.T : nullptr);
-    if (a.probs) __builtin_memcpy(a.probs + (r0 + r) * a.T, S + r * a.Tp, a.T * sizeof(float));
+    softmax_row(S + r * a.Tp, a.T, a.bias ? a.bias + (r0 + r) * a.ldp : nullptr);
+    if (a.probs) __builtin_memcpy(a.probs + (r0 + r) * a.ldp, S + r * a.Tp, a.T * sizeof(float));
     row_to_bf16_pairs(S + r * a.Tp, a.Tp);
   }
   const uint32_t* P2 = reinterpret_cast<const uint32_t*>(S);
@@ -461,8 +461,8 @@ void tile(const AttendArgs& a, int64_t r0) {
   for (; j + CS * W <= a.Tp; j += CS * W) score_block<NR, CS>(q4, Dh4, kt4, l, sq, a.Tp, j, S);
   for (; j < a.Tp; j += W) score_block<NR, 1>(q4, Dh4, kt4, l, sq, a.Tp, j, S);
   for (int r = 0; r < NR; ++r)
-    sp[r] = softmax_to_u8(S + r * a.Tp, a.T, a.Tp, a.bias ? a.bias + (r0 + r) * a.T : nullptr,
-                          a.probs ? a.probs + (r0 + r) * a.T : nullptr);
+    sp[r] = softmax_to_u8(S + r * a.Tp, a.T, a.Tp, a.bias ? a.bias + (r0 + r) * a.ldp : nullptr,
+                          a.probs ? a.probs + (r0 + r) * a.ldp : nullptr);
   const uint32_t* P4 = reinterpret_cast<const uint32_t*>(S);
   const uint32_t* vp4 = reinterpret_cast<const uint32_t*>(a.vp);
   float* out = a.out + r0 * a.ldo;
@@ -481,8 +481,8 @@ void tile(const AttendArgs& a, int64_t r0) {
   for (; j + CS * W <= a.Tp; j += CS * W) score_block<NR, CS>(qs, a.Dh, a.kt, a.Tp, j, S);
   for (; j < a.Tp; j += W) score_block<NR, 1>(qs, a.Dh, a.kt, a.Tp, j, S);
   for (int r = 0; r < NR; ++r) {
-    softmax_row(S + r * a.Tp, a.T, a.bias ? a.bias + (r0 + r) * a.T : nullptr);
-    if (a.probs) __builtin_memcpy(a.probs + (r0 + r) * a.T, S + r * a.Tp, a.T * sizeof(float));
+    softmax_row(S + r * a.Tp, a.T, a.bias ? a.bias + (r0 + r) * a.ldp : nullptr);
+    if (a.probs) __builtin_memcpy(a.probs + (r0 + r) * a.ldp, S + r * a.Tp, a.T * sizeof(float));
   }
   float* out = a.out + r0 * a.ldo;
   int64_t d = 0;

@@ -158,19 +158,35 @@ int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh) {
   return B * H * packed_head_floats(T, Dh);
 }
 
+namespace {
+
+// The lengths of a batch's images, read when a step runs: each must be in [lo, T], else an Error naming the step.
+void check_lengths(const std::string& name, int64_t B, int64_t lo, int64_t T, const int32_t* lengths) {
+  for (int64_t b = 0; b < B; ++b)
+    if (lengths[b] < lo || lengths[b] > T)
+      throw Error(name + ": image " + std::to_string(b) + " of the batch has length " + std::to_string(lengths[b]) +
+                  ", outside [" + std::to_string(lo) + ", " + std::to_string(T) + "] tokens");
+}
+
+}  // namespace
+
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                   const float* qkv, float* heads, float* scores, float* out, const float* bias,
-                                  Precision products) {
+                                  Precision products, const int32_t* lengths) {
   const int64_t D = H * Dh, Tp = round_up(T, 16), Dhp = round_up(Dh, 16), per_head = packed_head_floats(T, Dh);
   const AttentionKernels& k = attention_kernels(products);
   // Query rows per task: enough tasks for every thread even at one image, few enough to keep the tiles full.
   const int64_t chunk = 6 * k.tile_rows, chunks = (T + chunk - 1) / chunk;
   const std::string impl = std::string("host:") + k.isa;
+  // Image b's own length: its keys packed as an image of that length alone would pack them.
+  const auto length = [=](int64_t b) { return lengths ? int64_t(lengths[b]) : T; };
   std::vector<Step> steps;
   steps.push_back(host_step(name + ".pack", [=, &k] {
+    if (lengths) check_lengths(name, B, 1, T, lengths);
     parallel_for(B * H, [&](int64_t bh) {
+      const int64_t n = length(bh / H), np = round_up(n, 16);
       const float* row = qkv + (bh / H) * T * 3 * D + (bh % H) * Dh;
-      k.pack(row + D, row + 2 * D, 3 * D, T, Dh, Tp, Dhp, heads + bh * per_head, heads + bh * per_head + Dh * Tp);
+      k.pack(row + D, row + 2 * D, 3 * D, n, Dh, np, Dhp, heads + bh * per_head, heads + bh * per_head + Dh * np);
     });
   }, impl));
   Step fused = host_step(name + ".attend", [=, &k] {
@@ -179,23 +195,33 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
       thread_local std::vector<float> work;
       work.resize(std::max(work.size(), size_t(kAttendWorkRows * (Tp + Dh))));
       const int64_t bh = task / chunks, b = bh / H, h = bh % H, r0 = (task % chunks) * chunk;
-      AttendArgs a;
-      a.q = qkv + (b * T + r0) * 3 * D + h * Dh;
-      a.ld = 3 * D;
-      a.rows = std::min(chunk, T - r0);
-      a.T = T;
-      a.Dh = Dh;
-      a.Tp = Tp;
-      a.Dhp = Dhp;
-      a.scale = 1.f / std::sqrt(float(Dh));
-      a.kt = heads + bh * per_head;
-      a.vp = a.kt + Dh * Tp;
-      a.bias = bias ? bias + (h * T + r0) * T : nullptr;
-      a.probs = scores ? scores + (bh * T + r0) * T : nullptr;
-      a.out = out + (b * T + r0) * D + h * Dh;
-      a.ldo = D;
-      a.work = work.data();
-      k.attend(a);
+      const int64_t n = length(b), rows = std::min(chunk, T - r0), valid = std::clamp(n - r0, int64_t(0), rows);
+      float* probs = scores ? scores + (bh * T + r0) * T : nullptr;
+      float* o = out + (b * T + r0) * D + h * Dh;
+      if (valid > 0) {
+        AttendArgs a;
+        a.q = qkv + (b * T + r0) * 3 * D + h * Dh;
+        a.ld = 3 * D;
+        a.rows = valid;
+        a.T = n;
+        a.Dh = Dh;
+        a.Tp = round_up(n, 16);
+        a.Dhp = Dhp;
+        a.scale = 1.f / std::sqrt(float(Dh));
+        a.kt = heads + bh * per_head;
+        a.vp = a.kt + Dh * a.Tp;
+        a.bias = bias ? bias + (h * T + r0) * T : nullptr;
+        a.probs = probs;
+        a.ldp = T;
+        a.out = o;
+        a.ldo = D;
+        a.work = work.data();
+        k.attend(a);
+      }
+      // Padding (none without lengths): zero weight on padded keys, zeros for padded queries.
+      if (probs)
+        for (int64_t r = 0; r < rows; ++r) std::fill(probs + r * T + (r < valid ? n : 0), probs + (r + 1) * T, 0.f);
+      for (int64_t r = valid; r < rows; ++r) std::fill_n(o + r * D, Dh, 0.f);
     });
   }, impl);
   fused.flops = 4.0 * double(B * H) * double(T) * double(T) * double(Dh);
@@ -275,16 +301,18 @@ Step swiglu_step(const std::string& name, int64_t M, int64_t H, const float* src
 }
 
 Step attention_pool_step(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh, const float* q,
-                         const float* kv, float* scores, float* out) {
+                         const float* kv, float* scores, float* out, const int32_t* lengths) {
   Step s = host_step(name, [=] {
+    if (lengths) check_lengths(name, B, 1, T, lengths);
     const int64_t D = H * Dh;
     const float scale = 1.f / std::sqrt(float(Dh));
     parallel_for(B * H, [&](int64_t bh) {
-      const int64_t b = bh / H, h = bh % H;
+      const int64_t b = bh / H, h = bh % H, n = lengths ? int64_t(lengths[b]) : T;
       const float* qh = q + h * Dh;
       float* p = scores + bh * T;
+      std::fill(p + n, p + T, 0.f);
       float top = -INFINITY;
-      for (int64_t t = 0; t < T; ++t) {
+      for (int64_t t = 0; t < n; ++t) {
         const float* k = kv + (b * T + t) * 2 * D + h * Dh;
         float dot = 0.f;
         for (int64_t d = 0; d < Dh; ++d) dot += qh[d] * k[d];
@@ -292,10 +320,10 @@ Step attention_pool_step(const std::string& name, int64_t B, int64_t T, int64_t 
         top = std::max(top, p[t]);
       }
       float sum = 0.f;
-      for (int64_t t = 0; t < T; ++t) sum += (p[t] = std::exp(p[t] - top));
+      for (int64_t t = 0; t < n; ++t) sum += (p[t] = std::exp(p[t] - top));
       float* o = out + b * D + h * Dh;
       for (int64_t d = 0; d < Dh; ++d) o[d] = 0.f;
-      for (int64_t t = 0; t < T; ++t) {
+      for (int64_t t = 0; t < n; ++t) {
         const float w = p[t] / sum;
         const float* v = kv + (b * T + t) * 2 * D + D + h * Dh;
         for (int64_t d = 0; d < Dh; ++d) o[d] += w * v[d];
@@ -353,15 +381,17 @@ Step select_token_step(const std::string& name, int64_t B, int64_t T, int64_t D,
 }
 
 Step mean_tokens_step(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t first, const float* src,
-                      float* dst) {
+                      float* dst, const int32_t* lengths) {
   return host_step(name, [=] {
+    if (lengths) check_lengths(name, B, first + 1, T, lengths);
     for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = lengths ? int64_t(lengths[b]) : T;
       float* o = dst + b * D;
       const float* f = src + b * T * D;
       for (int64_t d = 0; d < D; ++d) o[d] = 0.f;
-      for (int64_t t = first; t < T; ++t)
+      for (int64_t t = first; t < n; ++t)
         for (int64_t d = 0; d < D; ++d) o[d] += f[t * D + d];
-      for (int64_t d = 0; d < D; ++d) o[d] /= float(T - first);
+      for (int64_t d = 0; d < D; ++d) o[d] /= float(n - first);
     }
   });
 }

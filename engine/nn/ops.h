@@ -94,10 +94,17 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
 // written out, or null; bias [H, T, T] (the same for every image) or null. An image's result does not
 // depend on the images beside it. products: what q k^T and the softmax times v multiply in, BF16 or
 // Int8 where the CPU has those kernels (attention_kernels(Precision)), else f32.
+// lengths: images of different lengths padded to T (NaFlex), or null when every image fills T. Image b's
+// first lengths[b] tokens are its own, the rest padding; the lengths are read when the step runs, so one
+// Plan serves every batch, and each must be in [1, T] (an Error otherwise). Image b is computed exactly as
+// alone with T = lengths[b] (the same kernel, loop order and blocking: its answer is bit-identical): padded
+// keys get no weight, padded query rows are written as zeros, and its scores hold its softmax in their top
+// left lengths[b] x lengths[b] corner, zeros elsewhere; a bias is read in that corner.
 int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh);
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                   const float* qkv, float* heads, float* scores, float* out,
-                                  const float* bias = nullptr, Precision products = Precision::F32);
+                                  const float* bias = nullptr, Precision products = Precision::F32,
+                                  const int32_t* lengths = nullptr);
 // A bias per head looked up through an index over token pairs, written out dense for attention_steps:
 // bias[h, i, j] = table[index[i * T + j] * H + h] (a relative position bias: table [R, H], index [T, T] of
 // values below R), bias [H, T, T].
@@ -130,8 +137,10 @@ Step rms_norm_step(const std::string& name, const LayerNormWeights& rn, int64_t 
 // Attention pooling with one query shared by every image (timm's AttentionPoolLatent with one latent, the
 // MAP head of SigLIP): out [B, H*Dh] = per head h, softmax(q_h . k_h^T / sqrt(Dh)) v_h, from q [H*Dh] and
 // kv [B, T, 2, H, Dh] (a linear layer's output [B*T, 2*H*Dh]); scores [B, H, T] is scratch.
+// lengths: as attention_steps' (image b's first lengths[b] tokens, the rest padding left out of its
+// softmax, as timm's masked attn_pool leaves them; its scores past them zero), or null.
 Step attention_pool_step(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh, const float* q,
-                         const float* kv, float* scores, float* out);
+                         const float* kv, float* scores, float* out, const int32_t* lengths = nullptr);
 
 // Rearranges images [B, C, S_h, S_w] into patch rows [B * Nh * Nw, C * P * P] in (c, ky, kx) order,
 // the order of a PyTorch conv weight [D, C, P, P], so the patch embedding is one linear layer.
@@ -150,8 +159,10 @@ Step embed_tokens_step(const std::string& name, int64_t B, int64_t N, int64_t D,
 Step select_token_step(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t t, const float* src,
                        float* dst);
 // dst [B, D] = the mean of src [B, T, D] over tokens first..T-1 (timm's x[:, num_prefix_tokens:].mean(1)).
+// lengths: over tokens first..lengths[b]-1 of image b, the padding after them left out (timm's
+// global_pool_naflex), each length in [first + 1, T] (an Error otherwise); or null.
 Step mean_tokens_step(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t first, const float* src,
-                      float* dst);
+                      float* dst, const int32_t* lengths = nullptr);
 // x [n] = (x + y) / 2, element by element.
 Step average_step(const std::string& name, int64_t n, const float* y, float* x);
 

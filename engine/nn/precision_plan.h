@@ -47,9 +47,11 @@ class PrecisionPlan {
   std::vector<Step> norm_linear(const std::string& norm_name, const LayerNormWeights& ln, const float* src,
                                 float* normed, const std::string& name, const LinearWeights& lw, int64_t rows,
                                 float* dst, const LinearWeights* next = nullptr);
-  // attention_steps (ops.h) for `images` images, with the products this precision takes.
+  // attention_steps (ops.h) for `images` images, with the products this precision takes; lengths: the
+  // images' own lengths when they are padded to T (NaFlex), else null.
   std::vector<Step> attention(const std::string& name, int64_t images, int64_t T, int64_t H, int64_t Dh,
-                              const float* qkv, float* heads, float* scores, float* out, const float* bias) const;
+                              const float* qkv, float* heads, float* scores, float* out, const float* bias,
+                              const int32_t* lengths = nullptr) const;
 
  private:
   // Whether a layer runs image by image (bf16 and int8 models' layers that are not int8).

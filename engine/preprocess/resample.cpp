@@ -273,32 +273,86 @@ Image resize_like_pil_window(const Image& src, int out_w, int out_h, Filter f, i
   return resample_vertical(resample_horizontal(src, ch, x0, w, first, last - first), cv, y0, h, first);
 }
 
-std::vector<float> resample_grid(const float* src, int in_h, int in_w, int C, int out_h, int out_w,
-                                 Filter f) {
-  const Coeffs ch = precompute_coeffs(in_w, out_w, f), cv = precompute_coeffs(in_h, out_h, f);
-  std::vector<float> tmp(size_t(in_h) * out_w * C, 0.f), out(size_t(out_h) * out_w * C, 0.f);
-  for (int y = 0; y < in_h; ++y)
-    for (int xx = 0; xx < out_w; ++xx) {
-      const int xmin = ch.bounds[size_t(xx) * 2], n = ch.bounds[size_t(xx) * 2 + 1];
-      float* o = &tmp[(size_t(y) * out_w + xx) * C];
-      for (int x = 0; x < n; ++x) {
-        const float w = float(ch.k[size_t(xx) * ch.ksize + x]);
-        const float* s = &src[(size_t(y) * in_w + xmin + x) * C];
-        for (int c = 0; c < C; ++c) o[c] += w * s[c];
-      }
+namespace {
+
+// torch's antialiased interpolation weights along one axis (aten/src/ATen/native/cpu/UpSampleKernel.cpp,
+// HelperInterpBase::_compute_weights_aa with scalar_t = float): Pillow's filters and bounds, computed in
+// float where torch stores a float and in double where its expression is double.
+struct AntialiasTaps {
+  int ksize = 0;
+  std::vector<int> first, count;  // [out]
+  std::vector<float> weight;      // [out, ksize]
+};
+
+// HelperInterpLinear::aa_filter and HelperInterpCubic::aa_filter (a = -0.5) as torch's CPU build computes
+// them: its kernels are compiled with FMA, and the compiler fuses the cubic's multiply-adds (the weights
+// are then bit-identical to torch's; unfused, their cancellations differ by up to 2e-6).
+float torch_aa_filter(Filter f, float x) {
+  if (x < 0.f) x = -x;
+  if (f == Filter::Bilinear) return x < 1.0 ? float(1.0 - x) : 0.f;
+  constexpr double a = -0.5;
+  if (x < 1.0) return float(std::fma(std::fma(a + 2.0, double(x), -(a + 3.0)) * x, double(x), 1.0));
+  if (x < 2.0) return float(double(std::fma(std::fma(x - 5.f, x, 8.f), x, -4.f)) * a);
+  return 0.f;
+}
+
+AntialiasTaps antialias_taps(int in, int out, Filter f) {
+  const int interp_size = f == Filter::Bilinear ? 2 : 4;
+  const float scale = float(in) / float(out);  // area_pixel_compute_scale<float>, given a size
+  const float support = scale >= 1.0 ? float((interp_size * 0.5) * scale) : float(interp_size * 0.5);
+  const float invscale = scale >= 1.0 ? float(1.0 / scale) : 1.f;
+  AntialiasTaps t;
+  t.ksize = int(std::ceil(support)) * 2 + 1;
+  t.first.resize(size_t(out));
+  t.count.resize(size_t(out));
+  t.weight.assign(size_t(out) * t.ksize, 0.f);
+  for (int i = 0; i < out; ++i) {
+    const float center = float(scale * (i + 0.5));
+    const int xmin = std::max(int(int64_t((center - support) + 0.5)), 0);
+    const int xsize = std::min(int(int64_t((center + support) + 0.5)), in) - xmin;
+    float* w = &t.weight[size_t(i) * t.ksize];
+    float total = 0.f;
+    for (int j = 0; j < xsize; ++j) {
+      w[j] = torch_aa_filter(f, float((float(j + xmin) - center + 0.5) * invscale));
+      total += w[j];
     }
-  for (int yy = 0; yy < out_h; ++yy) {
-    const int ymin = cv.bounds[size_t(yy) * 2], n = cv.bounds[size_t(yy) * 2 + 1];
-    for (int y = 0; y < n; ++y) {
-      const float w = float(cv.k[size_t(yy) * cv.ksize + y]);
-      for (int xx = 0; xx < out_w; ++xx) {
-        float* o = &out[(size_t(yy) * out_w + xx) * C];
-        const float* s = &tmp[(size_t(ymin + y) * out_w + xx) * C];
-        for (int c = 0; c < C; ++c) o[c] += w * s[c];
-      }
-    }
+    for (int j = 0; j < xsize; ++j)
+      if (total != 0.f) w[j] /= total;
+    t.first[size_t(i)] = xmin;
+    t.count[size_t(i)] = xsize;
   }
-  return out;
+  return t;
+}
+
+// One axis of [outer, in, inner] resampled to [outer, out, inner]: each output the sum of its taps in
+// order, the first a product, as torch's interpolate_aa_single_dim.
+std::vector<float> resample_axis(const std::vector<float>& src, int64_t outer, int in, int64_t inner, int out,
+                                 Filter f) {
+  const AntialiasTaps t = antialias_taps(in, out, f);
+  std::vector<float> dst(size_t(outer * out * inner));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int i = 0; i < out; ++i) {
+      const float* w = &t.weight[size_t(i) * t.ksize];
+      const float* s = &src[size_t((o * in + t.first[size_t(i)]) * inner)];
+      float* d = &dst[size_t((o * out + i) * inner)];
+      for (int64_t c = 0; c < inner; ++c) d[c] = s[c] * w[0];
+      for (int j = 1; j < t.count[size_t(i)]; ++j)
+        for (int64_t c = 0; c < inner; ++c) d[c] += s[j * inner + c] * w[j];
+    }
+  return dst;
+}
+
+}  // namespace
+
+std::vector<float> resample_grid(const float* src, int in_h, int in_w, int C, int out_h, int out_w, Filter f) {
+  if (f != Filter::Bilinear && f != Filter::Bicubic)
+    throw Error(std::string("torch has no antialiased ") + filter_name(f) + " interpolation (bilinear or bicubic)");
+  // torch resamples the width first, then the height (an axis of the same size is left as it is: its
+  // weights are 1 and 0).
+  std::vector<float> grid(src, src + size_t(in_h) * in_w * C);
+  if (out_w != in_w) grid = resample_axis(grid, in_h, in_w, C, out_w, f);
+  if (out_h != in_h) grid = resample_axis(grid, 1, in_h, int64_t(out_w) * C, out_h, f);
+  return grid;
 }
 
 namespace {

@@ -1,7 +1,7 @@
 // Separable resampling exactly as Pillow computes it (Resample.c): antialiased filters whose support
 // grows with the downscale factor, fixed-point weights with 22 fractional bits, and uint8 rounding and
-// clamping after the horizontal pass and after the vertical pass. A float variant (same weights, no
-// rounding) resamples position tables the way torch's bicubic interpolate with antialias=True does.
+// clamping after the horizontal pass and after the vertical pass. A float variant resamples position
+// tables the way torch's interpolate with antialias=True does (Pillow's filters, torch's float arithmetic).
 #pragma once
 #include <string>
 #include <vector>
@@ -21,7 +21,9 @@ Image resize_like_pil(const Image& src, int out_w, int out_h, Filter f);
 // center crop keeps, without resampling the rest.
 Image resize_like_pil_window(const Image& src, int out_w, int out_h, Filter f, int x0, int y0, int w, int h);
 
-// Float resample of a [in_h, in_w, C] channels-last grid to [out_h, out_w, C] (align_corners=False).
+// torch's F.interpolate(mode, size=(out_h, out_w), align_corners=False, antialias=True) of a [in_h, in_w, C]
+// channels-last grid to [out_h, out_w, C], for f = Bilinear or Bicubic (torch has no other antialiased
+// mode; an Error otherwise): torch's weights in float, bit for bit, the width resampled first, then the height.
 std::vector<float> resample_grid(const float* src, int in_h, int in_w, int C, int out_h, int out_w,
                                  Filter f);
 

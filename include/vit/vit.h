@@ -91,6 +91,8 @@ struct ClassifierOptions {
   std::string labels;                // a labels file, one per line; "" for the checkpoint's, else ImageNet-1k's
   std::string config;                // a config.json overriding the one beside the weights
   int img_size = 0;                  // run at S x S, the position table resampled as timm does (0: the model's)
+  int max_patches = 0;               // NaFlex models (SigLIP 2's naflexvit_*): each image at its own aspect ratio
+                                     // within this many patches (0: 256, SigLIP 2's); refused for other models
   int batch = 8;                     // images per forward pass
   int64_t max_pixels = kDefaultMaxPixels;  // larger images are refused from their header, before decoding
   bool keep_logits = false;          // fill Result::logits
@@ -163,6 +165,17 @@ struct ImageHeader {
 };
 ImageHeader read_image_header(const std::string& bytes);
 
+// What one image becomes for a model: its decoded size, the size it is resized (and cropped) to, and the grid
+// of patches that covers it: a NaFlex model's own grid for the image within its budget, else the model's
+// square input's.
+struct ImageInput {
+  int width = 0, height = 0;              // decoded
+  int input_width = 0, input_height = 0;  // resized to (NaFlex: the grid's pixels; else the crop)
+  int grid_rows = 0, grid_cols = 0;       // patches
+  int64_t max_patches = 0;                // a NaFlex model's budget, else 0
+  int64_t tokens = 0;                     // prefix tokens and patches: the image's own sequence
+};
+
 // What the engine understood of the model, as `vit inspect` prints it.
 struct ModelInfo {
   std::string name;    // the model folder's name (of a lone weights file: the file's name without .safetensors)
@@ -174,6 +187,7 @@ struct ModelInfo {
   double crop_pct;
   int resize;
   float mean[3], std[3];
+  int64_t max_patches = 0;  // a NaFlex model's budget of patches per image (each at its own aspect ratio), else 0
   // The rest of what `vit inspect` prints. The model in words, a topic and its line each, in order
   // ("tokens", "197 = 196 patches (14x14) + class token"; "position table", ...).
   std::vector<std::pair<std::string, std::string>> description;
@@ -257,6 +271,8 @@ class Classifier {
   std::vector<float> probabilities(const float* logits, int64_t n) const;
   // An image file as the model is fed it: [3, H, W], timm's eval transform.
   std::vector<float> preprocess(const std::string& path) const;
+  // What an image file becomes for this model (`vit inspect --image`): the grid of patches it gets.
+  ImageInput image_input(const std::string& path) const;
 
   const std::vector<std::string>& labels() const;
   // The classes classify() ranks: the head's, or the text embeddings'; 0 for a model without a classifier

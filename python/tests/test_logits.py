@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import vit
-from test_vit import tiny_vit, write_safetensors
+from test_vit import read_safetensors, tiny_vit, write_safetensors
 
 D, DEPTH, HEADS, MLP, PATCH, IMG = 32, 2, 2, 64, 8, 32
 GRID = (IMG // PATCH) ** 2
@@ -242,3 +242,39 @@ def test_logits_with_text_embeddings_are_the_zero_shot_scores(kind, bias, images
     # classify() ranks the same scores.
     for row, r in zip(logits, zs.classify(images, topk=5)):
         assert [t["index"] for t in r["top"]] == list(np.argsort(-row, kind="stable"))
+
+
+def timm_naflex(folder):
+    """timm's SigLIP 2 NaFlex tower (naflexvit_*_siglip) in naflexvit.py's names: SigLIP's tensors with the patch
+    embedding a linear layer over channels-last patches (embeds.proj) and the table [1, h, w, D] (embeds.pos_embed)."""
+    timm_siglip(folder)
+    t, _ = read_safetensors(folder / "model.safetensors")
+    t["embeds.proj.weight"] = np.ascontiguousarray(t.pop("patch_embed.proj.weight").transpose(0, 2, 3, 1).reshape(D, -1))
+    t["embeds.proj.bias"] = t.pop("patch_embed.proj.bias")
+    side = IMG // PATCH
+    t["embeds.pos_embed"] = np.ascontiguousarray(t.pop("pos_embed").reshape(1, side, side, D))
+    write_safetensors(folder / "model.safetensors", t)
+    config = {"architecture": "naflexvit_base_patch16_siglip", "num_classes": 0, "global_pool": "map",
+              "model_args": {"embed_dim": D, "depth": DEPTH, "num_heads": HEADS, "patch_size": PATCH,
+                             "pos_embed_grid_size": [side, side]},
+              "pretrained_cfg": {"interpolation": "bicubic", "mean": [0.5] * 3, "std": [0.5] * 3}}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_logits_of_a_naflex_model_are_refused_naming_what_it_takes(images, tmp_path):
+    """A NaFlex model takes each image at its own aspect ratio as patches within its budget: logits() of a fixed
+    [B, 3, H, W] tensor and preprocess() are ValueErrors saying so; its image files embed,
+    each image of a batch that mixes shapes as alone; max_patches for a square model is a ValueError."""
+    folder = timm_naflex(tmp_path / "naflex")
+    c = vit.Classifier(folder, threads=1, batch=3, max_patches=12)
+    for call in (lambda: c.logits(np.zeros((1, 3, IMG, IMG), np.float32)),
+                 lambda: c.preprocess(images[0])):
+        with pytest.raises(ValueError, match="is a NaFlex model .*not a fixed \\[B, 3, H, W\\] tensor"):
+            call()
+    together = c.embed(images)["embeddings"]
+    assert together.shape == (3, D) and np.isfinite(together).all()
+    for i, f in enumerate(images):
+        np.testing.assert_array_equal(c.embed([f])["embeddings"][0], together[i])
+    with pytest.raises(ValueError, match="--max-patches applies to NaFlex models"):
+        vit.Classifier(timm_siglip(tmp_path / "square"), max_patches=12)

@@ -97,6 +97,7 @@ class Classifier:
         exif_transpose: bool = False,
         pool: Optional[Literal["cls", "token", "mean", "avg", "map"]] = None,
         text_embeddings: Optional[Path] = None,
+        max_patches: int = 0,
     ) -> None: ...
     def classify(self, paths: Iterable[Union[Path, ImageInMemory]], topk: int = 5) -> List[Result]:
         """Image files and images in memory -> one dict per image, in order."""

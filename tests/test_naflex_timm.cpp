@@ -1,0 +1,333 @@
+// NaFlex preprocessing and per-grid position tables against timm's own code (tests/make_naflex_reference.py,
+// run at test time by the .venv's timm over Debian's torch) on photos of very different shapes: a 3000x600
+// panorama, a portrait, a square, strips one pixel wide and tall, an image smaller than any budget, a single
+// pixel; at budgets of 256 and 64 patches. Patches equal timm's eval transform's, coordinates and validity
+// equal, padded as its collator pads; position rows as NaFlexEmbeds resizes its table for each grid.
+// Then a shrunk random-weight naflexvit_base_patch16_siglip made by timm (tests/make_naflex_model.py): its
+// embeddings through the engine (the library's Plans, and `vit embed --max-patches`) against timm's NaFlex
+// pipeline on those images, alone and collated into one batch; and each image of a mixed batch bit for bit
+// as alone at f32, bf16 and int8.
+// Skipped without timm in .venv (scripts/setup.sh installs it) or ../shared/data, except under CI=true.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "model_files.h"
+#include "engine/image/image.h"
+#include "engine/preprocess/naflex.h"
+#include "engine/preprocess/position_tables.h"
+#include "models/vit.h"
+#include "vit/cpu.h"
+#include "vit/explain.h"
+#include "vit/vit.h"
+#include "reference_models.h"
+#include "test_util.h"
+
+namespace vit::test {
+namespace {
+
+class NaflexTimm : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!have_shared_data()) return;
+    const GeneratedModels g = generated_models("naflex_reference", {VIT_SOURCE_DIR "/tests/make_naflex_reference.py"},
+                                               "timm");
+    dir_ = g.dir;
+    ready_ = g.ready;
+  }
+  void SetUp() override {
+    REQUIRE_SHARED_DATA();
+    if (dir_.empty()) {
+      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
+      GTEST_SKIP() << kVenvPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
+    }
+    ASSERT_TRUE(ready_) << "tests/make_naflex_reference.py failed";
+    ref_ = std::make_unique<SafeTensors>(dir_ + "/reference.safetensors");
+    names_ = nlohmann::json::parse(ref_->metadata().at("names")).get<std::vector<std::string>>();
+    budgets_ = nlohmann::json::parse(ref_->metadata().at("budgets")).get<std::vector<int>>();
+    ASSERT_EQ(names_.size(), 9u);
+    ASSERT_EQ(budgets_, (std::vector<int>{256, 64}));
+  }
+  Image image(const std::string& name) const { return decode_image_file(dir_ + "/images/" + name + ".png"); }
+
+  static inline std::string dir_;
+  static inline bool ready_ = false;
+  std::unique_ptr<SafeTensors> ref_;
+  std::vector<std::string> names_;
+  std::vector<int> budgets_;
+};
+
+// Each image alone through timm's transform: the same patches, coordinates and validity, bit for bit
+// (PIL's resize, ToTensor and Normalize have the same arithmetic here); then padded to the budget.
+TEST_F(NaflexTimm, PatchesCoordinatesAndValidityEqualTimms) {
+  NaflexConfig cfg;  // SigLIP's mean and std, bicubic
+  for (const int n : budgets_)
+    for (const std::string& name : names_) {
+      SCOPED_TRACE(name + " at " + std::to_string(n) + " patches");
+      cfg.max_patches = n;
+      const Image img = image(name);
+      const std::string key = name + "." + std::to_string(n);
+      const Golden patches = read_golden(*ref_, key + ".patches"), coord = read_golden(*ref_, key + ".coord"),
+                   valid = read_golden(*ref_, key + ".valid");
+      const int64_t count = patches.shape[0], per = cfg.patch_floats();
+      ASSERT_EQ(patches.shape, (std::vector<int64_t>{count, per}));
+      std::vector<float> got(size_t(n * per), -1.f);
+      std::vector<int32_t> coords(size_t(2 * n), -1);
+      std::vector<uint8_t> flags(size_t(n), 9);
+      const PatchGrid g = naflex_patches(img, cfg, n, got.data(), coords.data(), flags.data());
+      ASSERT_EQ(g.count(), count) << "grid " << g.rows << "x" << g.cols;
+      size_t differ = 0;
+      for (size_t i = 0; i < patches.f32.size(); ++i) differ += got[i] != patches.f32[i];
+      EXPECT_EQ(differ, 0u) << "values differ from timm's, by up to " << max_abs_diff(got.data(), patches.f32.data(), patches.f32.size());
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(float(coords[size_t(2 * i)]), coord.f32[size_t(2 * i)]) << i;
+        ASSERT_EQ(float(coords[size_t(2 * i + 1)]), coord.f32[size_t(2 * i + 1)]) << i;
+        ASSERT_EQ(flags[size_t(i)], valid.u8[size_t(i)]) << i;
+      }
+      EXPECT_EQ(coord.f32[size_t(2 * count - 2)] + 1, g.rows);
+      EXPECT_EQ(coord.f32[size_t(2 * count - 1)] + 1, g.cols);
+      std::printf("%-9s %5dx%-5d -> %3dx%-3d patches at a budget of %d\n", name.c_str(), img.width, img.height, g.rows,
+                  g.cols, n);
+    }
+}
+
+// The batch as NaFlexCollator pads it to the budget: our padding's coordinates and validity equal its,
+// padded patches zero; and the position rows timm's NaFlexEmbeds adds to each image (its 16 x 16 table
+// resized to the image's grid, bilinear as SigLIP 2's or bicubic, antialiased) are our cached tables'.
+TEST_F(NaflexTimm, CollatedBatchAndPositionTablesAsTimms) {
+  const Golden table = read_golden(*ref_, "pos_table");
+  ASSERT_EQ(table.shape, (std::vector<int64_t>{16, 16, 64}));
+  PositionTables bilinear(table.f32, 16, 16, 64, Filter::Bilinear), bicubic(table.f32, 16, 16, 64, Filter::Bicubic);
+  NaflexConfig cfg;
+  for (const int n : budgets_) {
+    cfg.max_patches = n;
+    const std::string key = "batch." + std::to_string(n);
+    const Golden coord = read_golden(*ref_, key + ".coord"), valid = read_golden(*ref_, key + ".valid");
+    const int64_t B = int64_t(names_.size());
+    ASSERT_EQ(valid.shape, (std::vector<int64_t>{B, n}));
+    for (int64_t b = 0; b < B; ++b) {
+      SCOPED_TRACE(names_[size_t(b)] + " at " + std::to_string(n) + " patches");
+      std::vector<float> got(size_t(n * cfg.patch_floats()));
+      std::vector<int32_t> coords(size_t(2 * n));
+      std::vector<uint8_t> flags(static_cast<size_t>(n));
+      const PatchGrid g = naflex_patches(image(names_[size_t(b)]), cfg, n, got.data(), coords.data(), flags.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(flags[size_t(i)], valid.u8[size_t(b * n + i)]) << i;
+        ASSERT_EQ(float(coords[size_t(2 * i)]), coord.f32[size_t((b * n + i) * 2)]) << i;
+        ASSERT_EQ(float(coords[size_t(2 * i + 1)]), coord.f32[size_t((b * n + i) * 2 + 1)]) << i;
+      }
+      for (size_t i = size_t(g.count() * cfg.patch_floats()); i < got.size(); ++i) ASSERT_EQ(got[i], 0.f);
+      for (auto [mode, cache] : {std::pair{"bilinear", &bilinear}, std::pair{"bicubic", &bicubic}}) {
+        const Golden pos = read_golden(*ref_, key + ".pos_" + mode);
+        const auto mine = cache->get(g);
+        ASSERT_EQ(int64_t(mine->size()), g.count() * 64);
+        const float* theirs = pos.f32.data() + b * n * 64;
+        EXPECT_LT(max_abs_diff(mine->data(), theirs, mine->size()), 1e-6f) << mode;
+        for (int64_t i = g.count() * 64; i < n * 64; ++i) ASSERT_EQ(theirs[i], 0.f) << "timm adds none to padding";
+      }
+    }
+  }
+}
+
+
+class NaflexModel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!have_shared_data()) return;
+    const GeneratedModels g = generated_models(
+        "naflex_model", {VIT_SOURCE_DIR "/tests/make_naflex_model.py", VIT_SOURCE_DIR "/tests/make_naflex_reference.py"},
+        "timm");
+    dir_ = g.dir;
+    ready_ = g.ready;
+  }
+  void SetUp() override {
+    REQUIRE_SHARED_DATA();
+    if (dir_.empty()) {
+      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
+      GTEST_SKIP() << kVenvPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
+    }
+    ASSERT_TRUE(ready_) << "tests/make_naflex_model.py failed";
+    ref_ = std::make_unique<SafeTensors>(dir_ + "/reference.safetensors");
+    names_ = nlohmann::json::parse(ref_->metadata().at("names")).get<std::vector<std::string>>();
+    budgets_ = nlohmann::json::parse(ref_->metadata().at("budgets")).get<std::vector<int>>();
+    ASSERT_EQ(names_.size(), 9u);
+  }
+  std::string image_path(const std::string& name) const { return dir_ + "/images/" + name + ".png"; }
+  // The pooled features (timm's forward_head(pre_logits=True); the model has no head) of `names` run as one
+  // batch of a Plan, each image's row.
+  // tokens: each image's own rows of forward_features, when not null.
+  std::vector<std::vector<float>> features(const ViT& m, const std::vector<std::string>& names,
+                                           std::vector<std::vector<float>>* tokens = nullptr) const {
+    auto plan = m.make_plan(int64_t(names.size()));
+    const int64_t per = m.config().input_floats(), D = m.config().width, T = m.config().tokens();
+    for (size_t b = 0; b < names.size(); ++b) m.prepare_input(decode_image_file(image_path(names[b])), plan->input() + b * per);
+    plan->run();
+    std::vector<std::vector<float>> out;
+    for (size_t b = 0; b < names.size(); ++b) {
+      out.emplace_back(plan->features() + b * D, plan->features() + (b + 1) * D);
+      const float* rows = plan->tokens() + int64_t(b) * T * D;
+      if (tokens) tokens->emplace_back(rows, rows + plan->tokens_of(int64_t(b)) * D);
+    }
+    return out;
+  }
+
+  static inline std::string dir_;
+  static inline bool ready_ = false;
+  std::unique_ptr<SafeTensors> ref_;
+  std::vector<std::string> names_;
+  std::vector<int> budgets_;
+};
+
+// Each image alone (its tokens and its pooled features) and the nine collated into one batch (padded to the
+// budget, attention and the attention pool masked), against timm's NaFlexVit on the same images through its
+// own transform and collator.
+TEST_F(NaflexModel, EmbeddingsMatchTimmsNaflexPipeline) {
+  ViT m = ViT::load(dir_ + "/model");
+  EXPECT_TRUE(m.config().naflex);
+  EXPECT_EQ(m.config().family, Family::NaFlex);
+  EXPECT_STREQ(family_name(m.config().family), "SigLIP 2 NaFlex image tower");
+  for (const int n : budgets_) {
+    m.set_max_patches(n);
+    const auto batch = features(m, names_);
+    const Golden together = read_golden(*ref_, "batch." + std::to_string(n));
+    float worst = 0.f;
+    for (size_t b = 0; b < names_.size(); ++b) {
+      SCOPED_TRACE(names_[b] + " at " + std::to_string(n) + " patches");
+      const Golden alone = read_golden(*ref_, names_[b] + "." + std::to_string(n));
+      std::vector<std::vector<float>> tokens;
+      const auto mine = features(m, {names_[b]}, &tokens)[0];
+      ASSERT_EQ(alone.f32.size(), mine.size());
+      const Golden want_tokens = read_golden(*ref_, names_[b] + "." + std::to_string(n) + ".tokens");
+      ASSERT_EQ(tokens[0].size(), want_tokens.f32.size()) << "tokens of its own grid";
+      const float dt = max_abs_diff(tokens[0].data(), want_tokens.f32.data(), tokens[0].size());
+      EXPECT_LT(dt, 1e-4f) << "forward_features";
+      const float d = std::max(dt, max_abs_diff(mine.data(), alone.f32.data(), mine.size()));
+      EXPECT_LT(d, 1e-4f);
+      EXPECT_LT(max_abs_diff(batch[b].data(), together.f32.data() + b * mine.size(), mine.size()), 1e-4f);
+      EXPECT_EQ(batch[b], mine) << "in a batch of different shapes, not as alone";
+      worst = std::max(worst, d);
+    }
+    std::printf("budget %3d: max |diff| against timm %.3g over %zu images\n", n, worst, names_.size());
+  }
+}
+
+// A mixed batch's images bit for bit as each alone, with every precision this CPU runs (int8 on its own
+// grids per row, bf16 where the CPU has avx512_bf16).
+TEST_F(NaflexModel, EachImageOfAMixedBatchAsAloneAtEveryPrecision) {
+  for (const Precision p : {Precision::F32, Precision::BF16, Precision::Int8}) {
+    if (p == Precision::BF16 && !cpu_isa().bf16) continue;
+    SCOPED_TRACE(precision_name(p));
+    ViT m = ViT::load(dir_ + "/model", "", 0, p);
+    m.set_max_patches(64);
+    const auto batch = features(m, names_);
+    for (size_t b = 0; b < names_.size(); ++b) EXPECT_EQ(batch[b], features(m, {names_[b]})[0]) << names_[b];
+  }
+}
+
+// What a NaFlex model refuses: --img-size, a budget out of range, --tokens; the NaFlex variants the engine does
+// not run, by name (register tokens, aspect-preserving or factorized tables, C-RADIO); NaFlex tensors under
+// another architecture's name; and --max-patches for a square model.
+TEST_F(NaflexModel, RefusalsNameTheProblem) {
+  expect_error([&] { ViT::load(dir_ + "/model", "", 224); }, "--img-size does not apply");
+  TempDir t;
+  const std::pair<const char*, const char*> named[] = {
+      {"naflexvit_base_patch16_gap", "NaFlex ViT with class or register tokens checkpoint: not supported yet"},
+      {"naflexvit_base_patch16_par_gap", "NaFlex ViT with an aspect-preserving position table checkpoint"},
+      {"naflexvit_base_patch16_parfac_gap", "NaFlex ViT with a factorized, aspect-preserving position table"},
+      {"naflexvit_so400m_patch16_radio_v4", "NaFlex ViT with a rotary embedding (C-RADIO)"},
+      {"vit_base_patch16_siglip_256", "vit_base_patch16_siglip_256 is not a NaFlex ViT, but"}};
+  for (const auto& [arch, why] : named) {
+    write_file(t.file("config.json"), std::string("{\"architecture\": \"") + arch + "\", \"num_classes\": 0}");
+    expect_error([&] { ViT::load(dir_ + "/model", t.file("config.json")); }, why);
+  }
+  write_file(t.file("config.json"),
+             "{\"architecture\": \"naflexvit_base_patch16_siglip\", \"model_args\": {\"num_heads\": 2, "
+             "\"pos_embed_ar_preserving\": true}}");
+  expect_error([&] { ViT::load(dir_ + "/model", t.file("config.json")); }, "model_args pos_embed_ar_preserving true");
+  ViT m = ViT::load(dir_ + "/model");
+  expect_error([&] { m.set_max_patches(0); }, "max patches 0 is out of range");
+  const auto r = run_vit("embed --model " + dir_ + "/model --max-patches 64 --tokens " + image_path("square"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("tokens of a NaFlex model"), std::string::npos) << r.err;
+}
+
+// The library: Classifier::embed on the image files at a budget of 64 (ClassifierOptions::max_patches), in
+// batches of 4 that mix shapes, timm's embeddings; a fixed [B, 3, H, W] tensor refused by name.
+TEST_F(NaflexModel, LibraryEmbedsAndRefusesFixedTensors) {
+  ClassifierOptions o;
+  o.max_patches = 64;
+  o.batch = 4;
+  const Classifier c(dir_ + "/model", o);
+  EXPECT_EQ(c.info().max_patches, 64);
+  std::vector<std::string> paths;
+  for (const auto& name : names_) paths.push_back(image_path(name));
+  const auto got = c.embed(paths, EmbedOptions{});
+  ASSERT_EQ(got.size(), names_.size());
+  for (size_t b = 0; b < names_.size(); ++b) {
+    ASSERT_EQ(got[b].error, "") << names_[b];
+    const Golden want = read_golden(*ref_, names_[b] + ".64");
+    ASSERT_EQ(got[b].embedding.size(), want.f32.size());
+    EXPECT_LT(max_abs_diff(got[b].embedding.data(), want.f32.data(), want.f32.size()), 1e-4f) << names_[b];
+  }
+  std::vector<float> pixels(size_t(3 * 256 * 256));
+  expect_error([&] { c.logits(pixels.data(), 1); }, "is a NaFlex model");
+  expect_error([&] { c.preprocess(paths[0]); }, "is a NaFlex model");
+}
+
+// `vit embed --max-patches` on the image files: timm's embeddings, one JSON line each.
+TEST_F(NaflexModel, VitEmbedWithMaxPatches) {
+  std::string files;
+  for (const auto& name : names_) files += " " + image_path(name);
+  const auto r = run_vit("embed --model " + dir_ + "/model --max-patches 64 -b 4" + files);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), names_.size());
+  for (size_t b = 0; b < names_.size(); ++b) {
+    const Golden want = read_golden(*ref_, names_[b] + ".64");
+    const auto got = lines[b]["embedding"].get<std::vector<float>>();
+    ASSERT_EQ(got.size(), want.f32.size());
+    EXPECT_LT(max_abs_diff(got.data(), want.f32.data(), got.size()), 1e-4f) << names_[b];
+  }
+}
+
+// `vit inspect --image`: the budget and the grid each image gets (timm's get_image_size_for_seq, its count
+// the rows of timm's tokens for it), at the default budget and at --max-patches; the activation's origin.
+TEST_F(NaflexModel, InspectPrintsTheBudgetAndAnImagesGrid) {
+  for (const int n : budgets_)
+    for (const std::string name : {"panorama", "portrait", "column", "pixel"}) {
+      SCOPED_TRACE(name + " at " + std::to_string(n));
+      const Image img = decode_image_file(image_path(name));
+      const PatchGrid g = naflex_grid(img.width, img.height, 16, n);
+      ASSERT_EQ(g.count(), read_golden(*ref_, name + "." + std::to_string(n) + ".tokens").shape[0]);
+      const auto r = run_vit("inspect -m " + dir_ + "/model --image " + image_path(name) +
+                             (n == 256 ? std::string() : " --max-patches " + std::to_string(n)));
+      ASSERT_EQ(r.code, 0) << r.err;
+      const std::string want = std::to_string(img.width) + "x" + std::to_string(img.height) + " (" + image_path(name) +
+                               "): resized to " + std::to_string(g.cols * 16) + "x" + std::to_string(g.rows * 16) +
+                               " at its own aspect ratio, a grid of " + std::to_string(g.rows) + "x" +
+                               std::to_string(g.cols) + " = " + std::to_string(g.count()) +
+                               " patches within the budget of " + std::to_string(n);
+      EXPECT_NE(r.out.find("image          " + want), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("within " + std::to_string(n) + " patches of 16 pixels (--max-patches)"), std::string::npos);
+      EXPECT_NE(r.out.find("activation     the architecture naflexvit_base_patch16_siglip (GELU (tanh))"),
+                std::string::npos) << r.out;
+    }
+  const auto bad = run_vit("inspect -m " + dir_ + "/model --image " + dir_ + "/model/config.json");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("config.json"), std::string::npos) << bad.err;
+}
+
+// `vit explain` and the library's Explainer refuse a NaFlex model by name, before any image: its maps would be
+// over each image's own grid (not drawn yet), never over a square it did not see.
+TEST_F(NaflexModel, ExplainIsRefusedByName) {
+  expect_error([&] { Explainer(dir_ + "/model", ExplainOptions{}); }, "is a NaFlex model (SigLIP 2 NaFlex image tower): "
+                                                                      "explaining it is not supported yet");
+  TempDir out;
+  const auto r = run_vit("explain -m " + dir_ + "/model --out " + out.path() + " " + image_path("panorama"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("explaining it is not supported yet"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace vit::test
