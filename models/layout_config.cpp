@@ -38,17 +38,14 @@ const IntFact kTimmInts[] = {{"patch_size", &ViTConfig::patch, "patch size"},  {
 const BoolFact kTimmBools[] = {{"class_token", &ViTConfig::class_token, "cls_token"},
                                {"qkv_bias", &ViTConfig::qkv_bias, "qkv biases"},
                                {"fc_norm", &ViTConfig::fc_norm, "fc_norm"}};
-const IntFact kHfInts[] = {{"hidden_size", &ViTConfig::width, "width"},
-                           {"num_hidden_layers", &ViTConfig::depth, "depth"},
-                           {"intermediate_size", &ViTConfig::mlp, "MLP width"},
-                           {"patch_size", &ViTConfig::patch, "patch size"},
-                           {"num_channels", &ViTConfig::in_chans, "input channels"}};
+// Every transformers vision config's shape (ViTConfig, Dinov2Config, CLIPVisionConfig, SiglipVisionConfig).
+const IntFact kHfShape[] = {{"hidden_size", &ViTConfig::width, "width"},
+                            {"num_hidden_layers", &ViTConfig::depth, "depth"},
+                            {"intermediate_size", &ViTConfig::mlp, "MLP width"},
+                            {"patch_size", &ViTConfig::patch, "patch size"}};
+const IntFact kHfViTInts[] = {{"num_channels", &ViTConfig::in_chans, "input channels"}};
 const BoolFact kHfBools[] = {{"qkv_bias", &ViTConfig::qkv_bias, "query/key/value biases"}};
-const IntFact kHfVisionInts[] = {{"hidden_size", &ViTConfig::width, "width"},
-                                 {"num_hidden_layers", &ViTConfig::depth, "depth"},
-                                 {"intermediate_size", &ViTConfig::mlp, "MLP width"},
-                                 {"patch_size", &ViTConfig::patch, "patch size"},
-                                 {"num_register_tokens", &ViTConfig::reg_tokens, "register tokens"}};
+const IntFact kHfVisionInts[] = {{"num_register_tokens", &ViTConfig::reg_tokens, "register tokens"}};
 const IntFact kHfProjection[] = {{"projection_dim", &ViTConfig::classes, "a projection to"}};
 const IntFact kOpenClipVision[] = {{"width", &ViTConfig::width, "width"},
                                    {"layers", &ViTConfig::depth, "depth"},
@@ -160,7 +157,8 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
 // Hugging Face ViT: a config (ViTForImageClassification): heads, eps, image_size, id2label; its
 // preprocessing defaults are ViTImageProcessor's (resize straight to the input size, bilinear, 0.5).
 bool apply_hf_config(const json& j, const std::string& where, const std::string& file, ViTConfig* c) {
-  check_ints(j, kHfInts, where, file, *c);
+  check_ints(j, kHfShape, where, file, *c);
+  check_ints(j, kHfViTInts, where, file, *c);
   check_bools(j, kHfBools, where, file, *c);
   const bool heads_given = j.contains("num_attention_heads");
   if (heads_given) {
@@ -342,6 +340,7 @@ bool apply_hf(Layout l, const json& top, const std::string& where, const std::st
   if (type != want && type != std::string(want) + "_vision_model")
     throw Error(where, "model_type '" + type + "' does not match the checkpoint's layout (" + layout_name(l) + ")");
   const json& j = whole ? top.at("vision_config") : top;
+  check_ints(j, kHfShape, where, file, *c);
   check_ints(j, kHfVisionInts, where, file, *c);
   if (has(j, "mlp_ratio") && int64_t(get_as<double>(j, "mlp_ratio", where) * double(c->width)) != c->mlp)
     throw Error(where, "mlp_ratio is " + j["mlp_ratio"].dump() + ", but " + file + " has MLP width " + std::to_string(c->mlp));

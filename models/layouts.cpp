@@ -27,125 +27,117 @@ struct Table {
   std::vector<Rule> top, block;
 };
 
+// transformers' ViTLayer: layernorm_before, attention (ViTSelfAttention's query, key, value + ViTSelfOutput),
+// layernorm_after, intermediate, output; ViTForImageClassification's classifier.
+const Table kHfViT = {
+    "vit.encoder.layer.{i}.",
+    {{"cls_token", {"vit.embeddings.cls_token"}, kTensor}, {"pos_embed", {"vit.embeddings.position_embeddings"}, kTensor},
+     {"patch_embed.proj", {"vit.embeddings.patch_embeddings.projection"}}, {"norm", {"vit.layernorm"}},
+     {"head", {"classifier"}}},
+    {{"norm1", {"layernorm_before"}},
+     {"attn.qkv", {"attention.attention.query", "attention.attention.key", "attention.attention.value"}},
+     {"attn.proj", {"attention.output.dense"}}, {"norm2", {"layernorm_after"}},
+     {"mlp.fc1", {"intermediate.dense"}}, {"mlp.fc2", {"output.dense"}}}};
+// torchvision's VisionTransformer: conv_proj, class_token, encoder.pos_embedding, the EncoderBlocks (ln_1,
+// self_attention: nn.MultiheadAttention with q, k, v stacked as timm's qkv, ln_2, mlp 0 and 3), encoder.ln,
+// heads.head.
+const Table kTorchvision = {
+    "encoder.layers.encoder_layer_{i}.",
+    {{"cls_token", {"class_token"}, kTensor}, {"pos_embed", {"encoder.pos_embedding"}, kTensor},
+     {"patch_embed.proj", {"conv_proj"}}, {"norm", {"encoder.ln"}}, {"head", {"heads.head"}}},
+    {{"norm1", {"ln_1"}}, {"attn.qkv", {"self_attention.in_proj_"}}, {"attn.proj", {"self_attention.out_proj"}},
+     {"norm2", {"ln_2"}}, {"mlp.fc1", {"mlp.0"}}, {"mlp.fc2", {"mlp.3"}}}};
+// transformers' Dinov2Layer: norm1, attention (Dinov2SelfAttention + Dinov2SelfOutput), layer_scale1,
+// norm2, mlp (Dinov2MLP: fc1, act, fc2), layer_scale2.
+const std::vector<Rule> kDinov2Block = {
+    {"norm1", {"norm1"}},
+    {"attn.qkv", {"attention.attention.query", "attention.attention.key", "attention.attention.value"}},
+    {"attn.proj", {"attention.output.dense"}},
+    {"ls1.gamma", {"layer_scale1.lambda1"}, kTensor},
+    {"norm2", {"norm2"}},
+    {"mlp.fc1", {"mlp.fc1"}},
+    {"mlp.fc2", {"mlp.fc2"}},
+    {"ls2.gamma", {"layer_scale2.lambda1"}, kTensor},
+};
+const Table kDinov2 = {"encoder.layer.{i}.",
+                       {{"patch_embed.proj", {"embeddings.patch_embeddings.projection"}},
+                        {"cls_token", {"embeddings.cls_token"}, kTensor},
+                        {"pos_embed", {"embeddings.position_embeddings"}, kTensor},
+                        {"norm", {"layernorm"}}},
+                       kDinov2Block};
+// Dinov2WithRegistersEmbeddings: the position table covers the class token and the patches, the
+// registers come after it has been added: as timm's no_embed_class, the class slot folded into cls_token.
+const Table kDinov2Registers = {"encoder.layer.{i}.",
+                                {{"patch_embed.proj", {"embeddings.patch_embeddings.projection"}},
+                                 {"cls_token", {"embeddings.cls_token"}, kTensor},
+                                 {"reg_token", {"embeddings.register_tokens"}, kTensor},
+                                 {"pos_embed", {"embeddings.position_embeddings"}, kTensor},
+                                 {"norm", {"layernorm"}}},
+                                kDinov2Block};
+// CLIPEncoderLayer and SiglipEncoderLayer: layer_norm1, self_attn (q/k/v/out_proj), layer_norm2, mlp.
+const std::vector<Rule> kHfBlock = {
+    {"norm1", {"layer_norm1"}},
+    {"attn.qkv", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}},
+    {"attn.proj", {"self_attn.out_proj"}},
+    {"norm2", {"layer_norm2"}},
+    {"mlp.fc1", {"mlp.fc1"}},
+    {"mlp.fc2", {"mlp.fc2"}},
+};
+// CLIPVisionTransformer: pre_layrnorm (sic) before the encoder; post_layernorm on the pooled class token
+// only (timm's fc_norm: last_hidden_state stays unnormalised); visual_projection without a bias.
+const Table kHfClip = {"vision_model.encoder.layers.{i}.",
+                       {{"patch_embed.proj", {"vision_model.embeddings.patch_embedding"}},
+                        {"cls_token", {"vision_model.embeddings.class_embedding"}, kTensor, 2},
+                        {"pos_embed", {"vision_model.embeddings.position_embedding.weight"}, kTensor, 1},
+                        {"norm_pre", {"vision_model.pre_layrnorm"}},
+                        {"fc_norm", {"vision_model.post_layernorm"}},
+                        {"head", {"visual_projection"}}},
+                       kHfBlock};
+// SiglipVisionTransformer: no class token; post_layernorm over all tokens, then the attention-pool head
+// (SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention with q, k, v stacked in in_proj,
+// layernorm, mlp).
+const Table kHfSiglip = {
+    "vision_model.encoder.layers.{i}.",
+    {{"patch_embed.proj", {"vision_model.embeddings.patch_embedding"}},
+     {"pos_embed", {"vision_model.embeddings.position_embedding.weight"}, kTensor, 1},
+     {"norm", {"vision_model.post_layernorm"}},
+     {"attn_pool.latent", {"vision_model.head.probe"}, kTensor},
+     {"attn_pool.q", {"vision_model.head.attention.in_proj_"}, kFirstThird},
+     {"attn_pool.kv", {"vision_model.head.attention.in_proj_"}, kLastTwoThirds},
+     {"attn_pool.proj", {"vision_model.head.attention.out_proj"}},
+     {"attn_pool.norm", {"vision_model.head.layernorm"}},
+     {"attn_pool.mlp.fc1", {"vision_model.head.mlp.fc1"}},
+     {"attn_pool.mlp.fc2", {"vision_model.head.mlp.fc2"}}},
+    kHfBlock};
+// open_clip's VisionTransformer: conv1 (no bias), class_embedding, positional_embedding, ln_pre, the
+// resblocks (ResidualAttentionBlock: ln_1, attn, ls_1, ln_2, mlp c_fc/c_proj, ls_2), ln_post over all
+// tokens, and pooled @ proj: proj is [D, E], timm's head.weight transposed.
+const Table kOpenClip = {"visual.transformer.resblocks.{i}.",
+                         {{"patch_embed.proj", {"visual.conv1"}},
+                          {"cls_token", {"visual.class_embedding"}, kTensor, 2},
+                          {"pos_embed", {"visual.positional_embedding"}, kTensor, 1},
+                          {"norm_pre", {"visual.ln_pre"}},
+                          {"norm", {"visual.ln_post"}},
+                          {"head.weight", {"visual.proj"}, kTensor | kTranspose}},
+                         {{"norm1", {"ln_1"}},
+                          {"attn.qkv", {"attn.in_proj_"}},
+                          {"attn.proj", {"attn.out_proj"}},
+                          {"ls1.gamma", {"ls_1.gamma"}, kTensor},
+                          {"norm2", {"ln_2"}},
+                          {"mlp.fc1", {"mlp.c_fc"}},
+                          {"mlp.fc2", {"mlp.c_proj"}},
+                          {"ls2.gamma", {"ls_2.gamma"}, kTensor}}};
+
 const Table& table(Layout l) {
-  // transformers' ViTLayer: layernorm_before, attention (ViTSelfAttention's query, key, value + ViTSelfOutput),
-  // layernorm_after, intermediate, output; ViTForImageClassification's classifier.
-  static const Table hf_vit = {"vit.encoder.layer.{i}.",
-                               {{"cls_token", {"vit.embeddings.cls_token"}, kTensor},
-                                {"pos_embed", {"vit.embeddings.position_embeddings"}, kTensor},
-                                {"patch_embed.proj", {"vit.embeddings.patch_embeddings.projection"}},
-                                {"norm", {"vit.layernorm"}},
-                                {"head", {"classifier"}}},
-                               {{"norm1", {"layernorm_before"}},
-                                {"attn.qkv", {"attention.attention.query", "attention.attention.key", "attention.attention.value"}},
-                                {"attn.proj", {"attention.output.dense"}},
-                                {"norm2", {"layernorm_after"}},
-                                {"mlp.fc1", {"intermediate.dense"}},
-                                {"mlp.fc2", {"output.dense"}}}};
-  // torchvision's VisionTransformer: conv_proj, class_token, encoder.pos_embedding, the EncoderBlocks (ln_1,
-  // self_attention: nn.MultiheadAttention with q, k, v stacked as timm's qkv, ln_2, mlp 0 and 3), encoder.ln,
-  // heads.head.
-  static const Table torchvision = {"encoder.layers.encoder_layer_{i}.",
-                                    {{"cls_token", {"class_token"}, kTensor},
-                                     {"pos_embed", {"encoder.pos_embedding"}, kTensor},
-                                     {"patch_embed.proj", {"conv_proj"}},
-                                     {"norm", {"encoder.ln"}},
-                                     {"head", {"heads.head"}}},
-                                    {{"norm1", {"ln_1"}},
-                                     {"attn.qkv", {"self_attention.in_proj_"}},
-                                     {"attn.proj", {"self_attention.out_proj"}},
-                                     {"norm2", {"ln_2"}},
-                                     {"mlp.fc1", {"mlp.0"}},
-                                     {"mlp.fc2", {"mlp.3"}}}};
-  // transformers' Dinov2Layer: norm1, attention (Dinov2SelfAttention + Dinov2SelfOutput), layer_scale1,
-  // norm2, mlp (Dinov2MLP: fc1, act, fc2), layer_scale2.
-  static const std::vector<Rule> dinov2_block = {
-      {"norm1", {"norm1"}},
-      {"attn.qkv", {"attention.attention.query", "attention.attention.key", "attention.attention.value"}},
-      {"attn.proj", {"attention.output.dense"}},
-      {"ls1.gamma", {"layer_scale1.lambda1"}, kTensor},
-      {"norm2", {"norm2"}},
-      {"mlp.fc1", {"mlp.fc1"}},
-      {"mlp.fc2", {"mlp.fc2"}},
-      {"ls2.gamma", {"layer_scale2.lambda1"}, kTensor},
-  };
-  static const Table dinov2 = {"encoder.layer.{i}.",
-                               {{"patch_embed.proj", {"embeddings.patch_embeddings.projection"}},
-                                {"cls_token", {"embeddings.cls_token"}, kTensor},
-                                {"pos_embed", {"embeddings.position_embeddings"}, kTensor},
-                                {"norm", {"layernorm"}}},
-                               dinov2_block};
-  // Dinov2WithRegistersEmbeddings: the position table covers the class token and the patches, the
-  // registers come after it has been added: as timm's no_embed_class, the class slot folded into cls_token.
-  static const Table dinov2_reg = {"encoder.layer.{i}.",
-                                   {{"patch_embed.proj", {"embeddings.patch_embeddings.projection"}},
-                                    {"cls_token", {"embeddings.cls_token"}, kTensor},
-                                    {"reg_token", {"embeddings.register_tokens"}, kTensor},
-                                    {"pos_embed", {"embeddings.position_embeddings"}, kTensor},
-                                    {"norm", {"layernorm"}}},
-                                   dinov2_block};
-  // CLIPEncoderLayer and SiglipEncoderLayer: layer_norm1, self_attn (q/k/v/out_proj), layer_norm2, mlp.
-  static const std::vector<Rule> hf_block = {
-      {"norm1", {"layer_norm1"}},
-      {"attn.qkv", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}},
-      {"attn.proj", {"self_attn.out_proj"}},
-      {"norm2", {"layer_norm2"}},
-      {"mlp.fc1", {"mlp.fc1"}},
-      {"mlp.fc2", {"mlp.fc2"}},
-  };
-  // CLIPVisionTransformer: pre_layrnorm (sic) before the encoder; post_layernorm on the pooled class token
-  // only (timm's fc_norm: last_hidden_state stays unnormalised); visual_projection without a bias.
-  static const Table hf_clip = {"vision_model.encoder.layers.{i}.",
-                                {{"patch_embed.proj", {"vision_model.embeddings.patch_embedding"}},
-                                 {"cls_token", {"vision_model.embeddings.class_embedding"}, kTensor, 2},
-                                 {"pos_embed", {"vision_model.embeddings.position_embedding.weight"}, kTensor, 1},
-                                 {"norm_pre", {"vision_model.pre_layrnorm"}},
-                                 {"fc_norm", {"vision_model.post_layernorm"}},
-                                 {"head", {"visual_projection"}}},
-                                hf_block};
-  // SiglipVisionTransformer: no class token; post_layernorm over all tokens, then the attention-pool head
-  // (SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention with q, k, v stacked in in_proj,
-  // layernorm, mlp).
-  static const Table hf_siglip = {
-      "vision_model.encoder.layers.{i}.",
-      {{"patch_embed.proj", {"vision_model.embeddings.patch_embedding"}},
-       {"pos_embed", {"vision_model.embeddings.position_embedding.weight"}, kTensor, 1},
-       {"norm", {"vision_model.post_layernorm"}},
-       {"attn_pool.latent", {"vision_model.head.probe"}, kTensor},
-       {"attn_pool.q", {"vision_model.head.attention.in_proj_"}, kFirstThird},
-       {"attn_pool.kv", {"vision_model.head.attention.in_proj_"}, kLastTwoThirds},
-       {"attn_pool.proj", {"vision_model.head.attention.out_proj"}},
-       {"attn_pool.norm", {"vision_model.head.layernorm"}},
-       {"attn_pool.mlp.fc1", {"vision_model.head.mlp.fc1"}},
-       {"attn_pool.mlp.fc2", {"vision_model.head.mlp.fc2"}}},
-      hf_block};
-  // open_clip's VisionTransformer: conv1 (no bias), class_embedding, positional_embedding, ln_pre, the
-  // resblocks (ResidualAttentionBlock: ln_1, attn, ls_1, ln_2, mlp c_fc/c_proj, ls_2), ln_post over all
-  // tokens, and pooled @ proj: proj is [D, E], timm's head.weight transposed.
-  static const Table openclip = {"visual.transformer.resblocks.{i}.",
-                                 {{"patch_embed.proj", {"visual.conv1"}},
-                                  {"cls_token", {"visual.class_embedding"}, kTensor, 2},
-                                  {"pos_embed", {"visual.positional_embedding"}, kTensor, 1},
-                                  {"norm_pre", {"visual.ln_pre"}},
-                                  {"norm", {"visual.ln_post"}},
-                                  {"head.weight", {"visual.proj"}, kTensor | kTranspose}},
-                                 {{"norm1", {"ln_1"}},
-                                  {"attn.qkv", {"attn.in_proj_"}},
-                                  {"attn.proj", {"attn.out_proj"}},
-                                  {"ls1.gamma", {"ls_1.gamma"}, kTensor},
-                                  {"norm2", {"ln_2"}},
-                                  {"mlp.fc1", {"mlp.c_fc"}},
-                                  {"mlp.fc2", {"mlp.c_proj"}},
-                                  {"ls2.gamma", {"ls_2.gamma"}, kTensor}}};
-  static const Table none = {"", {}, {}};
+  static const Table none = {"", {}, {}};  // timm's: its names are the engine's
   switch (l) {
-    case Layout::HfViT: return hf_vit;
-    case Layout::Torchvision: return torchvision;
-    case Layout::HfDinov2: return dinov2;
-    case Layout::HfDinov2Registers: return dinov2_reg;
-    case Layout::HfClip: return hf_clip;
-    case Layout::HfSiglip: return hf_siglip;
-    case Layout::OpenClip: return openclip;
+    case Layout::HfViT: return kHfViT;
+    case Layout::Torchvision: return kTorchvision;
+    case Layout::HfDinov2: return kDinov2;
+    case Layout::HfDinov2Registers: return kDinov2Registers;
+    case Layout::HfClip: return kHfClip;
+    case Layout::HfSiglip: return kHfSiglip;
+    case Layout::OpenClip: return kOpenClip;
     case Layout::Timm: break;
   }
   return none;
