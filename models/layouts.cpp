@@ -85,14 +85,14 @@ const std::vector<Rule> kHfBlock = {
 };
 // CLIPVisionTransformer: pre_layrnorm (sic) before the encoder; post_layernorm on the pooled class token
 // only (timm's fc_norm: last_hidden_state stays unnormalised); visual_projection without a bias.
-const Table kHfClip = {"vision_model.encoder.layers.{i}.",
-                       {{"patch_embed.proj", {"vision_model.embeddings.patch_embedding"}},
-                        {"cls_token", {"vision_model.embeddings.class_embedding"}, kTensor, 2},
-                        {"pos_embed", {"vision_model.embeddings.position_embedding.weight"}, kTensor, 1},
-                        {"norm_pre", {"vision_model.pre_layrnorm"}},
-                        {"fc_norm", {"vision_model.post_layernorm"}},
-                        {"head", {"visual_projection"}}},
-                       kHfBlock};
+const Table kHfClip = {
+    "vision_model.encoder.layers.{i}.",
+    {{"patch_embed.proj", {"vision_model.embeddings.patch_embedding"}},
+     {"cls_token", {"vision_model.embeddings.class_embedding"}, kTensor, 2},
+     {"pos_embed", {"vision_model.embeddings.position_embedding.weight"}, kTensor, 1},
+     {"norm_pre", {"vision_model.pre_layrnorm"}}, {"fc_norm", {"vision_model.post_layernorm"}},
+     {"head", {"visual_projection"}}},
+    kHfBlock};
 // SiglipVisionTransformer: no class token; post_layernorm over all tokens, then the attention-pool head
 // (SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention with q, k, v stacked in in_proj,
 // layernorm, mlp).
