@@ -1,6 +1,5 @@
-// A ViT checkpoint seen through timm's tensor names, whatever layout the file uses (timm, Hugging Face
-// transformers, torchvision): the engine's renaming lives here (tests/model_files.cpp writes those layouts
-// on its own, to test it). Tracks which tensors were taken so a file with tensors the model does not use
+// A ViT checkpoint seen through timm's tensor names, whatever layout the file uses (layouts.h's tables say
+// where each timm tensor is; tests/model_files.cpp writes those layouts on its own, to test it). Tracks which tensors were taken so a file with tensors the model does not use
 // is rejected instead of silently half-loaded.
 #pragma once
 #include <cstdint>
@@ -14,18 +13,12 @@
 
 namespace vit {
 
-// Other: one of layouts.h's (Hugging Face DINOv2, CLIP and SigLIP, OpenCLIP), named by other_layout().
-enum class CheckpointLayout { Timm, HuggingFace, Torchvision, Other };
-const char* layout_name(CheckpointLayout l);
-
 class Checkpoint {
  public:
   explicit Checkpoint(const std::string& path);
 
   const std::string& path() const { return st_->path(); }
-  CheckpointLayout layout() const { return layout_; }
-  OtherLayout other_layout() const { return other_; }
-  std::string layout_label() const;  // "timm", "OpenCLIP", ...
+  Layout layout() const { return layout_; }
   bool has(const std::string& timm_name) const;
   std::vector<int64_t> shape(const std::string& timm_name) const;  // throws when missing
   // A taken tensor, read from the file as f32 (F16 and BF16 widened; Hugging Face's q, k, v assembled).
@@ -49,13 +42,10 @@ class Checkpoint {
   std::string dtypes() const;  // the stored dtypes, "F32" or "BF16, F32"
 
  private:
-  std::vector<std::string> source_names(const std::string& timm_name) const;
   std::vector<int64_t> part_shape(const StoredPart& p) const;
   std::vector<float> read_part(const StoredPart& p);
-  bool has_other(const StoredTensor& t) const;
   std::unique_ptr<SafeTensors> st_;
-  CheckpointLayout layout_ = CheckpointLayout::Timm;
-  OtherLayout other_ = OtherLayout::None;
+  Layout layout_ = Layout::Timm;
   std::set<std::string> used_;
 };
 

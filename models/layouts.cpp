@@ -1,12 +1,14 @@
-// The name tables of the layouts in layouts.h, each from its own model code: transformers' modeling_dinov2.py,
-// modeling_dinov2_with_registers.py, modeling_clip.py, modeling_siglip.py, and open_clip's transformer.py
-// (VisionTransformer). Modules give their .weight and .bias; a stored name ending in '_' takes the parameter
-// name without a dot (nn.MultiheadAttention's in_proj_weight).
+// The name tables of the layouts in layouts.h, each from its own model code: transformers' modeling_vit.py,
+// torchvision's vision_transformer.py, transformers' modeling_dinov2.py, modeling_dinov2_with_registers.py,
+// modeling_clip.py, modeling_siglip.py, and open_clip's transformer.py (VisionTransformer). Modules give their
+// .weight and .bias; a stored name ending in '_' takes the parameter name without a dot (nn.MultiheadAttention's
+// in_proj_weight).
 #include "layouts.h"
 
 #include <regex>
 
 #include "engine/io/safetensors.h"
+#include "vit/error.h"
 
 namespace vit {
 namespace {
@@ -25,95 +27,118 @@ struct Table {
   std::vector<Rule> top, block;
 };
 
-const Table& table(OtherLayout l) {
-  // transformers' Dinov2Layer: norm1, attention (Dinov2SelfAttention + Dinov2SelfOutput), layer_scale1,
-  // norm2, mlp (Dinov2MLP: fc1, act, fc2), layer_scale2.
-  static const std::vector<Rule> dinov2_block = {
-      {"norm1", {"norm1"}},
-      {"attn.qkv", {"attention.attention.query", "attention.attention.key", "attention.attention.value"}},
-      {"attn.proj", {"attention.output.dense"}},
-      {"ls1.gamma", {"layer_scale1.lambda1"}, kTensor},
-      {"norm2", {"norm2"}},
-      {"mlp.fc1", {"mlp.fc1"}},
-      {"mlp.fc2", {"mlp.fc2"}},
-      {"ls2.gamma", {"layer_scale2.lambda1"}, kTensor},
-  };
-  static const Table dinov2 = {"encoder.layer.{i}.",
-                               {{"patch_embed.proj", {"embeddings.patch_embeddings.projection"}},
-                                {"cls_token", {"embeddings.cls_token"}, kTensor},
-                                {"pos_embed", {"embeddings.position_embeddings"}, kTensor},
-                                {"norm", {"layernorm"}}},
-                               dinov2_block};
-  // Dinov2WithRegistersEmbeddings: the position table covers the class token and the patches, the
-  // registers come after it has been added: as timm's no_embed_class, the class slot folded into cls_token.
-  static const Table dinov2_reg = {"encoder.layer.{i}.",
-                                   {{"patch_embed.proj", {"embeddings.patch_embeddings.projection"}},
-                                    {"cls_token", {"embeddings.cls_token"}, kTensor},
-                                    {"reg_token", {"embeddings.register_tokens"}, kTensor},
-                                    {"pos_embed", {"embeddings.position_embeddings"}, kTensor},
-                                    {"norm", {"layernorm"}}},
-                                   dinov2_block};
-  // CLIPEncoderLayer and SiglipEncoderLayer: layer_norm1, self_attn (q/k/v/out_proj), layer_norm2, mlp.
-  static const std::vector<Rule> hf_block = {
-      {"norm1", {"layer_norm1"}},
-      {"attn.qkv", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}},
-      {"attn.proj", {"self_attn.out_proj"}},
-      {"norm2", {"layer_norm2"}},
-      {"mlp.fc1", {"mlp.fc1"}},
-      {"mlp.fc2", {"mlp.fc2"}},
-  };
-  // CLIPVisionTransformer: pre_layrnorm (sic) before the encoder; post_layernorm on the pooled class token
-  // only (timm's fc_norm: last_hidden_state stays unnormalised); visual_projection without a bias.
-  static const Table hf_clip = {"vision_model.encoder.layers.{i}.",
-                                {{"patch_embed.proj", {"vision_model.embeddings.patch_embedding"}},
-                                 {"cls_token", {"vision_model.embeddings.class_embedding"}, kTensor, 2},
-                                 {"pos_embed", {"vision_model.embeddings.position_embedding.weight"}, kTensor, 1},
-                                 {"norm_pre", {"vision_model.pre_layrnorm"}},
-                                 {"fc_norm", {"vision_model.post_layernorm"}},
-                                 {"head", {"visual_projection"}}},
-                                hf_block};
-  // SiglipVisionTransformer: no class token; post_layernorm over all tokens, then the attention-pool head
-  // (SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention with q, k, v stacked in in_proj,
-  // layernorm, mlp).
-  static const Table hf_siglip = {
-      "vision_model.encoder.layers.{i}.",
-      {{"patch_embed.proj", {"vision_model.embeddings.patch_embedding"}},
-       {"pos_embed", {"vision_model.embeddings.position_embedding.weight"}, kTensor, 1},
-       {"norm", {"vision_model.post_layernorm"}},
-       {"attn_pool.latent", {"vision_model.head.probe"}, kTensor},
-       {"attn_pool.q", {"vision_model.head.attention.in_proj_"}, kFirstThird},
-       {"attn_pool.kv", {"vision_model.head.attention.in_proj_"}, kLastTwoThirds},
-       {"attn_pool.proj", {"vision_model.head.attention.out_proj"}},
-       {"attn_pool.norm", {"vision_model.head.layernorm"}},
-       {"attn_pool.mlp.fc1", {"vision_model.head.mlp.fc1"}},
-       {"attn_pool.mlp.fc2", {"vision_model.head.mlp.fc2"}}},
-      hf_block};
-  // open_clip's VisionTransformer: conv1 (no bias), class_embedding, positional_embedding, ln_pre, the
-  // resblocks (ResidualAttentionBlock: ln_1, attn, ls_1, ln_2, mlp c_fc/c_proj, ls_2), ln_post over all
-  // tokens, and pooled @ proj: proj is [D, E], timm's head.weight transposed.
-  static const Table openclip = {"visual.transformer.resblocks.{i}.",
-                                 {{"patch_embed.proj", {"visual.conv1"}},
-                                  {"cls_token", {"visual.class_embedding"}, kTensor, 2},
-                                  {"pos_embed", {"visual.positional_embedding"}, kTensor, 1},
-                                  {"norm_pre", {"visual.ln_pre"}},
-                                  {"norm", {"visual.ln_post"}},
-                                  {"head.weight", {"visual.proj"}, kTensor | kTranspose}},
-                                 {{"norm1", {"ln_1"}},
-                                  {"attn.qkv", {"attn.in_proj_"}},
-                                  {"attn.proj", {"attn.out_proj"}},
-                                  {"ls1.gamma", {"ls_1.gamma"}, kTensor},
-                                  {"norm2", {"ln_2"}},
-                                  {"mlp.fc1", {"mlp.c_fc"}},
-                                  {"mlp.fc2", {"mlp.c_proj"}},
-                                  {"ls2.gamma", {"ls_2.gamma"}, kTensor}}};
-  static const Table none = {"", {}, {}};
+// transformers' ViTLayer: layernorm_before, attention (ViTSelfAttention's query, key, value + ViTSelfOutput),
+// layernorm_after, intermediate, output; ViTForImageClassification's classifier.
+const Table kHfViT = {
+    "vit.encoder.layer.{i}.",
+    {{"cls_token", {"vit.embeddings.cls_token"}, kTensor}, {"pos_embed", {"vit.embeddings.position_embeddings"}, kTensor},
+     {"patch_embed.proj", {"vit.embeddings.patch_embeddings.projection"}}, {"norm", {"vit.layernorm"}},
+     {"head", {"classifier"}}},
+    {{"norm1", {"layernorm_before"}},
+     {"attn.qkv", {"attention.attention.query", "attention.attention.key", "attention.attention.value"}},
+     {"attn.proj", {"attention.output.dense"}}, {"norm2", {"layernorm_after"}},
+     {"mlp.fc1", {"intermediate.dense"}}, {"mlp.fc2", {"output.dense"}}}};
+// torchvision's VisionTransformer: conv_proj, class_token, encoder.pos_embedding, the EncoderBlocks (ln_1,
+// self_attention: nn.MultiheadAttention with q, k, v stacked as timm's qkv, ln_2, mlp 0 and 3), encoder.ln,
+// heads.head.
+const Table kTorchvision = {
+    "encoder.layers.encoder_layer_{i}.",
+    {{"cls_token", {"class_token"}, kTensor}, {"pos_embed", {"encoder.pos_embedding"}, kTensor},
+     {"patch_embed.proj", {"conv_proj"}}, {"norm", {"encoder.ln"}}, {"head", {"heads.head"}}},
+    {{"norm1", {"ln_1"}}, {"attn.qkv", {"self_attention.in_proj_"}}, {"attn.proj", {"self_attention.out_proj"}},
+     {"norm2", {"ln_2"}}, {"mlp.fc1", {"mlp.0"}}, {"mlp.fc2", {"mlp.3"}}}};
+// transformers' Dinov2Layer: norm1, attention (Dinov2SelfAttention + Dinov2SelfOutput), layer_scale1,
+// norm2, mlp (Dinov2MLP: fc1, act, fc2), layer_scale2.
+const std::vector<Rule> kDinov2Block = {
+    {"norm1", {"norm1"}},
+    {"attn.qkv", {"attention.attention.query", "attention.attention.key", "attention.attention.value"}},
+    {"attn.proj", {"attention.output.dense"}},
+    {"ls1.gamma", {"layer_scale1.lambda1"}, kTensor},
+    {"norm2", {"norm2"}},
+    {"mlp.fc1", {"mlp.fc1"}},
+    {"mlp.fc2", {"mlp.fc2"}},
+    {"ls2.gamma", {"layer_scale2.lambda1"}, kTensor},
+};
+const Table kDinov2 = {"encoder.layer.{i}.",
+                       {{"patch_embed.proj", {"embeddings.patch_embeddings.projection"}},
+                        {"cls_token", {"embeddings.cls_token"}, kTensor},
+                        {"pos_embed", {"embeddings.position_embeddings"}, kTensor},
+                        {"norm", {"layernorm"}}},
+                       kDinov2Block};
+// Dinov2WithRegistersEmbeddings: the position table covers the class token and the patches, the
+// registers come after it has been added: as timm's no_embed_class, the class slot folded into cls_token.
+const Table kDinov2Registers = {"encoder.layer.{i}.",
+                                {{"patch_embed.proj", {"embeddings.patch_embeddings.projection"}},
+                                 {"cls_token", {"embeddings.cls_token"}, kTensor},
+                                 {"reg_token", {"embeddings.register_tokens"}, kTensor},
+                                 {"pos_embed", {"embeddings.position_embeddings"}, kTensor},
+                                 {"norm", {"layernorm"}}},
+                                kDinov2Block};
+// CLIPEncoderLayer and SiglipEncoderLayer: layer_norm1, self_attn (q/k/v/out_proj), layer_norm2, mlp.
+const std::vector<Rule> kHfBlock = {
+    {"norm1", {"layer_norm1"}},
+    {"attn.qkv", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}},
+    {"attn.proj", {"self_attn.out_proj"}},
+    {"norm2", {"layer_norm2"}},
+    {"mlp.fc1", {"mlp.fc1"}},
+    {"mlp.fc2", {"mlp.fc2"}},
+};
+// CLIPVisionTransformer: pre_layrnorm (sic) before the encoder; post_layernorm on the pooled class token
+// only (timm's fc_norm: last_hidden_state stays unnormalised); visual_projection without a bias.
+const Table kHfClip = {
+    "vision_model.encoder.layers.{i}.",
+    {{"patch_embed.proj", {"vision_model.embeddings.patch_embedding"}},
+     {"cls_token", {"vision_model.embeddings.class_embedding"}, kTensor, 2},
+     {"pos_embed", {"vision_model.embeddings.position_embedding.weight"}, kTensor, 1},
+     {"norm_pre", {"vision_model.pre_layrnorm"}}, {"fc_norm", {"vision_model.post_layernorm"}},
+     {"head", {"visual_projection"}}},
+    kHfBlock};
+// SiglipVisionTransformer: no class token; post_layernorm over all tokens, then the attention-pool head
+// (SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention with q, k, v stacked in in_proj,
+// layernorm, mlp).
+const Table kHfSiglip = {
+    "vision_model.encoder.layers.{i}.",
+    {{"patch_embed.proj", {"vision_model.embeddings.patch_embedding"}},
+     {"pos_embed", {"vision_model.embeddings.position_embedding.weight"}, kTensor, 1},
+     {"norm", {"vision_model.post_layernorm"}},
+     {"attn_pool.latent", {"vision_model.head.probe"}, kTensor},
+     {"attn_pool.q", {"vision_model.head.attention.in_proj_"}, kFirstThird},
+     {"attn_pool.kv", {"vision_model.head.attention.in_proj_"}, kLastTwoThirds},
+     {"attn_pool.proj", {"vision_model.head.attention.out_proj"}},
+     {"attn_pool.norm", {"vision_model.head.layernorm"}},
+     {"attn_pool.mlp.fc1", {"vision_model.head.mlp.fc1"}},
+     {"attn_pool.mlp.fc2", {"vision_model.head.mlp.fc2"}}},
+    kHfBlock};
+// open_clip's VisionTransformer: conv1 (no bias), class_embedding, positional_embedding, ln_pre, the
+// resblocks (ResidualAttentionBlock: ln_1, attn, ls_1, ln_2, mlp c_fc/c_proj, ls_2), ln_post over all
+// tokens, and pooled @ proj: proj is [D, E], timm's head.weight transposed.
+const Table kOpenClip = {"visual.transformer.resblocks.{i}.",
+                         {{"patch_embed.proj", {"visual.conv1"}},
+                          {"cls_token", {"visual.class_embedding"}, kTensor, 2},
+                          {"pos_embed", {"visual.positional_embedding"}, kTensor, 1},
+                          {"norm_pre", {"visual.ln_pre"}},
+                          {"norm", {"visual.ln_post"}},
+                          {"head.weight", {"visual.proj"}, kTensor | kTranspose}},
+                         {{"norm1", {"ln_1"}},
+                          {"attn.qkv", {"attn.in_proj_"}},
+                          {"attn.proj", {"attn.out_proj"}},
+                          {"ls1.gamma", {"ls_1.gamma"}, kTensor},
+                          {"norm2", {"ln_2"}},
+                          {"mlp.fc1", {"mlp.c_fc"}},
+                          {"mlp.fc2", {"mlp.c_proj"}},
+                          {"ls2.gamma", {"ls_2.gamma"}, kTensor}}};
+
+const Table& table(Layout l) {
+  static const Table none = {"", {}, {}};  // timm's: its names are the engine's
   switch (l) {
-    case OtherLayout::HfDinov2: return dinov2;
-    case OtherLayout::HfDinov2Registers: return dinov2_reg;
-    case OtherLayout::HfClip: return hf_clip;
-    case OtherLayout::HfSiglip: return hf_siglip;
-    case OtherLayout::OpenClip: return openclip;
-    case OtherLayout::None: break;
+    case Layout::HfViT: return kHfViT;
+    case Layout::Torchvision: return kTorchvision;
+    case Layout::HfDinov2: return kDinov2;
+    case Layout::HfDinov2Registers: return kDinov2Registers;
+    case Layout::HfClip: return kHfClip;
+    case Layout::HfSiglip: return kHfSiglip;
+    case Layout::OpenClip: return kOpenClip;
+    case Layout::Timm: break;
   }
   return none;
 }
@@ -132,44 +157,56 @@ StoredPart part(const std::string& name, int flags) {
 
 }  // namespace
 
-const char* other_layout_name(OtherLayout l) {
+const char* layout_name(Layout l) {
   switch (l) {
-    case OtherLayout::HfDinov2: return "Hugging Face Dinov2Model";
-    case OtherLayout::HfDinov2Registers: return "Hugging Face Dinov2WithRegistersModel";
-    case OtherLayout::HfClip: return "Hugging Face CLIP vision";
-    case OtherLayout::HfSiglip: return "Hugging Face SigLIP vision";
-    case OtherLayout::OpenClip: return "OpenCLIP";
-    case OtherLayout::None: break;
+    case Layout::Timm: return "timm";
+    case Layout::HfViT: return "Hugging Face";
+    case Layout::Torchvision: return "torchvision";
+    case Layout::HfDinov2: return "Hugging Face Dinov2Model";
+    case Layout::HfDinov2Registers: return "Hugging Face Dinov2WithRegistersModel";
+    case Layout::HfClip: return "Hugging Face CLIP vision";
+    case Layout::HfSiglip: return "Hugging Face SigLIP vision";
+    case Layout::OpenClip: return "OpenCLIP";
   }
-  return "timm";
+  return "?";
 }
 
-Family other_layout_family(OtherLayout l) {
+bool layout_family(Layout l, Family* f) {
   switch (l) {
-    case OtherLayout::HfDinov2:
-    case OtherLayout::HfDinov2Registers: return Family::DINOv2;
-    case OtherLayout::HfClip:
-    case OtherLayout::OpenClip: return Family::Clip;
-    case OtherLayout::HfSiglip: return Family::SigLIP;
-    case OtherLayout::None: break;
+    case Layout::HfDinov2:
+    case Layout::HfDinov2Registers: *f = Family::DINOv2; return true;
+    case Layout::HfClip:
+    case Layout::OpenClip: *f = Family::Clip; return true;
+    case Layout::HfSiglip: *f = Family::SigLIP; return true;
+    case Layout::Timm:
+    case Layout::HfViT:
+    case Layout::Torchvision: break;
   }
-  return Family::ViT;
+  return false;
 }
 
-OtherLayout detect_other_layout(const SafeTensors& st) {
+Layout detect_layout(const SafeTensors& st, const std::string& path) {
   if (st.has("embeddings.patch_embeddings.projection.weight") && st.has("embeddings.cls_token"))
-    return st.has("embeddings.register_tokens") ? OtherLayout::HfDinov2Registers : OtherLayout::HfDinov2;
+    return st.has("embeddings.register_tokens") ? Layout::HfDinov2Registers : Layout::HfDinov2;
   if (st.has("vision_model.embeddings.patch_embedding.weight"))
-    return st.has("vision_model.embeddings.class_embedding") ? OtherLayout::HfClip : OtherLayout::HfSiglip;
-  if (st.has("visual.conv1.weight")) return OtherLayout::OpenClip;
-  return OtherLayout::None;
+    return st.has("vision_model.embeddings.class_embedding") ? Layout::HfClip : Layout::HfSiglip;
+  if (st.has("visual.conv1.weight")) return Layout::OpenClip;
+  if (st.has("vit.embeddings.patch_embeddings.projection.weight")) return Layout::HfViT;
+  if (st.has("conv_proj.weight")) return Layout::Torchvision;
+  if (st.has("patch_embed.proj.weight") || st.has("embeds.proj.weight")) return Layout::Timm;  // embeds: NaFlex ViTs
+  throw Error(path, "not a ViT checkpoint: no patch embedding tensor (patch_embed.proj.weight, embeds.proj.weight, "
+              "vit.embeddings.patch_embeddings.projection.weight or conv_proj.weight)");
 }
 
-StoredTensor other_layout_tensor(OtherLayout l, const std::string& timm_name) {
+StoredTensor layout_tensor(Layout l, const std::string& timm_name) {
+  StoredTensor out;
+  if (l == Layout::Timm) {  // timm's own names: the engine's
+    out.parts.push_back(StoredPart{timm_name});
+    return out;
+  }
   static const std::regex re(R"(^(blocks\.(\d+)\.)?(.+)$)");
   std::smatch m;
-  StoredTensor out;
-  if (l == OtherLayout::None || !std::regex_match(timm_name, m, re)) return out;
+  if (!std::regex_match(timm_name, m, re)) return out;
   const Table& t = table(l);
   std::string prefix;
   if (m[1].matched) {
@@ -192,32 +229,41 @@ StoredTensor other_layout_tensor(OtherLayout l, const std::string& timm_name) {
       out.parts.push_back(part(name, r.flags));
     }
     out.lead_ones = r.lead_ones;
-    if (l == OtherLayout::HfDinov2Registers && rest == "cls_token")
+    if (l == Layout::HfDinov2Registers && rest == "cls_token")
       out.add.push_back(StoredPart{"embeddings.position_embeddings", 1, 0, 1});
-    if (l == OtherLayout::HfDinov2Registers && rest == "pos_embed") out.parts[0] = {out.parts[0].name, 1, 1, -1};
+    if (l == Layout::HfDinov2Registers && rest == "pos_embed") out.parts[0] = {out.parts[0].name, 1, 1, -1};
     return out;
   }
   return out;
 }
 
-bool other_layout_ignores(OtherLayout l, const std::string& n) {
+bool layout_ignores(Layout l, const std::string& n) {
   const auto starts = [&](const char* p) { return n.rfind(p, 0) == 0; };
   switch (l) {
-    case OtherLayout::HfDinov2:
-    case OtherLayout::HfDinov2Registers: return n == "embeddings.mask_token";
-    case OtherLayout::HfClip:
-    case OtherLayout::HfSiglip:
+    case Layout::HfViT: return starts("vit.pooler.");
+    case Layout::HfDinov2:
+    case Layout::HfDinov2Registers: return n == "embeddings.mask_token";
+    case Layout::HfClip:
+    case Layout::HfSiglip:
       return starts("text_model.") || starts("text_projection.") || n == "logit_scale" || n == "logit_bias" ||
              n == "vision_model.embeddings.position_ids";
-    case OtherLayout::OpenClip:
+    case Layout::OpenClip:
       return starts("transformer.") || starts("token_embedding.") || starts("ln_final.") ||
              n == "positional_embedding" || n == "text_projection" || n == "logit_scale" || n == "logit_bias" ||
              n == "attn_mask";
-    case OtherLayout::None: break;
+    case Layout::Timm:
+    case Layout::Torchvision: break;
   }
   return false;
 }
 
-bool other_layout_head_has_bias(OtherLayout l) { return l != OtherLayout::HfClip && l != OtherLayout::OpenClip; }
+bool layout_head_has_bias(Layout l) { return l != Layout::HfClip && l != Layout::OpenClip; }
+
+bool layout_pos_antialias(Layout l) {
+  // transformers' Dinov2 and its CLIP and SigLIP (interpolate_pos_encoding): bicubic, size given, no
+  // antialiasing; Dinov2WithRegisters and open_clip's resize_pos_embed antialiased, as timm's resample, which
+  // timm's, Hugging Face ViT's and torchvision's checkpoints get.
+  return l != Layout::HfDinov2 && l != Layout::HfClip && l != Layout::HfSiglip;
+}
 
 }  // namespace vit

@@ -1,7 +1,8 @@
-// Where timm's tensors are in the checkpoint layouts of other model code: Hugging Face's Dinov2Model and
-// Dinov2WithRegistersModel, CLIPVisionModelWithProjection (or a whole CLIPModel), SiglipVisionModel (or a
-// whole SiglipModel), and OpenCLIP's `visual.*` state dicts. A timm tensor is a part of one stored tensor, or
-// several stacked, transposed or summed; models/checkpoint.cpp reads them so.
+// Every checkpoint layout the engine reads, one table each of stored names -> timm's names with their
+// transforms: timm's own, Hugging Face's ViTModel / ViTForImageClassification, torchvision's vit_*, Hugging
+// Face's Dinov2Model and Dinov2WithRegistersModel, CLIPVisionModelWithProjection (or a whole CLIPModel),
+// SiglipVisionModel (or a whole SiglipModel), and OpenCLIP's `visual.*` state dicts. A timm tensor is a part
+// of one stored tensor, or several stacked, transposed or summed; models/checkpoint.cpp reads them so.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,24 +32,30 @@ struct StoredTensor {
   int lead_ones = 0;
 };
 
-enum class OtherLayout { None, HfDinov2, HfDinov2Registers, HfClip, HfSiglip, OpenClip };
-const char* other_layout_name(OtherLayout l);
+enum class Layout { Timm, HfViT, Torchvision, HfDinov2, HfDinov2Registers, HfClip, HfSiglip, OpenClip };
+const char* layout_name(Layout l);  // "timm", "Hugging Face", "OpenCLIP", ...
 
-// The family a layout's models are: Hugging Face's DINOv2 ones DINOv2, its CLIP and OpenCLIP's CLIP towers,
-// its SigLIP SigLIP towers.
-Family other_layout_family(OtherLayout l);
+// The layout of a checkpoint by its tensor names; throws when it holds no patch embedding any layout names.
+Layout detect_layout(const SafeTensors& st, const std::string& path);
 
-// The layout of a checkpoint by its tensor names, None for timm's and the classic layouts.
-OtherLayout detect_other_layout(const SafeTensors& st);
+// The family a layout's models are, when the layout says it (Hugging Face's DINOv2 ones DINOv2, its CLIP and
+// OpenCLIP's CLIP towers, its SigLIP SigLIP towers); false for timm's, Hugging Face ViT's and torchvision's,
+// whose family the tensors or the config say.
+bool layout_family(Layout l, Family* f);
 
 // Where a timm tensor is in such a checkpoint; no parts when the layout has no counterpart.
-StoredTensor other_layout_tensor(OtherLayout l, const std::string& timm_name);
+StoredTensor layout_tensor(Layout l, const std::string& timm_name);
 
 // Stored tensors the image model never reads: a text tower beside it (OpenCLIP's, or a whole
-// CLIPModel's or SiglipModel's), DINOv2's mask token for masked training, position_ids buffers.
-bool other_layout_ignores(OtherLayout l, const std::string& stored_name);
+// CLIPModel's or SiglipModel's), DINOv2's mask token for masked training, position_ids buffers, Hugging
+// Face ViT's pooler (it feeds no classifier).
+bool layout_ignores(Layout l, const std::string& stored_name);
 
-// A projection to the joint embedding without a bias (OpenCLIP's proj, Hugging Face's visual_projection).
-bool other_layout_head_has_bias(OtherLayout l);
+// Whether the head has a bias (OpenCLIP's proj and Hugging Face's visual_projection have none).
+bool layout_head_has_bias(Layout l);
+
+// Whether the layout's own code resamples its position table at another input size with antialiasing
+// (timm's, open_clip's resize_pos_embed and Dinov2WithRegisters'), or without (transformers' others).
+bool layout_pos_antialias(Layout l);
 
 }  // namespace vit

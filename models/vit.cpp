@@ -262,7 +262,7 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
     attn_pool_.fc1 = linear("attn_pool.mlp.fc1", D, c.attn_pool_mlp, true, mlp_act);
     attn_pool_.fc2 = linear("attn_pool.mlp.fc2", c.attn_pool_mlp, D, true, Epilogue::AddToDst);
   }
-  if (C > 0) head_ = linear("head", D, C, other_layout_head_has_bias(ck.other_layout()), Epilogue::None);
+  if (C > 0) head_ = linear("head", D, C, layout_head_has_bias(ck.layout()), Epilogue::None);
   if (c.dist_token) head_dist_ = linear("head_dist", D, C, true, Epilogue::None);
 }
 

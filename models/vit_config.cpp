@@ -20,16 +20,6 @@
 #include "vit/error.h"
 
 namespace vit {
-namespace {
-
-using json = nlohmann::json;
-
-std::array<float, 3> triple(const json& j, const char* key, const std::string& where) {
-  const auto v = get_as<std::vector<float>>(j, key, where);
-  if (v.size() == 1) return {v[0], v[0], v[0]};
-  if (v.size() != 3) throw Error(where, "'" + std::string(key) + "' needs 3 values, got " + std::to_string(v.size()));
-  return {v[0], v[1], v[2]};
-}
 
 void set_input_size(ViTConfig* c, int64_t h, int64_t w, const std::string& where) {
   if (h <= 0 || w <= 0 || h > kMaxInputSize || w > kMaxInputSize)
@@ -39,55 +29,9 @@ void set_input_size(ViTConfig* c, int64_t h, int64_t w, const std::string& where
   c->pre.width = int(w);
 }
 
-// Values a config repeats must agree with the tensors: {key, field, what the tensors call it}.
-struct IntFact {
-  const char* key;
-  int64_t ViTConfig::*field;
-  const char* what;
-};
-struct BoolFact {
-  const char* key;
-  bool ViTConfig::*field;
-  const char* what;
-};
-const IntFact kTimmTop[] = {{"num_classes", &ViTConfig::classes, "a head of"}};
-const IntFact kTimmInts[] = {{"patch_size", &ViTConfig::patch, "patch size"},  {"embed_dim", &ViTConfig::width, "width"},
-                             {"depth", &ViTConfig::depth, "depth"},           {"in_chans", &ViTConfig::in_chans, "input channels"},
-                             {"num_classes", &ViTConfig::classes, "a head of"},
-                             {"reg_tokens", &ViTConfig::reg_tokens, "register tokens"}};
-const BoolFact kTimmBools[] = {{"class_token", &ViTConfig::class_token, "cls_token"},
-                               {"qkv_bias", &ViTConfig::qkv_bias, "qkv biases"},
-                               {"proj_bias", &ViTConfig::proj_bias, "attn.proj biases"},
-                               {"fc_norm", &ViTConfig::fc_norm, "fc_norm"}};
-const IntFact kHfInts[] = {{"hidden_size", &ViTConfig::width, "width"},
-                           {"num_hidden_layers", &ViTConfig::depth, "depth"},
-                           {"intermediate_size", &ViTConfig::mlp, "MLP width"},
-                           {"patch_size", &ViTConfig::patch, "patch size"},
-                           {"num_channels", &ViTConfig::in_chans, "input channels"}};
-const BoolFact kHfBools[] = {{"qkv_bias", &ViTConfig::qkv_bias, "query/key/value biases"}};
+namespace {
 
-template <size_t N>
-void check_ints(const json& j, const IntFact (&facts)[N], const std::string& where, const std::string& file,
-                const ViTConfig& c) {
-  for (const IntFact& f : facts) {
-    if (!has(j, f.key)) continue;
-    const json& v = j[f.key];
-    const int64_t want = v.is_array() && !v.empty() ? get_as<std::vector<int64_t>>(j, f.key, where).front()
-                                                    : get_as<int64_t>(j, f.key, where);
-    if (want != c.*f.field)
-      throw Error(where, std::string(f.key) + " is " + std::to_string(want) + ", but " + file + " has " + f.what + " " +
-                             std::to_string(c.*f.field));
-  }
-}
-
-template <size_t N>
-void check_bools(const json& j, const BoolFact (&facts)[N], const std::string& where, const std::string& file,
-                 const ViTConfig& c) {
-  for (const BoolFact& f : facts)
-    if (has(j, f.key) && get_as<bool>(j, f.key, where) != c.*f.field)
-      throw Error(where, std::string(f.key) + " is " + j[f.key].dump() + ", but " + file +
-                             (c.*f.field ? " has " : " has no ") + f.what);
-}
+using json = nlohmann::json;
 
 int64_t isqrt_exact(int64_t n) {
   const auto r = int64_t(std::llround(std::sqrt(double(n))));
@@ -205,7 +149,7 @@ TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   c->attn_norm = ck.has("blocks.0.attn.norm.weight");
   c->proj_bias = ck.has("blocks.0.attn.proj.bias");
   c->pool = c->attn_pool_mlp ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
-  c->stored_as = ck.layout_label() + " names, " + ck.dtypes();
+  c->stored_as = std::string(layout_name(ck.layout())) + " names, " + ck.dtypes();
   for (std::string* k : {&c->origin.patch, &c->origin.width, &c->origin.depth, &c->origin.mlp, &c->origin.classes,
                          &c->origin.tokens, &c->origin.norms})
     *k = "file (tensor shapes)";
@@ -214,298 +158,6 @@ TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   c->origin.act = f.swiglu ? "file (SwiGLU: mlp.fc1_g and fc1_x, or fc1 twice fc2's inputs)" : "default (GELU, erf)";
   c->origin.labels = "none in the files (ImageNet-1k names for 1000 classes, else class_<i>)";
   return f;
-}
-
-// Step 3a: a timm config (timm's save_config_for_hf): architecture, num_classes, global_pool,
-// model_args, pretrained_cfg (the eval preprocessing), label_names.
-void apply_pretrained_cfg(const json& p, const std::string& where, ViTConfig* c) {
-  if (p.contains("input_size")) {
-    const auto s = get_as<std::vector<int64_t>>(p, "input_size", where);
-    if (s.size() != 3 || s[0] != 3)
-      throw Error(where, "input_size must be [3, H, W], got " + p["input_size"].dump());
-    set_input_size(c, s[1], s[2], where);
-  }
-  if (p.contains("interpolation"))
-    c->pre.interpolation = filter_from_name(get_as<std::string>(p, "interpolation", where));
-  if (has(p, "crop_pct")) {
-    c->pre.crop_pct = get_as<double>(p, "crop_pct", where);
-    if (!(c->pre.crop_pct > 0.0 && c->pre.crop_pct <= 4.0))
-      throw Error(where, "crop_pct must be in (0, 4], got " + p["crop_pct"].dump());
-  }
-  try {
-    if (p.contains("crop_mode")) c->pre.crop_mode = crop_mode_from_name(get_as<std::string>(p, "crop_mode", where));
-  } catch (const Error& e) {
-    throw Error(where, e.problem());
-  }
-  if (p.contains("mean")) c->pre.mean = triple(p, "mean", where);
-  if (p.contains("std")) {
-    c->pre.std = triple(p, "std", where);
-    for (float s : c->pre.std)
-      if (!(s > 0.f)) throw Error(where, "std values must be positive");
-  }
-  c->origin.input_size = c->origin.preprocessing = where;
-}
-
-bool apply_timm_config(const json& j, const std::string& where, const std::string& file, ViTConfig* c) {
-  check_ints(j, kTimmTop, where, file, *c);
-  const json* args = j.contains("model_args") ? &j["model_args"] : nullptr;
-  if (args && !args->is_object()) throw Error(where, "model_args is not an object");
-  bool heads_given = false;
-  if (args) {
-    const json& a = *args;
-    check_ints(a, kTimmInts, where, file, *c);
-    check_bools(a, kTimmBools, where, file, *c);
-    // timm's hidden_features=int(dim * mlp_ratio): truncated (EVA-02's 4 * 2 / 3 of 64 is 170)
-    const double hidden = has(a, "mlp_ratio") ? get_as<double>(a, "mlp_ratio", where) * double(c->width) : double(c->mlp);
-    if (!(hidden >= 0.0 && hidden < 1e15) || int64_t(hidden) != c->mlp)
-      throw Error(where, "mlp_ratio is " + a["mlp_ratio"].dump() + ", but " + file + " has MLP width " +
-                             std::to_string(c->mlp) + " for width " + std::to_string(c->width));
-    if (a.contains("num_heads")) {
-      c->heads = get_as<int64_t>(a, "num_heads", where);
-      c->origin.heads = where;
-      heads_given = true;
-    }
-    if (a.contains("no_embed_class")) c->no_embed_class = get_as<bool>(a, "no_embed_class", where);
-    if (a.contains("act_layer")) {
-      const std::string act = get_as<std::string>(a, "act_layer", where);
-      // SwiGLU's gate is SiLU (AIMv2's act_layer 'silu'), its MLP said by the tensors.
-      const bool swiglu_silu = act == "silu" && c->act == Activation::SwiGLU;
-      if (act != "gelu" && act != "quick_gelu" && act != "gelu_tanh" && !swiglu_silu)
-        throw Error(where, "act_layer '" + act + "' is not supported (gelu, gelu_tanh, quick_gelu; silu in a SwiGLU MLP)");
-      if (!swiglu_silu)
-        c->act = act == "quick_gelu" ? Activation::QuickGelu : act == "gelu_tanh" ? Activation::GeluTanh : Activation::Gelu;
-      c->origin.act = where;
-    }
-    if (a.contains("img_size")) {
-      const auto v = a["img_size"].is_array() ? get_as<std::vector<int64_t>>(a, "img_size", where)
-                                              : std::vector<int64_t>(2, get_as<int64_t>(a, "img_size", where));
-      if (v.size() != 2) throw Error(where, "img_size must be a size or [H, W], got " + a["img_size"].dump());
-      set_input_size(c, v[0], v[1], where);
-      c->origin.input_size = where;
-    }
-  }
-  for (const json* level : {&j, args})
-    if (level && level->contains("global_pool")) {
-      try {
-        c->pool = pool_from_name(get_as<std::string>(*level, "global_pool", where));
-      } catch (const Error& e) {
-        throw Error(where, e.problem());
-      }
-      c->origin.pool = where;
-    }
-  if (j.contains("pretrained_cfg")) apply_pretrained_cfg(j["pretrained_cfg"], where, c);
-  if (j.contains("label_names")) c->labels = get_as<std::vector<std::string>>(j, "label_names", where);
-  return heads_given;
-}
-
-// Step 3b: a Hugging Face config (ViTForImageClassification): heads, eps, image_size, id2label; its
-// preprocessing defaults are ViTImageProcessor's (resize straight to the input size, bilinear, 0.5).
-bool apply_hf_config(const json& j, const std::string& where, const std::string& file, ViTConfig* c) {
-  check_ints(j, kHfInts, where, file, *c);
-  check_bools(j, kHfBools, where, file, *c);
-  const bool heads_given = j.contains("num_attention_heads");
-  if (heads_given) {
-    c->heads = get_as<int64_t>(j, "num_attention_heads", where);
-    c->origin.heads = where;
-  }
-  if (j.contains("layer_norm_eps")) {
-    c->eps = get_as<float>(j, "layer_norm_eps", where);
-    c->origin.eps = where;
-  }
-  if (j.contains("image_size")) {
-    const int64_t s = get_as<int64_t>(j, "image_size", where);
-    set_input_size(c, s, s, where);
-    c->origin.input_size = where;
-  }
-  if (j.contains("hidden_act") && get_as<std::string>(j, "hidden_act", where) != "gelu")
-    throw Error(where, "hidden_act '" + j["hidden_act"].get<std::string>() + "' is not supported (gelu)");
-  c->pre.crop_mode = CropMode::Squash;
-  c->pre.crop_pct = 1.0;
-  c->pre.interpolation = Filter::Bilinear;
-  c->pre.mean = {0.5f, 0.5f, 0.5f};
-  c->pre.std = {0.5f, 0.5f, 0.5f};
-  c->origin.preprocessing = "default (Hugging Face ViTImageProcessor's)";
-  if (j.contains("id2label")) {
-    const json& m = j["id2label"];
-    c->labels.assign(m.size(), "");
-    for (auto& [k, v] : m.items()) {
-      size_t i = 0;
-      try {
-        i = std::stoul(k);
-      } catch (const std::exception&) {
-        throw Error(where, "id2label key '" + k + "' is not a class index");
-      }
-      if (i >= c->labels.size()) throw Error(where, "id2label has index " + k + " past its size");
-      c->labels[i] = v.is_string() ? v.get<std::string>() : v.dump();
-    }
-  }
-  return heads_given;
-}
-
-// Step 3c: every model_args key of the family's timm class (VisionTransformer, Beit, Eva, NaFlexVit) read by
-// apply_timm_config, said by the tensors, training-only, the one value the engine runs, the value the
-// family's row gives it (family_arg), EVA-02's rotary settings, or NaFlex's table grid (as the tensors have
-// it); any other is refused by name, so that an option the engine does not run never loads half-right.
-enum class ArgRule { Read, Tensors, Training, Only, Family, Rope, Grid };
-struct ModelArg {
-  const char* key;
-  unsigned classes;  // bits of the TimmClass values whose configs have it
-  ArgRule rule;
-  const char* only = nullptr;  // ArgRule::Only: the value the engine runs, as JSON
-};
-constexpr unsigned kVit = 1u << unsigned(TimmClass::VisionTransformer), kBeit = 1u << unsigned(TimmClass::Beit),
-                   kEva = 1u << unsigned(TimmClass::Eva), kNaf = 1u << unsigned(TimmClass::NaFlexVit),
-                   kAll = kVit | kBeit | kEva | kNaf;
-const ModelArg kModelArgs[] = {
-    {"img_size", kAll, ArgRule::Read}, {"patch_size", kAll, ArgRule::Read}, {"in_chans", kAll, ArgRule::Read},
-    {"num_classes", kAll, ArgRule::Read}, {"global_pool", kAll, ArgRule::Read}, {"embed_dim", kAll, ArgRule::Read},
-    {"depth", kAll, ArgRule::Read}, {"num_heads", kAll, ArgRule::Read}, {"mlp_ratio", kAll, ArgRule::Read},
-    {"qkv_bias", kAll, ArgRule::Read}, {"class_token", kVit | kEva | kNaf, ArgRule::Read},
-    {"no_embed_class", kVit | kEva, ArgRule::Read}, {"reg_tokens", kVit | kNaf, ArgRule::Read},
-    {"fc_norm", kVit | kNaf, ArgRule::Read}, {"act_layer", kVit | kNaf, ArgRule::Read}, {"proj_bias", kVit, ArgRule::Read},
-    {"init_values", kAll, ArgRule::Tensors}, {"pre_norm", kVit | kNaf, ArgRule::Tensors},
-    {"final_norm", kVit | kNaf, ArgRule::Tensors},
-    {"dynamic_img_size", kVit, ArgRule::Tensors}, {"use_abs_pos_emb", kBeit | kEva, ArgRule::Tensors},
-    {"use_fc_norm", kBeit | kEva, ArgRule::Tensors}, {"use_rel_pos_bias", kBeit, ArgRule::Tensors},
-    {"qkv_fused", kEva, ArgRule::Tensors}, {"num_reg_tokens", kEva, ArgRule::Tensors}, {"scale_mlp", kEva, ArgRule::Tensors}, {"swiglu_mlp", kEva, ArgRule::Tensors},
-    {"use_post_transformer_norm", kEva, ArgRule::Tensors}, {"scale_attn_inner", kEva, ArgRule::Tensors},
-    {"drop_rate", kAll, ArgRule::Training}, {"pos_drop_rate", kAll, ArgRule::Training},
-    {"patch_drop_rate", kAll, ArgRule::Training}, {"proj_drop_rate", kAll, ArgRule::Training},
-    {"attn_drop_rate", kAll, ArgRule::Training}, {"drop_path_rate", kAll, ArgRule::Training},
-    {"head_init_scale", kBeit | kEva, ArgRule::Training}, {"weight_init", kVit | kNaf, ArgRule::Training},
-    {"fix_init", kVit | kNaf, ArgRule::Training},
-    {"qk_norm", kVit | kEva | kNaf, ArgRule::Only, "false"}, {"scale_attn_norm", kVit, ArgRule::Only, "false"},
-    {"scale_mlp_norm", kVit | kNaf, ArgRule::Only, "false"}, {"proj_bias", kNaf, ArgRule::Only, "true"},
-    {"pos_embed", kVit, ArgRule::Only, "\"learn\""}, {"dynamic_img_pad", kVit | kNaf, ArgRule::Only, "false"},
-    {"use_shared_rel_pos_bias", kBeit, ArgRule::Only, "false"}, {"swiglu_mlp", kBeit, ArgRule::Only, "false"},
-    {"scale_mlp", kBeit, ArgRule::Only, "false"}, {"rope_type", kEva, ArgRule::Family},
-    {"rope_grid_indexing", kEva, ArgRule::Family}, {"rope_rotate_half", kEva, ArgRule::Family},
-    {"dynamic_img_size", kEva, ArgRule::Family},
-    {"use_rot_pos_emb", kEva, ArgRule::Rope}, {"ref_feat_shape", kEva, ArgRule::Rope},
-    {"rope_temperature", kEva, ArgRule::Rope}, {"rope_grid_offset", kEva, ArgRule::Rope},
-    // NaFlexVitCfg: the SigLIP 2 towers' learned table, resized bilinearly (antialiased, corners not aligned)
-    // to each image's grid; their embedding, attention and pooling.
-    {"pos_embed", kNaf, ArgRule::Only, "\"learned\""}, {"pos_embed_grid_size", kNaf, ArgRule::Grid},
-    {"pos_embed_interp_mode", kNaf, ArgRule::Only, "\"bilinear\""},
-    {"pos_embed_ar_preserving", kNaf, ArgRule::Only, "false"}, {"pos_embed_antialias", kNaf, ArgRule::Only, "true"},
-    {"pos_embed_align_corners", kNaf, ArgRule::Only, "false"},
-    {"pos_embed_use_grid_sample", kNaf, ArgRule::Only, "false"}, {"rope_type", kNaf, ArgRule::Only, "\"\""},
-    {"scale_attn_inner_norm", kNaf, ArgRule::Only, "false"}, {"use_key_only_attn_mask", kNaf, ArgRule::Only, "false"},
-    {"patchify_channels_last", kNaf, ArgRule::Only, "true"}, {"pool_include_prefix", kNaf, ArgRule::Only, "false"},
-    {"embed_proj_type", kNaf, ArgRule::Only, "\"linear\""}, {"attn_type", kNaf, ArgRule::Only, "\"standard\""},
-    {"attn_gated", kNaf, ArgRule::Only, "false"},
-};
-
-// The value of an ArgRule::Family key that the model's family row runs (its timm definition's): the rotary
-// embedding's kind, channel pairs and grid indexing; whether the rotary grid follows the input (DINOv3's
-// dynamic_img_size).
-json family_arg(const std::string& key, const ViTConfig& c) {
-  const bool dinov3 = c.rope_kind == RopeKind::DinoV3;
-  if (key == "rope_type") return dinov3 ? "dinov3" : c.rope_kind == RopeKind::Mixed ? "mixed" : "cat";
-  if (key == "rope_rotate_half") return dinov3;
-  if (key == "rope_grid_indexing") return c.rope_xy ? "xy" : "ij";
-  if (key == "dynamic_img_size") return c.family == Family::DINOv3;
-  return nullptr;
-}
-
-// EVA-02's rotary settings from model_args.
-void rope_arg(const json& args, const std::string& key, const std::string& where, ViTConfig* c) {
-  if (key == "use_rot_pos_emb") c->rope = get_as<bool>(args, "use_rot_pos_emb", where);
-  if (key == "rope_temperature") c->rope_temperature = get_as<float>(args, "rope_temperature", where);
-  if (key == "rope_grid_offset") c->rope_grid_offset = get_as<float>(args, "rope_grid_offset", where);
-  if (key == "ref_feat_shape") {
-    const json& v = args[key];
-    const auto hw = v.is_array() ? get_as<std::vector<int64_t>>(args, "ref_feat_shape", where)
-                                 : std::vector<int64_t>(2, get_as<int64_t>(args, "ref_feat_shape", where));
-    if (hw.size() != 2 || hw[0] <= 0 || hw[1] <= 0)
-      throw Error(where, "model_args ref_feat_shape " + v.dump() + ": not a size or [H, W]");
-    c->rope_ref_h = hw[0];
-    c->rope_ref_w = hw[1];
-  }
-  c->origin.rope = where;
-}
-
-void apply_model_args(const json& config, TimmClass cls, const std::string& where, ViTConfig* c) {
-  if (!config.contains("model_args") || !config["model_args"].is_object()) return;
-  const json& args = config["model_args"];
-  for (const auto& [key, value] : args.items()) {
-    if (value.is_null()) continue;
-    // The engine's attention pool reads the prefix tokens too, its mean pool only the patches.
-    if (key == "pool_include_prefix" && cls == TimmClass::VisionTransformer &&
-        (!c->prefix_tokens() || value == json(c->attn_pool_mlp > 0)))
-      continue;
-    const ModelArg* rule = nullptr;
-    for (const ModelArg& m : kModelArgs)
-      if (key == m.key && (m.classes & (1u << unsigned(cls)))) rule = &m;
-    if (rule && rule->rule == ArgRule::Rope) rope_arg(args, key, where, c);
-    if (rule && rule->rule == ArgRule::Grid && value != json::array({c->pos_grid_h, c->pos_grid_w}))
-      throw Error(where, "model_args " + key + " is " + value.dump() + ", but the checkpoint's table (embeds.pos_embed) "
-                         "is " + std::to_string(c->pos_grid_h) + "x" + std::to_string(c->pos_grid_w));
-    if (rule && rule->rule == ArgRule::Family && value == family_arg(key, *c)) continue;
-    if (rule && rule->rule != ArgRule::Family && (rule->rule != ArgRule::Only || value == json::parse(rule->only)))
-      continue;
-    throw Error(where, std::string(family_name(c->family)) + " with model_args " + key + " " + value.dump() +
-                           ": not supported yet");
-  }
-}
-
-// Step 4: a Hugging Face preprocessor_config.json (ViTImageProcessor and its relatives): resize,
-// optional center crop, rescale and normalize, folded into timm's form.
-void apply_hf_preprocessor(const json& p, const std::string& where, ViTConfig* c) {
-  if (!p.is_object()) throw Error(where, "not a JSON object");
-  const auto flag = [&](const char* key, bool dflt) { return p.contains(key) ? get_as<bool>(p, key, where) : dflt; };
-  // size / crop_size: an int, {"height", "width"} or {"shortest_edge"}.
-  const auto dims = [&](const char* key, int64_t* h, int64_t* w, int64_t* shortest) {
-    const json& v = p.at(key);
-    *h = *w = *shortest = 0;
-    if (v.is_number_integer()) *h = *w = v.get<int64_t>();
-    else if (v.is_object() && v.contains("height") && v.contains("width"))
-      *h = get_as<int64_t>(v, "height", where), *w = get_as<int64_t>(v, "width", where);
-    else if (v.is_object() && v.contains("shortest_edge")) *shortest = get_as<int64_t>(v, "shortest_edge", where);
-    else throw Error(where, "'" + std::string(key) + "' is neither a size nor {height, width} nor {shortest_edge}: " + v.dump());
-    if (*h < 0 || *w < 0 || *shortest < 0 || (*h == 0 && *w == 0 && *shortest == 0) || *h > 65536 ||
-        *w > 65536 || *shortest > 65536)
-      throw Error(where, "'" + std::string(key) + "' is out of range: " + v.dump());
-  };
-  if (!flag("do_resize", true)) throw Error(where, "do_resize false is not supported (the model needs a fixed size)");
-  int64_t h = 0, w = 0, shortest = 0;
-  if (p.contains("size")) dims("size", &h, &w, &shortest);
-  else h = w = c->img_h();
-  int64_t ch = h, cw = w, cs = 0;
-  if (flag("do_center_crop", false)) {
-    if (!p.contains("crop_size")) throw Error(where, "do_center_crop without crop_size");
-    dims("crop_size", &ch, &cw, &cs);
-    if (cs) throw Error(where, "crop_size must be a size or {height, width}");
-  } else if (shortest) {
-    throw Error(where, "size {shortest_edge} without a center crop gives no fixed input size");
-  }
-  if (h != w || ch != cw) throw Error(where, "only square sizes are supported, got " + p.at("size").dump());
-  c->pre.crop_mode = shortest ? CropMode::Center : CropMode::Squash;
-  c->pre.resize = int(shortest ? shortest : h);
-  c->pre.crop_pct = double(ch) / double(c->pre.resize);
-  set_input_size(c, ch, cw, where);
-  if (p.contains("resample")) {
-    static const Filter kPil[] = {Filter::Nearest, Filter::Lanczos, Filter::Bilinear, Filter::Bicubic, Filter::Box,
-                                  Filter::Hamming};
-    const int64_t r = get_as<int64_t>(p, "resample", where);
-    if (r < 0 || r > 5) throw Error(where, "resample " + std::to_string(r) + " is not a PIL filter (0 to 5)");
-    c->pre.interpolation = kPil[r];
-  }
-  const double scale = flag("do_rescale", true)
-                           ? (p.contains("rescale_factor") ? get_as<double>(p, "rescale_factor", where) : 1.0 / 255)
-                           : 1.0;
-  if (!(scale > 0)) throw Error(where, "rescale_factor must be positive");
-  std::array<float, 3> mean{0.5f, 0.5f, 0.5f}, std{0.5f, 0.5f, 0.5f};
-  if (p.contains("image_mean")) mean = triple(p, "image_mean", where);
-  if (p.contains("image_std")) std = triple(p, "image_std", where);
-  if (!flag("do_normalize", true)) mean = {0, 0, 0}, std = {1, 1, 1};
-  // (x * scale - m) / s == (x / 255 - m / (255 scale)) / (s / (255 scale))
-  for (size_t i = 0; i < 3; ++i) {
-    if (!(std[i] > 0)) throw Error(where, "image_std values must be positive");
-    c->pre.mean[i] = float(mean[i] / (255.0 * scale));
-    c->pre.std[i] = float(std[i] / (255.0 * scale));
-  }
-  c->origin.preprocessing = c->origin.input_size = where;
 }
 
 // Step 6: the position table's grid, from its tensor. Without a class slot in it, the table covers the
@@ -573,8 +225,9 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
   if (!n.row && f.naflex_names)
     throw Error(file, "NaFlex ViT checkpoint (timm's naflexvit.py tensor names: embeds.proj, embeds.pos_embed) without "
                       "a timm config.json naming its architecture: how its position table is resized is in no tensor");
+  Family layout_says = Family::ViT;
   const FamilyRow& row = n.row                                       ? *n.row
-                         : ck.layout() == CheckpointLayout::Other ? family_row(other_layout_family(ck.other_layout()))
+                         : layout_family(ck.layout(), &layout_says) ? family_row(layout_says)
                                                                      : family_of_tensors(ck);
   // A SwiGLU MLP is eva.py's, but in a VisionTransformer family whose MLP is SwiGLU (AIMv2) timm's own.
   const bool vit_swiglu = row.timm_class == TimmClass::VisionTransformer && row.defaults.act == Activation::SwiGLU;
@@ -609,7 +262,7 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
   if (row.structure.patch_norm && !c.patch_norm)
     throw Error(where, n.arch + " has a norm after the patch embedding, but " + file + " has no patch_embed.norm");
   if (row.defaults.norm == NormKind::Layer && ck.has("blocks.0.norm1.weight") && !ck.has("blocks.0.norm1.bias") &&
-      ck.layout() != CheckpointLayout::Other)
+      !layout_family(ck.layout(), &layout_says))
     throw Error(where, "blocks.0.norm1 has no bias, as an RMSNorm: " + std::string(family_name(row.family)) +
                            " has LayerNorms (a model with RMSNorm needs a config naming its architecture, e.g. AIMv2's)");
   if (row.defaults.norm == NormKind::Rms && ck.has("blocks.0.norm1.bias"))
@@ -625,9 +278,10 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
   apply_family_defaults(row, c);
   if (!n.arch.empty()) c->arch = n.arch;
   const std::string from_arch = "the architecture " + n.arch;
-  c->origin.family = !n.arch.empty()                          ? from_arch
-                     : ck.layout() == CheckpointLayout::Other ? "file (" + ck.layout_label() + " layout)"
-                                                              : "file (tensor names)";
+  Family layout_says = Family::ViT;
+  c->origin.family = !n.arch.empty()                               ? from_arch
+                     : layout_family(ck.layout(), &layout_says) ? "file (" + std::string(layout_name(ck.layout())) + " layout)"
+                                                                   : "file (tensor names)";
   if (row.defaults.act == Activation::QuickGelu || row.defaults.act == Activation::GeluTanh)
     c->origin.act = from_arch + " (" + activation_name(row.defaults.act) + ")";
   if (row.defaults.eps != 1e-6f)
@@ -765,33 +419,18 @@ NaflexConfig ViTConfig::naflex_config() const {
 
 namespace {
 
-// Step 3: the config.json in its layout's form, then the model_args of the family's timm class. Whether it
-// named the heads and the input size.
-struct Given {
-  bool heads = false, size = false;
-};
-Given apply_configs(const Checkpoint& ck, const ConfigSources& src, const FamilyRow& row, bool hf, const std::string& where,
-                    ViTConfig* c) {
+// Step 3: the config.json in its layout's form (layout_config.cpp), the model_args of the family's timm class
+// among it; step 4: a Hugging Face preprocessor_config.json. Whether they named the heads and the input size.
+LayoutConfigGiven apply_configs(const Checkpoint& ck, const ConfigSources& src, const FamilyRow& row,
+                                const std::string& where, ViTConfig* c) {
   const json* config = src.config;
-  const std::string& file = ck.path();
-  Given g;
-  if (ck.layout() == CheckpointLayout::Other) {
-    g.heads = apply_other_layout_config(ck.other_layout(), config, where, file, c);
-    g.size = config != nullptr;
-  } else if (hf) {
-    g.heads = apply_hf_config(*config, where, file, c);
-    g.size = true;
-  } else if (config) {
-    g.heads = apply_timm_config(*config, where, file, c);
-    apply_model_args(*config, row.timm_class, where, c);
-    g.size = config->contains("pretrained_cfg") || (config->contains("model_args") && (*config)["model_args"].contains("img_size"));
-  }
+  LayoutConfigGiven g = apply_layout_config(ck.layout(), config, row.timm_class, where, ck.path(), c);
   if (config && !c->labels.empty()) c->origin.labels = where;
   if (row.defaults.pool == Pool::Avg && c->origin.pool.rfind("default", 0) == 0) {  // Beit, Eva: global_pool 'avg'
     c->pool = Pool::Avg;
     c->origin.pool = std::string("default for ") + family_name(row.family) + " (timm's global_pool 'avg')";
   }
-  if (src.preprocessor) {  // Step 4: a Hugging Face preprocessor_config.json.
+  if (src.preprocessor) {
     apply_hf_preprocessor(*src.preprocessor, src.preprocessor_name, c);
     g.size = true;
   }
@@ -802,13 +441,7 @@ Given apply_configs(const Checkpoint& ck, const ConfigSources& src, const Family
 void unnamed_defaults(const Checkpoint& ck, const ConfigSources& src, bool heads_given, const std::string& named,
                       ViTConfig* c) {
   if (!heads_given && !c->rel_pos_window) c->heads = default_heads(c->width);
-  const bool torchvision = ck.layout() == CheckpointLayout::Torchvision;
-  if (!src.config && torchvision) {
-    // torchvision's ViT weights are evaluated with a bilinear resize to 256 and a 224 center crop.
-    c->pre.interpolation = Filter::Bilinear;
-    c->pre.crop_pct = 0.875;
-    c->origin.preprocessing = "default (torchvision's: bilinear, resize 256, crop 224)";
-  }
+  const bool torchvision = ck.layout() == Layout::Torchvision;
   if (!src.config && !src.preprocessor)
     spdlog::warn("{}: no config.json beside the model and no --config: using {} (heads {}, eps {:g}, {} in the MLPs, {} "
                  "pooling, {} resize, crop_pct {}, mean {:.3f},{:.3f},{:.3f})",
@@ -824,11 +457,8 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   const json* config = src.config;
   const std::string where = config ? src.config_name : file;
   if (config && !config->is_object()) throw Error(where, "not a JSON object");
-  const bool other = ck.layout() == CheckpointLayout::Other;  // layouts.h's: settings from their own configs
-  const bool hf = !other && config && (config->contains("model_type") || config->contains("architectures"));
-
   // Steps 1 and 2: the shape from the tensors; the architecture named and its family, whose defaults apply.
-  const Named n = named_architecture(config, !hf && !other, src, where);
+  const Named n = named_architecture(config, is_timm_config(ck.layout(), config), src, where);
   ViTConfig c;
   const bool known = n.row && arch_preprocessing(n.arch, &c.pre);
   const TensorFacts facts = shape_from_tensors(ck, &c);
@@ -842,7 +472,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   c.origin.preprocessing = known ? arch_origin : "default (timm's ImageNet defaults)";
 
   // Steps 3 to 5: the configs, then what nothing named.
-  const Given given = apply_configs(ck, src, row, hf, where, &c);
+  const LayoutConfigGiven given = apply_configs(ck, src, row, where, &c);
   // Without an architecture, SigLIP's attention pool is the one the tensors can say: beside prefix tokens or
   // after norm_pre (Perception Encoder, timm's *_reg4_map_*) whether it reads the prefix tokens, its heads and
   // any rotary embedding are in no tensor.
@@ -858,7 +488,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
     set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
     c.origin.input_size = "NaFlex: each image at its own aspect ratio, within --max-patches patches";
   }
-  if (other) other_layout_resampling(ck.other_layout(), &c);
+  c.pos_antialias = layout_pos_antialias(ck.layout());
   c.head = head_kind(c.family, c.classes, n.tag);
   if (c.head != HeadKind::Classifier) c.origin.labels.clear();  // nothing to label
 

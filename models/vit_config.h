@@ -133,6 +133,9 @@ struct ConfigSources {
   int64_t img_size = 0;   // --img-size: run at S x S (position table resampled), 0 for the model's own
 };
 
+// Sets the input size, an Error at `where` when it is out of range (1 to kMaxInputSize).
+void set_input_size(ViTConfig* c, int64_t h, int64_t w, const std::string& where);
+
 // Shapes from the checkpoint, the rest from the sources; a config that contradicts the tensors is an
 // error naming both.
 ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src);

@@ -3,8 +3,12 @@
 // changes: the families and layouts tests share them. Each folder also keeps the record of what its
 // generator imported and ran (tests/record_imports.py), which tests/dependency_audit.py checks.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
+
+#include "test_util.h"
 
 namespace vit::test {
 
@@ -25,5 +29,40 @@ struct GeneratedModels {
 // then any other source the models depend on (copied beside them); imports: the modules the venv must have.
 GeneratedModels generated_models(const std::string& folder, const std::vector<std::string>& scripts,
                                  const std::string& imports, const std::string& env = "");
+
+// What a suite of generated models needs: generated_models' arguments, what the venv lacks when they cannot
+// be made (for the skip message), and whether the shared data (the photos) must be there.
+struct GeneratorSpec {
+  std::string folder;
+  std::vector<std::string> scripts;
+  std::string imports, env, lacks;
+  bool needs_data = true;
+};
+
+// A test suite over one generator's models, made once per suite: skipped when the venv lacks their modules
+// (failed under CI=true), failed when the generator fails. Spec::get() gives its GeneratorSpec.
+template <class Spec>
+class GeneratedSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const GeneratorSpec s = Spec::get();
+    if (s.needs_data && !have_shared_data()) return;
+    const GeneratedModels g = generated_models(s.folder, s.scripts, s.imports, s.env);
+    dir_ = g.dir;
+    ready_ = g.ready;
+  }
+  void SetUp() override {
+    const GeneratorSpec s = Spec::get();
+    if (s.needs_data) REQUIRE_SHARED_DATA();
+    if (dir_.empty()) {
+      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " " << s.lacks << " (scripts/setup.sh installs tests/requirements.txt)";
+      GTEST_SKIP() << kVenvPython << " " << s.lacks << " (pip install -r tests/requirements.txt into .venv); skipping";
+    }
+    ASSERT_TRUE(ready_) << s.scripts.front().substr(s.scripts.front().rfind("/tests/") + 1) << " failed";
+  }
+  static std::string model(const std::string& name) { return dir_ + "/" + name; }
+  static inline std::string dir_;
+  static inline bool ready_ = false;
+};
 
 }  // namespace vit::test

@@ -22,25 +22,13 @@ namespace {
 // The models, generated once per build tree and kept beside the vit binary (ctest runs every test in a
 // process of its own; timm takes ~25 s): made again whenever the generator changes (the folder keeps
 // the copy of it that made it), under a lock, so that tests running side by side wait for one another.
-class Families : public ::testing::Test {
+struct TimmModels {
+  static GeneratorSpec get() {
+    return {"timm_models", {VIT_SOURCE_DIR "/tests/make_timm_models.py"}, "timm", "TIMM_FUSED_ATTN=0 ", "has no timm"};
+  }
+};
+class Families : public GeneratedSuite<TimmModels> {
  protected:
-  static void SetUpTestSuite() {
-    if (!have_shared_data()) return;
-    const GeneratedModels g =
-        generated_models("timm_models", {VIT_SOURCE_DIR "/tests/make_timm_models.py"}, "timm", "TIMM_FUSED_ATTN=0 ");
-    dir_ = g.dir;
-    ready_ = g.ready;
-  }
-  void SetUp() override {
-    REQUIRE_SHARED_DATA();
-    if (dir_.empty()) {
-      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
-      GTEST_SKIP() << kVenvPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
-    }
-    ASSERT_TRUE(ready_) << "tests/make_timm_models.py failed";
-  }
-  static std::string model(const std::string& name) { return dir_ + "/" + name; }
-
   // Our forward pass on timm's own input tensor: tokens, embeddings and outputs against timm's.
   static void expect_like_timm(const std::string& name, const std::string& ref_name = "reference.safetensors",
                                int64_t img_size = 0) {
@@ -73,11 +61,7 @@ class Families : public ::testing::Test {
     ViT m = ViT::load(dir);
     run_like_timm(name, m, ref);
   }
-  static std::string dir_;
-  static bool ready_;
 };
-std::string Families::dir_;
-bool Families::ready_ = false;
 
 TEST_F(Families, ClassicViTLikeTimm) { expect_like_timm("vit"); }
 TEST_F(Families, DeiT3LikeTimm) { expect_like_timm("deit3"); }

@@ -25,26 +25,15 @@ namespace {
 
 // The models, generated once per build tree beside the vit binary (~20 s), again whenever the generator or
 // the text-embeddings script changes (the folder keeps copies of both), under a lock, as Families does.
-class Layouts : public ::testing::Test {
+struct LayoutModels {
+  static GeneratorSpec get() {
+    return {"layout_models",
+            {VIT_SOURCE_DIR "/tests/make_layout_models.py", VIT_SOURCE_DIR "/scripts/export_text_embeddings.py"},
+            "transformers, open_clip", "", "lacks transformers or open_clip"};
+  }
+};
+class Layouts : public GeneratedSuite<LayoutModels> {
  protected:
-  static void SetUpTestSuite() {
-    if (!have_shared_data()) return;
-    const GeneratedModels g = generated_models(
-        "layout_models", {VIT_SOURCE_DIR "/tests/make_layout_models.py", VIT_SOURCE_DIR "/scripts/export_text_embeddings.py"},
-        "transformers, open_clip");
-    dir_ = g.dir;
-    ready_ = g.ready;
-  }
-  void SetUp() override {
-    REQUIRE_SHARED_DATA();
-    if (dir_.empty()) {
-      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " lacks transformers or open_clip (scripts/setup.sh installs tests/requirements.txt)";
-      GTEST_SKIP() << kVenvPython << " lacks transformers or open_clip (pip install -r tests/requirements.txt into .venv); skipping";
-    }
-    ASSERT_TRUE(ready_) << "tests/make_layout_models.py failed";
-  }
-  static std::string model(const std::string& name) { return dir_ + "/" + name; }
-
   // Our forward pass on the reference's own input tensor: tokens, embeddings and outputs against its.
   static void expect_like_reference(const std::string& name, const std::string& ref_name = "reference.safetensors",
                                     int64_t img_size = 0) {
@@ -93,11 +82,7 @@ class Layouts : public ::testing::Test {
                   head ? " (--head)" : "", double(worst));
     }
   }
-  static std::string dir_;
-  static bool ready_;
 };
-std::string Layouts::dir_;
-bool Layouts::ready_ = false;
 
 TEST_F(Layouts, HfDinov2LikeTransformers) {
   expect_like_reference("hf_dinov2");  // at its processor's 224 px: torch's bicubic, no antialiasing

@@ -13,25 +13,12 @@
 namespace vit::test {
 namespace {
 
-class RopeTables : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const GeneratedModels g = generated_models("rope_tables", {VIT_SOURCE_DIR "/tests/make_rope_tables.py"}, "timm");
-    dir_ = g.dir;
-    ready_ = g.ready;
+struct RopeTableSpec {
+  static GeneratorSpec get() {
+    return {"rope_tables", {VIT_SOURCE_DIR "/tests/make_rope_tables.py"}, "timm", "", "has no timm", false};
   }
-  void SetUp() override {
-    if (dir_.empty()) {
-      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
-      GTEST_SKIP() << kVenvPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
-    }
-    ASSERT_TRUE(ready_) << "tests/make_rope_tables.py failed";
-  }
-  static std::string dir_;
-  static bool ready_;
 };
-std::string RopeTables::dir_;
-bool RopeTables::ready_ = false;
+using RopeTables = GeneratedSuite<RopeTableSpec>;
 
 // RotaryEmbeddingDinoV3.get_embed(shape): [N, 2 Dh], sin then cos, each [angles, angles] (rotate-half);
 // ours: [N, Dh / 2], the angles once, read by the Half rotary step for both halves of a head.

@@ -77,24 +77,13 @@ Outcome try_model(const std::string& dir, const SafeTensors& ref) {
   return o;
 }
 
-class Sweep : public ::testing::Test {
+struct SweepModels {
+  static GeneratorSpec get() {
+    return {"sweep_models", {VIT_SOURCE_DIR "/tests/make_sweep_models.py"}, "timm", "TIMM_FUSED_ATTN=0 ", "has no timm"};
+  }
+};
+class Sweep : public GeneratedSuite<SweepModels> {
  protected:
-  static void SetUpTestSuite() {
-    if (!have_shared_data()) return;
-    const GeneratedModels g =
-        generated_models("sweep_models", {VIT_SOURCE_DIR "/tests/make_sweep_models.py"}, "timm", "TIMM_FUSED_ATTN=0 ");
-    dir_ = g.dir;
-    ready_ = g.ready;
-  }
-  void SetUp() override {
-    REQUIRE_SHARED_DATA();
-    if (dir_.empty()) {
-      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
-      GTEST_SKIP() << kVenvPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
-    }
-    ASSERT_TRUE(ready_) << "tests/make_sweep_models.py failed";
-  }
-
   // sweep.json, read once.
   static const nlohmann::json& index() {
     static const nlohmann::json j = [] {
@@ -144,11 +133,7 @@ class Sweep : public ::testing::Test {
     return md.str();
   }
 
-  static std::string dir_;
-  static bool ready_;
 };
-std::string Sweep::dir_;
-bool Sweep::ready_ = false;
 
 TEST_F(Sweep, EveryArchitectureRunsLikeTimmOrIsRefusedByName) {
   int runs = 0;
