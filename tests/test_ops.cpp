@@ -18,6 +18,11 @@ void run_step(Step& s) {
   p.run();
 }
 
+// Test names for suites run once per precision of the products (bf16 and int8 skip where the CPU lacks them).
+std::string product_name(const ::testing::TestParamInfo<Precision>& info) {
+  return info.param == Precision::F32 ? "F32" : info.param == Precision::BF16 ? "Bf16WhereTheCpuHasIt" : "Int8WhereTheCpuHasIt";
+}
+
 struct LinearCase {
   int64_t M, K, N;
   WeightLayout layout;
@@ -136,42 +141,55 @@ struct KernelRun {
   float output(int64_t i, int64_t d) const { return out[size_t(i * (Dh + 3) + d)]; }
 };
 
-// Every ISA's fused kernel on one (image, head), with a bias on the scores and the softmax written out,
-// against a naive loop in double: head widths under, at and past a vector, query counts that leave
-// partial tiles, a single key; bias and softmax rows packed (gap 0) and spaced as in a padded batch.
+// Runs one kernel over head widths under, at and past a vector, query counts that leave partial tiles and a
+// single key, with bias and softmax rows packed (gap 0) and spaced as in a padded batch, and checks it against
+// a naive loop in double over the operands as the kernel sees them. `operands(run)` gives that view: a
+// `score(i, j)` (the scaled product of query i and key j) and an `out(i, d, p)` (output channel d of query i,
+// given the naive softmax row p).
+template <class Operands>
+void expect_naive_attention(const AttentionKernels& kernels, int64_t odd_width, Operands operands) {
+  const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, odd_width, 7}};
+  for (const auto& [T, Dh, rows] : shapes)
+    for (const int64_t gap : {0, 21}) {
+      SCOPED_TRACE(std::string(kernels.isa) + " T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " +
+                   std::to_string(rows) + " gap " + std::to_string(gap));
+      const KernelRun run(kernels, T, Dh, rows, gap);
+      const auto [score, out] = operands(run);
+      double worst_p = 0, worst_o = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        std::vector<double> p(static_cast<size_t>(T));
+        double top = -1e300, sum = 0;
+        for (int64_t j = 0; j < T; ++j) top = std::max(top, p[size_t(j)] = score(i, j) + run.bias_at(i, j));
+        for (auto& e : p) sum += (e = std::exp(e - top));
+        for (auto& e : p) e /= sum;
+        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] - run.prob(i, j)));
+        for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
+        for (int64_t d = 0; d < Dh; ++d) worst_o = std::max(worst_o, std::fabs(out(i, d, p) - run.output(i, d)));
+        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
+      }
+      EXPECT_LT(worst_p, 5e-6);
+      EXPECT_LT(worst_o, 2e-5);
+    }
+}
+
+// Every ISA's fused kernel on one (image, head), with a bias on the scores and the softmax written out.
 TEST(AttentionKernels, EveryIsaMatchesTheNaiveLoop) {
-  const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 100, 7}};
   int count = 0;
   const AttentionKernels* const* all = all_attention_kernels(&count);
   for (int v = 0; v < count; ++v)
-    for (const auto& [T, Dh, rows] : shapes)
-      for (const int64_t gap : {0, 21}) {
-        SCOPED_TRACE(std::string(all[v]->isa) + " T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " +
-                     std::to_string(rows) + " gap " + std::to_string(gap));
-        const KernelRun run(*all[v], T, Dh, rows, gap);
-        double worst_p = 0, worst_o = 0;
-        for (int64_t i = 0; i < rows; ++i) {
-          std::vector<double> p(static_cast<size_t>(T));
-          double top = -1e300, sum = 0;
-          for (int64_t j = 0; j < T; ++j) {
-            double dot = 0;
-            for (int64_t d = 0; d < Dh; ++d) dot += double(run.q(i, d)) * run.k(j, d);
-            p[size_t(j)] = dot / std::sqrt(double(Dh)) + run.bias_at(i, j);
-            top = std::max(top, p[size_t(j)]);
-          }
-          for (auto& e : p) sum += (e = std::exp(e - top));
-          for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
-          for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
-          for (int64_t d = 0; d < Dh; ++d) {
-            double o = 0;
-            for (int64_t j = 0; j < T; ++j) o += p[size_t(j)] / sum * run.v(j, d);
-            worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
-          }
-          for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
-        }
-        EXPECT_LT(worst_p, 5e-6);
-        EXPECT_LT(worst_o, 2e-5);
-      }
+    expect_naive_attention(*all[v], 100, [](const KernelRun& run) {
+      const auto score = [&run](int64_t i, int64_t j) {
+        double dot = 0;
+        for (int64_t d = 0; d < run.Dh; ++d) dot += double(run.q(i, d)) * run.k(j, d);
+        return dot / std::sqrt(double(run.Dh));
+      };
+      const auto out = [&run](int64_t, int64_t d, const std::vector<double>& p) {
+        double o = 0;
+        for (int64_t j = 0; j < run.T; ++j) o += p[size_t(j)] * run.v(j, d);
+        return o;
+      };
+      return std::pair(score, out);
+    });
 }
 
 // The bf16 kernel (CPUs with avx512_bf16) computes exactly the attention of its bf16-rounded operands:
@@ -189,35 +207,19 @@ float round_bf16(float x) {
 TEST(AttentionKernels, Bf16ProductsAreTheAttentionOfBf16Operands) {
   const AttentionKernels* k = attention_kernels_bf16();
   if (!k) GTEST_SKIP() << "this CPU (" << cpu_isa().name << ") has no avx512_bf16: attention stays f32";
-  const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 101, 7}};
-  for (const auto& [T, Dh, rows] : shapes)
-    for (const int64_t gap : {0, 21}) {
-      SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows) + " gap " +
-                   std::to_string(gap));
-      const KernelRun run(*k, T, Dh, rows, gap);
-      double worst_p = 0, worst_o = 0;
-      for (int64_t i = 0; i < rows; ++i) {
-        std::vector<double> p(static_cast<size_t>(T));
-        double top = -1e300, sum = 0;
-        for (int64_t j = 0; j < T; ++j) {
-          double dot = 0;
-          for (int64_t d = 0; d < Dh; ++d) dot += double(round_bf16(run.q(i, d) * run.scale)) * round_bf16(run.k(j, d));
-          p[size_t(j)] = dot + run.bias_at(i, j);
-          top = std::max(top, p[size_t(j)]);
-        }
-        for (auto& e : p) sum += (e = std::exp(e - top));
-        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
-        for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
-        for (int64_t d = 0; d < Dh; ++d) {
-          double o = 0;  // from the kernel's own f32 softmax, rounded
-          for (int64_t j = 0; j < T; ++j) o += double(round_bf16(run.prob(i, j))) * round_bf16(run.v(j, d));
-          worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
-        }
-        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
-      }
-      EXPECT_LT(worst_p, 5e-6);
-      EXPECT_LT(worst_o, 2e-5);
-    }
+  expect_naive_attention(*k, 101, [](const KernelRun& run) {
+    const auto score = [&run](int64_t i, int64_t j) {
+      double dot = 0;
+      for (int64_t d = 0; d < run.Dh; ++d) dot += double(round_bf16(run.q(i, d) * run.scale)) * round_bf16(run.k(j, d));
+      return dot;
+    };
+    const auto out = [&run](int64_t i, int64_t d, const std::vector<double>&) {
+      double o = 0;  // from the kernel's own f32 softmax, rounded
+      for (int64_t j = 0; j < run.T; ++j) o += double(round_bf16(run.prob(i, j))) * round_bf16(run.v(j, d));
+      return o;
+    };
+    return std::pair(score, out);
+  });
 }
 
 // The int8 kernel (CPUs with avx512_vnni) computes exactly the attention of its int8 operands: q / sqrt(Dh)
@@ -232,49 +234,38 @@ struct SymmetricGrid {
   double operator()(float x) const { return double(std::nearbyint(x * inv)) * scale; }
 };
 
+// The grid of max |x(i)| over i < n, in `levels` steps.
+template <class X>
+SymmetricGrid grid_over(X x, int64_t n, float levels) {
+  float m = 0.f;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x(i)));
+  return SymmetricGrid(m, levels);
+}
+
 TEST(AttentionKernels, Int8ProductsAreTheAttentionOfInt8Operands) {
   const AttentionKernels* k = attention_kernels_int8();
   if (!k) GTEST_SKIP() << "oneDNN runs this CPU as " << cpu_isa().name << ", without avx512_vnni: no int8 attention";
-  const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 101, 7}};
-  for (const auto& [T, Dh, rows] : shapes)
-    for (const int64_t gap : {0, 21}) {
-      SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows) + " gap " +
-                   std::to_string(gap));
-      const KernelRun run(*k, T, Dh, rows, gap);
-      auto row_max = [&](auto x, int64_t n) {
-        float m = 0.f;
-        for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x(i)));
-        return m;
-      };
-      std::vector<SymmetricGrid> key_grid, channel_grid;
-      for (int64_t j = 0; j < T; ++j) key_grid.emplace_back(row_max([&](int64_t d) { return run.k(j, d); }, Dh), 127.f);
-      for (int64_t d = 0; d < Dh; ++d) channel_grid.emplace_back(row_max([&](int64_t j) { return run.v(j, d); }, T), 127.f);
-      double worst_p = 0, worst_o = 0;
-      for (int64_t i = 0; i < rows; ++i) {
-        const SymmetricGrid q_grid(row_max([&](int64_t d) { return run.q(i, d); }, Dh), 127.f);
-        std::vector<double> p(static_cast<size_t>(T));
-        double top = -1e300, sum = 0;
-        for (int64_t j = 0; j < T; ++j) {
-          double dot = 0;
-          for (int64_t d = 0; d < Dh; ++d) dot += q_grid(run.q(i, d)) * key_grid[size_t(j)](run.k(j, d));
-          p[size_t(j)] = dot * run.scale + run.bias_at(i, j);
-          top = std::max(top, p[size_t(j)]);
-        }
-        for (auto& e : p) sum += (e = std::exp(e - top));
-        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
-        for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
-        // From the kernel's own f32 softmax, on its row's grid.
-        const SymmetricGrid p_grid(row_max([&](int64_t j) { return run.prob(i, j); }, T), 255.f);
-        for (int64_t d = 0; d < Dh; ++d) {
-          double o = 0;
-          for (int64_t j = 0; j < T; ++j) o += p_grid(run.prob(i, j)) * channel_grid[size_t(d)](run.v(j, d));
-          worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
-        }
-        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
-      }
-      EXPECT_LT(worst_p, 5e-6);
-      EXPECT_LT(worst_o, 2e-5);
+  std::vector<SymmetricGrid> query_grid, key_grid, channel_grid, prob_grid;
+  expect_naive_attention(*k, 101, [&](const KernelRun& run) {
+    query_grid.clear(), key_grid.clear(), channel_grid.clear(), prob_grid.clear();
+    for (int64_t i = 0; i < run.rows; ++i) {
+      query_grid.push_back(grid_over([&](int64_t d) { return run.q(i, d); }, run.Dh, 127.f));
+      prob_grid.push_back(grid_over([&](int64_t j) { return run.prob(i, j); }, run.T, 255.f));  // the kernel's own softmax
     }
+    for (int64_t j = 0; j < run.T; ++j) key_grid.push_back(grid_over([&](int64_t d) { return run.k(j, d); }, run.Dh, 127.f));
+    for (int64_t d = 0; d < run.Dh; ++d) channel_grid.push_back(grid_over([&](int64_t j) { return run.v(j, d); }, run.T, 127.f));
+    const auto score = [&run, &query_grid, &key_grid](int64_t i, int64_t j) {
+      double dot = 0;
+      for (int64_t d = 0; d < run.Dh; ++d) dot += query_grid[size_t(i)](run.q(i, d)) * key_grid[size_t(j)](run.k(j, d));
+      return dot * run.scale;
+    };
+    const auto out = [&run, &prob_grid, &channel_grid](int64_t i, int64_t d, const std::vector<double>&) {
+      double o = 0;
+      for (int64_t j = 0; j < run.T; ++j) o += prob_grid[size_t(i)](run.prob(i, j)) * channel_grid[size_t(d)](run.v(j, d));
+      return o;
+    };
+    return std::pair(score, out);
+  });
 }
 
 // The softmax written out sums to one per row, and an image's result is the same in any batch, with f32
@@ -306,11 +297,7 @@ TEST_P(AttentionSteps, ScoresAndBatchIndependence) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Products, AttentionSteps, ::testing::Values(Precision::F32, Precision::BF16, Precision::Int8),
-                         [](const auto& info) {
-                           return info.param == Precision::F32    ? "F32"
-                                  : info.param == Precision::BF16 ? "Bf16WhereTheCpuHasIt"
-                                                                  : "Int8WhereTheCpuHasIt";
-                         });
+                         product_name);
 
 // A bias looked up per head through an index (BEiT's relative position bias): written out dense, then
 // given to the attention, against the naive attention with that bias added to the scores.
@@ -521,11 +508,7 @@ TEST_P(MaskedAttention, LengthOutsideTheBatchIsAnError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Products, MaskedAttention, ::testing::Values(Precision::F32, Precision::BF16, Precision::Int8),
-                         [](const auto& info) {
-                           return info.param == Precision::F32    ? "F32"
-                                  : info.param == Precision::BF16 ? "Bf16WhereTheCpuHasIt"
-                                                                  : "Int8WhereTheCpuHasIt";
-                         });
+                         product_name);
 
 // Rotary embedding in place on fused q/k/v rows: the first `groups` heads of tokens first.. turned, the
 // rest of every row and the prefix tokens untouched; against the rotation written out in double.
