@@ -510,34 +510,56 @@ TEST_P(MaskedAttention, LengthOutsideTheBatchIsAnError) {
 INSTANTIATE_TEST_SUITE_P(Products, MaskedAttention, ::testing::Values(Precision::F32, Precision::BF16, Precision::Int8),
                          product_name);
 
+// B images of T rows of q, k and v for groups / 2 heads, turned in place by the rotary step from token `first`
+// on with random angles (a table per head when tables > 1); `worst(turned)` is the largest difference from
+// the rotation written out in double, turned(t, ch, at) giving the channel's value where it turns (the prefix
+// tokens and v stay as they were).
+struct RotaryRun {
+  int64_t B, T, first, groups, Dh, stride, half;
+  std::vector<float> x, angle, got;
+  RotaryRun(int64_t B_, int64_t T_, int64_t first_, int64_t groups_, int64_t Dh_, uint32_t seed,
+            RotaryLayout layout = RotaryLayout::Interleaved, int64_t tables = 1)
+      : B(B_), T(T_), first(first_), groups(groups_), Dh(Dh_), stride(groups_ / 2 * 3 * Dh_), half(Dh_ / 2) {
+    std::mt19937 rng(seed);
+    x = random_vector(size_t(B * T * stride), rng, 2.f);
+    angle = random_vector(size_t(tables * (T - first) * half), rng, 20.f);
+    std::vector<float> sin(angle.size()), cos(angle.size());
+    for (size_t i = 0; i < angle.size(); ++i) sin[i] = std::sin(angle[i]), cos[i] = std::cos(angle[i]);
+    got = x;
+    Step s = rotary_step("rope", B, T, first, groups, Dh, stride, sin.data(), cos.data(), got.data(), layout, tables);
+    run_step(s);
+  }
+  // The angle of pair p of row t in table h.
+  double angle_at(int64_t h, int64_t t, int64_t p) const { return angle[size_t((h * (T - first) + t - first) * half + p)]; }
+  template <class Turned>
+  float worst(Turned turned) const {
+    float w = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t ch = 0; ch < stride; ++ch) {
+          const size_t at = size_t((b * T + t) * stride + ch);
+          const double want = t >= first && ch < groups * Dh ? turned(t, ch, at) : double(x[at]);
+          w = std::max(w, float(std::fabs(want - got[at])));
+        }
+    return w;
+  }
+  // The interleaved layout's rotation of channel ch (pairs 2i, 2i + 1) by angle a.
+  double interleaved(size_t at, int64_t ch, double a) const {
+    const double x0 = x[at - size_t(ch % 2)], x1 = x[at - size_t(ch % 2) + 1];
+    return ch % 2 == 0 ? x0 * std::cos(a) - x1 * std::sin(a) : x1 * std::cos(a) + x0 * std::sin(a);
+  }
+};
+
 // Rotary embedding in place on fused q/k/v rows: the first `groups` heads of tokens first.. turned, the
 // rest of every row and the prefix tokens untouched; against the rotation written out in double.
 TEST(RotaryTest, MatchesReference) {
   const int64_t shapes[][5] = {{1, 257, 1, 4, 64}, {2, 197, 1, 6, 64}, {3, 17, 2, 4, 8}, {1, 5, 0, 2, 2}, {2, 50, 3, 6, 32}};
   for (const auto& sh : shapes) {  // B, T, first, groups, Dh; rows of 3 * groups / 2 heads (q, k and v)
-    const int64_t B = sh[0], T = sh[1], first = sh[2], groups = sh[3], Dh = sh[4], stride = groups / 2 * 3 * Dh;
-    std::mt19937 rng(uint32_t(B * 31 + T));
-    const auto x = random_vector(size_t(B * T * stride), rng, 2.f);
-    const auto angle = random_vector(size_t((T - first) * Dh / 2), rng, 20.f);
-    std::vector<float> sin(angle.size()), cos(angle.size());
-    for (size_t i = 0; i < angle.size(); ++i) sin[i] = std::sin(angle[i]), cos[i] = std::cos(angle[i]);
-    std::vector<float> got = x;
-    Step s = rotary_step("rope", B, T, first, groups, Dh, stride, sin.data(), cos.data(), got.data());
-    run_step(s);
-    float worst = 0;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t ch = 0; ch < stride; ++ch) {
-          const size_t at = size_t((b * T + t) * stride + ch);
-          double want = x[at];
-          if (t >= first && ch < groups * Dh) {
-            const int64_t pair = (ch % Dh) / 2;
-            const double a = angle[size_t((t - first) * Dh / 2 + pair)];
-            const double x0 = x[at - size_t(ch % 2)], x1 = x[at - size_t(ch % 2) + 1];
-            want = ch % 2 == 0 ? x0 * std::cos(a) - x1 * std::sin(a) : x1 * std::cos(a) + x0 * std::sin(a);
-          }
-          worst = std::max(worst, float(std::fabs(want - got[at])));
-        }
+    const int64_t B = sh[0], T = sh[1], first = sh[2], groups = sh[3], Dh = sh[4];
+    const RotaryRun r(B, T, first, groups, Dh, uint32_t(B * 31 + T));
+    const float worst = r.worst([&](int64_t t, int64_t ch, size_t at) {
+      return r.interleaved(at, ch, r.angle_at(0, t, (ch % Dh) / 2));
+    });
     EXPECT_LT(worst, 2e-6f) << B << "x" << T << " from " << first << ", " << groups << " groups of " << Dh;
   }
 }
@@ -545,31 +567,11 @@ TEST(RotaryTest, MatchesReference) {
 // A table per head (RoPE-Mixed: q's head h and k's head h turned by table h of `tables`), against the rotation
 // written out in double.
 TEST(RotaryTest, TablePerHeadMatchesReference) {
-  const int64_t B = 2, T = 21, first = 1, H = 3, Dh = 8, groups = 2 * H, stride = 3 * H * Dh, half = Dh / 2;
-  std::mt19937 rng(17);
-  const auto x = random_vector(size_t(B * T * stride), rng, 2.f);
-  const auto angle = random_vector(size_t(H * (T - first) * half), rng, 20.f);
-  std::vector<float> sin(angle.size()), cos(angle.size());
-  for (size_t i = 0; i < angle.size(); ++i) sin[i] = std::sin(angle[i]), cos[i] = std::cos(angle[i]);
-  std::vector<float> got = x;
-  Step s = rotary_step("rope", B, T, first, groups, Dh, stride, sin.data(), cos.data(), got.data(),
-                       RotaryLayout::Interleaved, H);
-  run_step(s);
-  float worst = 0;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t ch = 0; ch < stride; ++ch) {
-        const size_t at = size_t((b * T + t) * stride + ch);
-        double want = x[at];
-        if (t >= first && ch < groups * Dh) {
-          const int64_t head = (ch / Dh) % H, pair = (ch % Dh) / 2;
-          const double a = angle[size_t((head * (T - first) + t - first) * half + pair)];
-          const double x0 = x[at - size_t(ch % 2)], x1 = x[at - size_t(ch % 2) + 1];
-          want = ch % 2 == 0 ? x0 * std::cos(a) - x1 * std::sin(a) : x1 * std::cos(a) + x0 * std::sin(a);
-        }
-        worst = std::max(worst, float(std::fabs(want - got[at])));
-      }
-  EXPECT_LT(worst, 2e-6f);
+  const int64_t H = 3, Dh = 8;
+  const RotaryRun r(2, 21, 1, 2 * H, Dh, 17, RotaryLayout::Interleaved, H);
+  EXPECT_LT(r.worst([&](int64_t t, int64_t ch, size_t at) {
+    return r.interleaved(at, ch, r.angle_at((ch / Dh) % H, t, (ch % Dh) / 2));
+  }), 2e-6f);
 }
 
 // The rotate-half layout (DINOv3, Naver's RoPE ViTs): channel i pairs with i + Dh/2 and both turn by angle i,
@@ -578,32 +580,17 @@ TEST(RotaryTest, TablePerHeadMatchesReference) {
 TEST(RotaryTest, RotateHalfMatchesReference) {
   const int64_t shapes[][5] = {{1, 261, 5, 4, 64}, {2, 21, 5, 6, 32}, {3, 17, 1, 4, 8}, {1, 5, 0, 2, 2}};
   for (const auto& sh : shapes) {  // B, T, first, groups, Dh; rows of 3 * groups / 2 heads (q, k and v)
-    const int64_t B = sh[0], T = sh[1], first = sh[2], groups = sh[3], Dh = sh[4], stride = groups / 2 * 3 * Dh;
+    const int64_t B = sh[0], T = sh[1], first = sh[2], groups = sh[3], Dh = sh[4];
+    const RotaryRun r(B, T, first, groups, Dh, uint32_t(B * 37 + T), RotaryLayout::Half);
     const int64_t half = Dh / 2;
-    std::mt19937 rng(uint32_t(B * 37 + T));
-    const auto x = random_vector(size_t(B * T * stride), rng, 2.f);
-    const auto angle = random_vector(size_t((T - first) * half), rng, 20.f);
-    std::vector<float> sin(angle.size()), cos(angle.size());
-    for (size_t i = 0; i < angle.size(); ++i) sin[i] = std::sin(angle[i]), cos[i] = std::cos(angle[i]);
-    std::vector<float> got = x;
-    Step s = rotary_step("rope", B, T, first, groups, Dh, stride, sin.data(), cos.data(), got.data(), RotaryLayout::Half);
-    run_step(s);
-    float worst = 0;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t ch = 0; ch < stride; ++ch) {
-          const size_t at = size_t((b * T + t) * stride + ch);
-          double want = x[at];
-          if (t >= first && ch < groups * Dh) {
-            const int64_t j = ch % Dh;
-            const size_t head = at - size_t(j);
-            const double a = angle[size_t((t - first) * half + j % half)];
-            // rope_rotate_half(x) = cat([-x2, x1]): channel j < Dh/2 takes -x[j + Dh/2], the others x[j - Dh/2].
-            const double rotated = j < half ? -double(x[head + size_t(j + half)]) : double(x[head + size_t(j - half)]);
-            want = double(x[at]) * std::cos(a) + rotated * std::sin(a);
-          }
-          worst = std::max(worst, float(std::fabs(want - got[at])));
-        }
+    const float worst = r.worst([&](int64_t t, int64_t ch, size_t at) {
+      const int64_t j = ch % Dh;
+      const size_t head = at - size_t(j);
+      const double a = r.angle_at(0, t, j % half);
+      // rope_rotate_half(x) = cat([-x2, x1]): channel j < Dh/2 takes -x[j + Dh/2], the others x[j - Dh/2].
+      const double rotated = j < half ? -double(r.x[head + size_t(j + half)]) : double(r.x[head + size_t(j - half)]);
+      return double(r.x[at]) * std::cos(a) + rotated * std::sin(a);
+    });
     EXPECT_LT(worst, 2e-6f) << B << "x" << T << " from " << first << ", " << groups << " groups of " << Dh;
   }
 }
