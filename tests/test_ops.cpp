@@ -650,6 +650,30 @@ TEST(SwigluTest, MatchesReference) {
   }
 }
 
+// AttentionPoolLatent's core for image b of a batch padded to T tokens (q: one query of H heads; kv: rows of k
+// then v), over its first n tokens, in double: the pooled [H * Dh].
+std::vector<float> ref_attention_pool(const std::vector<float>& q, const std::vector<float>& kv, int64_t b, int64_t T,
+                                      int64_t n, int64_t H, int64_t Dh) {
+  const int64_t D = H * Dh;
+  std::vector<float> want(static_cast<size_t>(D));
+  for (int64_t h = 0; h < H; ++h) {
+    std::vector<double> p(static_cast<size_t>(n));
+    double top = -1e300, sum = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      double dot = 0;
+      for (int64_t d = 0; d < Dh; ++d) dot += double(q[size_t(h * Dh + d)]) * kv[size_t((b * T + t) * 2 * D + h * Dh + d)];
+      top = std::max(top, p[size_t(t)] = dot / std::sqrt(double(Dh)));
+    }
+    for (auto& v : p) sum += (v = std::exp(v - top));
+    for (int64_t d = 0; d < Dh; ++d) {
+      double o = 0;
+      for (int64_t t = 0; t < n; ++t) o += p[size_t(t)] / sum * kv[size_t((b * T + t) * 2 * D + D + h * Dh + d)];
+      want[size_t(h * Dh + d)] = float(o);
+    }
+  }
+  return want;
+}
+
 // AttentionPoolLatent's core with one query, against a naive loop in double.
 TEST(AttentionPoolTest, MatchesReference) {
   const int64_t shapes[][4] = {{1, 196, 2, 32}, {3, 197, 3, 64}, {2, 5, 1, 7}};  // B, T, H, Dh
@@ -658,24 +682,11 @@ TEST(AttentionPoolTest, MatchesReference) {
     std::mt19937 rng(uint32_t(B * 100 + T));
     const int64_t D = H * Dh;
     const auto q = random_vector(size_t(D), rng, 2.f), kv = random_vector(size_t(B * T * 2 * D), rng, 2.f);
-    std::vector<float> scores(size_t(B * H * T)), got(size_t(B * D), -7.f), want(size_t(B * D));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h) {
-        std::vector<double> p(static_cast<size_t>(T));
-        double top = -1e300, sum = 0;
-        for (int64_t t = 0; t < T; ++t) {
-          double dot = 0;
-          for (int64_t d = 0; d < Dh; ++d) dot += double(q[size_t(h * Dh + d)]) * kv[size_t((b * T + t) * 2 * D + h * Dh + d)];
-          p[size_t(t)] = dot / std::sqrt(double(Dh));
-          top = std::max(top, p[size_t(t)]);
-        }
-        for (auto& v : p) sum += (v = std::exp(v - top));
-        for (int64_t d = 0; d < Dh; ++d) {
-          double o = 0;
-          for (int64_t t = 0; t < T; ++t) o += p[size_t(t)] / sum * kv[size_t((b * T + t) * 2 * D + D + h * Dh + d)];
-          want[size_t(b * D + h * Dh + d)] = float(o);
-        }
-      }
+    std::vector<float> scores(size_t(B * H * T)), got(size_t(B * D), -7.f), want;
+    for (int64_t b = 0; b < B; ++b) {
+      const auto one = ref_attention_pool(q, kv, b, T, T, H, Dh);
+      want.insert(want.end(), one.begin(), one.end());
+    }
     Step s = attention_pool_step("pool", B, T, H, Dh, q.data(), kv.data(), scores.data(), got.data());
     run_step(s);
     EXPECT_LT(max_abs_diff(got, want), 1e-5f) << B << "x" << T << "x" << H << "x" << Dh;
@@ -695,23 +706,9 @@ TEST(AttentionPoolTest, MaskedMatchesReferenceAndAlone) {
   run_step(s);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = lengths[size_t(b)];
-    std::vector<float> want(static_cast<size_t>(D));
-    for (int64_t h = 0; h < H; ++h) {
-      std::vector<double> p(static_cast<size_t>(n));
-      double top = -1e300, sum = 0;
-      for (int64_t t = 0; t < n; ++t) {
-        double dot = 0;
-        for (int64_t d = 0; d < Dh; ++d) dot += double(q[size_t(h * Dh + d)]) * kv[size_t((b * T + t) * 2 * D + h * Dh + d)];
-        top = std::max(top, p[size_t(t)] = dot / std::sqrt(double(Dh)));
-      }
-      for (auto& v : p) sum += (v = std::exp(v - top));
-      for (int64_t d = 0; d < Dh; ++d) {
-        double o = 0;
-        for (int64_t t = 0; t < n; ++t) o += p[size_t(t)] / sum * kv[size_t((b * T + t) * 2 * D + D + h * Dh + d)];
-        want[size_t(h * Dh + d)] = float(o);
-      }
+    const std::vector<float> want = ref_attention_pool(q, kv, b, T, n, H, Dh);
+    for (int64_t h = 0; h < H; ++h)
       for (int64_t t = n; t < T; ++t) EXPECT_EQ(scores[size_t((b * H + h) * T + t)], 0.f);
-    }
     EXPECT_LT(max_abs_diff(got.data() + b * D, want.data(), size_t(D)), 1e-5f) << "image " << b;
     std::vector<float> mine(kv.begin() + b * T * 2 * D, kv.begin() + (b * T + n) * 2 * D), alone(static_cast<size_t>(D)),
         alone_scores(size_t(H * n));
