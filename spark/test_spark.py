@@ -85,16 +85,22 @@ def assert_same(job, cli):
     return worst
 
 
-def test_json_rows_equal_the_cli(inputs, tmp_path):
-    paths, bad = inputs
-    out = tmp_path / "out"
-    run = run_job("--out", out, *paths, expect=1)  # 1: some images failed, their rows say why
+
+def job_rows(out):
+    """The job's JSON rows, by file; a file with two rows fails."""
     job = {}
     for part in sorted(out.glob("part-*.json")):
         for line in part.read_text().splitlines():
             row = json.loads(line)
             assert row["file"] not in job, f"two rows for {row['file']}"
             job[row["file"]] = row
+    return job
+
+def test_json_rows_equal_the_cli(inputs, tmp_path):
+    paths, bad = inputs
+    out = tmp_path / "out"
+    run = run_job("--out", out, *paths, expect=1)  # 1: some images failed, their rows say why
+    job = job_rows(out)
     cli = cli_rows(paths)
     assert len(cli) == 255
     worst = assert_same(job, cli)
@@ -158,11 +164,7 @@ def test_naflex_embeddings_with_max_patches_equal_vit_embed(inputs, tmp_path):
     files = [str(p) for p in sorted(PHOTOS.glob("*.JPEG"))[:12]]
     out = tmp_path / "out"
     run_job("--embed", "--model", model, "--max-patches", "12", "--out", out, *files, expect=0)
-    rows = {}
-    for part in sorted(out.glob("part-*.json")):
-        for line in part.read_text().splitlines():
-            row = json.loads(line)
-            rows[row["file"]] = row
+    rows = job_rows(out)
     cli = subprocess.run([VIT_BINARY, "embed", "--model", str(model), "--max-patches", "12", *files],
                          capture_output=True, text=True)
     assert cli.returncode == 0, cli.stderr
@@ -273,12 +275,7 @@ def test_local_cluster_rows_equal_the_cli(packed, inputs, tmp_path):
     paths, bad = inputs
     out = tmp_path / "out"
     run, elapsed = submit(packed, "--out", out, *paths, expect=1)
-    job = {}
-    for part in sorted(out.glob("part-*.json")):
-        for line in part.read_text().splitlines():
-            row = json.loads(line)
-            assert row["file"] not in job, f"two rows for {row['file']}"
-            job[row["file"]] = row
+    job = job_rows(out)
     cli = cli_rows(paths)
     assert len(cli) == 255
     worst = assert_same(job, cli)

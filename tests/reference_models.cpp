@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <fstream>
 
@@ -71,6 +72,27 @@ GeneratedModels generated_models(const std::string& folder, const std::vector<st
     std::fprintf(stderr, "%s\n", g.error.c_str());
   }
   return g;
+}
+
+void expect_forward_like_reference(const std::string& label, ViT& m, const SafeTensors& ref) {
+  const ViTConfig& c = m.config();
+  const auto input = ref.to_f32("input");
+  const int64_t B = ref.get("input").shape[0];
+  ASSERT_EQ(int64_t(input.size()), B * c.input_floats()) << label << ": " << c.summary();
+  auto plan = m.make_plan(B);
+  std::memcpy(plan->input(), input.data(), input.size() * sizeof(float));
+  plan->run();
+  const int64_t T = c.tokens(), D = c.width, C = c.classes;
+  ASSERT_EQ(ref.get("tokens").shape, (std::vector<int64_t>{B, T, D})) << label;
+  const float tokens = max_abs_diff(plan->tokens(), ref.to_f32("tokens").data(), size_t(B * T * D));
+  const float emb = max_abs_diff(plan->features(), ref.to_f32("embeddings").data(), size_t(B * D));
+  const float out = C ? max_abs_diff(plan->logits(), ref.to_f32("outputs").data(), size_t(B * C))
+                      : max_abs_diff(plan->features(), ref.to_f32("outputs").data(), size_t(B * D));
+  EXPECT_LT(tokens, 1e-4f) << label;
+  EXPECT_LT(emb, 1e-4f) << label;
+  EXPECT_LT(out, 1e-4f) << label;
+  std::printf("%s (%s): max |difference| from its reference: tokens %.2e, embeddings %.2e, outputs %.2e\n",
+              label.c_str(), c.summary().c_str(), double(tokens), double(emb), double(out));
 }
 
 }  // namespace vit::test

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/io/safetensors.h"
+#include "models/vit.h"
 #include "test_util.h"
 
 namespace vit::test {
@@ -38,6 +40,11 @@ struct GeneratorSpec {
   std::string imports, env, lacks;
   bool needs_data = true;
 };
+
+// Our forward pass of `m` on a reference's own input tensor (`ref`'s "input"): tokens, embeddings and outputs
+// (the logits, or the embeddings of a headless model) against the reference's "tokens", "embeddings" and
+// "outputs", each within 1e-4; the differences printed after `label`.
+void expect_forward_like_reference(const std::string& label, ViT& m, const SafeTensors& ref);
 
 // A test suite over one generator's models, made once per suite: skipped when the venv lacks their modules
 // (failed under CI=true), failed when the generator fails. Spec::get() gives its GeneratorSpec.

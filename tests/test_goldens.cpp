@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "engine/image/image.h"
@@ -120,6 +121,36 @@ TEST(Golden, TapsMatchTimm) {
   EXPECT_LT(diff, 1e-3f);
 }
 
+// Two sets of 1000 logits for the 250 sample photos (file k in sorted order has label 4k) compared photo by
+// photo: how often their top-1 agree, how often each is right, and their differences. `on_disagree(i, b_i)`
+// is called for each photo whose top-1s differ.
+struct Top1 {
+  int agree = 0, right_a = 0, right_b = 0;
+  float max_abs = 0;
+  double sum_abs = 0;
+};
+Top1 compare_top1(const std::vector<float>& a, const std::vector<float>& b,
+                  const std::function<void(int64_t, const float*)>& on_disagree = {}) {
+  const int64_t C = 1000;
+  Top1 t;
+  for (int64_t i = 0; i < 250; ++i) {
+    const float* x = &a[size_t(i * C)];
+    const float* y = &b[size_t(i * C)];
+    for (int64_t c = 0; c < C; ++c) {
+      t.max_abs = std::max(t.max_abs, std::fabs(x[c] - y[c]));
+      t.sum_abs += std::fabs(x[c] - y[c]);
+    }
+    const auto top_x = std::max_element(x, x + C) - x, top_y = std::max_element(y, y + C) - y;
+    t.right_a += top_x == 4 * i;
+    t.right_b += top_y == 4 * i;
+    if (top_x == top_y)
+      ++t.agree;
+    else if (on_disagree)
+      on_disagree(i, y);
+  }
+  return t;
+}
+
 TEST(Golden, ImageNetSamplesMatchTimm) {
   REQUIRE_SHARED_DATA();
   ViT m = ViT::load(deit_dir());
@@ -129,25 +160,13 @@ TEST(Golden, ImageNetSamplesMatchTimm) {
   SafeTensors ref(shared_data() + "/reference/deit_tiny_imagenet_samples.safetensors");
   const auto want = ref.to_f32("logits");
   ASSERT_EQ(ours.size(), want.size());
-  const int64_t C = 1000;
-  int agree = 0, ours_right = 0, timm_right = 0;
-  float worst = 0;
-  for (int64_t i = 0; i < 250; ++i) {
-    const float* a = &ours[size_t(i * C)];
-    const float* r = &want[size_t(i * C)];
-    for (int64_t c = 0; c < C; ++c) worst = std::max(worst, std::fabs(a[c] - r[c]));
-    const auto top_a = std::max_element(a, a + C) - a, top_r = std::max_element(r, r + C) - r;
-    const int64_t label = 4 * i;  // file k in sorted order has label 4k
-    ours_right += top_a == label;
-    timm_right += top_r == label;
-    if (top_a == top_r) {
-      ++agree;
-    } else {
-      std::vector<float> sorted(r, r + C);
-      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-      EXPECT_LT(sorted[0] - sorted[1], 0.05f) << files[size_t(i)] << ": top-1 differs where timm's is clear";
-    }
-  }
+  const Top1 t = compare_top1(ours, want, [&](int64_t i, const float* r) {
+    std::vector<float> sorted(r, r + 1000);
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+    EXPECT_LT(sorted[0] - sorted[1], 0.05f) << files[size_t(i)] << ": top-1 differs where timm's is clear";
+  });
+  const int agree = t.agree, ours_right = t.right_a, timm_right = t.right_b;
+  const float worst = t.max_abs;
   RecordProperty("max_abs_logit_diff", std::to_string(worst));
   std::printf("DeiT-Tiny on 250 samples: top-1 agreement %d/250, max |logit diff| %.3g, accuracy ours %.3f timm %.3f\n",
               agree, double(worst), ours_right / 250.0, timm_right / 250.0);
@@ -174,19 +193,9 @@ void expect_agreement(Precision p, double min_agreement, float max_mean_diff) {
   ViT f = ViT::load(deit_dir()), q = ViT::load(deit_dir(), "", 0, p);
   const auto files = sample_images();
   const auto a = classify(f, files, 8), b = classify(q, files, 8);
-  const int64_t C = 1000;
-  int agree = 0, right_f = 0, right_q = 0;
-  double sum = 0;
-  for (int64_t i = 0; i < 250; ++i) {
-    const float* x = &a[size_t(i * C)];
-    const float* y = &b[size_t(i * C)];
-    const auto top_x = std::max_element(x, x + C) - x, top_y = std::max_element(y, y + C) - y;
-    agree += top_x == top_y;
-    right_f += top_x == 4 * i;
-    right_q += top_y == 4 * i;
-    for (int64_t c = 0; c < C; ++c) sum += std::fabs(x[c] - y[c]);
-  }
-  const double mean = sum / double(a.size());
+  const Top1 t = compare_top1(a, b);
+  const int agree = t.agree, right_f = t.right_a, right_q = t.right_b;
+  const double mean = t.sum_abs / double(a.size());
   std::printf("%s vs f32 on 250 photos: top-1 agreement %d/250, |logit diff| max %.3g mean %.3g; accuracy %.3f vs %.3f\n",
               precision_name(p), agree, double(max_abs_diff(a, b)), mean, right_q / 250.0, right_f / 250.0);
   EXPECT_GE(agree / 250.0, min_agreement);

@@ -39,25 +39,7 @@ class Layouts : public GeneratedSuite<LayoutModels> {
                                     int64_t img_size = 0) {
     const SafeTensors ref(model(name) + "/" + ref_name);
     ViT m = ViT::load(model(name), "", img_size);
-    const ViTConfig& c = m.config();
-    const auto input = ref.to_f32("input");
-    const int64_t B = ref.get("input").shape[0];
-    ASSERT_EQ(int64_t(input.size()), B * c.input_floats()) << name << ": " << c.summary();
-    auto plan = m.make_plan(B);
-    std::memcpy(plan->input(), input.data(), input.size() * sizeof(float));
-    plan->run();
-    const int64_t T = c.tokens(), D = c.width, C = c.classes;
-    ASSERT_EQ(ref.get("tokens").shape, (std::vector<int64_t>{B, T, D})) << name;
-    const float tokens = max_abs_diff(plan->tokens(), ref.to_f32("tokens").data(), size_t(B * T * D));
-    const float emb = max_abs_diff(plan->features(), ref.to_f32("embeddings").data(), size_t(B * D));
-    const float out = C ? max_abs_diff(plan->logits(), ref.to_f32("outputs").data(), size_t(B * C))
-                        : max_abs_diff(plan->features(), ref.to_f32("outputs").data(), size_t(B * D));
-    EXPECT_LT(tokens, 1e-4f) << name;
-    EXPECT_LT(emb, 1e-4f) << name;
-    EXPECT_LT(out, 1e-4f) << name;
-    std::printf("%s %s (%s, %s): max |difference| from its reference: tokens %.2e, embeddings %.2e, outputs %.2e\n",
-                name.c_str(), ref_name.c_str(), c.stored_as.c_str(), c.summary().c_str(), double(tokens), double(emb),
-                double(out));
+    expect_forward_like_reference(name + " " + ref_name + " (" + m.config().stored_as + ")", m, ref);
   }
 
   // The whole path: our decoding and preprocessing of the photos, then the model (embed, and with --head

@@ -18,6 +18,11 @@ void run_step(Step& s) {
   p.run();
 }
 
+// Test names for suites run once per precision of the products (bf16 and int8 skip where the CPU lacks them).
+std::string product_name(const ::testing::TestParamInfo<Precision>& info) {
+  return info.param == Precision::F32 ? "F32" : info.param == Precision::BF16 ? "Bf16WhereTheCpuHasIt" : "Int8WhereTheCpuHasIt";
+}
+
 struct LinearCase {
   int64_t M, K, N;
   WeightLayout layout;
@@ -136,42 +141,55 @@ struct KernelRun {
   float output(int64_t i, int64_t d) const { return out[size_t(i * (Dh + 3) + d)]; }
 };
 
-// Every ISA's fused kernel on one (image, head), with a bias on the scores and the softmax written out,
-// against a naive loop in double: head widths under, at and past a vector, query counts that leave
-// partial tiles, a single key; bias and softmax rows packed (gap 0) and spaced as in a padded batch.
+// Runs one kernel over head widths under, at and past a vector, query counts that leave partial tiles and a
+// single key, with bias and softmax rows packed (gap 0) and spaced as in a padded batch, and checks it against
+// a naive loop in double over the operands as the kernel sees them. `operands(run)` gives that view: a
+// `score(i, j)` (the scaled product of query i and key j) and an `out(i, d, p)` (output channel d of query i,
+// given the naive softmax row p).
+template <class Operands>
+void expect_naive_attention(const AttentionKernels& kernels, int64_t odd_width, Operands operands) {
+  const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, odd_width, 7}};
+  for (const auto& [T, Dh, rows] : shapes)
+    for (const int64_t gap : {0, 21}) {
+      SCOPED_TRACE(std::string(kernels.isa) + " T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " +
+                   std::to_string(rows) + " gap " + std::to_string(gap));
+      const KernelRun run(kernels, T, Dh, rows, gap);
+      const auto [score, out] = operands(run);
+      double worst_p = 0, worst_o = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        std::vector<double> p(static_cast<size_t>(T));
+        double top = -1e300, sum = 0;
+        for (int64_t j = 0; j < T; ++j) top = std::max(top, p[size_t(j)] = score(i, j) + run.bias_at(i, j));
+        for (auto& e : p) sum += (e = std::exp(e - top));
+        for (auto& e : p) e /= sum;
+        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] - run.prob(i, j)));
+        for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
+        for (int64_t d = 0; d < Dh; ++d) worst_o = std::max(worst_o, std::fabs(out(i, d, p) - run.output(i, d)));
+        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
+      }
+      EXPECT_LT(worst_p, 5e-6);
+      EXPECT_LT(worst_o, 2e-5);
+    }
+}
+
+// Every ISA's fused kernel on one (image, head), with a bias on the scores and the softmax written out.
 TEST(AttentionKernels, EveryIsaMatchesTheNaiveLoop) {
-  const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 100, 7}};
   int count = 0;
   const AttentionKernels* const* all = all_attention_kernels(&count);
   for (int v = 0; v < count; ++v)
-    for (const auto& [T, Dh, rows] : shapes)
-      for (const int64_t gap : {0, 21}) {
-        SCOPED_TRACE(std::string(all[v]->isa) + " T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " +
-                     std::to_string(rows) + " gap " + std::to_string(gap));
-        const KernelRun run(*all[v], T, Dh, rows, gap);
-        double worst_p = 0, worst_o = 0;
-        for (int64_t i = 0; i < rows; ++i) {
-          std::vector<double> p(static_cast<size_t>(T));
-          double top = -1e300, sum = 0;
-          for (int64_t j = 0; j < T; ++j) {
-            double dot = 0;
-            for (int64_t d = 0; d < Dh; ++d) dot += double(run.q(i, d)) * run.k(j, d);
-            p[size_t(j)] = dot / std::sqrt(double(Dh)) + run.bias_at(i, j);
-            top = std::max(top, p[size_t(j)]);
-          }
-          for (auto& e : p) sum += (e = std::exp(e - top));
-          for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
-          for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
-          for (int64_t d = 0; d < Dh; ++d) {
-            double o = 0;
-            for (int64_t j = 0; j < T; ++j) o += p[size_t(j)] / sum * run.v(j, d);
-            worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
-          }
-          for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
-        }
-        EXPECT_LT(worst_p, 5e-6);
-        EXPECT_LT(worst_o, 2e-5);
-      }
+    expect_naive_attention(*all[v], 100, [](const KernelRun& run) {
+      const auto score = [&run](int64_t i, int64_t j) {
+        double dot = 0;
+        for (int64_t d = 0; d < run.Dh; ++d) dot += double(run.q(i, d)) * run.k(j, d);
+        return dot / std::sqrt(double(run.Dh));
+      };
+      const auto out = [&run](int64_t, int64_t d, const std::vector<double>& p) {
+        double o = 0;
+        for (int64_t j = 0; j < run.T; ++j) o += p[size_t(j)] * run.v(j, d);
+        return o;
+      };
+      return std::pair(score, out);
+    });
 }
 
 // The bf16 kernel (CPUs with avx512_bf16) computes exactly the attention of its bf16-rounded operands:
@@ -189,35 +207,19 @@ float round_bf16(float x) {
 TEST(AttentionKernels, Bf16ProductsAreTheAttentionOfBf16Operands) {
   const AttentionKernels* k = attention_kernels_bf16();
   if (!k) GTEST_SKIP() << "this CPU (" << cpu_isa().name << ") has no avx512_bf16: attention stays f32";
-  const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 101, 7}};
-  for (const auto& [T, Dh, rows] : shapes)
-    for (const int64_t gap : {0, 21}) {
-      SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows) + " gap " +
-                   std::to_string(gap));
-      const KernelRun run(*k, T, Dh, rows, gap);
-      double worst_p = 0, worst_o = 0;
-      for (int64_t i = 0; i < rows; ++i) {
-        std::vector<double> p(static_cast<size_t>(T));
-        double top = -1e300, sum = 0;
-        for (int64_t j = 0; j < T; ++j) {
-          double dot = 0;
-          for (int64_t d = 0; d < Dh; ++d) dot += double(round_bf16(run.q(i, d) * run.scale)) * round_bf16(run.k(j, d));
-          p[size_t(j)] = dot + run.bias_at(i, j);
-          top = std::max(top, p[size_t(j)]);
-        }
-        for (auto& e : p) sum += (e = std::exp(e - top));
-        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
-        for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
-        for (int64_t d = 0; d < Dh; ++d) {
-          double o = 0;  // from the kernel's own f32 softmax, rounded
-          for (int64_t j = 0; j < T; ++j) o += double(round_bf16(run.prob(i, j))) * round_bf16(run.v(j, d));
-          worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
-        }
-        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
-      }
-      EXPECT_LT(worst_p, 5e-6);
-      EXPECT_LT(worst_o, 2e-5);
-    }
+  expect_naive_attention(*k, 101, [](const KernelRun& run) {
+    const auto score = [&run](int64_t i, int64_t j) {
+      double dot = 0;
+      for (int64_t d = 0; d < run.Dh; ++d) dot += double(round_bf16(run.q(i, d) * run.scale)) * round_bf16(run.k(j, d));
+      return dot;
+    };
+    const auto out = [&run](int64_t i, int64_t d, const std::vector<double>&) {
+      double o = 0;  // from the kernel's own f32 softmax, rounded
+      for (int64_t j = 0; j < run.T; ++j) o += double(round_bf16(run.prob(i, j))) * round_bf16(run.v(j, d));
+      return o;
+    };
+    return std::pair(score, out);
+  });
 }
 
 // The int8 kernel (CPUs with avx512_vnni) computes exactly the attention of its int8 operands: q / sqrt(Dh)
@@ -232,49 +234,38 @@ struct SymmetricGrid {
   double operator()(float x) const { return double(std::nearbyint(x * inv)) * scale; }
 };
 
+// The grid of max |x(i)| over i < n, in `levels` steps.
+template <class X>
+SymmetricGrid grid_over(X x, int64_t n, float levels) {
+  float m = 0.f;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x(i)));
+  return SymmetricGrid(m, levels);
+}
+
 TEST(AttentionKernels, Int8ProductsAreTheAttentionOfInt8Operands) {
   const AttentionKernels* k = attention_kernels_int8();
   if (!k) GTEST_SKIP() << "oneDNN runs this CPU as " << cpu_isa().name << ", without avx512_vnni: no int8 attention";
-  const int64_t shapes[][3] = {{197, 64, 197}, {197, 72, 50}, {5, 8, 5}, {1, 16, 1}, {257, 40, 13}, {33, 101, 7}};
-  for (const auto& [T, Dh, rows] : shapes)
-    for (const int64_t gap : {0, 21}) {
-      SCOPED_TRACE("T " + std::to_string(T) + " Dh " + std::to_string(Dh) + " rows " + std::to_string(rows) + " gap " +
-                   std::to_string(gap));
-      const KernelRun run(*k, T, Dh, rows, gap);
-      auto row_max = [&](auto x, int64_t n) {
-        float m = 0.f;
-        for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x(i)));
-        return m;
-      };
-      std::vector<SymmetricGrid> key_grid, channel_grid;
-      for (int64_t j = 0; j < T; ++j) key_grid.emplace_back(row_max([&](int64_t d) { return run.k(j, d); }, Dh), 127.f);
-      for (int64_t d = 0; d < Dh; ++d) channel_grid.emplace_back(row_max([&](int64_t j) { return run.v(j, d); }, T), 127.f);
-      double worst_p = 0, worst_o = 0;
-      for (int64_t i = 0; i < rows; ++i) {
-        const SymmetricGrid q_grid(row_max([&](int64_t d) { return run.q(i, d); }, Dh), 127.f);
-        std::vector<double> p(static_cast<size_t>(T));
-        double top = -1e300, sum = 0;
-        for (int64_t j = 0; j < T; ++j) {
-          double dot = 0;
-          for (int64_t d = 0; d < Dh; ++d) dot += q_grid(run.q(i, d)) * key_grid[size_t(j)](run.k(j, d));
-          p[size_t(j)] = dot * run.scale + run.bias_at(i, j);
-          top = std::max(top, p[size_t(j)]);
-        }
-        for (auto& e : p) sum += (e = std::exp(e - top));
-        for (int64_t j = 0; j < T; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - run.prob(i, j)));
-        for (int64_t j = T; j < T + gap; ++j) EXPECT_EQ(run.prob(i, j), -5.f) << "wrote past the row's keys";
-        // From the kernel's own f32 softmax, on its row's grid.
-        const SymmetricGrid p_grid(row_max([&](int64_t j) { return run.prob(i, j); }, T), 255.f);
-        for (int64_t d = 0; d < Dh; ++d) {
-          double o = 0;
-          for (int64_t j = 0; j < T; ++j) o += p_grid(run.prob(i, j)) * channel_grid[size_t(d)](run.v(j, d));
-          worst_o = std::max(worst_o, std::fabs(o - run.output(i, d)));
-        }
-        for (int64_t d = Dh; d < Dh + 3; ++d) EXPECT_EQ(run.output(i, d), -7.f) << "wrote past the head";
-      }
-      EXPECT_LT(worst_p, 5e-6);
-      EXPECT_LT(worst_o, 2e-5);
+  std::vector<SymmetricGrid> query_grid, key_grid, channel_grid, prob_grid;
+  expect_naive_attention(*k, 101, [&](const KernelRun& run) {
+    query_grid.clear(), key_grid.clear(), channel_grid.clear(), prob_grid.clear();
+    for (int64_t i = 0; i < run.rows; ++i) {
+      query_grid.push_back(grid_over([&](int64_t d) { return run.q(i, d); }, run.Dh, 127.f));
+      prob_grid.push_back(grid_over([&](int64_t j) { return run.prob(i, j); }, run.T, 255.f));  // the kernel's own softmax
     }
+    for (int64_t j = 0; j < run.T; ++j) key_grid.push_back(grid_over([&](int64_t d) { return run.k(j, d); }, run.Dh, 127.f));
+    for (int64_t d = 0; d < run.Dh; ++d) channel_grid.push_back(grid_over([&](int64_t j) { return run.v(j, d); }, run.T, 127.f));
+    const auto score = [&run, &query_grid, &key_grid](int64_t i, int64_t j) {
+      double dot = 0;
+      for (int64_t d = 0; d < run.Dh; ++d) dot += query_grid[size_t(i)](run.q(i, d)) * key_grid[size_t(j)](run.k(j, d));
+      return dot * run.scale;
+    };
+    const auto out = [&run, &prob_grid, &channel_grid](int64_t i, int64_t d, const std::vector<double>&) {
+      double o = 0;
+      for (int64_t j = 0; j < run.T; ++j) o += prob_grid[size_t(i)](run.prob(i, j)) * channel_grid[size_t(d)](run.v(j, d));
+      return o;
+    };
+    return std::pair(score, out);
+  });
 }
 
 // The softmax written out sums to one per row, and an image's result is the same in any batch, with f32
@@ -306,11 +297,7 @@ TEST_P(AttentionSteps, ScoresAndBatchIndependence) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Products, AttentionSteps, ::testing::Values(Precision::F32, Precision::BF16, Precision::Int8),
-                         [](const auto& info) {
-                           return info.param == Precision::F32    ? "F32"
-                                  : info.param == Precision::BF16 ? "Bf16WhereTheCpuHasIt"
-                                                                  : "Int8WhereTheCpuHasIt";
-                         });
+                         product_name);
 
 // A bias looked up per head through an index (BEiT's relative position bias): written out dense, then
 // given to the attention, against the naive attention with that bias added to the scores.
@@ -521,40 +508,58 @@ TEST_P(MaskedAttention, LengthOutsideTheBatchIsAnError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Products, MaskedAttention, ::testing::Values(Precision::F32, Precision::BF16, Precision::Int8),
-                         [](const auto& info) {
-                           return info.param == Precision::F32    ? "F32"
-                                  : info.param == Precision::BF16 ? "Bf16WhereTheCpuHasIt"
-                                                                  : "Int8WhereTheCpuHasIt";
-                         });
+                         product_name);
+
+// B images of T rows of q, k and v for groups / 2 heads, turned in place by the rotary step from token `first`
+// on with random angles (a table per head when tables > 1); `worst(turned)` is the largest difference from
+// the rotation written out in double, turned(t, ch, at) giving the channel's value where it turns (the prefix
+// tokens and v stay as they were).
+struct RotaryRun {
+  int64_t B, T, first, groups, Dh, stride, half;
+  std::vector<float> x, angle, got;
+  RotaryRun(int64_t B_, int64_t T_, int64_t first_, int64_t groups_, int64_t Dh_, uint32_t seed,
+            RotaryLayout layout = RotaryLayout::Interleaved, int64_t tables = 1)
+      : B(B_), T(T_), first(first_), groups(groups_), Dh(Dh_), stride(groups_ / 2 * 3 * Dh_), half(Dh_ / 2) {
+    std::mt19937 rng(seed);
+    x = random_vector(size_t(B * T * stride), rng, 2.f);
+    angle = random_vector(size_t(tables * (T - first) * half), rng, 20.f);
+    std::vector<float> sin(angle.size()), cos(angle.size());
+    for (size_t i = 0; i < angle.size(); ++i) sin[i] = std::sin(angle[i]), cos[i] = std::cos(angle[i]);
+    got = x;
+    Step s = rotary_step("rope", B, T, first, groups, Dh, stride, sin.data(), cos.data(), got.data(), layout, tables);
+    run_step(s);
+  }
+  // The angle of pair p of row t in table h.
+  double angle_at(int64_t h, int64_t t, int64_t p) const { return angle[size_t((h * (T - first) + t - first) * half + p)]; }
+  template <class Turned>
+  float worst(Turned turned) const {
+    float w = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t ch = 0; ch < stride; ++ch) {
+          const size_t at = size_t((b * T + t) * stride + ch);
+          const double want = t >= first && ch < groups * Dh ? turned(t, ch, at) : double(x[at]);
+          w = std::max(w, float(std::fabs(want - got[at])));
+        }
+    return w;
+  }
+  // The interleaved layout's rotation of channel ch (pairs 2i, 2i + 1) by angle a.
+  double interleaved(size_t at, int64_t ch, double a) const {
+    const double x0 = x[at - size_t(ch % 2)], x1 = x[at - size_t(ch % 2) + 1];
+    return ch % 2 == 0 ? x0 * std::cos(a) - x1 * std::sin(a) : x1 * std::cos(a) + x0 * std::sin(a);
+  }
+};
 
 // Rotary embedding in place on fused q/k/v rows: the first `groups` heads of tokens first.. turned, the
 // rest of every row and the prefix tokens untouched; against the rotation written out in double.
 TEST(RotaryTest, MatchesReference) {
   const int64_t shapes[][5] = {{1, 257, 1, 4, 64}, {2, 197, 1, 6, 64}, {3, 17, 2, 4, 8}, {1, 5, 0, 2, 2}, {2, 50, 3, 6, 32}};
   for (const auto& sh : shapes) {  // B, T, first, groups, Dh; rows of 3 * groups / 2 heads (q, k and v)
-    const int64_t B = sh[0], T = sh[1], first = sh[2], groups = sh[3], Dh = sh[4], stride = groups / 2 * 3 * Dh;
-    std::mt19937 rng(uint32_t(B * 31 + T));
-    const auto x = random_vector(size_t(B * T * stride), rng, 2.f);
-    const auto angle = random_vector(size_t((T - first) * Dh / 2), rng, 20.f);
-    std::vector<float> sin(angle.size()), cos(angle.size());
-    for (size_t i = 0; i < angle.size(); ++i) sin[i] = std::sin(angle[i]), cos[i] = std::cos(angle[i]);
-    std::vector<float> got = x;
-    Step s = rotary_step("rope", B, T, first, groups, Dh, stride, sin.data(), cos.data(), got.data());
-    run_step(s);
-    float worst = 0;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t ch = 0; ch < stride; ++ch) {
-          const size_t at = size_t((b * T + t) * stride + ch);
-          double want = x[at];
-          if (t >= first && ch < groups * Dh) {
-            const int64_t pair = (ch % Dh) / 2;
-            const double a = angle[size_t((t - first) * Dh / 2 + pair)];
-            const double x0 = x[at - size_t(ch % 2)], x1 = x[at - size_t(ch % 2) + 1];
-            want = ch % 2 == 0 ? x0 * std::cos(a) - x1 * std::sin(a) : x1 * std::cos(a) + x0 * std::sin(a);
-          }
-          worst = std::max(worst, float(std::fabs(want - got[at])));
-        }
+    const int64_t B = sh[0], T = sh[1], first = sh[2], groups = sh[3], Dh = sh[4];
+    const RotaryRun r(B, T, first, groups, Dh, uint32_t(B * 31 + T));
+    const float worst = r.worst([&](int64_t t, int64_t ch, size_t at) {
+      return r.interleaved(at, ch, r.angle_at(0, t, (ch % Dh) / 2));
+    });
     EXPECT_LT(worst, 2e-6f) << B << "x" << T << " from " << first << ", " << groups << " groups of " << Dh;
   }
 }
@@ -562,31 +567,11 @@ TEST(RotaryTest, MatchesReference) {
 // A table per head (RoPE-Mixed: q's head h and k's head h turned by table h of `tables`), against the rotation
 // written out in double.
 TEST(RotaryTest, TablePerHeadMatchesReference) {
-  const int64_t B = 2, T = 21, first = 1, H = 3, Dh = 8, groups = 2 * H, stride = 3 * H * Dh, half = Dh / 2;
-  std::mt19937 rng(17);
-  const auto x = random_vector(size_t(B * T * stride), rng, 2.f);
-  const auto angle = random_vector(size_t(H * (T - first) * half), rng, 20.f);
-  std::vector<float> sin(angle.size()), cos(angle.size());
-  for (size_t i = 0; i < angle.size(); ++i) sin[i] = std::sin(angle[i]), cos[i] = std::cos(angle[i]);
-  std::vector<float> got = x;
-  Step s = rotary_step("rope", B, T, first, groups, Dh, stride, sin.data(), cos.data(), got.data(),
-                       RotaryLayout::Interleaved, H);
-  run_step(s);
-  float worst = 0;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t ch = 0; ch < stride; ++ch) {
-        const size_t at = size_t((b * T + t) * stride + ch);
-        double want = x[at];
-        if (t >= first && ch < groups * Dh) {
-          const int64_t head = (ch / Dh) % H, pair = (ch % Dh) / 2;
-          const double a = angle[size_t((head * (T - first) + t - first) * half + pair)];
-          const double x0 = x[at - size_t(ch % 2)], x1 = x[at - size_t(ch % 2) + 1];
-          want = ch % 2 == 0 ? x0 * std::cos(a) - x1 * std::sin(a) : x1 * std::cos(a) + x0 * std::sin(a);
-        }
-        worst = std::max(worst, float(std::fabs(want - got[at])));
-      }
-  EXPECT_LT(worst, 2e-6f);
+  const int64_t H = 3, Dh = 8;
+  const RotaryRun r(2, 21, 1, 2 * H, Dh, 17, RotaryLayout::Interleaved, H);
+  EXPECT_LT(r.worst([&](int64_t t, int64_t ch, size_t at) {
+    return r.interleaved(at, ch, r.angle_at((ch / Dh) % H, t, (ch % Dh) / 2));
+  }), 2e-6f);
 }
 
 // The rotate-half layout (DINOv3, Naver's RoPE ViTs): channel i pairs with i + Dh/2 and both turn by angle i,
@@ -595,32 +580,17 @@ TEST(RotaryTest, TablePerHeadMatchesReference) {
 TEST(RotaryTest, RotateHalfMatchesReference) {
   const int64_t shapes[][5] = {{1, 261, 5, 4, 64}, {2, 21, 5, 6, 32}, {3, 17, 1, 4, 8}, {1, 5, 0, 2, 2}};
   for (const auto& sh : shapes) {  // B, T, first, groups, Dh; rows of 3 * groups / 2 heads (q, k and v)
-    const int64_t B = sh[0], T = sh[1], first = sh[2], groups = sh[3], Dh = sh[4], stride = groups / 2 * 3 * Dh;
+    const int64_t B = sh[0], T = sh[1], first = sh[2], groups = sh[3], Dh = sh[4];
+    const RotaryRun r(B, T, first, groups, Dh, uint32_t(B * 37 + T), RotaryLayout::Half);
     const int64_t half = Dh / 2;
-    std::mt19937 rng(uint32_t(B * 37 + T));
-    const auto x = random_vector(size_t(B * T * stride), rng, 2.f);
-    const auto angle = random_vector(size_t((T - first) * half), rng, 20.f);
-    std::vector<float> sin(angle.size()), cos(angle.size());
-    for (size_t i = 0; i < angle.size(); ++i) sin[i] = std::sin(angle[i]), cos[i] = std::cos(angle[i]);
-    std::vector<float> got = x;
-    Step s = rotary_step("rope", B, T, first, groups, Dh, stride, sin.data(), cos.data(), got.data(), RotaryLayout::Half);
-    run_step(s);
-    float worst = 0;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t ch = 0; ch < stride; ++ch) {
-          const size_t at = size_t((b * T + t) * stride + ch);
-          double want = x[at];
-          if (t >= first && ch < groups * Dh) {
-            const int64_t j = ch % Dh;
-            const size_t head = at - size_t(j);
-            const double a = angle[size_t((t - first) * half + j % half)];
-            // rope_rotate_half(x) = cat([-x2, x1]): channel j < Dh/2 takes -x[j + Dh/2], the others x[j - Dh/2].
-            const double rotated = j < half ? -double(x[head + size_t(j + half)]) : double(x[head + size_t(j - half)]);
-            want = double(x[at]) * std::cos(a) + rotated * std::sin(a);
-          }
-          worst = std::max(worst, float(std::fabs(want - got[at])));
-        }
+    const float worst = r.worst([&](int64_t t, int64_t ch, size_t at) {
+      const int64_t j = ch % Dh;
+      const size_t head = at - size_t(j);
+      const double a = r.angle_at(0, t, j % half);
+      // rope_rotate_half(x) = cat([-x2, x1]): channel j < Dh/2 takes -x[j + Dh/2], the others x[j - Dh/2].
+      const double rotated = j < half ? -double(r.x[head + size_t(j + half)]) : double(r.x[head + size_t(j - half)]);
+      return double(r.x[at]) * std::cos(a) + rotated * std::sin(a);
+    });
     EXPECT_LT(worst, 2e-6f) << B << "x" << T << " from " << first << ", " << groups << " groups of " << Dh;
   }
 }
@@ -680,6 +650,30 @@ TEST(SwigluTest, MatchesReference) {
   }
 }
 
+// AttentionPoolLatent's core for image b of a batch padded to T tokens (q: one query of H heads; kv: rows of k
+// then v), over its first n tokens, in double: the pooled [H * Dh].
+std::vector<float> ref_attention_pool(const std::vector<float>& q, const std::vector<float>& kv, int64_t b, int64_t T,
+                                      int64_t n, int64_t H, int64_t Dh) {
+  const int64_t D = H * Dh;
+  std::vector<float> want(static_cast<size_t>(D));
+  for (int64_t h = 0; h < H; ++h) {
+    std::vector<double> p(static_cast<size_t>(n));
+    double top = -1e300, sum = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      double dot = 0;
+      for (int64_t d = 0; d < Dh; ++d) dot += double(q[size_t(h * Dh + d)]) * kv[size_t((b * T + t) * 2 * D + h * Dh + d)];
+      top = std::max(top, p[size_t(t)] = dot / std::sqrt(double(Dh)));
+    }
+    for (auto& v : p) sum += (v = std::exp(v - top));
+    for (int64_t d = 0; d < Dh; ++d) {
+      double o = 0;
+      for (int64_t t = 0; t < n; ++t) o += p[size_t(t)] / sum * kv[size_t((b * T + t) * 2 * D + D + h * Dh + d)];
+      want[size_t(h * Dh + d)] = float(o);
+    }
+  }
+  return want;
+}
+
 // AttentionPoolLatent's core with one query, against a naive loop in double.
 TEST(AttentionPoolTest, MatchesReference) {
   const int64_t shapes[][4] = {{1, 196, 2, 32}, {3, 197, 3, 64}, {2, 5, 1, 7}};  // B, T, H, Dh
@@ -688,24 +682,11 @@ TEST(AttentionPoolTest, MatchesReference) {
     std::mt19937 rng(uint32_t(B * 100 + T));
     const int64_t D = H * Dh;
     const auto q = random_vector(size_t(D), rng, 2.f), kv = random_vector(size_t(B * T * 2 * D), rng, 2.f);
-    std::vector<float> scores(size_t(B * H * T)), got(size_t(B * D), -7.f), want(size_t(B * D));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h) {
-        std::vector<double> p(static_cast<size_t>(T));
-        double top = -1e300, sum = 0;
-        for (int64_t t = 0; t < T; ++t) {
-          double dot = 0;
-          for (int64_t d = 0; d < Dh; ++d) dot += double(q[size_t(h * Dh + d)]) * kv[size_t((b * T + t) * 2 * D + h * Dh + d)];
-          p[size_t(t)] = dot / std::sqrt(double(Dh));
-          top = std::max(top, p[size_t(t)]);
-        }
-        for (auto& v : p) sum += (v = std::exp(v - top));
-        for (int64_t d = 0; d < Dh; ++d) {
-          double o = 0;
-          for (int64_t t = 0; t < T; ++t) o += p[size_t(t)] / sum * kv[size_t((b * T + t) * 2 * D + D + h * Dh + d)];
-          want[size_t(b * D + h * Dh + d)] = float(o);
-        }
-      }
+    std::vector<float> scores(size_t(B * H * T)), got(size_t(B * D), -7.f), want;
+    for (int64_t b = 0; b < B; ++b) {
+      const auto one = ref_attention_pool(q, kv, b, T, T, H, Dh);
+      want.insert(want.end(), one.begin(), one.end());
+    }
     Step s = attention_pool_step("pool", B, T, H, Dh, q.data(), kv.data(), scores.data(), got.data());
     run_step(s);
     EXPECT_LT(max_abs_diff(got, want), 1e-5f) << B << "x" << T << "x" << H << "x" << Dh;
@@ -725,23 +706,9 @@ TEST(AttentionPoolTest, MaskedMatchesReferenceAndAlone) {
   run_step(s);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = lengths[size_t(b)];
-    std::vector<float> want(static_cast<size_t>(D));
-    for (int64_t h = 0; h < H; ++h) {
-      std::vector<double> p(static_cast<size_t>(n));
-      double top = -1e300, sum = 0;
-      for (int64_t t = 0; t < n; ++t) {
-        double dot = 0;
-        for (int64_t d = 0; d < Dh; ++d) dot += double(q[size_t(h * Dh + d)]) * kv[size_t((b * T + t) * 2 * D + h * Dh + d)];
-        top = std::max(top, p[size_t(t)] = dot / std::sqrt(double(Dh)));
-      }
-      for (auto& v : p) sum += (v = std::exp(v - top));
-      for (int64_t d = 0; d < Dh; ++d) {
-        double o = 0;
-        for (int64_t t = 0; t < n; ++t) o += p[size_t(t)] / sum * kv[size_t((b * T + t) * 2 * D + D + h * Dh + d)];
-        want[size_t(h * Dh + d)] = float(o);
-      }
+    const std::vector<float> want = ref_attention_pool(q, kv, b, T, n, H, Dh);
+    for (int64_t h = 0; h < H; ++h)
       for (int64_t t = n; t < T; ++t) EXPECT_EQ(scores[size_t((b * H + h) * T + t)], 0.f);
-    }
     EXPECT_LT(max_abs_diff(got.data() + b * D, want.data(), size_t(D)), 1e-5f) << "image " << b;
     std::vector<float> mine(kv.begin() + b * T * 2 * D, kv.begin() + (b * T + n) * 2 * D), alone(static_cast<size_t>(D)),
         alone_scores(size_t(H * n));

@@ -20,6 +20,25 @@ struct RopeTableSpec {
 };
 using RopeTables = GeneratedSuite<RopeTableSpec>;
 
+// timm's table ([N, 2 Dh]: sin, then cos) against ours ([N, Dh / 2] angles' sin and cos), timm's channel j
+// reading our angle pair(j), within 2e-6.
+template <class Pair>
+void expect_table_like_timm(const std::string& name, const std::vector<float>& want, const std::vector<float>& sin,
+                            const std::vector<float>& cos, int64_t N, int64_t Dh, Pair pair) {
+  const int64_t half = Dh / 2;
+  ASSERT_EQ(int64_t(want.size()), N * 2 * Dh) << name;
+  ASSERT_EQ(int64_t(sin.size()), N * half) << name;
+  float worst = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < Dh; ++j) {
+      const float* row = want.data() + n * 2 * Dh;
+      worst = std::max({worst, std::fabs(row[j] - sin[size_t(n * half + pair(j))]),
+                        std::fabs(row[Dh + j] - cos[size_t(n * half + pair(j))])});
+    }
+  EXPECT_LT(worst, 2e-6f) << name;
+  std::printf("%s: max |difference| from timm %.2e\n", name.c_str(), double(worst));
+}
+
 // RotaryEmbeddingDinoV3.get_embed(shape): [N, 2 Dh], sin then cos, each [angles, angles] (rotate-half);
 // ours: [N, Dh / 2], the angles once, read by the Half rotary step for both halves of a head.
 TEST_F(RopeTables, DINOv3LikeTimm) {
@@ -32,18 +51,7 @@ TEST_F(RopeTables, DINOv3LikeTimm) {
     const int64_t Dh = c["head_dim"], gh = c["grid"][0], gw = c["grid"][1], half = Dh / 2;
     std::vector<float> sin, cos;
     dinov3_rotary_tables(gh, gw, Dh, c["temperature"].get<float>(), 0.f, &sin, &cos);
-    const auto want = st.to_f32(name + ".embed");
-    ASSERT_EQ(int64_t(want.size()), gh * gw * 2 * Dh) << name;
-    ASSERT_EQ(int64_t(sin.size()), gh * gw * half) << name;
-    float worst = 0;
-    for (int64_t n = 0; n < gh * gw; ++n)
-      for (int64_t j = 0; j < Dh; ++j) {
-        const float* row = want.data() + n * 2 * Dh;
-        worst = std::max({worst, std::fabs(row[j] - sin[size_t(n * half + j % half)]),
-                          std::fabs(row[Dh + j] - cos[size_t(n * half + j % half)])});
-      }
-    EXPECT_LT(worst, 2e-6f) << name;
-    std::printf("%s: max |difference| from timm %.2e\n", name.c_str(), double(worst));
+    expect_table_like_timm(name, st.to_f32(name + ".embed"), sin, cos, gh * gw, Dh, [&](int64_t j) { return j % half; });
     ++tested;
   }
   EXPECT_GE(tested, 4);
@@ -60,7 +68,7 @@ TEST_F(RopeTables, RotaryEmbeddingCatLikeTimm) {
     if (k["module"] != "RotaryEmbeddingCat") continue;
     ASSERT_EQ(k["rotate_half"], false) << name;
     ViTConfig c;
-    const int64_t Dh = k["head_dim"], gh = k["grid"][0], gw = k["grid"][1], half = Dh / 2;
+    const int64_t Dh = k["head_dim"], gh = k["grid"][0], gw = k["grid"][1];
     c.width = Dh;
     c.heads = 1;
     c.patch = k["patch"];
@@ -73,18 +81,7 @@ TEST_F(RopeTables, RotaryEmbeddingCatLikeTimm) {
     if (!k["ref_feat_shape"].is_null()) c.rope_ref_h = k["ref_feat_shape"][0], c.rope_ref_w = k["ref_feat_shape"][1];
     std::vector<float> sin, cos;
     rotary_tables(c, &sin, &cos);
-    const auto want = st.to_f32(name + ".embed");
-    ASSERT_EQ(int64_t(want.size()), gh * gw * 2 * Dh) << name;
-    ASSERT_EQ(int64_t(sin.size()), gh * gw * half) << name;
-    float worst = 0;
-    for (int64_t n = 0; n < gh * gw; ++n)
-      for (int64_t j = 0; j < Dh; ++j) {
-        const float* row = want.data() + n * 2 * Dh;
-        worst = std::max({worst, std::fabs(row[j] - sin[size_t(n * half + j / 2)]),
-                          std::fabs(row[Dh + j] - cos[size_t(n * half + j / 2)])});
-      }
-    EXPECT_LT(worst, 2e-6f) << name;
-    std::printf("%s: max |difference| from timm %.2e\n", name.c_str(), double(worst));
+    expect_table_like_timm(name, st.to_f32(name + ".embed"), sin, cos, gh * gw, Dh, [](int64_t j) { return j / 2; });
     ++tested;
   }
   EXPECT_GE(tested, 4);
