@@ -18,6 +18,10 @@ OUT_DIR/reference.safetensors     for each budget N in BUDGETS:
     batch.<N>                     [B, 64] every image in one batch collated by NaFlexCollator
     __metadata__ {"names": [...], "budgets": [...]}
 OUT_DIR/classifier/               the same model with a 5-class head (model.safetensors, config.json)
+OUT_DIR/siglip/                   a shrunk vit_base_patch16_siglip_224 made with use_naflex=True (timm's NaFlexVit
+                                  form of a classic SigLIP tower: its table resized bicubically), config.json saying
+                                  model_args use_naflex true
+    siglip.<name>.<N>, siglip.batch.<N>   in reference.safetensors, as for the NaFlex tower
 OUT_DIR/explain.safetensors       for the classifier, each of EXPLAINED alone at each budget N, from timm's own
                                   attention probabilities (its unfused attention, the collator's mask):
     <name>.<N>.rollout            [rows, cols] attention rollout over the image's own grid (the mean of all
@@ -44,14 +48,15 @@ ARGS = {"embed_dim": 64, "depth": 2, "num_heads": 2}
 BUDGETS = [256, 64]
 MEAN = STD = (0.5, 0.5, 0.5)  # SigLIP's
 CLASSES = 5
+SIGLIP = "vit_base_patch16_siglip_224"
 EXPLAINED = ["panorama", "portrait", "square"]
 
 
-def random_model(num_classes):
+def random_model(num_classes, arch=ARCH, **kwargs):
     """The shrunk tower, its layer norms, biases, latent and position table made non-trivial (timm's init
     leaves norms at 1/0 and biases at 0)."""
     torch.manual_seed(34)
-    model = create_model(ARCH, pretrained=False, num_classes=num_classes, **ARGS).eval()
+    model = create_model(arch, pretrained=False, num_classes=num_classes, **ARGS, **kwargs).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(".bias") or "norm" in name or "latent" in name or "pos_embed" in name:
@@ -61,11 +66,11 @@ def random_model(num_classes):
     return model
 
 
-def save_model(model, folder, num_classes):
+def save_model(model, folder, num_classes, arch=ARCH, **kwargs):
     os.makedirs(folder, exist_ok=True)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(folder, "model.safetensors"))
-    config = {"architecture": ARCH, "num_classes": num_classes, "num_features": ARGS["embed_dim"], "global_pool": "map",
-              "model_args": ARGS,
+    config = {"architecture": arch, "num_classes": num_classes, "num_features": ARGS["embed_dim"], "global_pool": "map",
+              "model_args": {**ARGS, **kwargs},
               "pretrained_cfg": {"tag": "random", "input_size": [3, 384, 384], "interpolation": "bicubic",
                                  "crop_pct": 1.0, "mean": list(MEAN), "std": list(STD)}}
     with open(os.path.join(folder, "config.json"), "w") as f:
@@ -116,6 +121,8 @@ def main(out, photos):
     save_model(model, os.path.join(out, "model"), 0)
     classifier = random_model(CLASSES)
     save_model(classifier, os.path.join(out, "classifier"), CLASSES)
+    siglip = random_model(0, SIGLIP, use_naflex=True)
+    save_model(siglip, os.path.join(out, "siglip"), 0, SIGLIP, use_naflex=True)
     tensors, explained = {}, {}
     for n in BUDGETS:
         transform = create_transform(input_size=(3, 384, 384), is_training=False, naflex=True, patchify=True,
@@ -131,6 +138,9 @@ def main(out, photos):
                 tensors[f"{name}.{n}.tokens"] = features["patches"][0, :valid].contiguous()
             batch, _ = collate(items)
             tensors[f"batch.{n}"] = model(batch).contiguous()
+            for name, item in zip(names, items):
+                tensors[f"siglip.{name}.{n}"] = siglip(collate([item])[0])[0].contiguous()
+            tensors[f"siglip.batch.{n}"] = siglip(batch).contiguous()
         explained.update(explain_references(classifier, transform, images, n))
     save_file(tensors, os.path.join(out, "reference.safetensors"),
               metadata={"names": json.dumps(names), "budgets": json.dumps(BUDGETS)})

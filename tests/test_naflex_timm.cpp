@@ -227,6 +227,57 @@ TEST_F(NaflexModel, EachImageOfAMixedBatchAsAloneAtEveryPrecision) {
   }
 }
 
+// A classic SigLIP tower made by timm with use_naflex=True (vit_base_patch16_siglip_224, its config.json saying
+// model_args use_naflex true): the same masked path, its table resized bicubically as NaFlexVitCfg's default;
+// each image alone and the nine in one batch against timm's NaFlexVit, every budget, and each image of the
+// batch bit for bit as alone.
+TEST_F(NaflexModel, SiglipTowerWithUseNaflexMatchesTimm) {
+  ViT m = ViT::load(dir_ + "/siglip");
+  EXPECT_TRUE(m.config().naflex);
+  EXPECT_EQ(m.config().family, Family::SigLIP);
+  for (const int n : budgets_) {
+    m.set_max_patches(n);
+    const auto batch = features(m, names_);
+    const Golden together = read_golden(*ref_, "siglip.batch." + std::to_string(n));
+    float worst = 0.f;
+    for (size_t b = 0; b < names_.size(); ++b) {
+      SCOPED_TRACE(names_[b] + " at " + std::to_string(n) + " patches");
+      const Golden alone = read_golden(*ref_, "siglip." + names_[b] + "." + std::to_string(n));
+      const auto mine = features(m, {names_[b]})[0];
+      ASSERT_EQ(alone.f32.size(), mine.size());
+      const float d = max_abs_diff(mine.data(), alone.f32.data(), mine.size());
+      EXPECT_LT(d, 1e-4f);
+      EXPECT_LT(max_abs_diff(batch[b].data(), together.f32.data() + b * mine.size(), mine.size()), 1e-4f);
+      EXPECT_EQ(batch[b], mine) << "in a batch of different shapes, not as alone";
+      worst = std::max(worst, d);
+    }
+    std::printf("SigLIP with use_naflex, budget %3d: max |diff| against timm %.3g\n", n, worst);
+  }
+}
+
+// The families whose NaFlexVit form (use_naflex) the engine does not run, refused by name; NaFlex tensors under a
+// SigLIP architecture whose config does not say use_naflex; and use_naflex without NaFlex tensors.
+TEST_F(NaflexModel, UseNaflexOfOtherFamiliesIsRefusedByName) {
+  TempDir t;
+  const std::pair<const char*, const char*> refused[] = {
+      {"vit_base_patch16_224", "vit_base_patch16_224 with model_args use_naflex true (timm's NaFlexVit form of a ViT): "
+                               "not supported yet"},
+      {"vit_small_patch16_dinov3", "vit_small_patch16_dinov3 with model_args use_naflex true (timm's NaFlexVit form of a "
+                                   "DINOv3"},
+      {"vit_base_patch16_siglip_gap_224", "vit_base_patch16_siglip_gap_224 with model_args use_naflex true"}};
+  for (const auto& [arch, why] : refused) {
+    write_file(t.file("config.json"), std::string("{\"architecture\": \"") + arch +
+                                          "\", \"model_args\": {\"use_naflex\": true}}");
+    expect_error([&] { ViT::load(dir_ + "/model", t.file("config.json")); }, why);
+  }
+  write_file(t.file("config.json"), "{\"architecture\": \"vit_base_patch16_siglip_224\", \"num_classes\": 0}");
+  expect_error([&] { ViT::load(dir_ + "/siglip", t.file("config.json")); },
+               "a model made with use_naflex=True needs model_args use_naflex true");
+  write_file(t.file("config.json"), "{\"architecture\": \"deit_tiny_patch16_224\", \"model_args\": {\"use_naflex\": true}}");
+  expect_error([&] { ViT::load(shared_data() + "/models/deit_tiny_patch16_224.fb_in1k", t.file("config.json")); },
+               "with model_args use_naflex true");
+}
+
 // What a NaFlex model refuses: --img-size, a budget out of range, --tokens; the NaFlex variants the engine does
 // not run, by name (register tokens, aspect-preserving or factorized tables, C-RADIO); NaFlex tensors under
 // another architecture's name; and --max-patches for a square model.
