@@ -115,18 +115,31 @@ class ExplainRun {
       rollouts_.insert(rollouts_.end(), e.rollout.begin(), e.rollout.end());
       lasts_.insert(lasts_.end(), e.last.begin(), e.last.end());
       logits_.insert(logits_.end(), e.logits.begin(), e.logits.end());
+      grids_.emplace_back(e.grid_rows, e.grid_cols);
       files_.push_back(e.file);
     }
   }
 
+  // One tensor of each for all images over the model's square grid; a NaFlex model's images, each over its
+  // own grid, one of each per image: rollout.<i>, last_cls.<i>.
   void save_attention() {
-    const int64_t n = int64_t(files_.size()), gh = explainer_.grid_h(), gw = explainer_.grid_w();
+    const int64_t n = int64_t(files_.size()), gh = explainer_.grid_h(), gw = explainer_.grid_w(), H = explainer_.heads();
+    std::vector<TensorToWrite> tensors;
+    if (gh > 0) {
+      tensors.push_back({"rollout", {n, gh, gw}, rollouts_.data()});
+      tensors.push_back({"last_cls", {n, H, gh, gw}, lasts_.data()});
+    } else {
+      size_t at = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const auto [rows, cols] = grids_[size_t(i)];
+        tensors.push_back({"rollout." + std::to_string(i), {rows, cols}, rollouts_.data() + at});
+        tensors.push_back({"last_cls." + std::to_string(i), {H, rows, cols}, lasts_.data() + at * size_t(H)});
+        at += size_t(rows * cols);
+      }
+    }
+    tensors.push_back({"logits", {n, explainer_.classes()}, logits_.data()});
     try {
-      write_safetensors(o_.save_attention,
-                        {{"rollout", {n, gh, gw}, rollouts_.data()},
-                         {"last_cls", {n, explainer_.heads(), gh, gw}, lasts_.data()},
-                         {"logits", {n, explainer_.classes()}, logits_.data()}},
-                        output_metadata("explain", {{"files", files_.dump()}}));
+      write_safetensors(o_.save_attention, tensors, output_metadata("explain", {{"files", files_.dump()}}));
     } catch (const WriteError&) {
       throw;
     } catch (const Error& e) {
@@ -138,6 +151,7 @@ class ExplainRun {
   Explainer explainer_;
   size_t explained_ = 0, failed_ = 0;
   std::vector<float> rollouts_, lasts_, logits_;  // --save-attention, one row per image explained
+  std::vector<std::pair<int64_t, int64_t>> grids_;  // and each one's grid, rows x cols
   nlohmann::json files_ = nlohmann::json::array();
 };
 
@@ -162,6 +176,7 @@ std::function<int()> prepare_explain(const ExplainArgs& o) {
   eo.threads = o.model.threads;
   eo.config = o.model.config;
   eo.img_size = o.model.img_size;
+  eo.max_patches = o.model.max_patches;
   eo.picture_software = kPngSoftware;  // how a later run knows the pictures it may replace
   Explainer explainer(model_path(o.model), eo);
   require_head(explainer.classes(), explainer.info().file);
@@ -179,6 +194,7 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
       "(f32, whatever --precision other commands use). Models without a class token explain with the mean "
       "of all tokens' attention rows instead of the class token's row");
   add_model_options(cmd, &o->model, false);
+  add_max_patches_option(cmd, &o->model.max_patches);
   add_name_option(cmd, "--out", &o->out, "folder for the pictures, created if missing; a stem met twice gets -2, -3, ...")
       ->capture_default_str();
   cmd->add_option_function<std::string>(
@@ -191,7 +207,8 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--heads", o->explain.heads, "also DIR/<stem>.heads.png: one panel per head of the last block");
   add_name_option(cmd, "--save-attention", &o->save_attention,
                   "write rollout [N,gh,gw], last_cls [N,H,gh,gw] and logits [N,C] of the explained images to a "
-                  ".safetensors file");
+                  ".safetensors file; a NaFlex model's images, each over its own grid, as rollout.<i> [gh,gw] and "
+                  "last_cls.<i> [H,gh,gw]");
   cmd->add_option("--size", o->explain.picture_size, "longer side of the pictures at most")->check(CLI::Range(64, 8192))->capture_default_str();
   cmd->add_option("--labels", o->explain.labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
   cmd->add_flag("--json", o->json, "one JSON object per line");

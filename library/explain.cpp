@@ -11,6 +11,7 @@
 #include "engine/explain/attention_maps.h"
 #include "engine/explain/picture.h"
 #include "engine/image/image.h"
+#include "engine/preprocess/naflex.h"
 #include "library/labels.h"
 #include "library/model_info.h"
 #include "library/runner.h"
@@ -43,11 +44,12 @@ ViT load_f32(const std::string& model, const ExplainOptions& o) {
   if (o.img_size < 0 || o.img_size > kMaxInputSize)
     throw ArgumentError("image size " + std::to_string(o.img_size) + " is out of range (0 for the model's own, or 1 to " +
                         std::to_string(kMaxInputSize) + ")");
+  if (o.max_patches < 0 || o.max_patches > kMaxNaflexPatches)
+    throw ArgumentError("max patches " + std::to_string(o.max_patches) + " is out of range (0 for 256, or 1 to " +
+                        std::to_string(kMaxNaflexPatches) + ")");
   set_threads(usable_threads(o.threads));
   ViT m = ViT::load(model, o.config, o.img_size, Precision::F32);
-  // Its maps would be over each image's own grid, padded: not drawn yet.
-  if (m.config().naflex)
-    throw ArgumentError(m.source() + " is a NaFlex model (" + family_name(m.config().family) + "): explaining it is not supported yet");
+  if (o.max_patches > 0) m.set_max_patches(o.max_patches);
   return m;
 }
 
@@ -87,8 +89,18 @@ struct Explainer::Impl {
   // Image k of the batch just run: its top class, maps and pictures (drawn as `d` says), into *e.
   void explain_one(const ViT::Plan& plan, int64_t k, const Image& photo, const Drawing& d, Explanation* e) const {
     const ViTConfig& c = model.config();
-    const int64_t H = c.heads, T = c.tokens(), N = c.patches(), C = classes();
-    const int gh = int(c.grid_h()), gw = int(c.grid_w());
+    const int64_t H = c.heads, T = c.tokens(), C = classes();
+    // The image's own grid and tokens: a NaFlex image's (its attention the top left corner of the padded
+    // batch's, ops.h), else the model's square.
+    PatchGrid grid{int(c.grid_h()), int(c.grid_w())};
+    if (c.naflex) grid = naflex_grid(photo.width, photo.height, int(c.patch), int(c.max_patches));
+    const int gh = grid.rows, gw = grid.cols;
+    const int64_t N = grid.count(), Ti = c.prefix_tokens() + N;
+    if (c.naflex && plan.tokens_of(k) != Ti)
+      throw Error("internal: image " + std::to_string(k) + " of the batch ran " + std::to_string(plan.tokens_of(k)) +
+                  " tokens, its grid of " + std::to_string(gh) + "x" + std::to_string(gw) + " has " + std::to_string(Ti));
+    e->grid_rows = gh;
+    e->grid_cols = gw;
     if (zero_shot) {  // the scores of the image embedding (the projection, or the pooled features) against the texts
       const int64_t E = c.classes > 0 ? c.classes : c.width;
       e->logits.resize(size_t(C));
@@ -99,9 +111,20 @@ struct Explainer::Impl {
     const Scored top = zero_shot ? zero_shot->top(e->logits.data(), 1)[0] : top_k(e->logits.data(), C, 1)[0];
     e->top = {top.index, labels[size_t(top.index)], top.prob};
     std::vector<const float*> blocks;
-    for (int64_t l = 0; l < c.depth; ++l) blocks.push_back(plan.attention(l) + k * H * T * T);
-    e->rollout = attention_rollout(blocks, H, T, c.prefix_tokens(), query);
-    e->last = query_attention(blocks.back(), H, T, c.prefix_tokens(), query);
+    std::vector<std::vector<float>> own;  // a padded image's [H, Ti, Ti] cut from [H, T, T]
+    for (int64_t l = 0; l < c.depth; ++l) {
+      const float* a = plan.attention(l) + k * H * T * T;
+      if (Ti == T) {
+        blocks.push_back(a);
+        continue;
+      }
+      std::vector<float>& b = own.emplace_back(size_t(H * Ti * Ti));
+      for (int64_t r = 0; r < H * Ti; ++r)
+        std::copy_n(a + (r / Ti * T + r % Ti) * T, Ti, b.data() + r * Ti);
+      blocks.push_back(b.data());
+    }
+    e->rollout = attention_rollout(blocks, H, Ti, c.prefix_tokens(), query);
+    e->last = query_attention(blocks.back(), H, Ti, c.prefix_tokens(), query);
 
     std::vector<float> shown = e->rollout;
     if (d.method == ExplainMethod::Last) {  // the heads' mean
@@ -111,7 +134,9 @@ struct Explainer::Impl {
         shown[size_t(j)] = s / float(H);
       }
     }
-    const Rect window = input_window(photo.width, photo.height, c.pre);
+    // A NaFlex image is resized whole to its grid, no crop: the map covers the whole photo.
+    const Rect window = c.naflex ? Rect{0, 0, double(photo.width), double(photo.height)}
+                                 : input_window(photo.width, photo.height, c.pre);
     const std::string caption = fmt::format("{}  {:.2f}", e->top.label, e->top.prob);
     e->picture = encode_png(draw_attention(photo, window, {shown.data(), gh, gw}, caption, d.size),
                             opt.picture_software);
@@ -204,8 +229,8 @@ std::vector<Explanation> Explainer::explain_encoded(const std::vector<std::pair<
 
 int64_t Explainer::classes() const { return impl_->classes(); }
 int64_t Explainer::heads() const { return impl_->model.config().heads; }
-int64_t Explainer::grid_h() const { return impl_->model.config().grid_h(); }
-int64_t Explainer::grid_w() const { return impl_->model.config().grid_w(); }
+int64_t Explainer::grid_h() const { return impl_->model.config().naflex ? 0 : impl_->model.config().grid_h(); }
+int64_t Explainer::grid_w() const { return impl_->model.config().naflex ? 0 : impl_->model.config().grid_w(); }
 const std::vector<std::string>& Explainer::labels() const { return impl_->labels; }
 ModelInfo Explainer::info() const {
   set_threads(impl_->threads);

@@ -234,7 +234,7 @@ const ModelArg kModelArgs[] = {
     {"patch_drop_rate", kAll, ArgRule::Training}, {"proj_drop_rate", kAll, ArgRule::Training},
     {"attn_drop_rate", kAll, ArgRule::Training}, {"drop_path_rate", kAll, ArgRule::Training},
     {"head_init_scale", kBeit | kEva, ArgRule::Training}, {"weight_init", kVit | kNaf, ArgRule::Training},
-    {"fix_init", kVit | kNaf, ArgRule::Training},
+    {"fix_init", kVit | kNaf, ArgRule::Training}, {"use_naflex", kVit | kEva, ArgRule::Read},  // checked with the family
     {"qk_norm", kVit | kEva | kNaf, ArgRule::Only, "false"}, {"scale_attn_norm", kVit, ArgRule::Only, "false"},
     {"scale_mlp_norm", kVit | kNaf, ArgRule::Only, "false"}, {"proj_bias", kNaf, ArgRule::Only, "true"},
     {"pos_embed", kVit, ArgRule::Only, "\"learn\""}, {"dynamic_img_pad", kVit | kNaf, ArgRule::Only, "false"},

@@ -185,14 +185,19 @@ void position_grid(const Checkpoint& ck, ViTConfig* c) {
 
 // Step 2: the architecture a timm config names, or without a config the file or folder name (then only one
 // the engine runs); "vit_custom" names none. With its weights' pretrained tag, and its row.
+// use_naflex: its model_args say use_naflex true (timm's create_model(arch, use_naflex=True): the same weights
+// as a NaFlexVit, each image at its own aspect ratio).
 struct Named {
   std::string arch, tag;
   const FamilyRow* row = nullptr;
+  bool use_naflex = false;
 };
 Named named_architecture(const json* config, bool timm_config, const ConfigSources& src, const std::string& where) {
   Named n;
   if (config && timm_config && has(*config, "architecture")) {
     n.arch = get_as<std::string>(*config, "architecture", where);
+    if (config->contains("model_args") && has((*config)["model_args"], "use_naflex"))
+      n.use_naflex = get_as<bool>((*config)["model_args"], "use_naflex", where);
     if (n.arch == kCustomArch) n.arch.clear();
     else if (!(n.row = family_of_arch(n.arch))) throw Error(where, refusal_of_arch(n.arch));
     if (config->contains("pretrained_cfg") && has((*config)["pretrained_cfg"], "tag"))
@@ -203,6 +208,12 @@ Named named_architecture(const json* config, bool timm_config, const ConfigSourc
     if (n.row && dot != std::string::npos) n.tag = src.name_hint.substr(dot + 1);
   }
   return n;
+}
+
+// The families whose timm NaFlexVit form (use_naflex=True) the engine runs: SigLIP's towers with the MAP head
+// (no class token, a learned table), whose form is SigLIP 2's NaFlex tower's but for the table's resize.
+bool naflex_form_runs(const FamilyRow& row) {
+  return row.family == Family::SigLIP && row.structure.attn_pool;
 }
 
 // What a NaFlex checkpoint may hold beyond the SigLIP 2 towers' tensors, refused by name.
@@ -239,12 +250,18 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
   if (!beit_eva && (eva_names || c.rel_pos_window))
     throw Error(where, n.arch + " is a " + family_name(row.family) + ", but " + file +
                            " holds tensors of timm's beit.py or eva.py (q_bias, relative_position_bias_table, ...)");
-  if (row.defaults.naflex != f.naflex_names)
-    throw Error(where, row.defaults.naflex ? n.arch + " is a NaFlex ViT, but " + file + " has no embeds.proj.weight "
-                                                      "(timm's naflexvit.py names)"
-                                           : n.arch + " is not a NaFlex ViT, but " + file + " holds one (embeds.proj, "
-                                                 "embeds.pos_embed: timm's naflexvit.py names)");
-  if (row.defaults.naflex) naflex_tensors_supported(ck, n.arch, c);
+  if (n.use_naflex && !row.defaults.naflex && !naflex_form_runs(row))
+    throw Error(where, n.arch + " with model_args use_naflex true (timm's NaFlexVit form of a " + family_name(row.family) +
+                           "): not supported yet; the engine runs NaFlex for SigLIP towers with an attention pool "
+                           "(naflexvit_*_siglip, vit_*_siglip_* with use_naflex)");
+  const bool naflex = row.defaults.naflex || n.use_naflex;
+  if (naflex != f.naflex_names)
+    throw Error(where, naflex ? n.arch + (n.use_naflex ? " with use_naflex" : "") + " is a NaFlex ViT, but " + file +
+                                    " has no embeds.proj.weight (timm's naflexvit.py names)"
+                              : n.arch + " is not a NaFlex ViT, but " + file + " holds one (embeds.proj, "
+                                    "embeds.pos_embed: timm's naflexvit.py names; a model made with use_naflex=True "
+                                    "needs model_args use_naflex true in its config.json)");
+  if (naflex) naflex_tensors_supported(ck, n.arch, c);
   if (row.family == Family::BEiT && !c.rel_pos_window)
     throw Error(where, n.arch + " is a BEiT, but " + file + " has no relative_position_bias_table");
   if (row.family == Family::BEiT && (f.swiglu || c.scale_mlp))
@@ -282,6 +299,12 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
   c->origin.family = !n.arch.empty()                               ? from_arch
                      : layout_family(ck.layout(), &layout_says) ? "file (" + std::string(layout_name(ck.layout())) + " layout)"
                                                                    : "file (tensor names)";
+  if (n.use_naflex && !row.defaults.naflex) {
+    // _create_naflexvit_from_classic: NaFlexVitCfg's table resize (bicubic, antialiased), the family's all else.
+    c->naflex = true;
+    c->pos_filter = Filter::Bicubic;
+    c->origin.family = "the architecture " + n.arch + " with model_args use_naflex (timm's NaFlexVit form)";
+  }
   if (row.defaults.act == Activation::QuickGelu || row.defaults.act == Activation::GeluTanh)
     c->origin.act = from_arch + " (" + activation_name(row.defaults.act) + ")";
   if (row.defaults.eps != 1e-6f)

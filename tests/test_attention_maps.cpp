@@ -114,5 +114,22 @@ TEST(AttentionPictures, ExtremeProportionsGetAMinimumSize) {
   EXPECT_EQ(draw(800, 600, 400), std::make_pair(400, 300));
 }
 
+// A panorama's caption is sized by its height, not its width: the band leaves the top three quarters of the
+// picture as they are without a caption.
+TEST(AttentionPictures, APanoramasCaptionLeavesMostOfIt) {
+  const std::vector<float> heat{0.f, 1.f, 0.5f, 0.25f, 0.75f, 1.f};
+  Image photo;
+  photo.width = 3000;
+  photo.height = 600;
+  photo.rgb.assign(size_t(3000 * 600 * 3), 180);
+  const Rect whole{0, 0, 3000, 600};
+  const Image with = draw_attention(photo, whole, {heat.data(), 1, 6}, "airliner  0.93", 1024);
+  const Image without = draw_attention(photo, whole, {heat.data(), 1, 6}, "", 1024);
+  ASSERT_EQ(std::make_pair(with.width, with.height), std::make_pair(1024, 205));
+  const size_t kept = size_t(with.width) * size_t(with.height * 3 / 4) * 3;
+  EXPECT_TRUE(std::equal(with.rgb.begin(), with.rgb.begin() + long(kept), without.rgb.begin()));
+  EXPECT_NE(with.rgb, without.rgb);
+}
+
 }  // namespace
 }  // namespace vit::test

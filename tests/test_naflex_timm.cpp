@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 #include "cli_util.h"
 #include "model_files.h"
 #include "engine/image/image.h"
@@ -225,6 +227,57 @@ TEST_F(NaflexModel, EachImageOfAMixedBatchAsAloneAtEveryPrecision) {
   }
 }
 
+// A classic SigLIP tower made by timm with use_naflex=True (vit_base_patch16_siglip_224, its config.json saying
+// model_args use_naflex true): the same masked path, its table resized bicubically as NaFlexVitCfg's default;
+// each image alone and the nine in one batch against timm's NaFlexVit, every budget, and each image of the
+// batch bit for bit as alone.
+TEST_F(NaflexModel, SiglipTowerWithUseNaflexMatchesTimm) {
+  ViT m = ViT::load(dir_ + "/siglip");
+  EXPECT_TRUE(m.config().naflex);
+  EXPECT_EQ(m.config().family, Family::SigLIP);
+  for (const int n : budgets_) {
+    m.set_max_patches(n);
+    const auto batch = features(m, names_);
+    const Golden together = read_golden(*ref_, "siglip.batch." + std::to_string(n));
+    float worst = 0.f;
+    for (size_t b = 0; b < names_.size(); ++b) {
+      SCOPED_TRACE(names_[b] + " at " + std::to_string(n) + " patches");
+      const Golden alone = read_golden(*ref_, "siglip." + names_[b] + "." + std::to_string(n));
+      const auto mine = features(m, {names_[b]})[0];
+      ASSERT_EQ(alone.f32.size(), mine.size());
+      const float d = max_abs_diff(mine.data(), alone.f32.data(), mine.size());
+      EXPECT_LT(d, 1e-4f);
+      EXPECT_LT(max_abs_diff(batch[b].data(), together.f32.data() + b * mine.size(), mine.size()), 1e-4f);
+      EXPECT_EQ(batch[b], mine) << "in a batch of different shapes, not as alone";
+      worst = std::max(worst, d);
+    }
+    std::printf("SigLIP with use_naflex, budget %3d: max |diff| against timm %.3g\n", n, worst);
+  }
+}
+
+// The families whose NaFlexVit form (use_naflex) the engine does not run, refused by name; NaFlex tensors under a
+// SigLIP architecture whose config does not say use_naflex; and use_naflex without NaFlex tensors.
+TEST_F(NaflexModel, UseNaflexOfOtherFamiliesIsRefusedByName) {
+  TempDir t;
+  const std::pair<const char*, const char*> refused[] = {
+      {"vit_base_patch16_224", "vit_base_patch16_224 with model_args use_naflex true (timm's NaFlexVit form of a ViT): "
+                               "not supported yet"},
+      {"vit_small_patch16_dinov3", "vit_small_patch16_dinov3 with model_args use_naflex true (timm's NaFlexVit form of a "
+                                   "DINOv3"},
+      {"vit_base_patch16_siglip_gap_224", "vit_base_patch16_siglip_gap_224 with model_args use_naflex true"}};
+  for (const auto& [arch, why] : refused) {
+    write_file(t.file("config.json"), std::string("{\"architecture\": \"") + arch +
+                                          "\", \"model_args\": {\"use_naflex\": true}}");
+    expect_error([&] { ViT::load(dir_ + "/model", t.file("config.json")); }, why);
+  }
+  write_file(t.file("config.json"), "{\"architecture\": \"vit_base_patch16_siglip_224\", \"num_classes\": 0}");
+  expect_error([&] { ViT::load(dir_ + "/siglip", t.file("config.json")); },
+               "a model made with use_naflex=True needs model_args use_naflex true");
+  write_file(t.file("config.json"), "{\"architecture\": \"deit_tiny_patch16_224\", \"model_args\": {\"use_naflex\": true}}");
+  expect_error([&] { ViT::load(shared_data() + "/models/deit_tiny_patch16_224.fb_in1k", t.file("config.json")); },
+               "with model_args use_naflex true");
+}
+
 // What a NaFlex model refuses: --img-size, a budget out of range, --tokens; the NaFlex variants the engine does
 // not run, by name (register tokens, aspect-preserving or factorized tables, C-RADIO); NaFlex tensors under
 // another architecture's name; and --max-patches for a square model.
@@ -318,15 +371,100 @@ TEST_F(NaflexModel, InspectPrintsTheBudgetAndAnImagesGrid) {
   EXPECT_NE(bad.err.find("config.json"), std::string::npos) << bad.err;
 }
 
-// `vit explain` and the library's Explainer refuse a NaFlex model by name, before any image: its maps would be
-// over each image's own grid (not drawn yet), never over a square it did not see.
-TEST_F(NaflexModel, ExplainIsRefusedByName) {
-  expect_error([&] { Explainer(dir_ + "/model", ExplainOptions{}); }, "is a NaFlex model (SigLIP 2 NaFlex image tower): "
-                                                                      "explaining it is not supported yet");
+// The library's Explainer on the shrunk tower with a 5-class head, at its default budget (256) and at 64: each
+// photo's maps over its own grid (a 3000x600 panorama 7x35 at 256, a portrait taller than wide), equal to
+// rollout and the last block's attention computed from timm's own attention probabilities of the image alone
+// (tests/make_naflex_model.py), in one batch of three shapes; the picture the whole photo at its own aspect
+// ratio. The embeddings-only tower has no class to explain.
+TEST_F(NaflexModel, ExplainsOverEachImagesOwnGrid) {
+  const SafeTensors want(dir_ + "/explain.safetensors");
+  const auto explained = nlohmann::json::parse(want.metadata().at("names")).get<std::vector<std::string>>();
+  ASSERT_EQ(explained, (std::vector<std::string>{"panorama", "portrait", "square"}));
+  std::vector<ImagePath> inputs;
+  for (const auto& name : explained) inputs.push_back({image_path(name), ""});
+  for (const int n : budgets_) {
+    ExplainOptions o;
+    o.max_patches = n == 256 ? 0 : n;
+    o.picture_size = 512;
+    const Explainer e(dir_ + "/classifier", o);
+    EXPECT_EQ(e.grid_h(), 0) << "each image has its own grid";
+    EXPECT_EQ(e.info().max_patches, n);
+    std::vector<Explanation> got;
+    e.explain(inputs, [&](std::vector<Explanation>& batch) {
+      for (auto& x : batch) got.push_back(std::move(x));
+    });
+    ASSERT_EQ(got.size(), explained.size());
+    for (size_t i = 0; i < explained.size(); ++i) {
+      const std::string key = explained[i] + "." + std::to_string(n);
+      SCOPED_TRACE(key);
+      const Explanation& x = got[i];
+      ASSERT_EQ(x.error, "");
+      const Golden rollout = read_golden(want, key + ".rollout"), last = read_golden(want, key + ".last"),
+                   logits = read_golden(want, key + ".logits");
+      const Image photo = decode_image_file(image_path(explained[i]));
+      const PatchGrid g = naflex_grid(photo.width, photo.height, 16, n);
+      ASSERT_EQ(rollout.shape, (std::vector<int64_t>{g.rows, g.cols}));
+      EXPECT_EQ(x.grid_rows, g.rows);
+      EXPECT_EQ(x.grid_cols, g.cols);
+      ASSERT_EQ(x.rollout.size(), rollout.f32.size());
+      ASSERT_EQ(x.last.size(), last.f32.size());
+      ASSERT_EQ(x.logits.size(), logits.f32.size());
+      EXPECT_LT(max_abs_diff(x.rollout.data(), rollout.f32.data(), x.rollout.size()), 1e-4f);
+      EXPECT_LT(max_abs_diff(x.last.data(), last.f32.data(), x.last.size()), 1e-5f);
+      EXPECT_LT(max_abs_diff(x.logits.data(), logits.f32.data(), x.logits.size()), 1e-4f);
+      const Image pic = decode_image(reinterpret_cast<const uint8_t*>(x.picture.data()), x.picture.size(), "picture");
+      // The whole photo scaled to 512 on its longer side (a small one enlarged to 448), centred on at least
+      // 320x96 for the caption (picture.h).
+      const int longer = std::max(photo.width, photo.height), side = longer > 512 ? 512 : std::max(longer, 448);
+      const double scale = double(side) / longer;
+      EXPECT_NEAR(pic.width, std::max(320.0, photo.width * scale), 1.0) << "the whole photo";
+      EXPECT_NEAR(pic.height, std::max(96.0, photo.height * scale), 1.0) << "the whole photo";
+    }
+    EXPECT_GE(got[0].grid_cols, 4 * got[0].grid_rows) << "the panorama's grid is as wide as it is";
+    EXPECT_GT(got[1].grid_rows, got[1].grid_cols) << "the portrait's is taller than wide";
+  }
+  expect_error([&] { Explainer(dir_ + "/model", ExplainOptions{}).explain(inputs, [](auto&) {}); },
+               "the model has no classifier head");
+}
+
+// `vit explain --max-patches 64 --save-attention`: one picture per photo, and each photo's maps over its own
+// grid as rollout.<i> and last_cls.<i>, timm's values; the logits [N, 5].
+TEST_F(NaflexModel, VitExplainSavesEachImagesOwnGrid) {
+  const SafeTensors want(dir_ + "/explain.safetensors");
   TempDir out;
-  const auto r = run_vit("explain -m " + dir_ + "/model --out " + out.path() + " " + image_path("panorama"));
+  const auto r = run_vit("explain -m " + dir_ + "/classifier --max-patches 64 --json --out " + out.path() +
+                         " --save-attention " + out.file("a.safetensors") + " " + image_path("panorama") + " " +
+                         image_path("portrait"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(json_lines(r.out).size(), 2u);
+  const SafeTensors got(out.file("a.safetensors"));
+  for (const auto& [i, name] : {std::pair{0, "panorama"}, std::pair{1, "portrait"}}) {
+    SCOPED_TRACE(name);
+    const std::string key = std::string(name) + ".64";
+    for (const auto& [mine, theirs] : {std::pair{"rollout.", ".rollout"}, std::pair{"last_cls.", ".last"}}) {
+      const std::string t = mine + std::to_string(i);
+      ASSERT_EQ(got.get(t).shape, want.get(key + theirs).shape) << t;
+      EXPECT_LT(max_abs_diff(got.to_f32(t), want.to_f32(key + theirs)), 1e-4f) << t;
+    }
+    EXPECT_TRUE(std::filesystem::is_regular_file(out.file(std::string(name) + ".attention.png")));
+  }
+  EXPECT_EQ(got.get("logits").shape, (std::vector<int64_t>{2, 5}));
+  EXPECT_FALSE(got.has("rollout")) << "no tensor over a square grid";
+}
+
+// Bad budgets for explain: out of range (the library and the flag), and --max-patches for a square model.
+TEST_F(NaflexModel, ExplainRefusesBadBudgets) {
+  ExplainOptions o;
+  o.max_patches = -1;
+  expect_error([&] { Explainer(dir_ + "/classifier", o); }, "max patches -1 is out of range");
+  TempDir out;
+  auto r = run_vit("explain -m " + dir_ + "/classifier --max-patches 0x --out " + out.path() + " " + image_path("square"));
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("explaining it is not supported yet"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--max-patches"), std::string::npos) << r.err;
+  r = run_vit("explain -m " + shared_data() + "/models/deit_tiny_patch16_224.fb_in1k --max-patches 64 --out " +
+              out.path() + " " + image_path("square"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--max-patches applies to NaFlex models"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <sched.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -86,11 +87,24 @@ void check_options(const ServeOptions& o) {
 void warm_up(const ServedModel& m, int max_batch) {
   std::vector<int64_t> sizes{max_batch};
   for (int64_t n = 1; n < max_batch; n *= 2) sizes.push_back(n);
+  // A NaFlex model takes images, not a fixed tensor: grey squares whose grid fills most of its budget.
+  const int side = m.info.max_patches > 0 ? int(std::sqrt(double(m.info.max_patches)) * double(m.info.patch)) : 0;
+  const std::vector<uint8_t> grey(size_t(side) * size_t(side) * 3, 128);
   for (const int64_t n : sizes) {
     std::promise<std::string> ran;
-    const std::vector<float> zeros(size_t(n * 3 * m.info.input_height * m.info.input_width), 0.f);
-    if (!m.batcher->submit(zeros, n, [&ran](std::vector<float>, std::string error) { ran.set_value(error); }))
-      throw Error("the batcher refused the warm-up pass");
+    bool queued = false;
+    if (side > 0) {
+      queued = m.batcher->submit(std::vector<Pixels>(size_t(n), Pixels{"warm-up", side, side, grey.data()}), EmbedOptions{},
+                                 [&ran](std::vector<Embedding> es) {
+                                   std::string error;
+                                   for (const Embedding& e : es) if (!e.error.empty()) error = e.error;
+                                   ran.set_value(error);
+                                 });
+    } else {
+      const std::vector<float> zeros(size_t(n * 3 * m.info.input_height * m.info.input_width), 0.f);
+      queued = m.batcher->submit(zeros, n, [&ran](std::vector<float>, std::string error) { ran.set_value(error); });
+    }
+    if (!queued) throw Error("the batcher refused the warm-up pass");
     const std::string error = ran.get_future().get();
     if (!error.empty()) throw Error("the warm-up pass failed: " + error);
   }
@@ -142,6 +156,7 @@ std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, 
   m->explain_options.threads = spec.model.threads;
   m->explain_options.config = spec.model.config;
   m->explain_options.img_size = spec.model.img_size;
+  m->explain_options.max_patches = spec.model.max_patches;
   m->explain_options.max_pixels = o.max_pixels;
   m->explain_options.text_embeddings = spec.text_embeddings;
   m->explain_options.picture_software = kPngSoftware;
@@ -225,7 +240,13 @@ int run(Server& s) {
     }
   });
   waiter.detach();
-  for (const auto& model : s.service->models()) warm_up(*model, o.max_batch);
+  try {
+    for (const auto& model : s.service->models()) warm_up(*model, o.max_batch);
+  } catch (...) {  // the connections' thread ends before the error does
+    s.http->stop();
+    connections.join();
+    throw;
+  }
   const int64_t ready_mb = peak_resident_mb();
   std::fprintf(stderr, "vit serve: ready; memory: %lld MiB so far, at most %lld MiB under any load (%lld + %lld x "
                "--max-bodies-mb + %lld B x --max-queue-mp: docs/SERVING.md)\n", (long long)ready_mb,

@@ -100,11 +100,12 @@ std::string ascii(const std::string& text) {
   return out;
 }
 
-// White text on a dark band along the bottom, shrunk to fit the width.
+// White text on a dark band along the bottom, shrunk to fit the width; sized by the width, or for a
+// picture more than twice as wide as tall (a panorama) by twice its height, so the band leaves most of it.
 void put_caption(cv::Mat& img, const std::string& text) {
   const std::string t = ascii(text);
   const int font = cv::FONT_HERSHEY_SIMPLEX;
-  double scale = std::max(0.45, img.cols / 800.0);
+  double scale = std::max(0.45, std::min(img.cols, 2 * img.rows) / 800.0);
   const int thickness = std::max(1, int(std::lround(scale * 1.6)));
   int base = 0;
   cv::Size size = cv::getTextSize(t, font, scale, thickness, &base);

@@ -29,6 +29,7 @@ struct ExplainOptions {
   std::string text_embeddings;     // a CLIP or SigLIP tower's zero-shot labels, as ClassifierOptions takes them
   std::string config;              // a config.json overriding the one beside the weights
   int img_size = 0;                // run at S x S (0: the model's own size)
+  int max_patches = 0;             // NaFlex models: each image at its own aspect ratio within this many patches (0: 256)
   int64_t max_pixels = kDefaultMaxPixels;  // larger images are refused from their header, before decoding
   bool exif_transpose = false;     // turn images as their EXIF orientation says (PIL's exif_transpose)
   ExplainMethod method = ExplainMethod::Rollout;
@@ -43,9 +44,11 @@ struct Explanation {
   std::string error;           // empty when it worked
   Prediction top{};            // the most probable class
   std::vector<float> logits;   // [classes]
-  // Over the patch grid [grid_h, grid_w]: the class token's attention (a model without one: every
+  // Over the image's patch grid [grid_rows, grid_cols] (the model's square grid, or a NaFlex model's grid
+  // for this image at its own aspect ratio): the class token's attention (a model without one: every
   // token's, weighted equally) rolled out through the blocks, its maximum 1; and the last block's, per
-  // head, as it is [heads, grid_h, grid_w].
+  // head, as it is [heads, grid_rows, grid_cols].
+  int64_t grid_rows = 0, grid_cols = 0;
   std::vector<float> rollout, last;
   std::string picture;         // PNG: the photo, the method's map blended over what the model saw, the top class below
   std::string heads_picture;   // PNG, with ExplainOptions::heads: one panel per head of the last block
@@ -77,6 +80,8 @@ class Explainer {
 
   int64_t classes() const;  // 0 for a model without classes: explain() refuses it
   int64_t heads() const;
+  // The patch grid every Explanation is over; 0 for a NaFlex model, whose images each have their own
+  // (Explanation::grid_rows, grid_cols).
   int64_t grid_h() const;
   int64_t grid_w() const;
   const std::vector<std::string>& labels() const;

@@ -1,16 +1,17 @@
 """`POST /v1/explain` on a real server (CTest serve_explain, label serve): the attention picture `vit explain` draws,
 byte for byte, through the model's queue; an int8 model explained from an f32 copy; a CLIP tower with text
-embeddings explained with their labels; and every refusal a 400 naming the problem, the server answering the next
-request."""
+embeddings explained with their labels; a NaFlex model's panorama and portrait over their own grids at --max-patches;
+and every refusal a 400 naming the problem, the server answering the next request."""
 import io
 import json
+import os
 import subprocess
 
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import DEIT, NAME, VIT_BINARY, layout_models, photos
+from conftest import DEIT, NAME, PHOTOS, REPO, VENV_PYTHON, VIT_BINARY, layout_models, photos
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -100,3 +101,41 @@ def test_tower_with_text_embeddings_is_explained_with_their_labels(serve):
         assert max(im.size) == 128
     r = requests.post(s.url + "/v1/explain?model=bare", data=photo, timeout=60)
     assert r.status_code == 400 and "/v1/embeddings" in r.json()["error"]
+
+
+def naflex_classifier(tmp_path):
+    """The shrunk SigLIP 2 NaFlex tower with a 5-class head that tests/make_naflex_model.py makes with timm, and its
+    images (a 3000x600 panorama, a portrait); skips without the .venv's timm (fails under CI=true)."""
+    if not VENV_PYTHON.exists() or subprocess.run([str(VENV_PYTHON), "-c", "import timm"],
+                                                  capture_output=True).returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {VENV_PYTHON} lacks timm (scripts/setup.sh installs it)")
+        pytest.skip(f"{VENV_PYTHON} lacks timm (pip install -r tests/requirements.txt); skipping")
+    out = tmp_path / "naflex"
+    photos3 = [str(PHOTOS / n) for n in ("n01440764_tench.JPEG", "n02123597_Siamese_cat.JPEG",
+                                         "n02690373_airliner.JPEG")]
+    r = subprocess.run([str(VENV_PYTHON), str(REPO / "tests" / "make_naflex_model.py"), str(out), *photos3],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, "tests/make_naflex_model.py failed:\n" + r.stderr[-3000:]
+    return out / "classifier", out / "images"
+
+
+def test_naflex_model_is_explained_over_each_images_own_grid(serve, tmp_path):
+    """A NaFlex model served with --max-patches (the server warms it up with images, as it takes no fixed tensor):
+    POST /v1/explain draws a panorama and a portrait as `vit explain --max-patches` draws them, byte for byte, each
+    the whole photo at its own aspect ratio."""
+    model, images = naflex_classifier(tmp_path)
+    s = serve("-m", f"flex={model}", "--max-patches", "flex=64", model=None)
+    for name in ("panorama", "portrait"):
+        photo = images / f"{name}.png"
+        want, line = cli_picture(tmp_path, model, photo, "--max-patches", "64", "--size", "512")
+        r = requests.post(s.url + "/v1/explain?model=flex&size=512", data=photo.read_bytes(), timeout=300)
+        assert r.status_code == 200, r.text
+        assert r.content == want, name
+        assert line["top"][0]["label"].startswith("class_")
+    try:
+        from PIL import Image
+    except ImportError:
+        pytest.skip("PIL is not installed")
+    with Image.open(io.BytesIO(want)) as im:
+        assert im.size[1] > im.size[0], "the portrait is drawn taller than wide"
