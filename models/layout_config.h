@@ -17,6 +17,11 @@ namespace vit {
 // checkpoints, a config.json without Hugging Face's model_type or architectures.
 bool is_timm_config(Layout l, const nlohmann::json* config);
 
+// The timm architecture a layout's config names for its model: OpenCLIP's timm trunks' vision_cfg.timm_model_name
+// (an error without it); "" for the other layouts (a timm config's own "architecture" is read with it).
+std::string layout_architecture(Layout l, const nlohmann::json* config, const std::string& where,
+                                const std::string& file);
+
 // Whether the config named the heads and the input size.
 struct LayoutConfigGiven {
   bool heads = false, size = false;
