@@ -2,8 +2,8 @@
 // VisionTransformer, Beit and Eva classes, pretrained_cfg), transformers' ViTConfig with ViTImageProcessor's
 // defaults, torchvision's evaluation transforms, transformers' Dinov2Config, CLIPVisionConfig and
 // SiglipVisionConfig (or the vision_config inside a CLIPConfig / SiglipConfig) with the defaults of their image
-// processors, open_clip's model_cfg / preprocess_cfg (CLIPVisionCfg, PreprocessCfg), and Hugging Face's
-// preprocessor_config.json.
+// processors, open_clip's model_cfg / preprocess_cfg (CLIPVisionCfg, PreprocessCfg; TimmModel's timm_* keys for a
+// timm trunk), and Hugging Face's preprocessor_config.json.
 #include "layout_config.h"
 
 #include <spdlog/spdlog.h>
