@@ -1,7 +1,8 @@
 // Every config file a checkpoint layout brings, each read as its own code reads it, in one place: timm's
 // config.json (save_config_for_hf: architecture, model_args, pretrained_cfg), Hugging Face's ViT config.json,
 // torchvision's defaults, Hugging Face's Dinov2 / CLIP / SigLIP config.json, OpenCLIP's open_clip_config.json (its
-// own ViTs' and its timm trunks'), and a Hugging Face preprocessor_config.json. Steps 3 and 4 of resolve_config (vit_config.cpp).
+// own ViTs' and its timm trunks'), and a Hugging Face preprocessor_config.json. Steps 3 and 4 of resolve_config
+// (vit_config.cpp).
 #pragma once
 #include <string>
 
