@@ -503,6 +503,10 @@ void apply_open_clip_timm(const json* config, const std::string& where, const st
     throw Error(where, "model_cfg.embed_dim is " + std::to_string(embed) + " with timm_proj 'none' (the trunk's pooled "
                        "features are the embedding), but " + file + " has width " + std::to_string(c->width) +
                        (c->classes ? " and a head of " + std::to_string(c->classes) : ""));
+  // The trunk's head is open_clip's projection into the joint space: of a family whose head is one (EVA-02 CLIP).
+  if (proj != "none" && family_row(c->family).head != HeadKind::Projection)
+    throw Error(where, "vision_cfg.timm_proj null makes the trunk's head open_clip's projection, but " + c->arch +
+                       " is a " + family_name(c->family) + ", whose head is a classifier: not supported");
   if (proj != "none" && embed != c->classes)
     throw Error(where, "model_cfg.embed_dim is " + std::to_string(embed) + ", but " + file + "'s trunk has " +
                        (c->classes ? "a head of " + std::to_string(c->classes) : "no head (visual.trunk.head)"));

@@ -199,6 +199,12 @@ TEST_F(Layouts, OpenClipTimmBadInputNamed) {
        "vision_cfg.timm_pool 'abs_attn'"},
       {"a pool timm has not", [](auto& j) { j["model_cfg"]["vision_cfg"]["timm_pool"] = "max"; },
        "vision_cfg.timm_pool: global_pool 'max' is not supported"},
+      {"a classifier's trunk as the projection",
+       [](auto& j) {
+         j["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_base_patch16_224";
+         j["model_cfg"]["vision_cfg"]["timm_proj"] = nullptr;
+       },
+       "vit_base_patch16_224 is a ViT, whose head is a classifier"},
       {"a wrong embed_dim", [](auto& j) { j["model_cfg"]["embed_dim"] = 512; }, "model_cfg.embed_dim is 512"},
       {"no vision_cfg", [](auto& j) { j["model_cfg"].erase("vision_cfg"); }, "no model_cfg.vision_cfg"},
       {"a string for a number", [](auto& j) { j["model_cfg"]["vision_cfg"]["image_size"] = "big"; }, "image_size"},
