@@ -219,8 +219,9 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   if (!options.text_embeddings.empty()) {
     const ViTConfig& c = impl_->model.config();
     if (!options.labels.empty()) throw ArgumentError("labels and text embeddings both name the classes: give one");
-    if (c.family != Family::Clip && c.family != Family::SigLIP && c.family != Family::NaFlex)
-      throw ArgumentError(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower, and " +
+    if (!image_text_family(c.family))
+      throw ArgumentError(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower (or "
+                                                   "EVA-02 CLIP's, Perception Encoder's), and " +
                                                        impl_->model.source() + " is a " + family_name(c.family));
     impl_->zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(options.text_embeddings, c.classes > 0 ? c.classes : c.width));
     impl_->labels = impl_->zero_shot->labels();

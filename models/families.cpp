@@ -269,9 +269,8 @@ const Marker kMarkers[] = {
     {"blocks.0.attn.gate.weight", "EVA with gated attention"},
     // timm's beit.py: one relative position table shared by every block.
     {"rel_pos_bias.relative_position_bias_table", "BEiT with a shared relative position bias (use_shared_rel_pos_bias)"},
-    // Variants of the layouts in layouts.h that the engine does not run: OpenCLIP towers built on a timm
-    // model or with an attentional pool, DINOv2 giant's SwiGLU MLP, DINOv2 with a classifier.
-    {"visual.trunk.patch_embed.proj.weight", "OpenCLIP image tower on a timm model (visual.trunk)"},
+    // Variants of the layouts in layouts.h that the engine does not run: OpenCLIP towers with an attentional
+    // pool, DINOv2 giant's SwiGLU MLP, DINOv2 with a classifier.
     {"visual.attn_pool.query", "OpenCLIP image tower with an attentional pool"},
     {"encoder.layer.0.mlp.weights_in.weight", "Hugging Face DINOv2 with a SwiGLU MLP (giant)"},
     {"dinov2.embeddings.cls_token", "Hugging Face Dinov2ForImageClassification"},
@@ -363,6 +362,10 @@ const FamilyRow& family_row(Family f) {
   for (const FamilyRow& r : kFamilies)
     if (r.family == f) return r;
   return kFamilies[0];
+}
+
+bool image_text_family(Family f) {
+  return f == Family::Clip || f == Family::SigLIP || f == Family::NaFlex || f == Family::EVA02Clip || f == Family::PE;
 }
 
 const FamilyRow* family_of_arch(const std::string& arch) {

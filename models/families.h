@@ -87,6 +87,10 @@ struct FamilyRow {
 };
 const FamilyRow& family_row(Family f);
 
+// Whether the family is the image tower of an image-text model, whose text tower's embeddings can label its images
+// (vit classify --text-embeddings): CLIP, SigLIP (and its NaFlex towers), EVA-02 CLIP, Perception Encoder core.
+bool image_text_family(Family f);
+
 // The row whose allow-list takes a timm architecture name (without a pretrained tag), null when none does.
 const FamilyRow* family_of_arch(const std::string& arch);
 

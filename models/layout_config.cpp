@@ -2,8 +2,8 @@
 // VisionTransformer, Beit and Eva classes, pretrained_cfg), transformers' ViTConfig with ViTImageProcessor's
 // defaults, torchvision's evaluation transforms, transformers' Dinov2Config, CLIPVisionConfig and
 // SiglipVisionConfig (or the vision_config inside a CLIPConfig / SiglipConfig) with the defaults of their image
-// processors, open_clip's model_cfg / preprocess_cfg (CLIPVisionCfg, PreprocessCfg), and Hugging Face's
-// preprocessor_config.json.
+// processors, open_clip's model_cfg / preprocess_cfg (CLIPVisionCfg, PreprocessCfg; TimmModel's timm_* keys for a
+// timm trunk), and Hugging Face's preprocessor_config.json.
 #include "layout_config.h"
 
 #include <spdlog/spdlog.h>
@@ -397,14 +397,45 @@ bool apply_hf(Layout l, const json& top, const std::string& where, const std::st
   return true;
 }
 
-// open_clip's CLIPVisionCfg and PreprocessCfg (open_clip_config.json as open_clip's save_for_hf writes it).
-bool apply_open_clip(const json* config, const std::string& where, const std::string& file, ViTConfig* c) {
-  c->pre.interpolation = Filter::Bicubic;  // PreprocessCfg: shorter side to the size, center crop
+// open_clip's PreprocessCfg: its defaults (shorter side to the size, bicubic, center crop, OpenAI's mean and
+// std), then the config's preprocess_cfg.
+void open_clip_preprocess(const json* config, const std::string& where, ViTConfig* c) {
+  c->pre.interpolation = Filter::Bicubic;
   c->pre.crop_mode = CropMode::Center;
   c->pre.crop_pct = 1.0;
   c->pre.mean = {0.48145466f, 0.4578275f, 0.40821073f};
   c->pre.std = {0.26862954f, 0.26130258f, 0.27577711f};
   c->origin.preprocessing = "default (open_clip's PreprocessCfg)";
+  if (!config || !config->contains("preprocess_cfg")) return;
+  const json& p = (*config)["preprocess_cfg"];
+  for (const auto& [key, field] : {std::pair{"mean", &c->pre.mean}, std::pair{"std", &c->pre.std}})
+    if (has(p, key)) {
+      const auto x = get_as<std::vector<float>>(p, key, where);
+      if (x.size() != 3) throw Error(where, std::string("preprocess_cfg.") + key + " needs 3 values");
+      *field = {x[0], x[1], x[2]};
+    }
+  for (float s : c->pre.std)
+    if (!(s > 0.f)) throw Error(where, "preprocess_cfg.std values must be positive");
+  if (has(p, "interpolation")) c->pre.interpolation = filter_from_name(get_as<std::string>(p, "interpolation", where));
+  if (has(p, "resize_mode")) {
+    const std::string mode = get_as<std::string>(p, "resize_mode", where);
+    if (mode == "squash") c->pre.crop_mode = CropMode::Squash;
+    else if (mode != "shortest") throw Error(where, "preprocess_cfg.resize_mode '" + mode + "' is not supported");
+  }
+  c->origin.preprocessing = where;
+}
+
+// model_cfg.vision_cfg of an open_clip_config.json, or an error naming what is missing.
+const json& open_clip_vision_cfg(const json* config, const std::string& where) {
+  if (!config || !config->is_object() || !has(*config, "model_cfg") || !(*config)["model_cfg"].is_object() ||
+      !has((*config)["model_cfg"], "vision_cfg") || !(*config)["model_cfg"]["vision_cfg"].is_object())
+    throw Error(where, "not an OpenCLIP config: no model_cfg.vision_cfg object");
+  return (*config)["model_cfg"]["vision_cfg"];
+}
+
+// open_clip's CLIPVisionCfg and PreprocessCfg (open_clip_config.json as open_clip's save_for_hf writes it).
+bool apply_open_clip(const json* config, const std::string& where, const std::string& file, ViTConfig* c) {
+  open_clip_preprocess(config, where, c);
   c->eps = 1e-5f;  // open_clip's LayerNorm: torch's default eps, which its configs never write
   c->origin.eps = "default (open_clip's nn.LayerNorm: 1e-5)";
   c->origin.act = "default (GELU, erf: open_clip's, without quick_gelu)";
@@ -414,12 +445,8 @@ bool apply_open_clip(const json* config, const std::string& where, const std::st
                  "QuickGELU (a config with \"quick_gelu\": true, or --config)", file);
     return false;
   }
-  const json& top = *config;
-  if (!top.is_object() || !has(top, "model_cfg") || !top["model_cfg"].is_object() ||
-      !top["model_cfg"].contains("vision_cfg"))
-    throw Error(where, "not an OpenCLIP config: no model_cfg.vision_cfg");
-  const json& m = top["model_cfg"];
-  const json& v = m["vision_cfg"];
+  const json& v = open_clip_vision_cfg(config, where);
+  const json& m = (*config)["model_cfg"];
   for (const char* key : {"timm_model_name", "attentional_pool", "final_ln_after_pool", "no_ln_pre"})
     if (has(v, key) && v[key] != false)
       throw Error(where, std::string("vision_cfg.") + key + " " + v[key].dump() + ": not supported yet");
@@ -435,22 +462,6 @@ bool apply_open_clip(const json* config, const std::string& where, const std::st
     c->act = get_as<bool>(m, "quick_gelu", where) ? Activation::QuickGelu : Activation::Gelu;
     c->origin.act = where;
   }
-  if (top.contains("preprocess_cfg")) {
-    const json& p = top["preprocess_cfg"];
-    for (const auto& [key, field] : {std::pair{"mean", &c->pre.mean}, std::pair{"std", &c->pre.std}})
-      if (has(p, key)) {
-        const auto x = get_as<std::vector<float>>(p, key, where);
-        if (x.size() != 3) throw Error(where, std::string("preprocess_cfg.") + key + " needs 3 values");
-        *field = {x[0], x[1], x[2]};
-      }
-    if (has(p, "interpolation")) c->pre.interpolation = filter_from_name(get_as<std::string>(p, "interpolation", where));
-    if (has(p, "resize_mode")) {
-      const std::string mode = get_as<std::string>(p, "resize_mode", where);
-      if (mode == "squash") c->pre.crop_mode = CropMode::Squash;
-      else if (mode != "shortest") throw Error(where, "preprocess_cfg.resize_mode '" + mode + "' is not supported");
-    }
-    c->origin.preprocessing = where;
-  }
   // CLIPVisionCfg: heads = width / head_width (64 by default).
   const int64_t head_width = has(v, "head_width") ? get_as<int64_t>(v, "head_width", where) : 64;
   if (head_width <= 0 || c->width % head_width)
@@ -459,6 +470,55 @@ bool apply_open_clip(const json* config, const std::string& where, const std::st
   c->heads = c->width / head_width;
   c->origin.heads = where + " (width / head_width)";
   return true;
+}
+
+// open_clip's TimmModel (vision_cfg.timm_*): the trunk is timm.create_model(timm_model_name, num_classes=0 for
+// timm_proj 'none' else embed_dim, global_pool=timm_pool), its own head the projection; the trunk's shape,
+// heads, activation and eps are its architecture's (family_of_arch). open_clip's own head after the trunk
+// (timm_proj 'linear' or 'mlp', timm_pool 'abs_attn' or 'rot_attn') is refused by name.
+void apply_open_clip_timm(const json* config, const std::string& where, const std::string& file, ViTConfig* c) {
+  const json& v = open_clip_vision_cfg(config, where);
+  const json& m = (*config)["model_cfg"];
+  // CLIPVisionCfg's timm_proj default is 'linear'; null (EVA02-B-16) and 'none' leave the trunk's head.
+  const std::string proj = !v.contains("timm_proj")  ? "linear"
+                           : v["timm_proj"].is_null() ? ""
+                                                      : get_as<std::string>(v, "timm_proj", where);
+  if (proj != "" && proj != "none")
+    throw Error(where, "vision_cfg.timm_proj '" + proj + "' (open_clip's own projection after the timm trunk): not "
+                       "supported yet (none, or null: the trunk's own head)");
+  const std::string pool = has(v, "timm_pool") ? get_as<std::string>(v, "timm_pool", where) : "avg";
+  if (pool == "abs_attn" || pool == "rot_attn" || pool.empty())
+    throw Error(where, "vision_cfg.timm_pool '" + pool + "' (open_clip's own pool after the timm trunk): not supported "
+                       "yet (token, avg or map: the trunk's global_pool)");
+  try {
+    c->pool = pool_from_name(pool);
+  } catch (const Error& e) {
+    throw Error(where, "vision_cfg.timm_pool: " + e.problem());
+  }
+  c->origin.pool = where + " (vision_cfg.timm_pool)";
+  if (!has(m, "embed_dim")) throw Error(where, "model_cfg.embed_dim is missing");
+  const int64_t embed = get_as<int64_t>(m, "embed_dim", where);
+  // timm_proj 'none': no head, the pooled trunk features are the embedding; else the trunk's head projects.
+  if (proj == "none" && (c->classes != 0 || embed != c->width))
+    throw Error(where, "model_cfg.embed_dim is " + std::to_string(embed) + " with timm_proj 'none' (the trunk's pooled "
+                       "features are the embedding), but " + file + " has width " + std::to_string(c->width) +
+                       (c->classes ? " and a head of " + std::to_string(c->classes) : ""));
+  // The trunk's head is open_clip's projection into the joint space: of a family whose head is one (EVA-02 CLIP).
+  if (proj != "none" && family_row(c->family).head != HeadKind::Projection)
+    throw Error(where, "vision_cfg.timm_proj null makes the trunk's head open_clip's projection, but " + c->arch +
+                       " is a " + family_name(c->family) + ", whose head is a classifier: not supported");
+  if (proj != "none" && embed != c->classes)
+    throw Error(where, "model_cfg.embed_dim is " + std::to_string(embed) + ", but " + file + "'s trunk has " +
+                       (c->classes ? "a head of " + std::to_string(c->classes) : "no head (visual.trunk.head)"));
+  if (has(v, "image_size")) {
+    const json& s = v["image_size"];
+    const auto hw = s.is_array() ? get_as<std::vector<int64_t>>(v, "image_size", where)
+                                 : std::vector<int64_t>(2, get_as<int64_t>(v, "image_size", where));
+    if (hw.size() != 2) throw Error(where, "vision_cfg.image_size " + s.dump() + " is not a size or [H, W]");
+    set_input_size(c, hw[0], hw[1], where);
+    c->origin.input_size = where;
+  }
+  open_clip_preprocess(config, where, c);
 }
 
 // torchvision's ViT weights are evaluated with a bilinear resize to 256 and a 224 center crop.
@@ -474,6 +534,17 @@ bool hf_vit_config(const json* config) {
 }
 
 }  // namespace
+
+std::string layout_architecture(Layout l, const json* config, const std::string& where, const std::string& file) {
+  if (l != Layout::OpenClipTimm) return "";
+  if (!config)
+    throw Error(file, "an OpenCLIP image tower on a timm model (visual.trunk) without its open_clip_config.json: the "
+                      "trunk's architecture (vision_cfg.timm_model_name) is named only there");
+  const json& v = open_clip_vision_cfg(config, where);
+  if (!has(v, "timm_model_name")) throw Error(where, "vision_cfg.timm_model_name is missing (the checkpoint holds a "
+                                                     "timm trunk, visual.trunk)");
+  return get_as<std::string>(v, "timm_model_name", where);
+}
 
 bool is_timm_config(Layout l, const json* config) {
   return (l == Layout::Timm || l == Layout::HfViT || l == Layout::Torchvision) && !hf_vit_config(config);
@@ -499,6 +570,7 @@ LayoutConfigGiven apply_layout_config(Layout l, const json* config, TimmClass cl
       }
       return g;
     case Layout::OpenClip: g.heads = apply_open_clip(config, where, file, c); break;
+    case Layout::OpenClipTimm: apply_open_clip_timm(config, where, file, c); break;
     case Layout::HfDinov2:
     case Layout::HfDinov2Registers:
     case Layout::HfClip:

@@ -1,7 +1,8 @@
 // Every config file a checkpoint layout brings, each read as its own code reads it, in one place: timm's
 // config.json (save_config_for_hf: architecture, model_args, pretrained_cfg), Hugging Face's ViT config.json,
-// torchvision's defaults, Hugging Face's Dinov2 / CLIP / SigLIP config.json, OpenCLIP's open_clip_config.json,
-// and a Hugging Face preprocessor_config.json. Steps 3 and 4 of resolve_config (vit_config.cpp).
+// torchvision's defaults, Hugging Face's Dinov2 / CLIP / SigLIP config.json, OpenCLIP's open_clip_config.json (its
+// own ViTs' and its timm trunks'), and a Hugging Face preprocessor_config.json. Steps 3 and 4 of resolve_config
+// (vit_config.cpp).
 #pragma once
 #include <string>
 
@@ -16,6 +17,11 @@ namespace vit {
 // Whether `config` is timm's form (naming an architecture): for timm's, Hugging Face ViT's and torchvision's
 // checkpoints, a config.json without Hugging Face's model_type or architectures.
 bool is_timm_config(Layout l, const nlohmann::json* config);
+
+// The timm architecture a layout's config names for its model: OpenCLIP's timm trunks' vision_cfg.timm_model_name
+// (an error without it); "" for the other layouts (a timm config's own "architecture" is read with it).
+std::string layout_architecture(Layout l, const nlohmann::json* config, const std::string& where,
+                                const std::string& file);
 
 // Whether the config named the heads and the input size.
 struct LayoutConfigGiven {

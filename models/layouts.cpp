@@ -1,6 +1,7 @@
 // The name tables of the layouts in layouts.h, each from its own model code: transformers' modeling_vit.py,
 // torchvision's vision_transformer.py, transformers' modeling_dinov2.py, modeling_dinov2_with_registers.py,
-// modeling_clip.py, modeling_siglip.py, and open_clip's transformer.py (VisionTransformer). Modules give their
+// modeling_clip.py, modeling_siglip.py, open_clip's transformer.py (VisionTransformer), and open_clip's
+// timm_model.py (TimmModel: the timm model as `trunk`, timm's names below `visual.trunk.`). Modules give their
 // .weight and .bias; a stored name ending in '_' takes the parameter name without a dot (nn.MultiheadAttention's
 // in_proj_weight).
 #include "layouts.h"
@@ -128,8 +129,12 @@ const Table kOpenClip = {"visual.transformer.resblocks.{i}.",
                           {"mlp.fc2", {"mlp.c_proj"}},
                           {"ls2.gamma", {"ls_2.gamma"}, kTensor}}};
 
+// open_clip's TimmModel keeps the timm model as `trunk`, and its own head (empty without timm_proj 'linear' or
+// 'mlp' or an attention pool of its own, which its config reader refuses) beside it.
+const std::string kTrunkPrefix = "visual.trunk.";
+
 const Table& table(Layout l) {
-  static const Table none = {"", {}, {}};  // timm's: its names are the engine's
+  static const Table none = {"", {}, {}};  // timm's and OpenCLIP's timm trunks: timm's names (below a prefix)
   switch (l) {
     case Layout::HfViT: return kHfViT;
     case Layout::Torchvision: return kTorchvision;
@@ -138,7 +143,8 @@ const Table& table(Layout l) {
     case Layout::HfClip: return kHfClip;
     case Layout::HfSiglip: return kHfSiglip;
     case Layout::OpenClip: return kOpenClip;
-    case Layout::Timm: break;
+    case Layout::Timm:
+    case Layout::OpenClipTimm: break;
   }
   return none;
 }
@@ -167,6 +173,7 @@ const char* layout_name(Layout l) {
     case Layout::HfClip: return "Hugging Face CLIP vision";
     case Layout::HfSiglip: return "Hugging Face SigLIP vision";
     case Layout::OpenClip: return "OpenCLIP";
+    case Layout::OpenClipTimm: return "OpenCLIP timm trunk";
   }
   return "?";
 }
@@ -180,7 +187,8 @@ bool layout_family(Layout l, Family* f) {
     case Layout::HfSiglip: *f = Family::SigLIP; return true;
     case Layout::Timm:
     case Layout::HfViT:
-    case Layout::Torchvision: break;
+    case Layout::Torchvision:
+    case Layout::OpenClipTimm: break;
   }
   return false;
 }
@@ -191,6 +199,7 @@ Layout detect_layout(const SafeTensors& st, const std::string& path) {
   if (st.has("vision_model.embeddings.patch_embedding.weight"))
     return st.has("vision_model.embeddings.class_embedding") ? Layout::HfClip : Layout::HfSiglip;
   if (st.has("visual.conv1.weight")) return Layout::OpenClip;
+  if (st.has("visual.trunk.patch_embed.proj.weight")) return Layout::OpenClipTimm;
   if (st.has("vit.embeddings.patch_embeddings.projection.weight")) return Layout::HfViT;
   if (st.has("conv_proj.weight")) return Layout::Torchvision;
   if (st.has("patch_embed.proj.weight") || st.has("embeds.proj.weight")) return Layout::Timm;  // embeds: NaFlex ViTs
@@ -200,8 +209,8 @@ Layout detect_layout(const SafeTensors& st, const std::string& path) {
 
 StoredTensor layout_tensor(Layout l, const std::string& timm_name) {
   StoredTensor out;
-  if (l == Layout::Timm) {  // timm's own names: the engine's
-    out.parts.push_back(StoredPart{timm_name});
+  if (l == Layout::Timm || l == Layout::OpenClipTimm) {  // timm's own names: the engine's
+    out.parts.push_back(StoredPart{(l == Layout::OpenClipTimm ? kTrunkPrefix : "") + timm_name});
     return out;
   }
   static const std::regex re(R"(^(blocks\.(\d+)\.)?(.+)$)");
@@ -247,6 +256,9 @@ bool layout_ignores(Layout l, const std::string& n) {
     case Layout::HfSiglip:
       return starts("text_model.") || starts("text_projection.") || n == "logit_scale" || n == "logit_bias" ||
              n == "vision_model.embeddings.position_ids";
+    case Layout::OpenClipTimm:  // CustomTextCLIP's text tower is `text`, CLIP's at the top as OpenCLIP's own
+      if (starts("text.")) return true;
+      [[fallthrough]];
     case Layout::OpenClip:
       return starts("transformer.") || starts("token_embedding.") || starts("ln_final.") ||
              n == "positional_embedding" || n == "text_projection" || n == "logit_scale" || n == "logit_bias" ||
@@ -257,7 +269,7 @@ bool layout_ignores(Layout l, const std::string& n) {
   return false;
 }
 
-bool layout_head_has_bias(Layout l) { return l != Layout::HfClip && l != Layout::OpenClip; }
+bool layout_head_has_bias(Layout l) { return l != Layout::HfClip && l != Layout::OpenClip; }  // timm trunks' head has one
 
 bool layout_pos_antialias(Layout l) {
   // transformers' Dinov2 and its CLIP and SigLIP (interpolate_pos_encoding): bicubic, size given, no

@@ -1,7 +1,8 @@
 // Every checkpoint layout the engine reads, one table each of stored names -> timm's names with their
 // transforms: timm's own, Hugging Face's ViTModel / ViTForImageClassification, torchvision's vit_*, Hugging
 // Face's Dinov2Model and Dinov2WithRegistersModel, CLIPVisionModelWithProjection (or a whole CLIPModel),
-// SiglipVisionModel (or a whole SiglipModel), and OpenCLIP's `visual.*` state dicts. A timm tensor is a part
+// SiglipVisionModel (or a whole SiglipModel), OpenCLIP's `visual.*` state dicts, and OpenCLIP's towers on a timm
+// model (`visual.trunk.*`: timm's own names under that prefix). A timm tensor is a part
 // of one stored tensor, or several stacked, transposed or summed; models/checkpoint.cpp reads them so.
 #pragma once
 #include <cstdint>
@@ -32,7 +33,7 @@ struct StoredTensor {
   int lead_ones = 0;
 };
 
-enum class Layout { Timm, HfViT, Torchvision, HfDinov2, HfDinov2Registers, HfClip, HfSiglip, OpenClip };
+enum class Layout { Timm, HfViT, Torchvision, HfDinov2, HfDinov2Registers, HfClip, HfSiglip, OpenClip, OpenClipTimm };
 const char* layout_name(Layout l);  // "timm", "Hugging Face", "OpenCLIP", ...
 
 // The layout of a checkpoint by its tensor names; throws when it holds no patch embedding any layout names.
@@ -40,7 +41,7 @@ Layout detect_layout(const SafeTensors& st, const std::string& path);
 
 // The family a layout's models are, when the layout says it (Hugging Face's DINOv2 ones DINOv2, its CLIP and
 // OpenCLIP's CLIP towers, its SigLIP SigLIP towers); false for timm's, Hugging Face ViT's and torchvision's,
-// whose family the tensors or the config say.
+// whose family the tensors or the config say, and for OpenCLIP's timm trunks, whose config names the trunk.
 bool layout_family(Layout l, Family* f);
 
 // Where a timm tensor is in such a checkpoint; no parts when the layout has no counterpart.

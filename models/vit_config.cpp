@@ -183,18 +183,22 @@ void position_grid(const Checkpoint& ck, ViTConfig* c) {
   c->pos_grid_h = c->pos_grid_w = g;
 }
 
-// Step 2: the architecture a timm config names, or without a config the file or folder name (then only one
-// the engine runs); "vit_custom" names none. With its weights' pretrained tag, and its row.
-// use_naflex: its model_args say use_naflex true (timm's create_model(arch, use_naflex=True): the same weights
-// as a NaFlexVit, each image at its own aspect ratio).
+// Step 2: the architecture a timm config names (or an OpenCLIP config its timm trunk's), or without a config the
+// file or folder name (then only one the engine runs); "vit_custom" names none. With its weights' pretrained
+// tag, and its row. use_naflex: its model_args say use_naflex true (timm's create_model(arch, use_naflex=True):
+// the same weights as a NaFlexVit, each image at its own aspect ratio).
 struct Named {
   std::string arch, tag;
   const FamilyRow* row = nullptr;
   bool use_naflex = false;
 };
-Named named_architecture(const json* config, bool timm_config, const ConfigSources& src, const std::string& where) {
+Named named_architecture(const Checkpoint& ck, const json* config, const ConfigSources& src, const std::string& where) {
   Named n;
-  if (config && timm_config && has(*config, "architecture")) {
+  const bool timm_config = is_timm_config(ck.layout(), config);
+  n.arch = layout_architecture(ck.layout(), config, where, ck.path());
+  if (!n.arch.empty()) {
+    if (!(n.row = family_of_arch(n.arch))) throw Error(where, "vision_cfg.timm_model_name: " + refusal_of_arch(n.arch));
+  } else if (config && timm_config && has(*config, "architecture")) {
     n.arch = get_as<std::string>(*config, "architecture", where);
     if (config->contains("model_args") && has((*config)["model_args"], "use_naflex"))
       n.use_naflex = get_as<bool>((*config)["model_args"], "use_naflex", where);
@@ -481,7 +485,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   const std::string where = config ? src.config_name : file;
   if (config && !config->is_object()) throw Error(where, "not a JSON object");
   // Steps 1 and 2: the shape from the tensors; the architecture named and its family, whose defaults apply.
-  const Named n = named_architecture(config, is_timm_config(ck.layout(), config), src, where);
+  const Named n = named_architecture(ck, config, src, where);
   ViTConfig c;
   const bool known = n.row && arch_preprocessing(n.arch, &c.pre);
   const TensorFacts facts = shape_from_tensors(ck, &c);

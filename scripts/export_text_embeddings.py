@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes the class names and their text embeddings that `vit classify --text-embeddings` labels images with,
-from the model's own text tower, as its library's zero-shot classification builds them. OpenCLIP CLIP models:
-every class name in every prompt template ("a photo of a {}." ...), each text embedding normalised, their mean
-per class normalised again (open_clip.build_zero_shot_classifier), scored by softmax. Hugging Face CLIPModel and
+from the model's own text tower, as its library's zero-shot classification builds them. OpenCLIP models (CLIP,
+and the towers on timm trunks with a text tower of their own: ViT-B-16-SigLIP, ViT-SO400M-14-SigLIP-384,
+EVA02-B-16, ...): every class name in every prompt template ("a photo of a {}." ...), each text embedding
+normalised, their mean per class normalised again (open_clip.build_zero_shot_classifier), scored by softmax, or
+for SigLIP (a model with a logit_bias) by a sigmoid with that bias. Hugging Face CLIPModel and
 SiglipModel: "This is a photo of {}." (transformers' zero-shot pipeline), CLIP's padded to the longest prompt
 with its attention mask, SigLIP's padded to max_length as SigLIP was trained; scored by softmax (CLIP) or by a
 sigmoid with the model's logit bias (SigLIP). Runs with the project's .venv Python (open_clip_torch,
@@ -15,7 +17,11 @@ transformers, sentencepiece and protobuf from tests/requirements.txt); the engin
 --model: a folder holding open_clip_model.safetensors and open_clip_config.json (an OpenCLIP hub repository),
 one of open_clip's model names with --pretrained FILE, or a Hugging Face CLIPModel or SiglipModel folder
 (config.json, model.safetensors and its tokenizer, as openai/clip-* and google/siglip-* hold them). Image towers
-alone (timm's CLIP and SigLIP models, CLIPVisionModel, SiglipVisionModel) have no text tower and are refused.
+alone (timm's CLIP, SigLIP, EVA-02 CLIP and Perception Encoder models, CLIPVisionModel, SiglipVisionModel) have
+no text tower and are refused.
+--tokenizer DIR: a Hugging Face tokenizer folder for OpenCLIP models whose config names one on the hub
+(text_cfg.hf_tokenizer_name: the SigLIP models' timm/ViT-B-16-SigLIP), which open_clip would download; without
+it, the model folder's own tokenizer files (an OpenCLIP hub repository holds them), else the hub.
 Output: F32 `text_embeddings` [C, E], unit rows, and __metadata__ {"labels": JSON list of the C names,
 "logit_scale": the model's logit_scale.exp(), "logit_bias" (SigLIP), "activation": "softmax" or "sigmoid",
 "templates": how many, "model": --model}. Every input is checked before any work; an existing output is
@@ -173,30 +179,92 @@ def hf_classifier(args, kind, names, prompts):
     return torch.stack(rows), meta
 
 
+def openclip_config(args):
+    """model_cfg of an OpenCLIP folder's open_clip_config.json, checked for what this script builds."""
+    path = os.path.join(args.model, "open_clip_config.json")
+    try:
+        with open(path) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"{path}: not a JSON config: {e}")
+    cfg = cfg.get("model_cfg") if isinstance(cfg, dict) else None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("text_cfg", {}), dict):
+        fail(f"{path}: not an OpenCLIP config (no model_cfg object with a text_cfg)")
+    if "hf_model_name" in cfg.get("text_cfg", {}):
+        fail(f"{args.model}: a text tower from Hugging Face (text_cfg.hf_model_name): not supported")
+    if "embed_dim" not in cfg:
+        fail(f"{path}: model_cfg.embed_dim is missing")
+    return cfg
+
+
+class TextTower:
+    """CustomTextCLIP.encode_text without the image tower (a timm trunk is built by timm at its full size, which a
+    checkpoint of a shrunk one would not fit): open_clip's own TextTransformer, loaded from the `text.*` tensors."""
+
+    def __init__(self, cfg, state):
+        import open_clip
+        self.text = open_clip.model._build_text_tower(cfg["embed_dim"], cfg["text_cfg"], cfg.get("quick_gelu", False))
+        text = {k[len("text."):]: v for k, v in state.items() if k.startswith("text.")}
+        self.text.load_state_dict(text)
+        self.text.eval()
+        self.logit_scale = state["logit_scale"]
+        self.logit_bias = state.get("logit_bias")
+
+    def encode_text(self, tokens, normalize=False):
+        import torch
+        features = self.text(tokens)
+        return torch.nn.functional.normalize(features, dim=-1) if normalize else features
+
+
+def openclip_tokenizer(args, cfg):
+    """open_clip.get_tokenizer's choice for a folder's config: the Hugging Face tokenizer it names (from
+    --tokenizer DIR, else the folder's own files, else the hub), else CLIP's own BPE."""
+    import open_clip
+    text_cfg = cfg.get("text_cfg", {})
+    context_length = text_cfg.get("context_length", 77)
+    if not text_cfg.get("hf_tokenizer_name"):
+        if args.tokenizer:
+            fail(f"--tokenizer: {args.model} uses open_clip's own tokenizer (its config names no hf_tokenizer_name)")
+        return open_clip.tokenizer.SimpleTokenizer(context_length=context_length)
+    source = args.tokenizer or (args.model if os.path.exists(os.path.join(args.model, "tokenizer_config.json"))
+                                else text_cfg["hf_tokenizer_name"])
+    try:
+        return open_clip.tokenizer.HFTokenizer(source, context_length=context_length,
+                                               **text_cfg.get("tokenizer_kwargs", {}))
+    except Exception as e:  # offline, or not a tokenizer folder
+        hint = "" if args.tokenizer else " (give a local copy of it with --tokenizer DIR)"
+        fail(f"cannot load the tokenizer {source}{hint}: {e}")
+
+
 def openclip_classifier(args, kind, names, prompts):
     import torch
     import open_clip
     from safetensors.torch import load_file
     try:
         if kind == Kind.OPENCLIP_FOLDER:
-            with open(os.path.join(args.model, "open_clip_config.json")) as f:
-                cfg = json.load(f)["model_cfg"]
-            if "hf_model_name" in cfg.get("text_cfg", {}) or "timm_model_name" in cfg.get("vision_cfg", {}):
-                fail(f"{args.model}: only OpenCLIP's own CLIP towers are supported (no hf_model_name or "
-                     "timm_model_name)")
-            model = open_clip.CLIP(**cfg)
-            model.load_state_dict(load_file(os.path.join(args.model, "open_clip_model.safetensors")))
-            tokenizer = open_clip.tokenizer.SimpleTokenizer(
-                context_length=cfg.get("text_cfg", {}).get("context_length", 77))
+            cfg = openclip_config(args)
+            tokenizer = openclip_tokenizer(args, cfg)
+            state = load_file(os.path.join(args.model, "open_clip_model.safetensors"))
+            if cfg.get("custom_text"):
+                model = TextTower(cfg, state)
+            else:
+                model = open_clip.CLIP(**cfg)
+                model.load_state_dict(state)
         else:
             model = open_clip.create_model(args.model, pretrained=args.pretrained)
             tokenizer = open_clip.get_tokenizer(args.model)
+    except SystemExit:
+        raise
     except Exception as e:  # whatever the files hold: one error line naming the model
         fail(f"cannot load {args.model} as {kind.value}: {e}")
-    model.eval()
+    if isinstance(model, torch.nn.Module):
+        model.eval()
     with torch.no_grad():
         text = open_clip.build_zero_shot_classifier(model, tokenizer, names, prompts).T  # [C, E]
-    return text, {"logit_scale": repr(float(model.logit_scale.exp())), "activation": "softmax"}
+    meta = {"logit_scale": repr(float(model.logit_scale.exp())), "activation": "softmax"}
+    if getattr(model, "logit_bias", None) is not None:  # SigLIP: each class's sigmoid
+        meta.update({"logit_bias": repr(float(model.logit_bias)), "activation": "sigmoid"})
+    return text, meta
 
 
 def main():
@@ -207,6 +275,9 @@ def main():
                    help="an OpenCLIP folder, a Hugging Face CLIPModel or SiglipModel folder, or an open_clip model "
                         "name with --pretrained")
     p.add_argument("--pretrained", help="the weights file for an open_clip model name")
+    p.add_argument("--tokenizer", metavar="DIR",
+                   help="a Hugging Face tokenizer folder for an OpenCLIP model whose config names one on the hub "
+                        "(the SigLIP models'); default: the model folder's own, else the hub")
     p.add_argument("--classes", help="a file of class names, one per line (UTF-8)")
     p.add_argument("--templates", choices=sorted(TEMPLATE_NAMES), metavar="NAME",
                    help="; ".join(f"{k}: {v}" for k, v in TEMPLATE_NAMES.items() if v))
@@ -220,6 +291,10 @@ def main():
     names = class_names(args)
     check_output(args.out, args.force)
     kind = model_kind(args)
+    if args.tokenizer and kind != Kind.OPENCLIP_FOLDER:
+        fail(f"--tokenizer goes with an OpenCLIP model folder, not with {kind.value}")
+    if args.tokenizer and not os.path.isdir(args.tokenizer):
+        fail(f"--tokenizer {args.tokenizer}: no such folder")
     prompts = templates(args.templates or ("openai" if kind in OPENCLIP else "transformers"))
 
     import torch

@@ -15,6 +15,13 @@ OUT_DIR/hf_siglip_full             a whole Hugging Face SiglipModel, image and t
                                    whose sentencepiece model is trained here on the prompts
 OUT_DIR/openclip, openclip_quickgelu  OpenCLIP CLIP models, image and text towers (open_clip_model.safetensors,
                                    open_clip_config.json, as open_clip's save_for_hf writes them)
+OUT_DIR/oc_siglip_b16, oc_eva02_b16, oc_so400m  OpenCLIP 2.32's ViT-B-16-SigLIP, EVA02-B-16 and
+                                   ViT-SO400M-14-SigLIP-384 (CustomTextCLIP, the image tower a timm trunk stored as
+                                   visual.trunk.*, open_clip_config.json naming it), made by open_clip.create_model
+                                   with the trunk shrunk (its heads and the rest of its architecture kept; SO400M at
+                                   its full width 1152, one block) and the text tower shrunk
+OUT_DIR/siglip_tokenizer           a Hugging Face tokenizer folder for the SigLIP towers (sentencepiece trained on the
+                                   prompts), as the hub's timm/ViT-B-16-SigLIP holds one
 OUT_DIR/<name>/reference.safetensors  on the photos, through the layout's own image processor:
     input      [N, 3, S, S]  what the model was fed
     tokens     [N, T, D]     the token sequence the layout returns (Hugging Face: last_hidden_state;
@@ -26,7 +33,9 @@ OUT_DIR/hf_dinov2*/reference_518.safetensors  the same at the model's own 518 px
 OUT_DIR/hf_clip, hf_siglip, openclip/reference_288.safetensors  at 288 px: Hugging Face's models called with
                                    interpolate_pos_encoding=True, OpenCLIP's made at 288 and loaded through its
                                    resize_pos_embed
-OUT_DIR/openclip*, hf_clip_full, hf_siglip_full/classes.safetensors  scripts/export_text_embeddings.py's file for
+OUT_DIR/oc_siglip_b16, oc_eva02_b16/reference_<size>.safetensors  at another size (288 and 256): the trunk made by
+                                   timm at that size, the checkpoint through timm's own checkpoint_filter_fn
+OUT_DIR/openclip*, oc_siglip_b16, oc_eva02_b16, hf_clip_full, hf_siglip_full/classes.safetensors  scripts/export_text_embeddings.py's file for
                                    a few class names, and in reference.safetensors `zero_shot` [N, classes]: the
                                    library's own zero-shot probabilities, open_clip's softmax(logit_scale.exp() *
                                    image_features @ classifier), CLIPModel's softmax(logits_per_image),
@@ -37,12 +46,15 @@ import gzip
 import io
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
 import sentencepiece
+import timm
 import torch
 import open_clip
+from open_clip.push_to_hf_hub import save_config_for_hf
 from PIL import Image
 from safetensors.torch import save_file
 from transformers import (AutoTokenizer, BitImageProcessor, CLIPConfig, CLIPImageProcessor, CLIPModel,
@@ -70,7 +82,8 @@ def randomize(model, seed):
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             elif p.dim() <= 1 and leaf != "class_embedding":
                 p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            elif leaf in ("cls_token", "register_tokens", "class_embedding", "position_embeddings", "probe"):
+            elif leaf in ("cls_token", "register_tokens", "class_embedding", "position_embeddings", "probe", "pos_embed",
+                          "reg_token", "latent"):
                 p.copy_(0.5 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_((1.0 / p[0].numel()) ** 0.5 * torch.randn(p.shape, generator=g))
@@ -196,6 +209,20 @@ def hf_siglip(out, photos, seed):
               photos, type(model).__name__)
 
 
+def siglip_tokenizer(d, prompts):
+    """A SiglipTokenizer whose sentencepiece model is trained here on the prompts (no download needed)."""
+    os.makedirs(d, exist_ok=True)
+    spm = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(prompts * 20), model_writer=spm, vocab_size=48, model_type="unigram",
+        hard_vocab_limit=False, minloglevel=2)
+    with open(os.path.join(d, "spiece.model"), "wb") as f:
+        f.write(spm.getvalue())
+    tokenizer = SiglipTokenizer(vocab_file=os.path.join(d, "spiece.model"))
+    tokenizer.save_pretrained(d)
+    return tokenizer
+
+
 def hf_siglip_full(out, photos, seed):
     vision = dict(SMALL, intermediate_size=256, image_size=224, patch_size=16, hidden_act="gelu_pytorch_tanh")
     text = dict(SMALL, intermediate_size=256, vocab_size=64, max_position_embeddings=64,
@@ -206,14 +233,7 @@ def hf_siglip_full(out, photos, seed):
     model.save_pretrained(d, safe_serialization=True)
     SiglipImageProcessor().save_pretrained(d)
     # A tokenizer of the model's own kind: sentencepiece trained on the prompts (no download needed).
-    spm = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter([f"This is a photo of {c}." for c in CLASSES] * 20), model_writer=spm,
-        vocab_size=48, model_type="unigram", hard_vocab_limit=False, minloglevel=2)
-    with open(os.path.join(d, "spiece.model"), "wb") as f:
-        f.write(spm.getvalue())
-    tokenizer = SiglipTokenizer(vocab_file=os.path.join(d, "spiece.model"))
-    tokenizer.save_pretrained(d)
+    tokenizer = siglip_tokenizer(d, [f"This is a photo of {c}." for c in CLASSES])
     x = hf_input(SiglipImageProcessor(), photos)
     subprocess.run([sys.executable, EXPORT, "--model", d, "-o", os.path.join(d, "classes.safetensors"), *CLASSES],
                    check=True)
@@ -280,6 +300,83 @@ def openclip(out, photos, name, seed, quick_gelu):
                                                "outputs": outputs}, photos, "OpenCLIP")
 
 
+# OpenCLIP towers on timm trunks: open_clip's model name, the trunk's shrink (timm kwargs: the architecture's own
+# heads kept, so its head width shrinks), the text tower's, the image preprocessing of the released weights, the
+# other size checked (0: none), the seed.
+TIMM_TOWERS = {
+    "oc_siglip_b16": ("ViT-B-16-SigLIP", dict(depth=2, embed_dim=96), dict(width=64, heads=2, layers=1, vocab_size=64),
+                      dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), resize_mode="squash"), 288, 110),
+    "oc_eva02_b16": ("EVA02-B-16", dict(depth=2, embed_dim=96), dict(width=64, heads=2, layers=1), {}, 256, 111),
+    # SO400M's own shape (width 1152, 16 heads of 72, MLP 4304, patch 14 at 384 px: 27 x 27 patches, the last 6
+    # pixels of each side unread by timm's patch embedding), one block.
+    "oc_so400m": ("ViT-SO400M-14-SigLIP-384", dict(depth=1), dict(width=64, heads=2, layers=1, vocab_size=64),
+                  dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), resize_mode="squash"), 0, 112),
+}
+
+
+def timm_tower_outputs(model, trunk, x):
+    """tokens (the trunk's forward_features), embeddings (its pooled features before any head) and outputs
+    (open_clip's encode_image)."""
+    with torch.no_grad():
+        tokens = trunk.forward_features(x)
+        embeddings = trunk.forward_head(tokens, pre_logits=True)
+        outputs = model.encode_image(x) if model is not None else trunk(x)
+    return {"input": x, "tokens": tokens, "embeddings": embeddings, "outputs": outputs}
+
+
+def openclip_timm(out, photos, name, tokenizer_dir):
+    model_name, trunk_kwargs, text_kwargs, preprocess, other_size, seed = TIMM_TOWERS[name]
+    cfg = open_clip.get_model_config(model_name)
+    text_cfg = dict(cfg["text_cfg"], **text_kwargs)
+    # proj 'none': the embedding is the trunk's pooled features, as wide as the (shrunk) trunk.
+    embed_dim = trunk_kwargs.get("embed_dim", 1152) if cfg["vision_cfg"].get("timm_proj") == "none" else 32
+    create = timm.create_model
+    timm.create_model = lambda arch, **kw: create(arch, **dict(kw, **trunk_kwargs))
+    try:
+        model = open_clip.create_model(model_name, pretrained=None, embed_dim=embed_dim, text_cfg=text_cfg,
+                                       force_preprocess_cfg=preprocess).eval()
+    finally:
+        timm.create_model = create
+    randomize(model, seed)
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    save_file(model.state_dict(), os.path.join(d, "open_clip_model.safetensors"))
+    model_cfg = dict(cfg, embed_dim=embed_dim, text_cfg=text_cfg)
+    save_config_for_hf(model, pathlib.Path(d, "open_clip_config.json"), model_cfg)
+    pre = open_clip.transform.PreprocessCfg(**model.visual.preprocess_cfg)
+    x = torch.stack([open_clip.transform.image_transform_v2(pre, is_train=False)(Image.open(p).convert("RGB")) for p in photos])
+    refs = timm_tower_outputs(model, model.visual.trunk, x)
+    siglip = "SigLIP" in model_name
+    if name != "oc_so400m":
+        # The zero-shot file as scripts/export_text_embeddings.py writes it (SigLIP's tokenizer from its folder),
+        # and open_clip's own probabilities from the same templates: softmax for CLIP, SigLIP's sigmoid with its
+        # logit bias.
+        subprocess.run([sys.executable, EXPORT, "--model", d, "-o", os.path.join(d, "classes.safetensors"), *CLASSES]
+                       + (["--tokenizer", tokenizer_dir] if siglip else []), check=True)
+        tokenizer = (open_clip.tokenizer.HFTokenizer(tokenizer_dir, context_length=text_cfg["context_length"],
+                                                     **text_cfg.get("tokenizer_kwargs", {})) if siglip
+                     else open_clip.tokenizer.SimpleTokenizer(context_length=text_cfg["context_length"]))
+        with torch.no_grad():
+            classifier = open_clip.build_zero_shot_classifier(model, tokenizer, CLASSES,
+                                                              open_clip.OPENAI_IMAGENET_TEMPLATES)
+            logits = model.logit_scale.exp() * torch.nn.functional.normalize(refs["outputs"], dim=-1) @ classifier
+            refs["zero_shot"] = torch.sigmoid(logits + model.logit_bias) if siglip else logits.softmax(dim=-1)
+    save_refs(d, "reference.safetensors", refs, photos, model_name)
+    if not other_size:
+        return
+    # At another size: the trunk as timm makes it there, the checkpoint through timm's own filter (its position
+    # table resampled); open_clip's image transform at that size.
+    arch = cfg["vision_cfg"]["timm_model_name"]
+    trunk = model.visual.trunk
+    big = create(arch, img_size=other_size, num_classes=trunk.num_classes, global_pool=trunk.global_pool,
+                 **trunk_kwargs).eval()
+    state = {k[len("visual.trunk."):]: v for k, v in model.state_dict().items() if k.startswith("visual.trunk.")}
+    big.load_state_dict(sys.modules[type(big).__module__].checkpoint_filter_fn(state, big))
+    pre = open_clip.transform.PreprocessCfg(**dict(model.visual.preprocess_cfg, size=(other_size, other_size)))
+    x = torch.stack([open_clip.transform.image_transform_v2(pre, is_train=False)(Image.open(p).convert("RGB")) for p in photos])
+    save_refs(d, f"reference_{other_size}.safetensors", timm_tower_outputs(None, big, x), photos, model_name)
+
+
 def main():
     out, photos = sys.argv[1], sys.argv[2:]
     dinov2(out, photos, "hf_dinov2", 100, registers=False)
@@ -290,6 +387,11 @@ def main():
     hf_siglip_full(out, photos, 106)
     openclip(out, photos, "openclip", 104, quick_gelu=False)
     openclip(out, photos, "openclip_quickgelu", 105, quick_gelu=True)
+    tokenizer_dir = os.path.join(out, "siglip_tokenizer")
+    siglip_tokenizer(tokenizer_dir, [t(c) if callable(t) else t.format(c) for c in CLASSES
+                                     for t in open_clip.OPENAI_IMAGENET_TEMPLATES])
+    for name in TIMM_TOWERS:
+        openclip_timm(out, photos, name, tokenizer_dir)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,9 @@ except ImportError as e:  # scripts/setup.sh installs tests/requirements.txt int
                 allow_module_level=True)
 
 
-def export(*args):
-    return subprocess.run([sys.executable, SCRIPT, *map(str, args)], capture_output=True, text=True, timeout=300)
+def export(*args, env=None):
+    return subprocess.run([sys.executable, SCRIPT, *map(str, args)], capture_output=True, text=True, timeout=300,
+                          env=env)
 
 
 def refused(run, message):
@@ -126,6 +127,32 @@ def test_bad_inputs_named_before_any_work(models, tmp_path):
             "--pretrained")
     # The weights are read only after every check, and what is wrong with them is one error line too.
     refused(export("--model", models["broken"], "-o", out, *CLASSES), f"cannot load {models['broken']}")
+    assert not out.exists()
+
+
+def test_tokenizer_option_named_where_it_does_not_apply(models, tmp_path):
+    """--tokenizer DIR is for OpenCLIP folders whose config names a Hugging Face tokenizer (SigLIP's); without it,
+    offline, the hub's is not there and the error says to give one. The engine's side: tests/test_layouts.cpp's
+    SigLIP tower on a timm trunk, exported with --tokenizer."""
+    out = tmp_path / "classes.safetensors"
+    refused(export("--model", models["hf_clip"], "--tokenizer", models["hf_clip"], "-o", out, *CLASSES),
+            "--tokenizer goes with an OpenCLIP model folder")
+    refused(export("--model", models["openclip"], "--tokenizer", tmp_path / "absent", "-o", out, *CLASSES),
+            f"--tokenizer {tmp_path / 'absent'}: no such folder")
+    refused(export("--model", models["openclip"], "--tokenizer", models["hf_clip"], "-o", out, *CLASSES),
+            "uses open_clip's own tokenizer")
+    siglip = tmp_path / "siglip"
+    siglip.mkdir()
+    (siglip / "open_clip_config.json").write_text(json.dumps({"model_cfg": {
+        "embed_dim": 16, "custom_text": True, "init_logit_bias": -10,
+        "vision_cfg": {"image_size": 224, "timm_model_name": "vit_base_patch16_siglip_224", "timm_pool": "map",
+                       "timm_proj": "none"},
+        "text_cfg": {"context_length": 64, "vocab_size": 64, "hf_tokenizer_name": "timm/ViT-B-16-SigLIP",
+                     "width": 16, "heads": 2, "layers": 1}}}))
+    (siglip / "open_clip_model.safetensors").write_bytes(b"never read: the tokenizer comes first")
+    offline = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
+    refused(export("--model", siglip, "-o", out, *CLASSES, env=offline),
+            "cannot load the tokenizer timm/ViT-B-16-SigLIP (give a local copy of it with --tokenizer DIR)")
     assert not out.exists()
 
 

@@ -1,5 +1,6 @@
 // The checkpoint layouts other than timm's against their own code: shrunk random-weight Hugging Face Dinov2Model,
-// Dinov2WithRegistersModel, CLIPVisionModelWithProjection, SiglipVisionModel and OpenCLIP CLIP models
+// Dinov2WithRegistersModel, CLIPVisionModelWithProjection, SiglipVisionModel, OpenCLIP CLIP models and OpenCLIP's
+// towers on timm trunks (ViT-B-16-SigLIP, EVA02-B-16, ViT-SO400M-14-SigLIP-384)
 // (tests/make_layout_models.py, run at test time by the .venv's transformers and open_clip over Debian's torch)
 // and those libraries' outputs on sample photos through their own image processors. Tokens, embeddings and
 // outputs within 1e-4 from the reference's input tensor (DINOv2 at the processor's 224 px, its 518-px position
@@ -10,6 +11,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -90,9 +93,28 @@ TEST_F(Layouts, OpenClipLikeOpenClip) {
 }
 TEST_F(Layouts, OpenClipQuickGeluLikeOpenClip) { expect_like_reference("openclip_quickgelu"); }
 
+// OpenCLIP towers on timm trunks (visual.trunk.*): the trunk's architecture from open_clip_config.json, its
+// pool and head as open_clip's TimmModel makes them; at another size, against timm's own model there.
+TEST_F(Layouts, OpenClipTimmTrunksLikeOpenClip) {
+  expect_like_reference("oc_siglip_b16");  // SigLIP: the trunk's attention pool, no projection (timm_proj 'none')
+  expect_like_reference("oc_siglip_b16", "reference_288.safetensors", 288);
+  expect_like_reference("oc_eva02_b16");  // EVA-02 CLIP: class-token pool, the trunk's head the projection
+  expect_like_reference("oc_eva02_b16", "reference_256.safetensors", 256);
+}
+
+// ViT-SO400M-14-SigLIP-384's trunk (vit_so400m_patch14_siglip_384) at its own shape: 384 px in patches of 14
+// (timm's patch embedding leaves the last 6 pixels unread), which the engine refuses by name.
+TEST_F(Layouts, OpenClipSo400m384RefusedByName) {
+  const SafeTensors ref(model("oc_so400m") + "/reference.safetensors");
+  EXPECT_EQ(ref.get("tokens").shape, (std::vector<int64_t>{3, 729, 1152}));  // the shape the reference ran
+  expect_error([] { ViT::load(model("oc_so400m")); }, "vit_so400m_patch14_siglip_384");
+}
+
 TEST_F(Layouts, FromPhotosLikeReference) {
   expect_photos_like_reference("openclip");
   expect_photos_like_reference("hf_siglip");
+  expect_photos_like_reference("oc_siglip_b16");  // open_clip's squash resize, mean and std 0.5
+  expect_photos_like_reference("oc_eva02_b16");
 }
 
 TEST_F(Layouts, SettingsFromEachLayout) {
@@ -120,12 +142,90 @@ TEST_F(Layouts, SettingsFromEachLayout) {
   EXPECT_NE(oc.act, Activation::QuickGelu);
   EXPECT_EQ(quick.act, Activation::QuickGelu);
   EXPECT_EQ(oc.heads, 2);  // width 64 / head_width 32
+  const ViTConfig sig = ViT::load(model("oc_siglip_b16")).config(), eva = ViT::load(model("oc_eva02_b16")).config();
+  EXPECT_EQ(sig.stored_as, "OpenCLIP timm trunk names, F32");
+  EXPECT_EQ(sig.arch, "vit_base_patch16_siglip_224");
+  EXPECT_EQ(sig.family, Family::SigLIP);
+  EXPECT_EQ(sig.pool, Pool::Map);
+  EXPECT_EQ(sig.classes, 0);
+  EXPECT_EQ(sig.heads, 12);  // the architecture's
+  EXPECT_EQ(sig.pre.crop_mode, CropMode::Squash);  // preprocess_cfg
+  EXPECT_EQ(eva.arch, "eva02_base_patch16_clip_224");
+  EXPECT_EQ(eva.family, Family::EVA02Clip);
+  EXPECT_EQ(eva.pool, Pool::Token);
+  EXPECT_EQ(eva.classes, 32);
+  EXPECT_EQ(eva.head, HeadKind::Projection);
+  EXPECT_TRUE(eva.rope);
+}
+
+// A malformed OpenCLIP config or a missing trunk tensor: one error naming it.
+TEST_F(Layouts, OpenClipTimmBadInputNamed) {
+  const std::string src = model("oc_siglip_b16");
+  nlohmann::json good;
+  std::ifstream(src + "/open_clip_config.json") >> good;
+  struct Case {
+    std::string what;
+    std::function<void(nlohmann::json&)> edit;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"no timm_model_name", [](auto& j) { j["model_cfg"]["vision_cfg"].erase("timm_model_name"); },
+       "vision_cfg.timm_model_name is missing"},
+      {"an unknown trunk", [](auto& j) { j["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_nonesuch_patch16"; },
+       "vision_cfg.timm_model_name: architecture 'vit_nonesuch_patch16'"},
+      {"a trunk the engine refuses", [](auto& j) { j["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_so400m_patch14_siglip_384"; },
+       "not supported yet (vit_so400m_patch14_siglip_384)"},
+      {"open_clip's own projection", [](auto& j) { j["model_cfg"]["vision_cfg"]["timm_proj"] = "linear"; },
+       "vision_cfg.timm_proj 'linear'"},
+      {"open_clip's own pool", [](auto& j) { j["model_cfg"]["vision_cfg"]["timm_pool"] = "abs_attn"; },
+       "vision_cfg.timm_pool 'abs_attn'"},
+      {"a pool timm has not", [](auto& j) { j["model_cfg"]["vision_cfg"]["timm_pool"] = "max"; },
+       "vision_cfg.timm_pool: global_pool 'max' is not supported"},
+      {"a classifier's trunk as the projection",
+       [](auto& j) {
+         j["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_base_patch16_224";
+         j["model_cfg"]["vision_cfg"]["timm_proj"] = nullptr;
+       },
+       "vit_base_patch16_224 is a ViT, whose head is a classifier"},
+      {"a wrong embed_dim", [](auto& j) { j["model_cfg"]["embed_dim"] = 512; }, "model_cfg.embed_dim is 512"},
+      {"no vision_cfg", [](auto& j) { j["model_cfg"].erase("vision_cfg"); }, "no model_cfg.vision_cfg"},
+      {"a string for a number", [](auto& j) { j["model_cfg"]["vision_cfg"]["image_size"] = "big"; }, "image_size"},
+  };
+  for (const Case& c : cases) {
+    TempDir d;
+    run_shell("ln -s " + src + "/open_clip_model.safetensors " + d.file("open_clip_model.safetensors"));
+    nlohmann::json j = good;
+    c.edit(j);
+    write_file(d.file("open_clip_config.json"), j.dump());
+    const std::string message = expect_error([&] { ViT::load(d.path()); }, c.message);
+    EXPECT_NE(message.find("open_clip_config.json"), std::string::npos) << c.what << ": " << message;
+  }
+  {  // without its config the trunk's architecture is unknown
+    TempDir d;
+    run_shell("ln -s " + src + "/open_clip_model.safetensors " + d.file("open_clip_model.safetensors"));
+    expect_error([&] { ViT::load(d.path()); }, "without its open_clip_config.json");
+  }
+  {  // a trunk tensor missing
+    TempDir d;
+    const SafeTensors st(src + "/open_clip_model.safetensors");
+    std::vector<std::vector<float>> values;
+    std::vector<TensorToWrite> kept;
+    for (const auto& [name, t] : st.tensors()) values.push_back(st.to_f32(name));
+    size_t i = 0;
+    for (const auto& [name, t] : st.tensors()) {
+      if (name != "visual.trunk.blocks.1.attn.proj.weight") kept.push_back({name, t.shape, values[i].data()});
+      ++i;
+    }
+    write_safetensors(d.file("open_clip_model.safetensors"), kept);
+    run_shell("cp " + src + "/open_clip_config.json " + d.path());
+    expect_error([&] { ViT::load(d.path()); }, "missing tensor visual.trunk.blocks.1.attn.proj.weight");
+  }
 }
 
 // vit classify --text-embeddings: open_clip's own zero-shot probabilities on the photos (softmax over the
 // classes), and SiglipModel's (each class's sigmoid, with its logit bias).
 TEST_F(Layouts, ZeroShotLikeReference) {
-  for (const std::string name : {"openclip", "openclip_quickgelu", "hf_siglip_full"}) {
+  for (const std::string name : {"openclip", "openclip_quickgelu", "hf_siglip_full", "oc_siglip_b16", "oc_eva02_b16"}) {
     const SafeTensors ref(model(name) + "/reference.safetensors");
     const auto want = ref.to_f32("zero_shot");
     const int64_t C = ref.get("zero_shot").shape[1];
