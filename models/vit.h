@@ -18,8 +18,12 @@
 
 namespace vit {
 
-class Checkpoint;
 class RoundedWeights;
+class TensorSource;
+
+// Which precision a layer runs at: the model's (the blocks' linear layers, 99% of the FLOPs), or always
+// f32 (the patch embedding takes raw pixels, the attention pool and heads give the outputs: docs/PERFORMANCE.md).
+enum class PrecisionClass { Model, F32 };
 
 struct BlockWeights {
   LayerNormWeights norm1, norm2;  // [D]
@@ -160,8 +164,8 @@ class ViT {
 
  private:
   ViT() = default;
-  void load_weights(Checkpoint& ck, RoundedWeights* rounded);
-  Precision precision_of(const std::string& layer) const;
+  struct WeightLoader;  // fills the weights below from a TensorSource (vit.cpp)
+  void load_weights(TensorSource& src, RoundedWeights* rounded);
   // How a Plan at batch B divides its work, decided once by plan_layout and used both to size its
   // activations and to build its steps, so the two cannot disagree.
   struct PlanLayout {
