@@ -181,6 +181,8 @@ struct ViT::WeightLoader {
 
   Precision precision(PrecisionClass pc) const { return pc == PrecisionClass::Model ? m.precision_ : Precision::F32; }
   TensorSource::Tensor take(const std::string& n, const std::vector<int64_t>& s) { return src.take(n, s); }
+  template <typename T>
+  Stored<T> store(const std::vector<T>& v) { return Stored<T>(m.store_, v); }
   TensorSource::Tensor opt(const std::string& n, const std::vector<int64_t>& s) {
     return src.has(n) ? src.take(n, s) : TensorSource::Tensor();
   }
@@ -241,10 +243,10 @@ struct ViT::WeightLoader {
                               {D, Cin, P, P});
     }
     if (c.patch_norm) m.patch_norm_ = norm("patch_embed.norm");
-    if (c.class_token) m.cls_token_ = take("cls_token", {1, 1, D}).to_vector();
-    if (c.dist_token) m.dist_token_ = take("dist_token", {1, 1, D}).to_vector();
-    if (c.reg_tokens) m.reg_token_ = take("reg_token", {1, c.reg_tokens, D}).to_vector();
-    if (c.abs_pos && !c.naflex) m.pos_embed_ = position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector());
+    if (c.class_token) m.cls_token_ = store(take("cls_token", {1, 1, D}).to_vector());
+    if (c.dist_token) m.dist_token_ = store(take("dist_token", {1, 1, D}).to_vector());
+    if (c.reg_tokens) m.reg_token_ = store(take("reg_token", {1, c.reg_tokens, D}).to_vector());
+    if (c.abs_pos && !c.naflex) m.pos_embed_ = store(position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector()));
     if (c.norm_pre) m.norm_pre_ = norm("norm_pre");
   }
 
@@ -266,19 +268,22 @@ struct ViT::WeightLoader {
     if (c.scale_mlp) b.mlp_norm = layer_norm(p + "mlp.norm", M);
     b.fc2 = scaled_linear(p + "mlp.fc2", M, p + (beit_ls ? "gamma_2" : "ls2.gamma"));
     if (c.rel_pos_window)
-      b.rel_pos_table = resize_relative_position_table(
+      b.rel_pos_table = store(resize_relative_position_table(
           take(p + "attn.relative_position_bias_table", {c.rel_pos_len(), c.heads}).to_vector(), c.heads,
-          c.rel_pos_window, c.grid_h(), c.grid_w());
+          c.rel_pos_window, c.grid_h(), c.grid_w()));
     return b;
   }
 
   // The position tables the blocks share, the final norms, the attention pool, the heads.
   void head() {
-    if (c.rel_pos_window) m.rel_pos_index_ = relative_position_index(c.grid_h(), c.grid_w());
+    if (c.rel_pos_window) m.rel_pos_index_ = store(relative_position_index(c.grid_h(), c.grid_w()));
+    std::vector<float> sin, cos;
     if (c.rope && c.rope_kind == RopeKind::Mixed)  // RoPE-Mixed's learned frequencies, x's then y's
-      rotary_tables(c, &m.rope_sin_, &m.rope_cos_, take("rope.freqs", {2, c.depth, c.heads, c.head_dim() / 2}).data());
+      rotary_tables(c, &sin, &cos, take("rope.freqs", {2, c.depth, c.heads, c.head_dim() / 2}).data());
     else if (c.rope)
-      rotary_tables(c, &m.rope_sin_, &m.rope_cos_);
+      rotary_tables(c, &sin, &cos);
+    m.rope_sin_ = store(sin);
+    m.rope_cos_ = store(cos);
     if (c.final_norm) m.norm_ = norm("norm");
     if (c.fc_norm) m.fc_norm_ = norm("fc_norm");
     if (c.attn_pool_mlp) {
@@ -286,7 +291,7 @@ struct ViT::WeightLoader {
       const auto latent = take("attn_pool.latent", {1, 1, D}), qw = take("attn_pool.q.weight", {D, D});
       const auto qb = take("attn_pool.q.bias", {D});
       AttentionPool& ap = m.attn_pool_;
-      ap.q = affine(qw.data(), qb.data(), latent.data(), D, D);
+      ap.q = store(affine(qw.data(), qb.data(), latent.data(), D, D));
       ap.kv = linear("attn_pool.kv", D, 2 * D, true, Epilogue::None, PrecisionClass::F32);
       ap.proj = linear("attn_pool.proj", D, D, true, Epilogue::None, PrecisionClass::F32);
       ap.norm = norm("attn_pool.norm");
@@ -406,18 +411,9 @@ std::vector<std::pair<std::string, const LinearWeights*>> ViT::block_linear_laye
 }
 
 size_t ViT::weight_bytes() const {
-  size_t n = patch_embed_.bytes() + head_.bytes() + head_dist_.bytes() +
-             (cls_token_.size() + dist_token_.size() + reg_token_.size() + pos_embed_.size()) * sizeof(float);
-  for (const BlockWeights& b : blocks_)
-    n += b.qkv.bytes() + b.proj.bytes() + b.fc1.bytes() + b.fc2.bytes() + b.rel_pos_table.size() * sizeof(float) +
-         (cfg_.scale_mlp ? size_t(2 * cfg_.mlp) * sizeof(float) : 0);
-  n += rel_pos_index_.size() * sizeof(int32_t) + (rope_sin_.size() + rope_cos_.size()) * sizeof(float);
-  if (pos_tables_) n += size_t(cfg_.pos_grid_h * cfg_.pos_grid_w * cfg_.width) * sizeof(float);
-  n += attn_pool_.q.size() * sizeof(float) + attn_pool_.kv.bytes() + attn_pool_.proj.bytes() + attn_pool_.fc1.bytes() +
-       attn_pool_.fc2.bytes() + (cfg_.attn_pool_mlp ? size_t(2 * cfg_.width) * sizeof(float) : 0);
-  const size_t norms = size_t((cfg_.norm == NormKind::Rms ? 1 : 2) * cfg_.width) * sizeof(float);
-  return n + norms * size_t((2 + int(cfg_.attn_norm)) * cfg_.depth + int(cfg_.patch_norm) + int(cfg_.norm_pre) +
-                            int(cfg_.final_norm) + int(cfg_.fc_norm));
+  // Every weight lives in the store, but a NaFlex model's position table, which its PositionTables owns.
+  const size_t naflex_table = pos_tables_ ? size_t(cfg_.pos_grid_h * cfg_.pos_grid_w * cfg_.width) * sizeof(float) : 0;
+  return store_.bytes_used() + naflex_table;
 }
 
 // Appends a Plan's steps in forward order, as its layout says, each named for the timm line it mirrors.
