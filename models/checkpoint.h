@@ -10,32 +10,21 @@
 
 #include "engine/io/safetensors.h"
 #include "layouts.h"
+#include "tensor_source.h"
 
 namespace vit {
 
-class Checkpoint {
+class Checkpoint : public TensorSource {
  public:
   explicit Checkpoint(const std::string& path);
 
   const std::string& path() const { return st_->path(); }
-  Layout layout() const { return layout_; }
-  bool has(const std::string& timm_name) const;
+  Layout layout() const override { return layout_; }
+  bool has(const std::string& timm_name) const override;
   std::vector<int64_t> shape(const std::string& timm_name) const;  // throws when missing
-  // A taken tensor, read from the file as f32 (F16 and BF16 widened; Hugging Face's q, k, v assembled).
-  class Tensor {
-   public:
-    Tensor() = default;
-    explicit Tensor(std::vector<float> v) : values_(std::move(v)) {}
-    const float* data() const { return values_.data(); }
-    size_t size() const { return values_.size(); }
-    bool empty() const { return values_.empty(); }
-    std::vector<float> to_vector() && { return std::move(values_); }
-
-   private:
-    std::vector<float> values_;
-  };
-  // The tensor, checked against the expected shape ("got [..], expected [..]").
-  Tensor take(const std::string& timm_name, const std::vector<int64_t>& expected);
+  // The tensor read from the file as f32 (F16 and BF16 widened; Hugging Face's q, k, v assembled),
+  // checked against the expected shape ("got [..], expected [..]").
+  Tensor take(const std::string& timm_name, const std::vector<int64_t>& expected) override;
   // Throws listing the tensors no take() asked for.
   void check_all_used() const;
   int64_t count_blocks() const;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint.h"
+#include "random_weights.h"
 #include "positions.h"
 #include "engine/nn/attention.h"
 #include "models/int8_weights.h"
@@ -74,7 +75,7 @@ Epilogue activation_epilogue(Activation a) {
 struct Dense {
   std::vector<float> w, b;
 };
-void append(std::vector<float>* v, Checkpoint::Tensor t) {
+void append(std::vector<float>* v, TensorSource::Tensor t) {
   const std::vector<float> part = std::move(t).to_vector();
   v->insert(v->end(), part.begin(), part.end());
 }
@@ -82,7 +83,7 @@ void append(std::vector<float>* v, Checkpoint::Tensor t) {
 // BEiT's and EVA-02's q, k, v as one layer [3D, D] with bias [q, 0, v]: beit.py Attention.forward and
 // eva.py EvaAttention.forward, F.linear(x, qkv.weight, torch.cat((q_bias, k_bias, v_bias))) with k_bias a
 // zero buffer; EvaAttention's qkv_fused=False (q_proj, k_proj without a bias, v_proj) gives the same rows.
-Dense fused_qkv(Checkpoint& ck, const std::string& p, const ViTConfig& c) {
+Dense fused_qkv(TensorSource& ck, const std::string& p, const ViTConfig& c) {
   const int64_t D = c.width;
   Dense d;
   if (c.qkv_fused) append(&d.w, ck.take(p + "attn.qkv.weight", {3 * D, D}));
@@ -98,12 +99,12 @@ Dense fused_qkv(Checkpoint& ck, const std::string& p, const ViTConfig& c) {
 // SwiGLU's gate and value layers as one [2M, D], the gate's rows first: timm's SwiGLU (fc1_g, fc1_x:
 // act(fc1_g(x)) * fc1_x(x)), or GluMlp's packed fc1 (gate_last=False: x1, x2 = fc1(x).chunk(2);
 // act(x1) * x2), which is already that.
-Dense swiglu_fc1(Checkpoint& ck, const std::string& p, const ViTConfig& c) {
+Dense swiglu_fc1(TensorSource& ck, const std::string& p, const ViTConfig& c) {
   const int64_t D = c.width, M = c.mlp;
   Dense d;
   if (!ck.has(p + "mlp.fc1_g.weight")) {
     append(&d.w, ck.take(p + "mlp.fc1.weight", {2 * M, D}));
-    append(&d.b, ck.take(p + "mlp.fc1.bias", {2 * M}));
+    if (c.proj_bias || ck.has(p + "mlp.fc1.bias")) append(&d.b, ck.take(p + "mlp.fc1.bias", {2 * M}));
     return d;
   }
   for (const char* n : {"mlp.fc1_g", "mlp.fc1_x"}) {
@@ -112,6 +113,11 @@ Dense swiglu_fc1(Checkpoint& ck, const std::string& p, const ViTConfig& c) {
   }
   return d;
 }
+
+// A block's linear layers, the ones at the model's precision (PrecisionClass::Model), in forward order.
+constexpr std::pair<const char*, LinearWeights BlockWeights::*> kBlockLinears[] = {
+    {"attn.qkv", &BlockWeights::qkv}, {"attn.proj", &BlockWeights::proj}, {"mlp.fc1", &BlockWeights::fc1},
+    {"mlp.fc2", &BlockWeights::fc2}};
 
 }  // namespace
 
@@ -163,40 +169,56 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
   return m;
 }
 
-void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
-  const ViTConfig& c = cfg_;
-  const int64_t D = c.width, M = c.mlp, C = c.classes, P = c.patch, Cin = c.in_chans;
-  auto take = [&](const std::string& n, const std::vector<int64_t>& s) { return ck.take(n, s); };
-  auto opt = [&](const std::string& n, const std::vector<int64_t>& s) {
-    return ck.has(n) ? ck.take(n, s) : Checkpoint::Tensor();
-  };
+// Fills a ViT's weights from a TensorSource, one tensor at a time, in the order and with the shapes timm's
+// modules have: a checkpoint's tensors, or random ones. Each layer is made (converted, quantized, placed in
+// the model's store) as soon as its tensors are taken, so at most one layer's f32 values are held.
+struct ViT::WeightLoader {
+  ViT& m;
+  TensorSource& src;
+  RoundedWeights* rounded;  // a `vit quantize` folder's int8 weights, or null
+  const ViTConfig& c = m.cfg_;
+  const int64_t D = c.width, M = c.mlp;
+
+  Precision precision(PrecisionClass pc) const { return pc == PrecisionClass::Model ? m.precision_ : Precision::F32; }
+  TensorSource::Tensor take(const std::string& n, const std::vector<int64_t>& s) { return src.take(n, s); }
+  template <typename T>
+  Stored<T> store(const std::vector<T>& v) { return Stored<T>(m.store_, v); }
+  TensorSource::Tensor opt(const std::string& n, const std::vector<int64_t>& s) {
+    return src.has(n) ? src.take(n, s) : TensorSource::Tensor();
+  }
   // Every layer built here: an int8 one from its rounded weights when the folder has them.
-  auto make = [&](const std::string& n, const float* w, const float* b, int64_t K, int64_t N, Epilogue ep) {
-    if (rounded && precision_of(n) == Precision::Int8) return rounded->linear(store_, n, b, K, N, c.tokens(), ep);
-    return make_linear(store_, w, b, K, N, c.tokens(), ep, precision_of(n));
-  };
+  LinearWeights make(const std::string& n, const float* w, const float* b, int64_t K, int64_t N, Epilogue ep,
+                     PrecisionClass pc) {
+    const Precision p = precision(pc);
+    if (rounded && p == Precision::Int8) return rounded->linear(m.store_, n, b, K, N, c.tokens(), ep);
+    return make_linear(m.store_, w, b, K, N, c.tokens(), ep, p);
+  }
   // bias: required, else taken when present; shape: the stored weight's, when not [N, K] (a conv
   // kernel [D, C, P, P] is the same memory as [D, C*P*P]).
-  auto linear = [&](const std::string& n, int64_t K, int64_t N, bool bias, Epilogue ep,
-                    std::vector<int64_t> shape = {}) {
+  LinearWeights linear(const std::string& n, int64_t K, int64_t N, bool bias, Epilogue ep, PrecisionClass pc,
+                       std::vector<int64_t> shape = {}) {
     const auto w = take(n + ".weight", shape.empty() ? std::vector<int64_t>{N, K} : shape);
     const auto b = bias ? take(n + ".bias", {N}) : opt(n + ".bias", {N});
-    return make(n, w.data(), b.empty() ? nullptr : b.data(), K, N, ep);
-  };
-  auto dense = [&](const std::string& n, const Dense& d, int64_t K, int64_t N, Epilogue ep) {
-    return make(n, d.w.data(), d.b.empty() ? nullptr : d.b.data(), K, N, ep);
-  };
-  auto norm = [&](const std::string& n) {
-    if (c.norm == NormKind::Rms) return make_rms_norm(store_, take(n + ".weight", {D}).data(), D, c.eps);
-    const auto w = take(n + ".weight", {D}), b = take(n + ".bias", {D});
-    return make_layer_norm(store_, w.data(), b.data(), D, c.eps);
-  };
+    return make(n, w.data(), b.empty() ? nullptr : b.data(), K, N, ep, pc);
+  }
+  LinearWeights dense(const std::string& n, const Dense& d, int64_t K, int64_t N) {
+    return make(n, d.w.data(), d.b.empty() ? nullptr : d.b.data(), K, N, Epilogue::None, PrecisionClass::Model);
+  }
+  // The model's norm (LayerNorm or RMSNorm) over D; a LayerNorm over W.
+  LayerNormWeights norm(const std::string& n) {
+    if (c.norm == NormKind::Rms) return make_rms_norm(m.store_, take(n + ".weight", {D}).data(), D, c.eps);
+    return layer_norm(n, D);
+  }
+  LayerNormWeights layer_norm(const std::string& n, int64_t W) {
+    const auto w = take(n + ".weight", {W}), b = take(n + ".bias", {W});
+    return make_layer_norm(m.store_, w.data(), b.data(), W, c.eps);
+  }
   // A block branch's last linear layer with the layer scale after it, timm's ls1(attn.proj(x)) and
   // ls2(mlp.fc2(x)) (LayerScale: x * gamma), folded into the layer: gamma * (W x + b) is
   // (gamma W) x + gamma b, one row of W per channel, so the residual add stays fused and int8's
   // per-channel quantization sees the scaled rows.
-  auto scaled_linear = [&](const std::string& n, int64_t K, const std::string& gamma) {
-    if (!c.layer_scale) return linear(n, K, D, c.proj_bias, Epilogue::AddToDst);
+  LinearWeights scaled_linear(const std::string& n, int64_t K, const std::string& gamma) {
+    if (!c.layer_scale) return linear(n, K, D, c.proj_bias, Epilogue::AddToDst, PrecisionClass::Model);
     std::vector<float> w = take(n + ".weight", {D, K}).to_vector();
     std::vector<float> b = c.proj_bias ? take(n + ".bias", {D}).to_vector() : std::vector<float>(size_t(D), 0.f);
     const auto g = take(gamma, {D});
@@ -204,157 +226,101 @@ void ViT::load_weights(Checkpoint& ck, RoundedWeights* rounded) {
       for (int64_t k = 0; k < K; ++k) w[size_t(o * K + k)] *= g.data()[o];
       b[size_t(o)] *= g.data()[o];
     }
-    return make(n, w.data(), b.data(), K, D, Epilogue::AddToDst);
-  };
-  const Epilogue mlp_act = activation_epilogue(c.act);
-  if (c.naflex) {
-    // NaFlexEmbeds: proj, a Linear over channels-last patches [D, P * P * C]; pos_embed [1, h, w, D].
-    patch_embed_ = linear("embeds.proj", Cin * P * P, D, false, Epilogue::None);
-    pos_tables_ = std::make_shared<PositionTables>(take("embeds.pos_embed", {1, c.pos_grid_h, c.pos_grid_w, D}).to_vector(),
-                                                   int(c.pos_grid_h), int(c.pos_grid_w), D, c.pos_filter);
-  } else {
-    patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, false, Epilogue::None, {D, Cin, P, P});
+    return make(n, w.data(), b.data(), K, D, Epilogue::AddToDst, PrecisionClass::Model);
   }
-  if (c.patch_norm) patch_norm_ = norm("patch_embed.norm");
-  if (c.class_token) cls_token_ = take("cls_token", {1, 1, D}).to_vector();
-  if (c.dist_token) dist_token_ = take("dist_token", {1, 1, D}).to_vector();
-  if (c.reg_tokens) reg_token_ = take("reg_token", {1, c.reg_tokens, D}).to_vector();
-  if (c.abs_pos && !c.naflex) pos_embed_ = position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector());
-  if (c.norm_pre) norm_pre_ = norm("norm_pre");
-  blocks_.clear();
-  for (int64_t i = 0; i < c.depth; ++i) {
+
+  // PatchEmbed (or NaFlexEmbeds), the prefix tokens, the position table, norm_pre.
+  void embedding() {
+    const int64_t P = c.patch, Cin = c.in_chans;
+    if (c.naflex) {
+      // NaFlexEmbeds: proj, a Linear over channels-last patches [D, P * P * C]; pos_embed [1, h, w, D].
+      m.patch_embed_ = linear("embeds.proj", Cin * P * P, D, c.patch_bias, Epilogue::None, PrecisionClass::F32);
+      m.pos_tables_ = std::make_shared<PositionTables>(
+          take("embeds.pos_embed", {1, c.pos_grid_h, c.pos_grid_w, D}).to_vector(), int(c.pos_grid_h),
+          int(c.pos_grid_w), D, c.pos_filter);
+    } else {
+      m.patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, c.patch_bias, Epilogue::None, PrecisionClass::F32,
+                              {D, Cin, P, P});
+    }
+    if (c.patch_norm) m.patch_norm_ = norm("patch_embed.norm");
+    if (c.class_token) m.cls_token_ = store(take("cls_token", {1, 1, D}).to_vector());
+    if (c.dist_token) m.dist_token_ = store(take("dist_token", {1, 1, D}).to_vector());
+    if (c.reg_tokens) m.reg_token_ = store(take("reg_token", {1, c.reg_tokens, D}).to_vector());
+    if (c.abs_pos && !c.naflex) m.pos_embed_ = store(position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector()));
+    if (c.norm_pre) m.norm_pre_ = norm("norm_pre");
+  }
+
+  // Block i: norm1, attn (qkv, attn.norm, proj, ls1), norm2, mlp (fc1, mlp.norm, fc2, ls2).
+  BlockWeights block(int64_t i) {
     const std::string p = "blocks." + std::to_string(i) + ".";
     BlockWeights b;
     b.norm1 = norm(p + "norm1");
-    const bool beit_ls = ck.has(p + "gamma_1");  // BEiT's gamma_1 * attn(...), gamma_2 * mlp(...)
-    if (c.qkv_fused && c.k_bias) b.qkv = linear(p + "attn.qkv", D, 3 * D, c.qkv_bias, Epilogue::None);
-    else b.qkv = dense(p + "attn.qkv", fused_qkv(ck, p, c), D, 3 * D, Epilogue::None);
+    const bool beit_ls = src.has(p + "gamma_1");  // BEiT's gamma_1 * attn(...), gamma_2 * mlp(...)
+    if (c.qkv_fused && c.k_bias)
+      b.qkv = linear(p + "attn.qkv", D, 3 * D, c.qkv_bias, Epilogue::None, PrecisionClass::Model);
+    else
+      b.qkv = dense(p + "attn.qkv", fused_qkv(src, p, c), D, 3 * D);
     if (c.attn_norm) b.attn_norm = norm(p + "attn.norm");
     b.proj = scaled_linear(p + "attn.proj", D, p + (beit_ls ? "gamma_1" : "ls1.gamma"));
     b.norm2 = norm(p + "norm2");
-    b.fc1 = c.swiglu() ? dense(p + "mlp.fc1", swiglu_fc1(ck, p, c), D, 2 * M, Epilogue::None)
-                     : linear(p + "mlp.fc1", D, M, true, mlp_act);
-    if (c.scale_mlp)
-      b.mlp_norm = make_layer_norm(store_, take(p + "mlp.norm.weight", {M}).data(), take(p + "mlp.norm.bias", {M}).data(),
-                                   M, c.eps);
+    b.fc1 = c.swiglu() ? dense(p + "mlp.fc1", swiglu_fc1(src, p, c), D, 2 * M)
+                       : linear(p + "mlp.fc1", D, M, true, activation_epilogue(c.act), PrecisionClass::Model);
+    if (c.scale_mlp) b.mlp_norm = layer_norm(p + "mlp.norm", M);
     b.fc2 = scaled_linear(p + "mlp.fc2", M, p + (beit_ls ? "gamma_2" : "ls2.gamma"));
     if (c.rel_pos_window)
-      b.rel_pos_table = resize_relative_position_table(
+      b.rel_pos_table = store(resize_relative_position_table(
           take(p + "attn.relative_position_bias_table", {c.rel_pos_len(), c.heads}).to_vector(), c.heads,
-          c.rel_pos_window, c.grid_h(), c.grid_w());
-    blocks_.push_back(std::move(b));
+          c.rel_pos_window, c.grid_h(), c.grid_w()));
+    return b;
   }
-  if (c.rel_pos_window) rel_pos_index_ = relative_position_index(c.grid_h(), c.grid_w());
-  if (c.rope && c.rope_kind == RopeKind::Mixed)  // RoPE-Mixed's learned frequencies, x's then y's
-    rotary_tables(c, &rope_sin_, &rope_cos_, take("rope.freqs", {2, c.depth, c.heads, c.head_dim() / 2}).data());
-  else if (c.rope)
-    rotary_tables(c, &rope_sin_, &rope_cos_);
-  if (c.final_norm) norm_ = norm("norm");
-  if (c.fc_norm) fc_norm_ = norm("fc_norm");
-  if (c.attn_pool_mlp) {
-    // AttentionPoolLatent: q = self.q(self.latent), the same for every image, so computed here.
-    const auto latent = take("attn_pool.latent", {1, 1, D}), qw = take("attn_pool.q.weight", {D, D});
-    const auto qb = take("attn_pool.q.bias", {D});
-    attn_pool_.q = affine(qw.data(), qb.data(), latent.data(), D, D);
-    attn_pool_.kv = linear("attn_pool.kv", D, 2 * D, true, Epilogue::None);
-    attn_pool_.proj = linear("attn_pool.proj", D, D, true, Epilogue::None);
-    attn_pool_.norm = norm("attn_pool.norm");
-    attn_pool_.fc1 = linear("attn_pool.mlp.fc1", D, c.attn_pool_mlp, true, mlp_act);
-    attn_pool_.fc2 = linear("attn_pool.mlp.fc2", c.attn_pool_mlp, D, true, Epilogue::AddToDst);
+
+  // The position tables the blocks share, the final norms, the attention pool, the heads.
+  void head() {
+    if (c.rel_pos_window) m.rel_pos_index_ = store(relative_position_index(c.grid_h(), c.grid_w()));
+    std::vector<float> sin, cos;
+    if (c.rope && c.rope_kind == RopeKind::Mixed)  // RoPE-Mixed's learned frequencies, x's then y's
+      rotary_tables(c, &sin, &cos, take("rope.freqs", {2, c.depth, c.heads, c.head_dim() / 2}).data());
+    else if (c.rope)
+      rotary_tables(c, &sin, &cos);
+    m.rope_sin_ = store(sin);
+    m.rope_cos_ = store(cos);
+    if (c.final_norm) m.norm_ = norm("norm");
+    if (c.fc_norm) m.fc_norm_ = norm("fc_norm");
+    if (c.attn_pool_mlp) {
+      // AttentionPoolLatent: q = self.q(self.latent), the same for every image, so computed here.
+      const auto latent = take("attn_pool.latent", {1, 1, D}), qw = take("attn_pool.q.weight", {D, D});
+      const auto qb = take("attn_pool.q.bias", {D});
+      AttentionPool& ap = m.attn_pool_;
+      ap.q = store(affine(qw.data(), qb.data(), latent.data(), D, D));
+      ap.kv = linear("attn_pool.kv", D, 2 * D, true, Epilogue::None, PrecisionClass::F32);
+      ap.proj = linear("attn_pool.proj", D, D, true, Epilogue::None, PrecisionClass::F32);
+      ap.norm = norm("attn_pool.norm");
+      ap.fc1 = linear("attn_pool.mlp.fc1", D, c.attn_pool_mlp, true, activation_epilogue(c.act), PrecisionClass::F32);
+      ap.fc2 = linear("attn_pool.mlp.fc2", c.attn_pool_mlp, D, true, Epilogue::AddToDst, PrecisionClass::F32);
+    }
+    const int64_t C = c.classes;
+    if (C > 0) m.head_ = linear("head", D, C, layout_head_has_bias(src.layout()), Epilogue::None, PrecisionClass::F32);
+    if (c.dist_token) m.head_dist_ = linear("head_dist", D, C, true, Epilogue::None, PrecisionClass::F32);
   }
-  if (C > 0) head_ = linear("head", D, C, layout_head_has_bias(ck.layout()), Epilogue::None);
-  if (c.dist_token) head_dist_ = linear("head_dist", D, C, true, Epilogue::None);
+};
+
+void ViT::load_weights(TensorSource& src, RoundedWeights* rounded) {
+  WeightLoader load{*this, src, rounded};
+  load.embedding();
+  blocks_.clear();
+  for (int64_t i = 0; i < cfg_.depth; ++i) blocks_.push_back(load.block(i));
+  load.head();
 }
 
 ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
-  // The same structures load_weights fills, from a seeded generator instead of a file.
+  // Loaded as a checkpoint is, from a source that makes each tensor as the loader asks for it.
   ViT m;
   m.cfg_ = cfg;
   m.precision_ = precision;
   m.source_ = "random:" + (cfg.arch.empty() ? std::string("vit") : cfg.arch);
-  uint64_t state = 0x9E3779B97F4A7C15ull ^ seed;
-  auto fill = [&](size_t n, float scale, float offset) {
-    std::vector<float> v(n);
-    for (auto& x : v) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      x = offset + scale * (float(int32_t(state >> 32)) / 2147483648.f);
-    }
-    return v;
-  };
-  const int64_t D = cfg.width, M = cfg.mlp, C = cfg.classes, K0 = cfg.in_chans * cfg.patch * cfg.patch;
-  auto linear = [&](int64_t K, int64_t N, const std::string& n, Epilogue ep, bool bias = true) {
-    const auto w = fill(size_t(N * K), 1.f / std::sqrt(float(K)), 0.f), b = fill(size_t(N), 0.02f, 0.f);
-    return make_linear(m.store_, w.data(), bias ? b.data() : nullptr, K, N, cfg.tokens(), ep, m.precision_of(n));
-  };
-  auto norm = [&] {
-    const auto g = fill(size_t(D), 0.1f, 1.f), b = fill(size_t(D), 0.02f, 0.f);
-    if (cfg.norm == NormKind::Rms) return make_rms_norm(m.store_, g.data(), D, cfg.eps);
-    return make_layer_norm(m.store_, g.data(), b.data(), D, cfg.eps);
-  };
-  m.patch_embed_ = linear(K0, D, "patch_embed.proj", Epilogue::None);
-  if (cfg.class_token) m.cls_token_ = fill(size_t(D), 0.02f, 0.f);
-  if (cfg.dist_token) m.dist_token_ = fill(size_t(D), 0.02f, 0.f);
-  if (cfg.reg_tokens) m.reg_token_ = fill(size_t(cfg.reg_tokens * D), 0.02f, 0.f);
-  m.pos_embed_ = fill(size_t(cfg.pos_len() * D), 0.02f, 0.f);
-  if (cfg.naflex)
-    m.pos_tables_ = std::make_shared<PositionTables>(std::move(m.pos_embed_), int(cfg.pos_grid_h), int(cfg.pos_grid_w), D,
-                                                     cfg.pos_filter);
-  const Epilogue act = activation_epilogue(cfg.act);
-  for (int64_t i = 0; i < cfg.depth; ++i) {
-    const bool pb = cfg.proj_bias;
-    BlockWeights b{norm(), norm(), linear(D, 3 * D, "blocks.attn.qkv", Epilogue::None, cfg.qkv_bias),
-                   linear(D, D, "blocks.attn.proj", Epilogue::AddToDst, pb),
-                   cfg.swiglu() ? linear(D, 2 * M, "blocks.mlp.fc1", Epilogue::None, pb)
-                                : linear(D, M, "blocks.mlp.fc1", act, pb),
-                   linear(M, D, "blocks.mlp.fc2", Epilogue::AddToDst, pb), LayerNormWeights{}, {}, LayerNormWeights{}};
-    if (cfg.attn_norm) b.attn_norm = norm();
-    if (cfg.scale_mlp) {
-      const auto g = fill(size_t(M), 0.1f, 1.f), bias = fill(size_t(M), 0.02f, 0.f);
-      b.mlp_norm = make_layer_norm(m.store_, g.data(), bias.data(), M, cfg.eps);
-    }
-    if (cfg.rel_pos_window)
-      b.rel_pos_table = resize_relative_position_table(fill(size_t(cfg.rel_pos_len() * cfg.heads), 0.02f, 0.f),
-                                                       cfg.heads, cfg.rel_pos_window, cfg.grid_h(), cfg.grid_w());
-    m.blocks_.push_back(std::move(b));
-  }
-  if (cfg.rel_pos_window) m.rel_pos_index_ = relative_position_index(cfg.grid_h(), cfg.grid_w());
-  // RoPE-Mixed: frequencies as init_random_2d_freqs makes them, magnitudes temperature^(-4k/Dh) turned by an angle
-  // per block and head.
-  std::vector<float> freqs;
-  if (cfg.rope && cfg.rope_kind == RopeKind::Mixed) {
-    const int64_t half = cfg.head_dim() / 2, tables = cfg.depth * cfg.heads;
-    const auto turn = fill(size_t(tables), 3.14159265f, 3.14159265f);
-    freqs.resize(size_t(2 * tables * half));
-    for (int64_t t = 0; t < tables; ++t)
-      for (int64_t i = 0; i < half; ++i) {
-        const float mag = std::pow(cfg.rope_temperature, -float(4 * (i % (half / 2))) / float(cfg.head_dim()));
-        const float a = turn[size_t(t)] + (i < half / 2 ? 0.f : 1.5707963f);
-        freqs[size_t(t * half + i)] = mag * std::cos(a);
-        freqs[size_t((tables + t) * half + i)] = mag * std::sin(a);
-      }
-  }
-  if (cfg.rope) rotary_tables(cfg, &m.rope_sin_, &m.rope_cos_, freqs.data());
-  if (cfg.patch_norm) m.patch_norm_ = norm();
-  if (cfg.norm_pre) m.norm_pre_ = norm();
-  if (cfg.final_norm) m.norm_ = norm();
-  if (cfg.fc_norm) m.fc_norm_ = norm();
-  if (cfg.attn_pool_mlp) {
-    m.attn_pool_.q = fill(size_t(D), 0.02f, 0.f);
-    m.attn_pool_.kv = linear(D, 2 * D, "attn_pool.kv", Epilogue::None);
-    m.attn_pool_.proj = linear(D, D, "attn_pool.proj", Epilogue::None);
-    m.attn_pool_.norm = norm();
-    m.attn_pool_.fc1 = linear(D, cfg.attn_pool_mlp, "attn_pool.mlp.fc1", act);
-    m.attn_pool_.fc2 = linear(cfg.attn_pool_mlp, D, "attn_pool.mlp.fc2", Epilogue::AddToDst);
-  }
-  if (C > 0) m.head_ = linear(D, C, "head", Epilogue::None);
-  if (cfg.dist_token) m.head_dist_ = linear(D, C, "head_dist", Epilogue::None);
+  RandomSource src(m.cfg_, seed);
+  m.load_weights(src, nullptr);
   return m;
-}
-
-// The linear layers that run in the model's precision: the blocks' four, 99% of the FLOPs. The patch
-// embedding (raw pixels in) and the head (logits out) stay f32 (docs/PERFORMANCE.md).
-Precision ViT::precision_of(const std::string& layer) const {
-  return layer.rfind("blocks.", 0) == 0 ? precision_ : Precision::F32;
 }
 
 std::string ViT::attention_summary() const {
@@ -425,16 +391,13 @@ BufferTable ViT::activation_table(const PlanLayout& l, Plan* plan) const {
 }
 
 std::vector<std::pair<std::string, const LinearWeights*>> ViT::linear_layers() const {
+  const AttentionPool& ap = attn_pool_;
   std::vector<std::pair<std::string, const LinearWeights*>> out = {{"patch_embed.proj", &patch_embed_}};
   if (!blocks_.empty())
-    for (const auto& [n, lw] : {std::pair{"attn.qkv", &blocks_[0].qkv}, std::pair{"attn.proj", &blocks_[0].proj},
-                                std::pair{"mlp.fc1", &blocks_[0].fc1}, std::pair{"mlp.fc2", &blocks_[0].fc2}})
-      out.push_back({std::string("blocks.*.") + n, lw});
+    for (const auto& [n, layer] : kBlockLinears) out.push_back({std::string("blocks.*.") + n, &(blocks_[0].*layer)});
   if (cfg_.attn_pool_mlp)
-    for (const auto& [n, lw] : {std::pair{"attn_pool.kv", &attn_pool_.kv}, std::pair{"attn_pool.proj", &attn_pool_.proj},
-                                std::pair{"attn_pool.mlp.fc1", &attn_pool_.fc1},
-                                std::pair{"attn_pool.mlp.fc2", &attn_pool_.fc2}})
-      out.push_back({n, lw});
+    out.insert(out.end(), {{"attn_pool.kv", &ap.kv}, {"attn_pool.proj", &ap.proj}, {"attn_pool.mlp.fc1", &ap.fc1},
+                           {"attn_pool.mlp.fc2", &ap.fc2}});
   if (cfg_.classes > 0) out.push_back({"head", &head_});
   if (cfg_.dist_token) out.push_back({"head_dist", &head_dist_});
   return out;
@@ -442,28 +405,15 @@ std::vector<std::pair<std::string, const LinearWeights*>> ViT::linear_layers() c
 
 std::vector<std::pair<std::string, const LinearWeights*>> ViT::block_linear_layers() const {
   std::vector<std::pair<std::string, const LinearWeights*>> out;
-  for (size_t i = 0; i < blocks_.size(); ++i) {
-    const std::string p = "blocks." + std::to_string(i) + ".";
-    const BlockWeights& b = blocks_[i];
-    out.insert(out.end(), {{p + "attn.qkv", &b.qkv}, {p + "attn.proj", &b.proj}, {p + "mlp.fc1", &b.fc1},
-                           {p + "mlp.fc2", &b.fc2}});
-  }
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    for (const auto& [n, layer] : kBlockLinears) out.push_back({"blocks." + std::to_string(i) + "." + n, &(blocks_[i].*layer)});
   return out;
 }
 
 size_t ViT::weight_bytes() const {
-  size_t n = patch_embed_.bytes() + head_.bytes() + head_dist_.bytes() +
-             (cls_token_.size() + dist_token_.size() + reg_token_.size() + pos_embed_.size()) * sizeof(float);
-  for (const BlockWeights& b : blocks_)
-    n += b.qkv.bytes() + b.proj.bytes() + b.fc1.bytes() + b.fc2.bytes() + b.rel_pos_table.size() * sizeof(float) +
-         (cfg_.scale_mlp ? size_t(2 * cfg_.mlp) * sizeof(float) : 0);
-  n += rel_pos_index_.size() * sizeof(int32_t) + (rope_sin_.size() + rope_cos_.size()) * sizeof(float);
-  if (pos_tables_) n += size_t(cfg_.pos_grid_h * cfg_.pos_grid_w * cfg_.width) * sizeof(float);
-  n += attn_pool_.q.size() * sizeof(float) + attn_pool_.kv.bytes() + attn_pool_.proj.bytes() + attn_pool_.fc1.bytes() +
-       attn_pool_.fc2.bytes() + (cfg_.attn_pool_mlp ? size_t(2 * cfg_.width) * sizeof(float) : 0);
-  const size_t norms = size_t((cfg_.norm == NormKind::Rms ? 1 : 2) * cfg_.width) * sizeof(float);
-  return n + norms * size_t((2 + int(cfg_.attn_norm)) * cfg_.depth + int(cfg_.patch_norm) + int(cfg_.norm_pre) +
-                            int(cfg_.final_norm) + int(cfg_.fc_norm));
+  // Every weight lives in the store, but a NaFlex model's position table, which its PositionTables owns.
+  const size_t naflex_table = pos_tables_ ? size_t(cfg_.pos_grid_h * cfg_.pos_grid_w * cfg_.width) * sizeof(float) : 0;
+  return store_.bytes_used() + naflex_table;
 }
 
 // Appends a Plan's steps in forward order, as its layout says, each named for the timm line it mirrors.

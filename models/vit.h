@@ -18,8 +18,12 @@
 
 namespace vit {
 
-class Checkpoint;
 class RoundedWeights;
+class TensorSource;
+
+// Which precision a layer runs at: the model's (the blocks' linear layers, 99% of the FLOPs), or always
+// f32 (the patch embedding takes raw pixels, the attention pool and heads give the outputs: docs/PERFORMANCE.md).
+enum class PrecisionClass { Model, F32 };
 
 struct BlockWeights {
   LayerNormWeights norm1, norm2;  // [D]
@@ -28,7 +32,7 @@ struct BlockWeights {
   LinearWeights fc1;              // [M, D]; SwiGLU: [2M, D], the gate's rows then the values'
   LinearWeights fc2;              // [D, M]
   LayerNormWeights mlp_norm;      // [M]: the norm inside the MLP (scale_mlp)
-  std::vector<float> rel_pos_table;  // [R, H]: BEiT's relative position bias table (rel_pos_window)
+  Stored<float> rel_pos_table;    // [R, H]: BEiT's relative position bias table (rel_pos_window)
   LayerNormWeights attn_norm;     // [D]: the norm on attention's output before proj (attn_norm)
 };
 
@@ -160,8 +164,8 @@ class ViT {
 
  private:
   ViT() = default;
-  void load_weights(Checkpoint& ck, RoundedWeights* rounded);
-  Precision precision_of(const std::string& layer) const;
+  struct WeightLoader;  // fills the weights below from a TensorSource (vit.cpp)
+  void load_weights(TensorSource& src, RoundedWeights* rounded);
   // How a Plan at batch B divides its work, decided once by plan_layout and used both to size its
   // activations and to build its steps, so the two cannot disagree.
   struct PlanLayout {
@@ -180,13 +184,13 @@ class ViT {
   std::string source_, int8_source_;
   Arena store_;                       // the memory every weight below lives in (declared first: dies last)
   LinearWeights patch_embed_;         // [D, C*P*P]
-  std::vector<float> cls_token_;      // [D] (empty without a class token)
-  std::vector<float> dist_token_;     // [D] (empty unless distilled)
-  std::vector<float> reg_token_;      // [R, D] (empty without register tokens)
-  std::vector<float> pos_embed_;      // [pos_len, D], resampled to the input grid
+  Stored<float> cls_token_;           // [D] (empty without a class token)
+  Stored<float> dist_token_;          // [D] (empty unless distilled)
+  Stored<float> reg_token_;           // [R, D] (empty without register tokens)
+  Stored<float> pos_embed_;           // [pos_len, D], resampled to the input grid
   std::shared_ptr<PositionTables> pos_tables_;  // NaFlex: the table resized per grid, kept for the next image
-  std::vector<int32_t> rel_pos_index_;  // [T, T]: every block's row of its relative position table (BEiT)
-  std::vector<float> rope_sin_, rope_cos_;  // [N, Dh / 2]: the rotary angles of each patch (EVA-02)
+  Stored<int32_t> rel_pos_index_;     // [T, T]: every block's row of its relative position table (BEiT)
+  Stored<float> rope_sin_, rope_cos_;  // [N, Dh / 2]: the rotary angles of each patch (EVA-02)
   std::vector<BlockWeights> blocks_;
   LayerNormWeights patch_norm_;       // AIMv2's norm right after the patch embedding (cfg_.patch_norm)
   LayerNormWeights norm_pre_;         // CLIP's norm before the blocks (cfg_.norm_pre)
@@ -194,7 +198,7 @@ class ViT {
   LayerNormWeights fc_norm_;          // norm after pooling (cfg_.fc_norm)
   // timm's AttentionPoolLatent (SigLIP's MAP head), cfg_.attn_pool_mlp > 0.
   struct AttentionPool {
-    std::vector<float> q;        // [D]: q(latent), computed at load (the latent is a constant)
+    Stored<float> q;             // [D]: q(latent), computed at load (the latent is a constant)
     LinearWeights kv;            // [2D, D]
     LinearWeights proj;          // [D, D]
     LayerNormWeights norm;       // [D]

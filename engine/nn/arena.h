@@ -2,6 +2,7 @@
 // page fault per 2 MiB instead of per 4 KiB). A growing arena holds weights, handed out in pieces that
 // never move; a fixed one holds a forward pass's activations, laid out by a BufferTable. Sizes in bytes.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -35,6 +36,27 @@ class Arena {
   static Chunk new_chunk(size_t bytes);
   std::vector<Chunk> chunks_;
   bool fixed_ = false;
+};
+
+// Values copied into an arena, readable while it lives: the weights that are not a oneDNN memory (tokens,
+// tables, int8 scales), so that the arena holds, and bytes_used() counts, every weight.
+template <typename T>
+class Stored {
+ public:
+  Stored() = default;
+  Stored(Arena& a, const std::vector<T>& v) : n_(v.size()) {
+    if (v.empty()) return;
+    T* p = a.alloc_array<T>(v.size());
+    std::copy(v.begin(), v.end(), p);
+    p_ = p;
+  }
+  const T* data() const { return p_; }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+
+ private:
+  const T* p_ = nullptr;
+  size_t n_ = 0;
 };
 
 // Named buffers and their sizes. The arena's size and the buffers' places both come from these entries,

@@ -190,11 +190,12 @@ LinearWeights bf16_weights(Arena& store, const float* weight, int64_t typical_ro
   return lw;
 }
 
-// The column sums of int8 weights q [N, K] into lw, to take an input's zero point out of the products.
-void add_colsums(const int8_t* q, LinearWeights& lw) {
-  lw.w_colsum.assign(size_t(lw.N), 0);
+// The column sums of int8 weights q [N, K] into lw (in the store), to take an input's zero point out of the products.
+void add_colsums(Arena& store, const int8_t* q, LinearWeights& lw) {
+  std::vector<int32_t> colsum(size_t(lw.N), 0);
   for (int64_t n = 0; n < lw.N; ++n)
-    for (int64_t k = 0; k < lw.K; ++k) lw.w_colsum[size_t(n)] += q[n * lw.K + k];
+    for (int64_t k = 0; k < lw.K; ++k) colsum[size_t(n)] += q[n * lw.K + k];
+  lw.w_colsum = Stored<int32_t>(store, colsum);
 }
 
 // The host passes, named for profiles by the vectors they run in.
@@ -366,8 +367,8 @@ LinearWeights make_int8_linear(Arena& store, const Int8Weights& weight, const fl
   lw.K = K;
   lw.N = N;
   if (bias) lw.b = stored_copy(store, memory::desc({1, N}, dt::f32, tag::ab), bias);
-  lw.w_scale.assign(weight.scale, weight.scale + N);
-  add_colsums(weight.q, lw);
+  lw.w_scale = Stored<float>(store, std::vector<float>(weight.scale, weight.scale + N));
+  add_colsums(store, weight.q, lw);
   check_int8_kernel(lw, typical_rows);
   lw.form = choose_form(lw, typical_rows, form);
   lw.w = store_int8(store, weight.q, lw, typical_rows);

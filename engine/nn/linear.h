@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/nn/arena.h"
 #include "engine/nn/ops.h"
 #include "vit/precision.h"
 
@@ -40,8 +41,8 @@ struct LinearWeights {
   dnnl::memory w;              // [K, N] (a matmul's) or [N, K, 1, 1] (a convolution's): f32, bf16 or s8,
                                // in the layout the primitive runs from
   dnnl::memory b;              // f32 [1, N]; empty when the layer has no bias
-  std::vector<float> w_scale;     // Int8: [N], W[n, k] = w_scale[n] * w[k, n]
-  std::vector<int32_t> w_colsum;  // Int8: [N], sum over k of w[k, n], to take an input's zero point out
+  Stored<float> w_scale;     // Int8: [N], W[n, k] = w_scale[n] * w[k, n]
+  Stored<int32_t> w_colsum;  // Int8: [N], sum over k of w[k, n], to take an input's zero point out
   size_t bytes() const;        // resident size of the weights and bias
 };
 // How a layer runs, for `vit inspect`: "matmul", "1x1 convolution, s32 product, then dequantized per row", ...
