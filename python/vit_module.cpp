@@ -585,29 +585,18 @@ py::dict embed_encoded(const vit::Classifier& c, const py::handle& images, bool 
 // What `vit inspect` prints, as a dict.
 py::dict config(const vit::Classifier& c) {
   const vit::ModelInfo m = c.info();
+  const std::pair<const char*, py::object> fields[] = {
+      {"file", fs_str(m.file)}, {"arch", py::cast(m.arch)}, {"family", py::cast(m.family)},
+      {"head", py::cast(vit::head_kind_name(m.head))}, {"stored_as", py::cast(m.stored_as)},
+      {"precision", py::cast(m.precision)}, {"patch", py::cast(m.patch)}, {"width", py::cast(m.width)},
+      {"depth", py::cast(m.depth)}, {"heads", py::cast(m.heads)}, {"mlp", py::cast(m.mlp)},
+      {"classes", py::cast(m.classes)}, {"input_size", py::make_tuple(3, m.input_height, m.input_width)},
+      {"tokens", py::cast(m.tokens)}, {"parameters", py::cast(m.parameters)}, {"pool", py::cast(m.pool)},
+      {"interpolation", py::cast(m.interpolation)}, {"crop_mode", py::cast(m.crop_mode)},
+      {"crop_pct", py::cast(m.crop_pct)}, {"resize", py::cast(m.resize)},
+      {"mean", py::make_tuple(m.mean[0], m.mean[1], m.mean[2])}, {"std", py::make_tuple(m.std[0], m.std[1], m.std[2])}};
   py::dict d;
-  d["file"] = fs_str(m.file);
-  d["arch"] = m.arch;
-  d["family"] = m.family;
-  d["head"] = vit::head_kind_name(m.head);
-  d["stored_as"] = m.stored_as;
-  d["precision"] = m.precision;
-  d["patch"] = m.patch;
-  d["width"] = m.width;
-  d["depth"] = m.depth;
-  d["heads"] = m.heads;
-  d["mlp"] = m.mlp;
-  d["classes"] = m.classes;
-  d["input_size"] = py::make_tuple(3, m.input_height, m.input_width);
-  d["tokens"] = m.tokens;
-  d["parameters"] = m.parameters;
-  d["pool"] = m.pool;
-  d["interpolation"] = m.interpolation;
-  d["crop_mode"] = m.crop_mode;
-  d["crop_pct"] = m.crop_pct;
-  d["resize"] = m.resize;
-  d["mean"] = py::make_tuple(m.mean[0], m.mean[1], m.mean[2]);
-  d["std"] = py::make_tuple(m.std[0], m.std[1], m.std[2]);
+  for (const auto& [key, value] : fields) d[key] = value;
   return d;
 }
 
@@ -633,54 +622,9 @@ void register_errors(py::module_& m) {
   });
 }
 
-void bind_classifier(py::module_& m) {
-  const vit::ClassifierOptions defaults;
-  py::class_<vit::Classifier>(m, "Classifier",
-                              "A ViT image classifier, loaded once. Calls may come from several threads at once.\n\n"
-                              "Signals: while a forward pass runs, the engine's threads hold asynchronous signals back\n"
-                              "(oneDNN's kernels cannot take a signal handler's frame); they are delivered when it ends.\n"
-                              "classify, classify_encoded, classify_video and logits run Python's signal handlers between\n"
-                              "batches, so Ctrl-C raises KeyboardInterrupt within about one batch (from the main thread)\n"
-                              "and the Classifier stays usable. SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP and SIGSYS are\n"
-                              "never held back.")
-      .def(py::init(&make_classifier), py::arg("model"), py::kw_only(), py::arg("precision") = "f32",
-           py::arg("threads") = defaults.threads, py::arg("labels") = py::none(), py::arg("img_size") = defaults.img_size,
-           py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
-           py::arg("exif_transpose") = defaults.exif_transpose, py::arg("pool") = py::none(),
-           py::arg("text_embeddings") = py::none(), py::arg("max_patches") = defaults.max_patches,
-           "model: a .safetensors file or the folder holding model.safetensors (and config.json); paths are str,\n"
-           "bytes or os.PathLike. Options out of range (or not suiting the model) raise ValueError; more threads\n"
-           "than cores warn (RuntimeWarning) and use the cores.\n"
-           "precision: 'f32', 'bf16' or 'int8'; threads: 0 for all cores; labels: a file, one per line;\n"
-           "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
-           "overriding the one beside the weights; max_pixels: larger images are refused from their header;\n"
-           "exif_transpose: turn images as their EXIF orientation says (PIL's exif_transpose; timm does not);\n"
-           "pool: 'cls' (or 'token'), 'mean' (or 'avg') or 'map' to pool the tokens otherwise than the model does\n"
-           "(as `vit embed --pool`; a pool the model cannot do, say 'map' without an attention-pool head: ValueError);\n"
-           "text_embeddings: zero-shot labels for a CLIP or SigLIP image tower, a .safetensors file of class names and\n"
-           "text embeddings (scripts/export_text_embeddings.py) whose classes replace the model's (of another\n"
-           "width than the model's image embeddings, or for another kind of model: ValueError);\n"
-           "max_patches: a NaFlex model's budget of patches per image (SigLIP 2's naflexvit_*: each image at its own\n"
-           "aspect ratio; 0: 256); a NaFlex model takes image files and images in memory, not logits()' fixed\n"
-           "[B, 3, H, W] tensors nor preprocess() (ValueError), and max_patches for another model is a ValueError.\n"
-           "A wrong type raises TypeError; a model, config, labels or text-embeddings file that cannot be used\n"
-           "raises vit.Error.")
-      .def("classify", &classify, py::arg("paths"), py::arg("topk") = 5,
-           "Image files and images in memory -> one dict per image, in order: {'file', 'top': [{'index', 'label',\n"
-           "'prob'}, ...]}, or {'file', 'error'} for one that could not be classified. Each item is a path (str,\n"
-           "bytes, os.PathLike), a PIL.Image.Image (as img.convert('RGB') gives it; 16-bit grey I;16 keeps the\n"
-           "high byte, as the engine reads 16-bit grey files; modes I and F are refused) or a numpy uint8 array\n"
-           "[H, W, 3] in RGB order (OpenCV's BGR must be turned: a[..., ::-1]), or [N, H, W, 3] for N images;\n"
-           "their 'file' is the PIL image's filename where it has one, else '<image I>', '<array I>' or\n"
-           "'<array I[J]>' (I: the item's place in the list). Images in memory are never turned by EXIF.")
-      .def("classify_video", &classify_video, py::arg("path"), py::kw_only(), py::arg("every") = 0, py::arg("fps") = py::none(),
-           py::arg("topk") = 5,
-           "A video file -> one dict per sampled frame, in order: {'file', 'frame', 'time_s', 'top'}; every=N:\n"
-           "every Nth frame, else fps: one per 1/fps seconds of video (default 1; not both, as the CLI's --every\n"
-           "and --fps: ValueError). A video that cannot be opened, or stops\n"
-           "early, ends the list with {'file', 'error'} after the frames that were read.")
-      .def("classify_encoded", &classify_encoded, py::arg("images"), py::arg("topk") = 5,
-           "Encoded image files in memory, a list of (name, bytes or bytearray) -> dicts as classify() gives.")
+// The Classifier's embeddings, logits and what it knows of its model.
+void bind_classifier_outputs(py::class_<vit::Classifier>& classifier) {
+  classifier
       .def("embed", &embed, py::arg("paths"), py::kw_only(), py::arg("head") = false, py::arg("tokens") = false,
            py::arg("normalize") = false, py::arg("every") = 0, py::arg("fps") = py::none(),
            "Image or video files and images in memory (as classify() takes them) -> {'files', 'embeddings':\n"
@@ -720,6 +664,57 @@ void bind_classifier(py::module_& m) {
         return py::str("<vit.Classifier {!r}: {}, {}, {}>")
             .format(fs_str(m.file), m.arch.empty() ? "ViT" : m.arch, what, m.precision);
       });
+}
+
+void bind_classifier(py::module_& m) {
+  const vit::ClassifierOptions defaults;
+  py::class_<vit::Classifier> classifier(m, "Classifier",
+                                        "A ViT image classifier, loaded once. Calls may come from several threads at once.\n\n"
+                                        "Signals: while a forward pass runs, the engine's threads hold asynchronous signals back\n"
+                                        "(oneDNN's kernels cannot take a signal handler's frame); they are delivered when it ends.\n"
+                                        "classify, classify_encoded, classify_video and logits run Python's signal handlers between\n"
+                                        "batches, so Ctrl-C raises KeyboardInterrupt within about one batch (from the main thread)\n"
+                                        "and the Classifier stays usable. SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP and SIGSYS are\n"
+                                        "never held back.");
+  classifier.def(py::init(&make_classifier), py::arg("model"), py::kw_only(), py::arg("precision") = "f32",
+           py::arg("threads") = defaults.threads, py::arg("labels") = py::none(), py::arg("img_size") = defaults.img_size,
+           py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
+           py::arg("exif_transpose") = defaults.exif_transpose, py::arg("pool") = py::none(),
+           py::arg("text_embeddings") = py::none(), py::arg("max_patches") = defaults.max_patches,
+           "model: a .safetensors file or the folder holding model.safetensors (and config.json); paths are str,\n"
+           "bytes or os.PathLike. Options out of range (or not suiting the model) raise ValueError; more threads\n"
+           "than cores warn (RuntimeWarning) and use the cores.\n"
+           "precision: 'f32', 'bf16' or 'int8'; threads: 0 for all cores; labels: a file, one per line;\n"
+           "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
+           "overriding the one beside the weights; max_pixels: larger images are refused from their header;\n"
+           "exif_transpose: turn images as their EXIF orientation says (PIL's exif_transpose; timm does not);\n"
+           "pool: 'cls' (or 'token'), 'mean' (or 'avg') or 'map' to pool the tokens otherwise than the model does\n"
+           "(as `vit embed --pool`; a pool the model cannot do, say 'map' without an attention-pool head: ValueError);\n"
+           "text_embeddings: zero-shot labels for a CLIP or SigLIP image tower, a .safetensors file of class names and\n"
+           "text embeddings (scripts/export_text_embeddings.py) whose classes replace the model's (of another\n"
+           "width than the model's image embeddings, or for another kind of model: ValueError);\n"
+           "max_patches: a NaFlex model's budget of patches per image (SigLIP 2's naflexvit_*: each image at its own\n"
+           "aspect ratio; 0: 256); a NaFlex model takes image files and images in memory, not logits()' fixed\n"
+           "[B, 3, H, W] tensors nor preprocess() (ValueError), and max_patches for another model is a ValueError.\n"
+           "A wrong type raises TypeError; a model, config, labels or text-embeddings file that cannot be used\n"
+           "raises vit.Error.")
+      .def("classify", &classify, py::arg("paths"), py::arg("topk") = 5,
+           "Image files and images in memory -> one dict per image, in order: {'file', 'top': [{'index', 'label',\n"
+           "'prob'}, ...]}, or {'file', 'error'} for one that could not be classified. Each item is a path (str,\n"
+           "bytes, os.PathLike), a PIL.Image.Image (as img.convert('RGB') gives it; 16-bit grey I;16 keeps the\n"
+           "high byte, as the engine reads 16-bit grey files; modes I and F are refused) or a numpy uint8 array\n"
+           "[H, W, 3] in RGB order (OpenCV's BGR must be turned: a[..., ::-1]), or [N, H, W, 3] for N images;\n"
+           "their 'file' is the PIL image's filename where it has one, else '<image I>', '<array I>' or\n"
+           "'<array I[J]>' (I: the item's place in the list). Images in memory are never turned by EXIF.")
+      .def("classify_video", &classify_video, py::arg("path"), py::kw_only(), py::arg("every") = 0, py::arg("fps") = py::none(),
+           py::arg("topk") = 5,
+           "A video file -> one dict per sampled frame, in order: {'file', 'frame', 'time_s', 'top'}; every=N:\n"
+           "every Nth frame, else fps: one per 1/fps seconds of video (default 1; not both, as the CLI's --every\n"
+           "and --fps: ValueError). A video that cannot be opened, or stops\n"
+           "early, ends the list with {'file', 'error'} after the frames that were read.")
+      .def("classify_encoded", &classify_encoded, py::arg("images"), py::arg("topk") = 5,
+           "Encoded image files in memory, a list of (name, bytes or bytearray) -> dicts as classify() gives.");
+  bind_classifier_outputs(classifier);
 }
 
 void bind_batcher(py::module_& m) {
