@@ -200,17 +200,20 @@ struct LayoutCase {
   nlohmann::json config;
 };
 
-TEST(TinyModel, OtherLayoutsGiveTheSameOutputs) {
-  const auto zero = [](TensorMap& t, const std::string& n) { std::fill(t[n].second.begin(), t[n].second.end(), 0.f); };
-  const auto no_head = [](TensorMap& t, TinySpec& s, nlohmann::json& cfg) {
-    t.erase("head.weight");
-    t.erase("head.bias");
-    s.classes = 0;
-    cfg["num_classes"] = 0;
-  };
-  const std::vector<LayoutCase> cases = {
+void zero(TensorMap& t, const std::string& n) { std::fill(t[n].second.begin(), t[n].second.end(), 0.f); }
+void no_head(TensorMap& t, TinySpec& s, nlohmann::json& cfg) {
+  t.erase("head.weight");
+  t.erase("head.bias");
+  s.classes = 0;
+  cfg["num_classes"] = 0;
+}
+
+// The layouts of OtherLayoutsGiveTheSameOutputs: what each layout's model has or lacks beside the tiny timm
+// model, its writer, and its config.
+std::vector<LayoutCase> layout_cases() {
+  return {
       {"OpenCLIP",
-       [&](TensorMap& t, TinySpec& s, nlohmann::json&) {
+       [](TensorMap& t, TinySpec& s, nlohmann::json&) {
          zero(t, "patch_embed.proj.bias");  // OpenCLIP's conv1 and proj have no biases
          zero(t, "head.bias");
          add_norm_pre(t, s.D, 11);
@@ -221,7 +224,7 @@ TEST(TinyModel, OtherLayoutsGiveTheSameOutputs) {
        {{"model_cfg", {{"embed_dim", 10}, {"vision_cfg", {{"width", 32}, {"layers", 2}, {"head_width", 16},
                                                            {"patch_size", 8}, {"image_size", 32}}}}}}},
       {"Hugging Face Dinov2Model",
-       [&](TensorMap& t, TinySpec& s, nlohmann::json& cfg) {
+       [](TensorMap& t, TinySpec& s, nlohmann::json& cfg) {
          no_head(t, s, cfg);
          add_layer_scale(t, s.depth, s.D, 13);
        },
@@ -230,7 +233,7 @@ TEST(TinyModel, OtherLayoutsGiveTheSameOutputs) {
        {{"model_type", "dinov2"}, {"hidden_size", 32}, {"num_attention_heads", 2}, {"mlp_ratio", 2},
         {"image_size", 32}, {"patch_size", 8}, {"layer_norm_eps", 1e-6}}},
       {"Hugging Face CLIP",
-       [&](TensorMap& t, TinySpec& s, nlohmann::json&) {
+       [](TensorMap& t, TinySpec& s, nlohmann::json&) {
          t["fc_norm.weight"] = t["norm.weight"];  // post_layernorm: on the pooled class token only
          t["fc_norm.bias"] = t["norm.bias"];
          t.erase("norm.weight");
@@ -244,7 +247,7 @@ TEST(TinyModel, OtherLayoutsGiveTheSameOutputs) {
        {{"model_type", "clip_vision_model"}, {"num_attention_heads", 2}, {"projection_dim", 10}, {"image_size", 32},
         {"patch_size", 8}, {"hidden_act", "gelu"}}},
       {"Hugging Face SigLIP",
-       [&](TensorMap& t, TinySpec& s, nlohmann::json& cfg) {
+       [](TensorMap& t, TinySpec& s, nlohmann::json& cfg) {
          no_head(t, s, cfg);
          add_attn_pool(t, s.D, 48, 15);
          cfg["global_pool"] = "map";
@@ -254,6 +257,10 @@ TEST(TinyModel, OtherLayoutsGiveTheSameOutputs) {
        {{"model_type", "siglip_vision_model"}, {"num_attention_heads", 2}, {"image_size", 32}, {"patch_size", 8},
         {"hidden_act", "gelu"}}},
   };
+}
+
+TEST(TinyModel, OtherLayoutsGiveTheSameOutputs) {
+  const std::vector<LayoutCase> cases = layout_cases();
   for (const LayoutCase& c : cases) {
     TempDir timm_dir, other_dir;
     TinySpec s;

@@ -379,10 +379,8 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
     const auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t d) {
       return qkv[size_t(((b * T + t) * 3 + part) * D + h * Dh + d)];
     };
-    const auto max_abs = [](auto x, int64_t n) {
-      float m = 0.f;
-      for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x(i)));
-      return m;
+    const auto operand = [&](float x, const SymmetricGrid& grid) {  // k or v as the kernel rounds it
+      return here == Precision::BF16 ? double(round_bf16(x)) : here == Precision::Int8 ? grid(x) : double(x);
     };
     double worst_p = 0, worst_o = 0;
     for (int64_t b = 0; b < B; ++b) {
@@ -392,18 +390,12 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
         // The operands as the kernel rounds them: k per key and v per channel (int8's grids over the image's n keys).
         std::vector<double> k(size_t(n * Dh)), v(size_t(n * Dh));
         for (int64_t j = 0; j < n; ++j) {
-          const SymmetricGrid grid(max_abs([&](int64_t d) { return at(b, j, 1, h, d); }, Dh), 127.f);
-          for (int64_t d = 0; d < Dh; ++d) {
-            const float x = at(b, j, 1, h, d);
-            k[size_t(j * Dh + d)] = here == Precision::BF16 ? round_bf16(x) : here == Precision::Int8 ? grid(x) : x;
-          }
+          const SymmetricGrid grid = grid_over([&](int64_t d) { return at(b, j, 1, h, d); }, Dh, 127.f);
+          for (int64_t d = 0; d < Dh; ++d) k[size_t(j * Dh + d)] = operand(at(b, j, 1, h, d), grid);
         }
         for (int64_t d = 0; d < Dh; ++d) {
-          const SymmetricGrid grid(max_abs([&](int64_t j) { return at(b, j, 2, h, d); }, n), 127.f);
-          for (int64_t j = 0; j < n; ++j) {
-            const float x = at(b, j, 2, h, d);
-            v[size_t(j * Dh + d)] = here == Precision::BF16 ? round_bf16(x) : here == Precision::Int8 ? grid(x) : x;
-          }
+          const SymmetricGrid grid = grid_over([&](int64_t j) { return at(b, j, 2, h, d); }, n, 127.f);
+          for (int64_t j = 0; j < n; ++j) v[size_t(j * Dh + d)] = operand(at(b, j, 2, h, d), grid);
         }
         for (int64_t i = 0; i < T; ++i) {
           const float* probs = got.scores.data() + ((b * H + h) * T + i) * T;
@@ -413,7 +405,7 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
             for (int64_t d = 0; d < Dh; ++d) ASSERT_EQ(out[d], 0.f) << "padded row " << i;
             continue;
           }
-          const SymmetricGrid q_grid(max_abs([&](int64_t d) { return at(b, i, 0, h, d); }, Dh), 127.f);
+          const SymmetricGrid q_grid = grid_over([&](int64_t d) { return at(b, i, 0, h, d); }, Dh, 127.f);
           std::vector<double> p(static_cast<size_t>(n));
           double top = -1e300, sum = 0;
           for (int64_t j = 0; j < n; ++j) {
@@ -431,7 +423,7 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
           for (int64_t j = 0; j < n; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - probs[j]));
           for (int64_t j = n; j < T; ++j) ASSERT_EQ(probs[j], 0.f) << "padded key " << j << " of row " << i;
           // With bf16 or int8 products, the output from the kernel's own f32 softmax, rounded (int8: on its row's grid).
-          const SymmetricGrid p_grid(max_abs([&](int64_t j) { return probs[j]; }, n), 255.f);
+          const SymmetricGrid p_grid = grid_over([&](int64_t j) { return probs[j]; }, n, 255.f);
           for (int64_t d = 0; d < Dh; ++d) {
             double o = 0;
             for (int64_t j = 0; j < n; ++j) {
