@@ -2,8 +2,10 @@
 // `vit serve`. Each subcommand first prepares (flags, model, outputs: anything wrong there is exit 2), then works;
 // errors become one "error: ..." line on stderr and the exit status of the table in common.h.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <new>
 #include <string>
 #include <vector>
@@ -69,6 +71,19 @@ int unknown_command(const std::string& name, const CLI::App& app) {
 }  // namespace
 }  // namespace vit::app
 
+// `vit serve` runs every pass on one compute thread, so libgomp's barriers spin (one OpenMP team, as in
+// `vit embed`); on a machine whose cores other processes share, a barrier spinning while its partner thread is
+// preempted waits out whole time slices. libgomp reads its spin bound only from the environment at start-up,
+// so the server starts itself again with GOMP_SPINCOUNT=1000 (libgomp's own bound for oversubscribed
+// processes) unless the user set the wait policy. Quiet, that costs nothing measurable; shared, the server
+// keeps its speed (docs/PERFORMANCE.md).
+void bound_spinning(char** argv) {
+  if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
+  setenv("GOMP_SPINCOUNT", "1000", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: then serve with libgomp's defaults
+  unsetenv("GOMP_SPINCOUNT");
+}
+
 int main(int argc, char** argv) {
   using namespace vit::app;
   // `vit help [COMMAND]` is `vit [COMMAND] --help`, as git, cargo and docker take it.
@@ -101,6 +116,7 @@ int main(int argc, char** argv) {
   bool known = false;
   const std::string command = named_command(argc, argv, app, &known);
   if (!command.empty() && !known) return unknown_command(command, app);
+  if (command == "serve") bound_spinning(argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -2,7 +2,8 @@
 // several requests that ask the same (classification, or embeddings with the same options) and come in
 // the same form (encoded, decoded, preprocessed tensors) go into one call of the Classifier, so each
 // image's answer is what the Classifier gives it alone, whatever shares its batch. Work of the caller's
-// own runs alone, in its turn.
+// own runs alone, in its turn. A ComputeThread runs the passes of the batchers that share it, in the order
+// they were handed over.
 #include "vit/batcher.h"
 
 #include <algorithm>
@@ -70,6 +71,62 @@ std::string what(const std::exception_ptr& e) {
 }
 
 }  // namespace
+
+struct ComputeThread::Impl {
+  // A piece of work handed over, waited for by the thread that handed it over.
+  struct Task {
+    const std::function<void()>* work;
+    std::exception_ptr error;
+    bool done = false;
+  };
+  std::mutex mu;
+  std::condition_variable wake, finished;
+  std::deque<Task*> tasks;
+  bool closing = false;
+  std::thread thread;
+
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      wake.wait(lock, [&] { return closing || !tasks.empty(); });
+      if (tasks.empty()) return;  // closing, and everything ran
+      Task* t = tasks.front();
+      tasks.pop_front();
+      lock.unlock();
+      try {
+        (*t->work)();
+      } catch (...) {
+        t->error = std::current_exception();
+      }
+      lock.lock();
+      t->done = true;
+      finished.notify_all();
+    }
+  }
+};
+
+ComputeThread::ComputeThread() : impl_(std::make_unique<Impl>()) {
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+ComputeThread::~ComputeThread() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->closing = true;
+  }
+  impl_->wake.notify_one();
+  impl_->thread.join();
+}
+
+void ComputeThread::run(const std::function<void()>& work) {
+  if (std::this_thread::get_id() == impl_->thread.get_id()) return work();
+  Impl::Task task{&work, nullptr, false};
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->tasks.push_back(&task);
+  impl_->wake.notify_one();
+  impl_->finished.wait(lock, [&] { return task.done; });
+  if (task.error) std::rethrow_exception(task.error);
+}
 
 struct Batcher::Impl {
   const Classifier& classifier;
@@ -237,7 +294,7 @@ struct Batcher::Impl {
 
   void loop() {
     for (std::vector<Job> batch = take(); !batch.empty(); batch = take()) {
-      if (opt.around_pass) opt.around_pass([&] { run(batch); });
+      if (opt.compute) opt.compute->run([&] { run(batch); });
       else run(batch);
     }
   }

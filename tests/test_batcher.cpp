@@ -1,7 +1,8 @@
 // vit::Batcher on a tiny random model: each request's answers equal the Classifier's for its images alone,
 // however requests share batches; a request that does not fit the queue is refused at once, queueing
 // nothing; close() answers everything queued; embeddings of tensors are the Classifier's and work of the
-// caller's own runs alone in its turn; bad options and a wrongly sized tensor are errors.
+// caller's own runs alone in its turn; batchers sharing a ComputeThread run their passes on it; bad
+// options and a wrongly sized tensor are errors.
 #include <gtest/gtest.h>
 #include <stb/stb_image_write.h>  // implementation: stb_image_write.cpp
 
@@ -110,9 +111,14 @@ TEST_F(BatcherTest, TensorEmbeddingsEqualTheClassifiersAndWorkRunsAloneInItsTurn
   BatcherOptions bo;
   bo.max_batch = 4;
   bo.max_delay_ms = 10000;  // until 4 images wait: the requests below queue up, then run in order
-  std::atomic<int> passes{0};
-  bo.around_pass = [&](const std::function<void()>& pass) { ++passes, pass(); };
-  Batcher b(*classifier_, bo);
+  bo.compute = std::make_shared<ComputeThread>();
+  std::thread::id compute_thread;
+  bo.compute->run([&] { compute_thread = std::this_thread::get_id(); });
+  std::atomic<int> passes{0}, on_compute{0};
+  Batcher b(*classifier_, bo, [&](const BatchStats&) {
+    ++passes;
+    if (std::this_thread::get_id() == compute_thread) ++on_compute;
+  });
   const int64_t per = 3 * 32 * 32;
   std::vector<float> pixels(size_t(2 * per));
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = float(i % 17) / 17.f - 0.5f;
@@ -132,9 +138,54 @@ TEST_F(BatcherTest, TensorEmbeddingsEqualTheClassifiersAndWorkRunsAloneInItsTurn
     order.push_back("logits");
   }));
   b.close();
-  // The work shared no pass: three passes, each inside around_pass.
+  // The work shared no pass: three passes, each on the compute thread.
   EXPECT_EQ(order, (std::vector<std::string>{"embeddings", "work", "logits"}));
   EXPECT_EQ(passes, 3);
+  EXPECT_EQ(on_compute, 3);
+}
+
+// Two batchers sharing a ComputeThread run every pass on it, one at a time, each answer still the
+// Classifier's; what work throws reaches the caller of run(), and run() from the thread itself runs at once.
+TEST_F(BatcherTest, BatchersSharingAComputeThreadRunTheirPassesOnItOneAtATime) {
+  auto compute = std::make_shared<ComputeThread>();
+  std::thread::id compute_thread;
+  compute->run([&] { compute_thread = std::this_thread::get_id(); });
+  EXPECT_NE(compute_thread, std::this_thread::get_id());
+  expect_error([&] { compute->run([] { throw Error("thrown on the compute thread"); }); }, "thrown on the compute thread");
+  bool inner = false;
+  compute->run([&] { compute->run([&] { inner = std::this_thread::get_id() == compute_thread; }); });
+  EXPECT_TRUE(inner);
+
+  BatcherOptions bo;
+  bo.max_batch = 4;
+  bo.compute = compute;
+  std::atomic<int> running{0}, overlapped{0}, elsewhere{0};
+  const auto on_batch = [&](const BatchStats&) {
+    if (std::this_thread::get_id() != compute_thread) ++elsewhere;
+  };
+  Batcher a(*classifier_, bo, on_batch), b(*classifier_, bo, on_batch);
+  const std::string im = jpeg(24, 24, 3);
+  const Result want = classifier_->classify_encoded({{"x", im}}, 2)[0];
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 6; ++i)
+    for (Batcher* batcher : {&a, &b}) {
+      ASSERT_TRUE(batcher->submit({{"x", im}}, 2, [&](std::vector<Result> rs) {
+        ASSERT_EQ(rs.size(), 1u);
+        EXPECT_EQ(rs[0].error, "");
+        EXPECT_EQ(rs[0].logits, want.logits);
+        ++answered;
+      }));
+      ASSERT_TRUE(batcher->submit([&] {
+        if (running++ > 0) ++overlapped;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        --running;
+      }, 1));
+    }
+  a.close();
+  b.close();
+  EXPECT_EQ(answered, 12);
+  EXPECT_EQ(overlapped, 0);
+  EXPECT_EQ(elsewhere, 0);
 }
 
 TEST_F(BatcherTest, BadOptionsAndTensorsAreErrors) {

@@ -1,4 +1,4 @@
-// The served models of models.h: finding them, pricing images against the pixel budget, taking turns, and
+// The served models of models.h: finding them, pricing images against the pixel budget, and
 // the metrics families of the work they do, each sample labelled with its model.
 #include "models.h"
 
@@ -32,17 +32,6 @@ std::string quoted_names(const std::vector<std::unique_ptr<ServedModel>>& models
 }
 
 }  // namespace
-
-void Turns::run(const std::function<void()>& pass) {
-  std::unique_lock<std::mutex> lock(mu_);
-  const uint64_t mine = next_++;
-  turn_.wait(lock, [&] { return serving_ == mine; });
-  lock.unlock();
-  pass();  // the Batcher's pass, which catches what its Classifier calls throw
-  lock.lock();
-  ++serving_;
-  turn_.notify_all();
-}
 
 Service::Service(const ServiceOptions& options, Metrics& metrics)
     : opt_(options), metrics_(metrics), pixels_(options.max_queue_pixels),

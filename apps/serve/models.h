@@ -1,14 +1,11 @@
 // The models `vit serve` serves and what every endpoint shares about them: each model's Classifier,
 // batching queue and embedding, finding a model by name (404 naming the served ones), pricing a request's
-// images in pixels from their headers against --max-queue-mp before they are queued, forward passes of
-// several models taking turns on the cores, and the per-model metrics of the work.
+// images in pixels from their headers against --max-queue-mp before they are queued, and the per-model
+// metrics of the work.
 #pragma once
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,10 +31,10 @@ struct ServedModel {
   int64_t embedding_size = 0;
   std::atomic<bool> ready{false};
   // /v1/explain: an f32 copy of the model whose Plans keep every block's attention, loaded from `path`
-  // with `explain_options` at the model's first explain request, on its batching thread.
+  // with `explain_options` at the model's first explain request, on the thread its passes run on.
   std::string path;
   ExplainOptions explain_options;
-  // The explainer, loaded at the first call (on the batching thread, which calls it alone); throws
+  // The explainer, loaded at the first call (where its passes run, one at a time); throws
   // HttpError 400 for a model it cannot explain.
   const Explainer& explainer();
   std::unique_ptr<Explainer> explainer_;
@@ -58,18 +55,6 @@ struct ServiceOptions {
   int max_inputs = 256;                    // inputs of one /v1/embeddings request
   int64_t max_pixels = 40'000'000;         // one image
   int64_t max_queue_pixels = 64'000'000;   // the queued images of all models
-};
-
-// Forward passes of several models, first come first served, one at a time: two OpenMP teams at once
-// would oversubscribe the cores.
-class Turns {
- public:
-  void run(const std::function<void()>& pass);
-
- private:
-  std::mutex mu_;
-  std::condition_variable turn_;
-  uint64_t next_ = 0, serving_ = 0;
 };
 
 class Service {

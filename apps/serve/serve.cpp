@@ -81,8 +81,8 @@ void check_options(const ServeOptions& o) {
                 std::to_string(o.max_pixels) + ")");
 }
 
-// Runs a forward pass of every batch size the model's batching thread runs (--max-batch and the powers
-// of two below it) on that thread: no request pays for the engine's set-up, and what the process holds
+// Runs a forward pass of every batch size the model's Batcher runs (--max-batch and the powers
+// of two below it) where its passes run: no request pays for the engine's set-up, and what the process holds
 // from here on is the model's, its Plans' and its threads'.
 void warm_up(const ServedModel& m, int max_batch) {
   std::vector<int64_t> sizes{max_batch};
@@ -118,7 +118,11 @@ struct Server {
   std::unique_ptr<Service> service;
   std::unique_ptr<Router> router;
   std::unique_ptr<HttpServer> http;
-  std::shared_ptr<Turns> turns;       // when the models' passes take turns on the cores
+  // The thread every model loads and runs its passes on, when they take turns on the cores (and with one
+  // model); null when --threads splits the cores, each model then with a thread of its own. Either way a
+  // model's loading, warm-up, passes and explanations run on one thread, so the process has one OpenMP
+  // team per share of the cores (vit::ComputeThread), as `vit embed` has.
+  std::shared_ptr<ComputeThread> compute;
   std::atomic<bool> counting{false};  // the warm-up passes are not counted
   std::string address;
 };
@@ -130,11 +134,11 @@ int cores() {
 }
 
 // Several models take turns on the cores unless their --threads add up to no more than them.
-std::shared_ptr<Turns> turns_for(const std::vector<ModelSpec>& specs) {
-  if (specs.size() < 2) return nullptr;
+bool take_turns(const std::vector<ModelSpec>& specs) {
+  if (specs.size() < 2) return false;
   int threads = 0;
   for (const ModelSpec& s : specs) threads += s.model.threads > 0 ? s.model.threads : cores();
-  return threads <= cores() ? nullptr : std::make_shared<Turns>();
+  return threads > cores();
 }
 
 // One model loaded, its batching queue running; a model that cannot be loaded stops start-up naming it.
@@ -146,8 +150,9 @@ std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, 
   co.text_embeddings = spec.text_embeddings;
   auto m = std::make_unique<ServedModel>();
   m->name = spec.name;
+  const std::shared_ptr<ComputeThread> compute = server->compute ? server->compute : std::make_shared<ComputeThread>();
   try {
-    m->classifier = std::make_unique<Classifier>(load_classifier(spec.model, co));
+    compute->run([&] { m->classifier = std::make_unique<Classifier>(load_classifier(spec.model, co)); });
   } catch (const std::exception& e) {
     throw Error("model " + spec.name + ": " + e.what());
   }
@@ -163,15 +168,12 @@ std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, 
   m->classes = m->classifier->classes();
   m->head_embedding = spec.embedding == EmbeddingChoice::Head ||
                       (spec.embedding == EmbeddingChoice::Default && m->info.head == HeadKind::Projection);
-  m->embedding_size = m->classifier->embedding_size(m->embed(true));
+  compute->run([&] { m->embedding_size = m->classifier->embedding_size(m->embed(true)); });
   BatcherOptions bo;
   bo.max_batch = o.max_batch;
   bo.max_delay_ms = o.max_delay_ms;
   bo.max_queue = o.max_queue;
-  if (server->turns) {
-    std::shared_ptr<Turns> turns = server->turns;
-    bo.around_pass = [turns](const std::function<void()>& pass) { turns->run(pass); };
-  }
+  bo.compute = compute;
   const ServedModel* model = m.get();
   m->batcher = std::make_unique<Batcher>(*m->classifier, bo, [server, model](const BatchStats& s) {
     if (server->counting) server->service->batch_done(*model, s);
@@ -183,7 +185,7 @@ std::unique_ptr<Server> make_server(const ServeOptions& o) {
   const std::vector<ModelSpec> specs = model_specs(o.models);
   auto s = std::make_unique<Server>();
   s->opt = o;
-  s->turns = turns_for(specs);
+  if (specs.size() < 2 || take_turns(specs)) s->compute = std::make_shared<ComputeThread>();
   s->service = std::make_unique<Service>(ServiceOptions{o.max_batch, o.max_queue, o.max_inputs, o.max_pixels,
                                                         int64_t(o.max_queue_mp) * 1'000'000}, s->metrics);
   for (const ModelSpec& spec : specs) s->service->add(load(spec, o, s.get()));
@@ -223,7 +225,7 @@ int run(Server& s) {
                "bodies %d MB, image %lld pixels, inputs %d, timeout %d s, %d connections, %d threads%s\n",
                models.c_str(), s.address.c_str(), o.max_batch, o.max_delay_ms, o.max_queue, o.max_queue_mp,
                o.http.max_body_mb, o.http.max_bodies_mb, (long long)o.max_pixels, o.max_inputs, o.http.timeout_s,
-               o.http.max_connections, set_threads(0), s.turns ? ", the models' passes taking turns" : "");
+               o.http.max_connections, set_threads(0), s.compute && s.service->models().size() > 1 ? ", the models' passes taking turns" : "");
   std::fflush(stderr);
   std::thread connections([&s] { s.http->run(); });
   // The first signal drains; a second SIGINT ends the process at once.

@@ -2,7 +2,8 @@
 // thread runs them together, a forward pass as soon as the previous one ends, taking every waiting image
 // up to max_batch. A full queue refuses at once rather than waiting. What `vit serve` and Python's
 // vit.Batcher run on: classification and embeddings of encoded or decoded images, logits and embeddings of
-// tensors, and work of the caller's own (explaining an image) taking its turn.
+// tensors, and work of the caller's own (explaining an image) taking its turn. A ComputeThread lets the
+// batchers of several models run every pass on one thread, the one that loaded them.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -15,13 +16,36 @@
 
 namespace vit {
 
+// One thread that runs the work handed to it, one piece at a time, first come first served. OpenMP keeps
+// a team of threads for every thread that runs a parallel region, and once a process has more of them
+// than cores, libgomp's barriers stop spinning and sleep (a forward pass has hundreds of barriers, each
+// then a wake-up): a program that loads models and runs their passes on one ComputeThread has one team,
+// as a command-line run has, and the passes of several models take turns on the cores.
+class ComputeThread {
+ public:
+  ComputeThread();
+  ~ComputeThread();  // runs what was handed over, then ends the thread
+  ComputeThread(const ComputeThread&) = delete;
+  ComputeThread& operator=(const ComputeThread&) = delete;
+
+  // Runs work on this thread after what was handed over before it, and returns when it has run,
+  // rethrowing what it threw. Called on this thread (from work), runs it at once.
+  void run(const std::function<void()>& work);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 struct BatcherOptions {
   int max_batch = 16;    // images per forward pass at most (a larger request runs alone, in slices)
   int max_delay_ms = 0;  // after the first waiting image, wait this much longer for a fuller batch
   int max_queue = 256;   // images waiting at most; a request that would pass it is refused
-  // If set, each pass (decoding included) runs as pass() inside it, on the batching thread: how the
-  // batchers of several models take turns on the cores. Unset, passes run as they come.
-  std::function<void(const std::function<void()>& pass)> around_pass;
+  // If set, each pass (decoding included, and on_batch and the answers) runs on this thread, which the
+  // batchers of several models may share; load the classifier on it too (ComputeThread). Unset, passes
+  // run on the batching thread.
+  std::shared_ptr<ComputeThread> compute;
 };
 
 // One forward pass's figures, for metrics.
@@ -39,15 +63,15 @@ class Batcher {
   using LogitsDone = std::function<void(std::vector<float> rows, std::string error)>;
 
   // The classifier must outlive the batcher; made with batch >= options.max_batch, each batch is one
-  // forward pass (else several). on_batch, if given, is called on the batching thread after each pass.
+  // forward pass (else several). on_batch, if given, is called after each pass where passes run.
   Batcher(const Classifier& classifier, const BatcherOptions& options,
           std::function<void(const BatchStats&)> on_batch = {});
   ~Batcher();  // close()
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
-  // Queues encoded images (name, bytes) for classify_encoded; done gets their Results on the batching
-  // thread, in order. Returns false, queueing nothing, when they do not fit in the queue or after close().
+  // Queues encoded images (name, bytes) for classify_encoded; done gets their Results where passes run,
+  // in order. Returns false, queueing nothing, when they do not fit in the queue or after close().
   bool submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done);
   // Decoded images for classify_pixels; their pixels must stay valid until done is called.
   bool submit(std::vector<Pixels> images, int topk, ResultsDone done);
@@ -61,7 +85,7 @@ class Batcher {
   // The same for embeddings() with these options (their tokens and video aside): rows [n, embedding_size()].
   bool submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done);
   // Work of the caller's own that uses the cores (explaining an image on Plans of its own), counted as
-  // `images` in the queue: it runs alone on the batching thread in its turn, inside around_pass.
+  // `images` in the queue: it runs alone in its turn, where passes run (the batching or compute thread).
   bool submit(std::function<void()> work, int64_t images);
 
   int64_t queued() const;  // images waiting
