@@ -174,6 +174,39 @@ class NaflexModel : public ::testing::Test {
     return out;
   }
 
+  // At every budget: each image alone against timm's NaFlexVit on it alone ("<prefix><image>.<n>"; with
+  // `tokens`, forward_features too), all of them in one batch against timm's batch ("<prefix>batch.<n>"),
+  // within 1e-4; each image of the mixed batch bit for bit as alone. Prints the worst per budget after `label`.
+  void expect_like_timms_naflex(ViT& m, const std::string& prefix, bool tokens, const char* label) const {
+    for (const int n : budgets_) {
+      m.set_max_patches(n);
+      const auto batch = features(m, names_);
+      const Golden together = read_golden(*ref_, prefix + "batch." + std::to_string(n));
+      float worst = 0.f;
+      for (size_t b = 0; b < names_.size(); ++b) {
+        SCOPED_TRACE(names_[b] + " at " + std::to_string(n) + " patches");
+        const std::string key = prefix + names_[b] + "." + std::to_string(n);
+        const Golden alone = read_golden(*ref_, key);
+        std::vector<std::vector<float>> rows;
+        const auto mine = features(m, {names_[b]}, tokens ? &rows : nullptr)[0];
+        ASSERT_EQ(alone.f32.size(), mine.size());
+        float d = max_abs_diff(mine.data(), alone.f32.data(), mine.size());
+        if (tokens) {
+          const Golden want_tokens = read_golden(*ref_, key + ".tokens");
+          ASSERT_EQ(rows[0].size(), want_tokens.f32.size()) << "tokens of its own grid";
+          const float dt = max_abs_diff(rows[0].data(), want_tokens.f32.data(), rows[0].size());
+          EXPECT_LT(dt, 1e-4f) << "forward_features";
+          d = std::max(d, dt);
+        }
+        EXPECT_LT(d, 1e-4f);
+        EXPECT_LT(max_abs_diff(batch[b].data(), together.f32.data() + b * mine.size(), mine.size()), 1e-4f);
+        EXPECT_EQ(batch[b], mine) << "in a batch of different shapes, not as alone";
+        worst = std::max(worst, d);
+      }
+      std::printf("%s, budget %3d: max |diff| against timm %.3g over %zu images\n", label, n, worst, names_.size());
+    }
+  }
+
   static inline std::string dir_;
   static inline bool ready_ = false;
   std::unique_ptr<SafeTensors> ref_;
@@ -189,29 +222,7 @@ TEST_F(NaflexModel, EmbeddingsMatchTimmsNaflexPipeline) {
   EXPECT_TRUE(m.config().naflex);
   EXPECT_EQ(m.config().family, Family::NaFlex);
   EXPECT_STREQ(family_name(m.config().family), "SigLIP 2 NaFlex image tower");
-  for (const int n : budgets_) {
-    m.set_max_patches(n);
-    const auto batch = features(m, names_);
-    const Golden together = read_golden(*ref_, "batch." + std::to_string(n));
-    float worst = 0.f;
-    for (size_t b = 0; b < names_.size(); ++b) {
-      SCOPED_TRACE(names_[b] + " at " + std::to_string(n) + " patches");
-      const Golden alone = read_golden(*ref_, names_[b] + "." + std::to_string(n));
-      std::vector<std::vector<float>> tokens;
-      const auto mine = features(m, {names_[b]}, &tokens)[0];
-      ASSERT_EQ(alone.f32.size(), mine.size());
-      const Golden want_tokens = read_golden(*ref_, names_[b] + "." + std::to_string(n) + ".tokens");
-      ASSERT_EQ(tokens[0].size(), want_tokens.f32.size()) << "tokens of its own grid";
-      const float dt = max_abs_diff(tokens[0].data(), want_tokens.f32.data(), tokens[0].size());
-      EXPECT_LT(dt, 1e-4f) << "forward_features";
-      const float d = std::max(dt, max_abs_diff(mine.data(), alone.f32.data(), mine.size()));
-      EXPECT_LT(d, 1e-4f);
-      EXPECT_LT(max_abs_diff(batch[b].data(), together.f32.data() + b * mine.size(), mine.size()), 1e-4f);
-      EXPECT_EQ(batch[b], mine) << "in a batch of different shapes, not as alone";
-      worst = std::max(worst, d);
-    }
-    std::printf("budget %3d: max |diff| against timm %.3g over %zu images\n", n, worst, names_.size());
-  }
+  expect_like_timms_naflex(m, "", true, "NaFlex tower");
 }
 
 // A mixed batch's images bit for bit as each alone, with every precision this CPU runs (int8 on its own
@@ -235,24 +246,7 @@ TEST_F(NaflexModel, SiglipTowerWithUseNaflexMatchesTimm) {
   ViT m = ViT::load(dir_ + "/siglip");
   EXPECT_TRUE(m.config().naflex);
   EXPECT_EQ(m.config().family, Family::SigLIP);
-  for (const int n : budgets_) {
-    m.set_max_patches(n);
-    const auto batch = features(m, names_);
-    const Golden together = read_golden(*ref_, "siglip.batch." + std::to_string(n));
-    float worst = 0.f;
-    for (size_t b = 0; b < names_.size(); ++b) {
-      SCOPED_TRACE(names_[b] + " at " + std::to_string(n) + " patches");
-      const Golden alone = read_golden(*ref_, "siglip." + names_[b] + "." + std::to_string(n));
-      const auto mine = features(m, {names_[b]})[0];
-      ASSERT_EQ(alone.f32.size(), mine.size());
-      const float d = max_abs_diff(mine.data(), alone.f32.data(), mine.size());
-      EXPECT_LT(d, 1e-4f);
-      EXPECT_LT(max_abs_diff(batch[b].data(), together.f32.data() + b * mine.size(), mine.size()), 1e-4f);
-      EXPECT_EQ(batch[b], mine) << "in a batch of different shapes, not as alone";
-      worst = std::max(worst, d);
-    }
-    std::printf("SigLIP with use_naflex, budget %3d: max |diff| against timm %.3g\n", n, worst);
-  }
+  expect_like_timms_naflex(m, "siglip.", false, "SigLIP with use_naflex");
 }
 
 // The families whose NaFlexVit form (use_naflex) the engine does not run, refused by name; NaFlex tensors under a
