@@ -13,6 +13,7 @@ import time
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = pathlib.Path(os.environ.get("VIT_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
 SHARED = pathlib.Path(os.environ.get("VIT_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -67,6 +68,14 @@ def layout_models():
     r = subprocess.run(["flock", f"{folder}.lock", "sh", "-c", make], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and same(), "tests/make_layout_models.py failed:\n" + r.stderr[-3000:]
     return folder
+
+
+def metrics(url):
+    """{(name, labels as a sorted tuple): value} from /metrics, through prometheus_client's parser."""
+    r = requests.get(url + "/metrics", timeout=10)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/plain")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(r.text) for s in family.samples}
 
 
 def status_kb(pid, key):

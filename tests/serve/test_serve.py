@@ -12,9 +12,9 @@ import time
 
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import DEIT, NAME, VIT_BINARY, binary_infer, decode_binary_response, layout_models, photos, png_bomb
+from conftest import (DEIT, NAME, VIT_BINARY, binary_infer, decode_binary_response, layout_models, metrics, photos,
+                      png_bomb)
 
 INFER = f"/v2/models/{NAME}/infer"
 MODEL = (("model", NAME),)  # the label of the served model's metrics
@@ -26,14 +26,6 @@ def cli_json(paths, *args):
                           *args, *map(str, paths)], capture_output=True, text=True, timeout=300, check=True).stdout
     return {json.loads(l)["file"].rsplit("/", 1)[-1]: [(t["index"], t["prob"]) for t in json.loads(l)["top"]]
             for l in out.splitlines()}
-
-
-def metrics(url):
-    """{(name, labels as a sorted tuple): value} from /metrics, through prometheus_client's parser."""
-    r = requests.get(url + "/metrics", timeout=10)
-    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/plain")
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(r.text) for s in family.samples}
 
 
 def raw_request(port, data, read_timeout=10):

@@ -13,17 +13,10 @@ import threading
 import numpy as np
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import DEIT, NAME, VIT_BINARY, binary_infer, cli_embed, data_uri, layout_models, photos
+from conftest import DEIT, NAME, VIT_BINARY, binary_infer, cli_embed, data_uri, layout_models, metrics, photos
 
 CLIENTS = 8
-
-
-def metrics(url):
-    text = requests.get(url + "/metrics", timeout=10).text
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def cli_top(model, files, *args):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import DEIT, NAME, cli_embed, data_uri, photos, png_bomb, require_module
+from conftest import DEIT, NAME, cli_embed, data_uri, metrics, photos, png_bomb, require_module
 
 EMBEDDINGS = "/v1/embeddings"
 
@@ -95,6 +95,7 @@ class Raw:
     """An answer read off a socket: status_code, headers, json()."""
 
     def __init__(self, data):
+        assert data, "the server closed the connection without an answer"
         head, _, body = data.partition(b"\r\n\r\n")
         lines = head.decode().split("\r\n")
         self.status_code = int(lines[0].split()[1])
@@ -162,23 +163,25 @@ def test_embeddings_errors_in_openai_form(serve):
                  415, "Content-Type text/plain")
     openai_error(requests.get(s.url + EMBEDDINGS, timeout=30), 405, "GET is not allowed")
     openai_error(raw_post(s.port, EMBEDDINGS, head_only_length=2_000_000), 413, "--max-body-mb")
-    held = []
+    held, n = [], 943718
     for _ in range(2):  # two bodies of 0.9 MiB still coming hold the 2 MiB budget
         c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
         c.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: 943718\r\n\r\n{")
+                  b"Content-Length: %d\r\n\r\n{" % n)
         held.append(c)
-    deadline = time.monotonic() + 10
-    while True:  # 0.3 MiB more than the budget has left
-        r = raw_post(s.port, EMBEDDINGS, head_only_length=300_000)
-        if r.status_code == 503 or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+    deadline = time.monotonic() + 30
+    while metrics(s.url)[("vit_body_bytes_held", ())] < 2 * n:
+        assert time.monotonic() < deadline, "the two bodies were never held"
+        time.sleep(0.02)
+    r = raw_post(s.port, EMBEDDINGS, head_only_length=300_000)  # 0.3 MiB more than the budget has left
     openai_error(r, 503, "--max-bodies-mb")
     assert r.headers["Retry-After"] == "1"
     for c in held:
         c.close()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while metrics(s.url)[("vit_body_bytes_held", ())] > 0:
+        assert time.monotonic() < deadline, "the closed requests' bodies were never given back"
+        time.sleep(0.02)
     openai = require_module("openai", "scripts/setup.sh")
     with pytest.raises(openai.NotFoundError):
         client(s).embeddings.create(model="resnet50", input=[good])
