@@ -343,7 +343,8 @@ bool dynamic_img_size(const json* config) {
 // engine's patchify_step alike): ViT-SO400M-14-SigLIP-384's 384 px are a 27x27 grid of 378. The engine runs
 // such a size where that is the reference's behaviour and checked against it: timm's VisionTransformer families,
 // from timm's layout (or --arch) or as an OpenCLIP tower's trunk, without dynamic_img_size (with which timm's
-// patch embedding refuses the input). Else why not, for the error; "" when it runs.
+// patch embedding refuses the input), and Hugging Face's SiglipVisionModel, whose convolution does the same
+// (google/siglip-so400m-patch14-384). Else why not, for the error; "" when it runs.
 std::string partial_grid_refusal(const FamilyRow& row, Layout layout, bool dynamic_img_size) {
   if (row.defaults.naflex) return "";  // each image resized to a grid of its own
   if (dynamic_img_size || row.family == Family::DINOv3)
@@ -351,9 +352,10 @@ std::string partial_grid_refusal(const FamilyRow& row, Layout layout, bool dynam
   if (row.timm_class != TimmClass::VisionTransformer)
     return std::string("a partial patch grid in a ") + family_name(row.family) + " is not supported (the engine reads "
            "the top-left grid, as timm's patch embedding does, in timm's VisionTransformer families only)";
-  if (layout != Layout::Timm && layout != Layout::OpenClipTimm)
+  if (layout != Layout::Timm && layout != Layout::OpenClipTimm && layout != Layout::HfSiglip)
     return std::string("a partial patch grid in ") + layout_name(layout) + " layout is not supported (the engine reads "
-           "the top-left grid, as timm's patch embedding does, in timm's layout and OpenCLIP's timm towers only)";
+           "the top-left grid, as timm's patch embedding does, in timm's layout, OpenCLIP's timm towers and Hugging "
+           "Face's SigLIP only)";
   return "";
 }
 

@@ -11,6 +11,7 @@ OUT_DIR/hf_clip                    Hugging Face CLIPVisionModelWithProjection (Q
 OUT_DIR/hf_clip_full               a whole Hugging Face CLIPModel (its vision_config leaves its defaults out), with a
                                    CLIPTokenizer of CLIP's own vocabulary
 OUT_DIR/hf_siglip                  Hugging Face SiglipVisionModel (tanh GELU, the attention-pool head)
+OUT_DIR/hf_siglip_384              the same at 384 px in patches of 14, as google/siglip-so400m-patch14-384
 OUT_DIR/hf_siglip_full             a whole Hugging Face SiglipModel, image and text towers, with a SiglipTokenizer
                                    whose sentencepiece model is trained here on the prompts
 OUT_DIR/openclip, openclip_quickgelu  OpenCLIP CLIP models, image and text towers (open_clip_model.safetensors,
@@ -30,6 +31,7 @@ OUT_DIR/<name>/reference.safetensors  on the photos, through the layout's own im
     outputs    [N, C]        with a projection, the image embedding (image_embeds, encode_image), else
                              the embeddings again
 OUT_DIR/hf_dinov2*/reference_518.safetensors  the same at the model's own 518 px
+OUT_DIR/hf_siglip_384/reference_336.safetensors  at 336 px, interpolate_pos_encoding=True
 OUT_DIR/hf_clip, hf_siglip, openclip/reference_288.safetensors  at 288 px: Hugging Face's models called with
                                    interpolate_pos_encoding=True, OpenCLIP's made at 288 and loaded through its
                                    resize_pos_embed
@@ -209,6 +211,24 @@ def hf_siglip(out, photos, seed):
     save_refs(d, "reference_288.safetensors", {"input": x, "tokens": o.last_hidden_state,
                                                "embeddings": o.pooler_output, "outputs": o.pooler_output},
               photos, type(model).__name__)
+
+
+def hf_siglip_384(out, photos, seed):
+    """As google/siglip-so400m-patch14-384: 384 px in patches of 14 (27 x 27, the last 6 pixels of each side unread
+    by the patch embedding's convolution); at 336 px through interpolate_pos_encoding."""
+    model = SiglipVisionModel(SiglipVisionConfig(intermediate_size=239, image_size=384, patch_size=14,
+                                                 hidden_act="gelu_pytorch_tanh", **SMALL)).eval()
+    randomize(model, seed)
+    d = os.path.join(out, "hf_siglip_384")
+    model.save_pretrained(d, safe_serialization=True)
+    processor = SiglipImageProcessor(size={"height": 384, "width": 384})
+    processor.save_pretrained(d)
+    for size, file, interpolate in ((384, "reference.safetensors", False), (336, "reference_336.safetensors", True)):
+        x = hf_input(SiglipImageProcessor(size={"height": size, "width": size}), photos)
+        with torch.no_grad():
+            o = model(pixel_values=x, interpolate_pos_encoding=interpolate)
+        save_refs(d, file, {"input": x, "tokens": o.last_hidden_state, "embeddings": o.pooler_output,
+                            "outputs": o.pooler_output}, photos, type(model).__name__)
 
 
 def siglip_tokenizer(d, prompts):
@@ -393,6 +413,7 @@ def main():
     hf_clip(out, photos, 102)
     hf_clip_full(out, photos, 107)
     hf_siglip(out, photos, 103)
+    hf_siglip_384(out, photos, 108)
     hf_siglip_full(out, photos, 106)
     openclip(out, photos, "openclip", 104, quick_gelu=False)
     openclip(out, photos, "openclip_quickgelu", 105, quick_gelu=True)

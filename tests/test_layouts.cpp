@@ -211,19 +211,25 @@ TEST_F(Layouts, SettingsFromEachLayout) {
   EXPECT_TRUE(eva.rope);
 }
 
-// An input size that is no multiple of the patch in a layout other than timm's: Hugging Face's SigLIP would read
-// the top-left grid as timm does, but that is not checked here, so it is refused by name.
-TEST_F(Layouts, PartialPatchGridOutsideTimmRefusedByName) {
+// Hugging Face's SiglipVisionModel at 384 px in patches of 14 (google/siglip-so400m-patch14-384): its convolution
+// reads the top-left 378 px, as timm's, and so does the engine; at 336 px as interpolate_pos_encoding=True. In a
+// layout where that is not checked (Hugging Face's CLIP, which would read it alike) such a size is refused by name.
+TEST_F(Layouts, HfSiglip384LikeTransformers) {
+  EXPECT_EQ(ViT::load(model("hf_siglip_384")).config().grid_h(), 27);
+  expect_like_reference("hf_siglip_384");
+  expect_like_reference("hf_siglip_384", "reference_336.safetensors", 336);
+  expect_photos_like_reference("hf_siglip_384");
   TempDir d;
-  const std::string src = model("hf_siglip");
+  const std::string src = model("hf_clip");
   ASSERT_EQ(run_shell("ln -s " + src + "/model.safetensors " + src + "/config.json " + d.path() + "/"), 0);
   nlohmann::json p;
   std::ifstream(src + "/preprocessor_config.json") >> p;
-  p["size"] = {{"height", 232}, {"width", 232}};
+  p["size"] = {{"shortest_edge", 232}};
+  p["crop_size"] = {{"height", 232}, {"width", 232}};
   write_file(d.file("preprocessor_config.json"), p.dump());
   expect_error([&] { ViT::load(d.path()); },
                "input size 232x232 is not a multiple of the patch size 16: a partial patch grid in Hugging Face "
-               "SigLIP vision layout is not supported");
+               "CLIP vision layout is not supported");
 }
 
 // A malformed OpenCLIP config or a missing trunk tensor: one error naming it.
