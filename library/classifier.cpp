@@ -339,8 +339,8 @@ ImageInput Classifier::image_input(const std::string& path) const {
   }
   in.grid_rows = g.rows;
   in.grid_cols = g.cols;
-  in.input_height = int(g.rows * c.patch);
-  in.input_width = int(g.cols * c.patch);
+  in.input_height = c.naflex ? int(g.rows * c.patch) : int(c.img_h());  // (a partial grid reads its top left)
+  in.input_width = c.naflex ? int(g.cols * c.patch) : int(c.img_w());
   in.tokens = c.prefix_tokens() + g.count();
   return in;
 }

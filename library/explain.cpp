@@ -134,9 +134,14 @@ struct Explainer::Impl {
         shown[size_t(j)] = s / float(H);
       }
     }
-    // A NaFlex image is resized whole to its grid, no crop: the map covers the whole photo.
-    const Rect window = c.naflex ? Rect{0, 0, double(photo.width), double(photo.height)}
-                                 : input_window(photo.width, photo.height, c.pre);
+    // A NaFlex image is resized whole to its grid, no crop: the map covers the whole photo. Else the input's
+    // window, of which the grid covers the top-left grid * P pixels (all of it when the size is a multiple).
+    Rect window = c.naflex ? Rect{0, 0, double(photo.width), double(photo.height)}
+                           : input_window(photo.width, photo.height, c.pre);
+    if (!c.naflex) {
+      window.w *= double(gw * c.patch) / double(c.img_w());
+      window.h *= double(gh * c.patch) / double(c.img_h());
+    }
     const std::string caption = fmt::format("{}  {:.2f}", e->top.label, e->top.prob);
     e->picture = encode_png(draw_attention(photo, window, {shown.data(), gh, gw}, caption, d.size),
                             opt.picture_software);

@@ -114,7 +114,11 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
     d.push_back({"position table", fmt::format("{}x{} grid, resized to each image's grid ({}, antialiased), kept per grid",
                                                c.pos_grid_h, c.pos_grid_w, filter_name(c.pos_filter))});
   } else {
-    d.push_back({"input", fmt::format("{}x{} RGB", c.img_h(), c.img_w())});
+    const int64_t read_h = c.grid_h() * c.patch, read_w = c.grid_w() * c.patch;
+    d.push_back({"input", fmt::format("{}x{} RGB", c.img_h(), c.img_w()) +
+                              (read_h != c.img_h() || read_w != c.img_w()
+                                   ? fmt::format(" (the patch embedding reads its top-left {}x{}, as timm's)", read_h, read_w)
+                                   : "")});
     d.push_back({"tokens", tokens_line(c)});
     d.push_back({"position table", position_line(c)});
   }

@@ -84,15 +84,28 @@ const FamilyRow kFamilies[] = {
      nullptr, "norm_pre.weight", HeadKind::Projection, D{Activation::QuickGelu, 1e-5f, false, 0, Pool::Token, D::OpenAI, 1.0},
      [] { S s; s.norm_pre = true; s.patch_bias = false; s.classes = kProj; return s; }(), TimmClass::VisionTransformer},
     // vit_*_siglip_*: no class token, the MAP head (AttentionPoolLatent, its MLP the blocks' width), no head;
-    // *_siglip_gap_*: the mean of the tokens instead.
+    // *_siglip_gap_*: the mean of the tokens instead. vit_so400m_patch14_siglip_384: 384 px in patches of 14, a
+    // 27x27 grid over the top-left 378 px, as timm's patch embedding reads it (partial_grid_refusal).
     {Family::SigLIP,
-     "vit_base_patch16_siglip_(224|256|384|512)|vit_large_patch16_siglip_(256|384)|vit_so400m_patch14_siglip_(224|378)",
+     "vit_base_patch16_siglip_(224|256|384|512)|vit_large_patch16_siglip_(256|384)"
+     "|vit_so400m_patch14_siglip_(224|378|384)",
      nullptr, "attn_pool.latent", HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Map, D::Inception, 1.0},
      [] { S s; s.class_token = false; s.attn_pool = true; s.classes = 0; return s; }(), TimmClass::VisionTransformer},
     {Family::SigLIP,
      "vit_base_patch16_siglip_gap_(224|256|384|512)|vit_large_patch16_siglip_gap_(256|384)"
-     "|vit_so400m_patch14_siglip_gap_(224|378|448|896)",
+     "|vit_so400m_patch14_siglip_gap_(224|378|384|448|896)",
      nullptr, nullptr, HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Avg, D::Inception, 1.0},
+     [] { S s; s.class_token = false; s.classes = 0; return s; }(), TimmClass::VisionTransformer},
+    // SigLIP 2's square towers (act_layer 'gelu_tanh'): the same with GELU's tanh form.
+    {Family::SigLIP,
+     "vit_base_patch32_siglip_256|vit_large_patch16_siglip_512|vit_so400m_patch16_siglip_(256|384|512)"
+     "|vit_giantopt_patch16_siglip_(256|384)",
+     nullptr, nullptr, HeadKind::Classifier, D{Activation::GeluTanh, 1e-6f, false, 0, Pool::Map, D::Inception, 1.0},
+     [] { S s; s.class_token = false; s.attn_pool = true; s.classes = 0; return s; }(), TimmClass::VisionTransformer},
+    {Family::SigLIP,
+     "vit_base_patch32_siglip_gap_256|vit_large_patch16_siglip_gap_512|vit_so400m_patch16_siglip_gap_(256|384|512)"
+     "|vit_giantopt_patch16_siglip_gap_(256|384)",
+     nullptr, nullptr, HeadKind::Classifier, D{Activation::GeluTanh, 1e-6f, false, 0, Pool::Avg, D::Inception, 1.0},
      [] { S s; s.class_token = false; s.classes = 0; return s; }(), TimmClass::VisionTransformer},
     // beit.py: relative position tables (window = the grid), layer scale, q/v biases, the mean of the patches
     // with fc_norm instead of a final norm.
@@ -248,7 +261,7 @@ const struct {
     {"vit_.*_lingbot", "LingBot ViT"},
     {"vit_.*_rope_.*", "ViT with a rotary position embedding"},
     {"vit_giant_patch14_(reg4_)?dinov2|vit_giant_patch14_reg1_tipsv2", "DINOv2 with a SwiGLU MLP (giant)"},
-    {"vit_.*_siglip_.*", "SigLIP image tower with GELU's tanh form (SigLIP 2) or a crop"},
+    {"vit_.*_siglip_.*", "SigLIP image tower of a shape timm 1.0.31 does not define"},
     {"vit_.*_rpn_.*", "ViT with post-norm residual blocks"},
     {"vit_.*_(xp|18x2)_.*|vit_d?pwee_.*", "ViT with parallel blocks"},
     {"vit_d(little|wee)_.*", "ViT with differential attention"},
@@ -292,7 +305,8 @@ const Size kSizes[] = {{"tiny", 192, 12, 3, 768},       {"xsmall", 256, 10, 4, 1
                        {"mediumd", 512, 20, 8, 2048},   {"betwixt", 640, 12, 10, 2560},   {"base", 768, 12, 12, 3072},
                        {"so150m2", 832, 21, 13, 2176},  {"so150m", 896, 18, 14, 2304},    {"large", 1024, 24, 16, 4096},
                        {"intern300m", 1024, 24, 16, 4096}, {"so400m", 1152, 27, 16, 4304}, {"huge", 1280, 32, 16, 5120},
-                       {"giant", 1408, 40, 16, 6144},   {"gigantic", 1664, 48, 16, 8192}};
+                       {"giant", 1408, 40, 16, 6144},   {"giantopt", 1536, 40, 16, 6144},
+                       {"gigantic", 1664, 48, 16, 8192}};
 // Names whose shape is not their size word's.
 struct Shape {
   const char* arch;  // a regex over whole names

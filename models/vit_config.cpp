@@ -329,16 +329,51 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
                      ")";
 }
 
+// timm's model_args dynamic_img_size true: the patch embedding takes any multiple of the patch, the position
+// table resampled to it at run time (the same answer at the model's own size).
+bool dynamic_img_size(const json* config) {
+  if (!config || !config->is_object() || !config->contains("model_args")) return false;
+  const json& a = (*config)["model_args"];
+  return a.is_object() && a.contains("dynamic_img_size") && a["dynamic_img_size"].is_boolean() &&
+         a["dynamic_img_size"].get<bool>();
+}
+
+// An input size that is no multiple of the patch: timm's PatchEmbed (strict_img_size, no dynamic_img_pad) reads
+// the top-left grid * P pixels with its stride-P convolution and leaves the rest of each side unread (the
+// engine's patchify_step alike): ViT-SO400M-14-SigLIP-384's 384 px are a 27x27 grid of 378. The engine runs
+// such a size where that is the reference's behaviour and checked against it: timm's VisionTransformer families,
+// from timm's layout (or --arch) or as an OpenCLIP tower's trunk, without dynamic_img_size (with which timm's
+// patch embedding refuses the input), and Hugging Face's SiglipVisionModel, whose convolution does the same
+// (google/siglip-so400m-patch14-384). Else why not, for the error; "" when it runs.
+std::string partial_grid_refusal(const FamilyRow& row, Layout layout, bool dynamic_img_size) {
+  if (row.defaults.naflex) return "";  // each image resized to a grid of its own
+  if (dynamic_img_size || row.family == Family::DINOv3)
+    return "with dynamic_img_size timm's patch embedding refuses an input that is no multiple of its patch";
+  if (row.timm_class != TimmClass::VisionTransformer)
+    return std::string("a partial patch grid in a ") + family_name(row.family) + " is not supported (the engine reads "
+           "the top-left grid, as timm's patch embedding does, in timm's VisionTransformer families only)";
+  if (layout != Layout::Timm && layout != Layout::OpenClipTimm && layout != Layout::HfSiglip)
+    return std::string("a partial patch grid in ") + layout_name(layout) + " layout is not supported (the engine reads "
+           "the top-left grid, as timm's patch embedding does, in timm's layout, OpenCLIP's timm towers and Hugging "
+           "Face's SigLIP only)";
+  return "";
+}
+
 // Step 8: what must hold whatever the sources said. `where` names the config, else the model file.
-void validate(const ViTConfig& c, const std::string& where, const std::string& file, bool img_size_given) {
+// partial_grid: partial_grid_refusal's answer for the model's own input size.
+void validate(const ViTConfig& c, const std::string& where, const std::string& file, bool img_size_given,
+              const std::string& partial_grid) {
   if (c.heads <= 0 || c.width % c.heads != 0)
     throw Error(where, std::to_string(c.heads) + " heads do not divide width " + std::to_string(c.width));
   if (img_size_given && c.img_h() % c.patch)  // the caller's size, not the model's: an argument error
     throw ArgumentError("image size " + std::to_string(c.img_h()) + " is not a multiple of the model's patch size " +
-                        std::to_string(c.patch));
-  if (c.img_h() % c.patch || c.img_w() % c.patch)
+                        std::to_string(c.patch) + " (a partial patch grid runs only at a model's own input size)");
+  if (!c.naflex && (c.img_h() % c.patch || c.img_w() % c.patch) && !partial_grid.empty())
     throw Error(where, "input size " + std::to_string(c.img_h()) + "x" + std::to_string(c.img_w()) +
-                           " is not a multiple of the patch size " + std::to_string(c.patch));
+                           " is not a multiple of the patch size " + std::to_string(c.patch) + ": " + partial_grid);
+  if (c.grid_h() < 1 || c.grid_w() < 1)
+    throw Error(where, "input size " + std::to_string(c.img_h()) + "x" + std::to_string(c.img_w()) +
+                           " is smaller than one patch of " + std::to_string(c.patch));
   if (c.attn_pool_mlp && c.width % c.pool_heads())
     throw Error(where, std::to_string(c.pool_heads()) + " attention-pool heads do not divide width " + std::to_string(c.width));
   if (c.pool == Pool::Map && !c.attn_pool_mlp)
@@ -399,11 +434,12 @@ ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
   if (img_size > 0 && c.naflex)
     throw ArgumentError("--img-size does not apply to " + arch + ", a NaFlex model: each image keeps its own aspect "
                         "ratio within a budget of patches (--max-patches)");
-  if (img_size > 0) {  // random weights: the position table made at the size it runs at
+  const bool own_size = img_size == 0 || (img_size == c.img_h() && img_size == c.img_w());
+  if (!own_size) {  // random weights: the position table made at the size it runs at
     set_input_size(&c, img_size, img_size, "--img-size");
     if (c.img_h() % c.patch == 0) c.pos_grid_h = c.pos_grid_w = c.grid_h();
   }
-  validate(c, "--arch " + arch, arch, img_size > 0);
+  validate(c, "--arch " + arch, arch, !own_size, partial_grid_refusal(*family_of_arch(arch), Layout::Timm, false));
   return c;
 }
 
@@ -523,13 +559,17 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   if (src.img_size > 0 && c.naflex)
     throw ArgumentError("--img-size does not apply to " + c.arch + ", a NaFlex model: each image keeps its own aspect "
                         "ratio within a budget of patches (--max-patches)");
-  if (src.img_size > 0) {
+  // (--img-size of the model's own square size changes nothing.)
+  const bool own_size = src.img_size == 0 || (src.img_size == c.img_h() && src.img_size == c.img_w());
+  if (!own_size) {
     if (c.pre.resize > 0) c.pre.resize = int(std::llround(double(c.pre.resize) * double(src.img_size) / double(c.img_h())));
     set_input_size(&c, src.img_size, src.img_size, "--img-size");
     c.origin.input_size = "--img-size";
   }
 
-  validate(c, where, file, src.img_size > 0);
+  // (A Hugging Face ViT config's model is Hugging Face's, whatever the tensors' names.)
+  const Layout layout = ck.layout() == Layout::Timm && !is_timm_config(ck.layout(), config) ? Layout::HfViT : ck.layout();
+  validate(c, where, file, !own_size, partial_grid_refusal(row, layout, dynamic_img_size(config)));
   return c;
 }
 

@@ -11,15 +11,16 @@ OUT_DIR/hf_clip                    Hugging Face CLIPVisionModelWithProjection (Q
 OUT_DIR/hf_clip_full               a whole Hugging Face CLIPModel (its vision_config leaves its defaults out), with a
                                    CLIPTokenizer of CLIP's own vocabulary
 OUT_DIR/hf_siglip                  Hugging Face SiglipVisionModel (tanh GELU, the attention-pool head)
+OUT_DIR/hf_siglip_384              the same at 384 px in patches of 14, as google/siglip-so400m-patch14-384
 OUT_DIR/hf_siglip_full             a whole Hugging Face SiglipModel, image and text towers, with a SiglipTokenizer
                                    whose sentencepiece model is trained here on the prompts
 OUT_DIR/openclip, openclip_quickgelu  OpenCLIP CLIP models, image and text towers (open_clip_model.safetensors,
                                    open_clip_config.json, as open_clip's save_for_hf writes them)
-OUT_DIR/oc_siglip_b16, oc_eva02_b16, oc_so400m  OpenCLIP 2.32's ViT-B-16-SigLIP, EVA02-B-16 and
-                                   ViT-SO400M-14-SigLIP-384 (CustomTextCLIP, the image tower a timm trunk stored as
-                                   visual.trunk.*, open_clip_config.json naming it), made by open_clip.create_model
-                                   with the trunk shrunk (its heads and the rest of its architecture kept; SO400M at
-                                   its full width 1152, one block) and the text tower shrunk
+OUT_DIR/oc_siglip_b16, oc_eva02_b16, oc_so400m, oc_siglip2_b32  OpenCLIP 2.32's ViT-B-16-SigLIP, EVA02-B-16,
+                                   ViT-SO400M-14-SigLIP-384 and ViT-B-32-SigLIP2-256 (CustomTextCLIP, the image tower
+                                   a timm trunk stored as visual.trunk.*, open_clip_config.json naming it), made by
+                                   open_clip.create_model with the trunk shrunk (its heads, patch, input size and the
+                                   rest of its architecture kept) and the text tower shrunk
 OUT_DIR/siglip_tokenizer           a Hugging Face tokenizer folder for the SigLIP towers (sentencepiece trained on the
                                    prompts), as the hub's timm/ViT-B-16-SigLIP holds one
 OUT_DIR/<name>/reference.safetensors  on the photos, through the layout's own image processor:
@@ -30,18 +31,21 @@ OUT_DIR/<name>/reference.safetensors  on the photos, through the layout's own im
     outputs    [N, C]        with a projection, the image embedding (image_embeds, encode_image), else
                              the embeddings again
 OUT_DIR/hf_dinov2*/reference_518.safetensors  the same at the model's own 518 px
+OUT_DIR/hf_siglip_384/reference_336.safetensors  at 336 px, interpolate_pos_encoding=True
 OUT_DIR/hf_clip, hf_siglip, openclip/reference_288.safetensors  at 288 px: Hugging Face's models called with
                                    interpolate_pos_encoding=True, OpenCLIP's made at 288 and loaded through its
                                    resize_pos_embed
-OUT_DIR/oc_siglip_b16, oc_eva02_b16/reference_<size>.safetensors  at another size (288 and 256): the trunk made by
-                                   timm at that size, the checkpoint through timm's own checkpoint_filter_fn
-OUT_DIR/openclip*, oc_siglip_b16, oc_eva02_b16, hf_clip_full, hf_siglip_full/classes.safetensors  scripts/export_text_embeddings.py's file for
+OUT_DIR/oc_*/reference_<size>.safetensors  at another size (288, 256, 336, 320): the trunk made by timm at that
+                                   size, the checkpoint through timm's own checkpoint_filter_fn
+OUT_DIR/open_clip_configs.json     the vision_cfg of every open_clip config named ViT-*-SigLIP2* or EVA02-L-14*
+OUT_DIR/openclip*, oc_*, hf_clip_full, hf_siglip_full/classes.safetensors  scripts/export_text_embeddings.py's file for
                                    a few class names, and in reference.safetensors `zero_shot` [N, classes]: the
                                    library's own zero-shot probabilities, open_clip's softmax(logit_scale.exp() *
                                    image_features @ classifier), CLIPModel's softmax(logits_per_image),
                                    SiglipModel's sigmoid(logits_per_image)
 Every parameter is random, norms and layer scales around 1 and 0.5 rather than at their identity values.
 """
+import fnmatch
 import gzip
 import io
 import json
@@ -209,6 +213,24 @@ def hf_siglip(out, photos, seed):
               photos, type(model).__name__)
 
 
+def hf_siglip_384(out, photos, seed):
+    """As google/siglip-so400m-patch14-384: 384 px in patches of 14 (27 x 27, the last 6 pixels of each side unread
+    by the patch embedding's convolution); at 336 px through interpolate_pos_encoding."""
+    model = SiglipVisionModel(SiglipVisionConfig(intermediate_size=239, image_size=384, patch_size=14,
+                                                 hidden_act="gelu_pytorch_tanh", **SMALL)).eval()
+    randomize(model, seed)
+    d = os.path.join(out, "hf_siglip_384")
+    model.save_pretrained(d, safe_serialization=True)
+    processor = SiglipImageProcessor(size={"height": 384, "width": 384})
+    processor.save_pretrained(d)
+    for size, file, interpolate in ((384, "reference.safetensors", False), (336, "reference_336.safetensors", True)):
+        x = hf_input(SiglipImageProcessor(size={"height": size, "width": size}), photos)
+        with torch.no_grad():
+            o = model(pixel_values=x, interpolate_pos_encoding=interpolate)
+        save_refs(d, file, {"input": x, "tokens": o.last_hidden_state, "embeddings": o.pooler_output,
+                            "outputs": o.pooler_output}, photos, type(model).__name__)
+
+
 def siglip_tokenizer(d, prompts):
     """A SiglipTokenizer whose sentencepiece model is trained here on the prompts (no download needed)."""
     os.makedirs(d, exist_ok=True)
@@ -307,11 +329,19 @@ TIMM_TOWERS = {
     "oc_siglip_b16": ("ViT-B-16-SigLIP", dict(depth=2, embed_dim=96), dict(width=64, heads=2, layers=1, vocab_size=64),
                       dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), resize_mode="squash"), 288, 110),
     "oc_eva02_b16": ("EVA02-B-16", dict(depth=2, embed_dim=96), dict(width=64, heads=2, layers=1), {}, 256, 111),
-    # SO400M's own shape (width 1152, 16 heads of 72, MLP 4304, patch 14 at 384 px: 27 x 27 patches, the last 6
-    # pixels of each side unread by timm's patch embedding), one block.
-    "oc_so400m": ("ViT-SO400M-14-SigLIP-384", dict(depth=1), dict(width=64, heads=2, layers=1, vocab_size=64),
-                  dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), resize_mode="squash"), 0, 112),
+    # SO400M at 384 px in patches of 14: 27 x 27 patches, the last 6 pixels of each side unread by timm's patch
+    # embedding; its 16 heads kept (of 4 channels), its MLP ratio (3.7362: 239 wide).
+    "oc_so400m": ("ViT-SO400M-14-SigLIP-384", dict(depth=2, embed_dim=64), dict(width=64, heads=2, layers=1, vocab_size=64),
+                  dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), resize_mode="squash"), 336, 112),
+    # SigLIP 2's towers on trunks with GELU's tanh form (vit_base_patch32_siglip_256; L/16 at 512, SO400M/16,
+    # gopt/16 alike).
+    "oc_siglip2_b32": ("ViT-B-32-SigLIP2-256", dict(depth=2, embed_dim=96), dict(width=64, heads=2, layers=1, vocab_size=64),
+                       dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), resize_mode="squash"), 320, 113),
 }
+# open_clip's SigLIP 2 and EVA-02-L configs, each with the tower above of the same structure (its trunk's timm
+# family row and open_clip's pool and projection): the engine runs the trunk names of all of them
+# (tests/test_layouts.cpp), the towers above checked against open_clip.
+CONFIG_PATTERNS = ("ViT-*-SigLIP2*", "EVA02-L-14*")
 
 
 def timm_tower_outputs(model, trunk, x):
@@ -347,20 +377,19 @@ def openclip_timm(out, photos, name, tokenizer_dir):
     x = torch.stack([open_clip.transform.image_transform_v2(pre, is_train=False)(Image.open(p).convert("RGB")) for p in photos])
     refs = timm_tower_outputs(model, model.visual.trunk, x)
     siglip = "SigLIP" in model_name
-    if name != "oc_so400m":
-        # The zero-shot file as scripts/export_text_embeddings.py writes it (SigLIP's tokenizer from its folder),
-        # and open_clip's own probabilities from the same templates: softmax for CLIP, SigLIP's sigmoid with its
-        # logit bias.
-        subprocess.run([sys.executable, EXPORT, "--model", d, "-o", os.path.join(d, "classes.safetensors"), *CLASSES]
-                       + (["--tokenizer", tokenizer_dir] if siglip else []), check=True)
-        tokenizer = (open_clip.tokenizer.HFTokenizer(tokenizer_dir, context_length=text_cfg["context_length"],
-                                                     **text_cfg.get("tokenizer_kwargs", {})) if siglip
-                     else open_clip.tokenizer.SimpleTokenizer(context_length=text_cfg["context_length"]))
-        with torch.no_grad():
-            classifier = open_clip.build_zero_shot_classifier(model, tokenizer, CLASSES,
-                                                              open_clip.OPENAI_IMAGENET_TEMPLATES)
-            logits = model.logit_scale.exp() * torch.nn.functional.normalize(refs["outputs"], dim=-1) @ classifier
-            refs["zero_shot"] = torch.sigmoid(logits + model.logit_bias) if siglip else logits.softmax(dim=-1)
+    # The zero-shot file as scripts/export_text_embeddings.py writes it (SigLIP's tokenizer from its folder),
+    # and open_clip's own probabilities from the same templates: softmax for CLIP, SigLIP's sigmoid with its
+    # logit bias.
+    subprocess.run([sys.executable, EXPORT, "--model", d, "-o", os.path.join(d, "classes.safetensors"), *CLASSES]
+                   + (["--tokenizer", tokenizer_dir] if siglip else []), check=True)
+    tokenizer = (open_clip.tokenizer.HFTokenizer(tokenizer_dir, context_length=text_cfg["context_length"],
+                                                 **text_cfg.get("tokenizer_kwargs", {})) if siglip
+                 else open_clip.tokenizer.SimpleTokenizer(context_length=text_cfg["context_length"]))
+    with torch.no_grad():
+        classifier = open_clip.build_zero_shot_classifier(model, tokenizer, CLASSES,
+                                                          open_clip.OPENAI_IMAGENET_TEMPLATES)
+        logits = model.logit_scale.exp() * torch.nn.functional.normalize(refs["outputs"], dim=-1) @ classifier
+        refs["zero_shot"] = torch.sigmoid(logits + model.logit_bias) if siglip else logits.softmax(dim=-1)
     save_refs(d, "reference.safetensors", refs, photos, model_name)
     if not other_size:
         return
@@ -384,6 +413,7 @@ def main():
     hf_clip(out, photos, 102)
     hf_clip_full(out, photos, 107)
     hf_siglip(out, photos, 103)
+    hf_siglip_384(out, photos, 108)
     hf_siglip_full(out, photos, 106)
     openclip(out, photos, "openclip", 104, quick_gelu=False)
     openclip(out, photos, "openclip_quickgelu", 105, quick_gelu=True)
@@ -392,6 +422,10 @@ def main():
                                      for t in open_clip.OPENAI_IMAGENET_TEMPLATES])
     for name in TIMM_TOWERS:
         openclip_timm(out, photos, name, tokenizer_dir)
+    configs = {m: open_clip.get_model_config(m)["vision_cfg"] for p in CONFIG_PATTERNS
+               for m in fnmatch.filter(open_clip.list_models(), p)}
+    with open(os.path.join(out, "open_clip_configs.json"), "w") as f:
+        json.dump(configs, f, indent=1)
 
 
 if __name__ == "__main__":

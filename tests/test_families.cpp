@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "cli_util.h"
 #include "models/families.h"
@@ -253,6 +255,61 @@ TEST_F(Families, DINOv3ConfigWithItsOwnDefaultsLoads) {
   expect_like_timm_at(with_config(d, model("eva02"), "eva_cat", args("rope_type", "cat")), "eva02");
   expect_error([&] { ViT::load(with_config(d, model("eva02"), "eva_dyn", args("dynamic_img_size", true))); },
                "EVA-02 with model_args dynamic_img_size true: not supported yet");
+}
+
+// An input size that is no multiple of the patch: timm's patch embedding reads the top-left grid * P pixels and
+// leaves the rest unread, and so does the engine, for timm's VisionTransformer families without
+// dynamic_img_size. The SigLIP tower made at 232 px (config.json's img_size; 14x14 patches of 16, as at 224)
+// gives timm's answers at 224 for the same top-left 224 px, whatever the last 8 of each side hold. DINOv3
+// (dynamic_img_size, whose patch embedding refuses such an input), a ViT whose config says dynamic_img_size, and
+// an eva.py model (EVA-02) at such a size are refused by name.
+TEST_F(Families, PartialPatchGridAsTimmReadsIt) {
+  TempDir d;
+  const auto size = [](int64_t s) {
+    return [=](nlohmann::json& j) {
+      j["model_args"]["img_size"] = {s, s};
+      j["pretrained_cfg"]["input_size"] = {3, s, s};
+    };
+  };
+  ViT m = ViT::load(with_config(d, model("siglip"), "siglip_232", size(232)));
+  const ViTConfig& c = m.config();
+  ASSERT_EQ(c.img_h(), 232);
+  ASSERT_EQ(c.grid_h(), 14);
+  const SafeTensors ref(model("siglip") + "/reference.safetensors");
+  const auto input = ref.to_f32("input");
+  const int64_t B = ref.get("input").shape[0], S = 224, P = 232;
+  std::vector<float> padded(size_t(B * 3 * P * P));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> junk(-5.f, 5.f);
+  for (float& v : padded) v = junk(rng);  // what the patch embedding must not read
+  for (int64_t i = 0; i < B * 3; ++i)
+    for (int64_t y = 0; y < S; ++y)
+      std::memcpy(padded.data() + (i * P + y) * P, input.data() + (i * S + y) * S, size_t(S) * sizeof(float));
+  auto plan = m.make_plan(B);
+  std::memcpy(plan->input(), padded.data(), padded.size() * sizeof(float));
+  plan->run();
+  const int64_t T = c.tokens(), D = c.width;
+  EXPECT_LT(max_abs_diff(plan->tokens(), ref.to_f32("tokens").data(), size_t(B * T * D)), 1e-4f);
+  EXPECT_LT(max_abs_diff(plan->features(), ref.to_f32("embeddings").data(), size_t(B * D)), 1e-4f);
+  // vit inspect says which pixels are read.
+  const Result r = run_vit("inspect -m " + d.file("siglip_232"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("232x232 RGB (the patch embedding reads its top-left 224x224, as timm's)"), std::string::npos) << r.out;
+
+  expect_error([&] { ViT::load(with_config(d, model("dinov3"), "dinov3_250", size(250))); },
+               "input size 250x250 is not a multiple of the patch size 16: with dynamic_img_size timm's patch "
+               "embedding refuses an input that is no multiple of its patch");
+  expect_error([&] {
+    ViT::load(with_config(d, model("siglip"), "siglip_dyn", [&](nlohmann::json& j) {
+      size(232)(j);
+      j["model_args"]["dynamic_img_size"] = true;
+    }));
+  }, "input size 232x232 is not a multiple of the patch size 16: with dynamic_img_size");
+  expect_error([&] { ViT::load(with_config(d, model("eva02"), "eva02_230", size(230))); },
+               "input size 230x230 is not a multiple of the patch size 14: a partial patch grid in a EVA-02 is not "
+               "supported");
+  // --img-size stays a multiple of the patch, but the model's own size is no change.
+  expect_error([&] { ViT::load(model("siglip"), "", 232); }, "image size 232 is not a multiple of the model's patch size 16");
 }
 
 // The whole path: our decoding and preprocessing of the photos, then the model, against timm's pipeline.

@@ -1,6 +1,6 @@
 // The checkpoint layouts other than timm's against their own code: shrunk random-weight Hugging Face Dinov2Model,
 // Dinov2WithRegistersModel, CLIPVisionModelWithProjection, SiglipVisionModel, OpenCLIP CLIP models and OpenCLIP's
-// towers on timm trunks (ViT-B-16-SigLIP, EVA02-B-16, ViT-SO400M-14-SigLIP-384)
+// towers on timm trunks (ViT-B-16-SigLIP, EVA02-B-16, ViT-SO400M-14-SigLIP-384, ViT-B-32-SigLIP2-256)
 // (tests/make_layout_models.py, run at test time by the .venv's transformers and open_clip over Debian's torch)
 // and those libraries' outputs on sample photos through their own image processors. Tokens, embeddings and
 // outputs within 1e-4 from the reference's input tensor (DINOv2 at the processor's 224 px, its 518-px position
@@ -13,10 +13,12 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "engine/io/safetensors.h"
+#include "models/families.h"
 #include "vit/topk.h"
 #include "models/vit.h"
 #include "library/zero_shot.h"
@@ -102,12 +104,61 @@ TEST_F(Layouts, OpenClipTimmTrunksLikeOpenClip) {
   expect_like_reference("oc_eva02_b16", "reference_256.safetensors", 256);
 }
 
-// ViT-SO400M-14-SigLIP-384's trunk (vit_so400m_patch14_siglip_384) at its own shape: 384 px in patches of 14
-// (timm's patch embedding leaves the last 6 pixels unread), which the engine refuses by name.
-TEST_F(Layouts, OpenClipSo400m384RefusedByName) {
+// ViT-SO400M-14-SigLIP-384's trunk (vit_so400m_patch14_siglip_384): 384 px in patches of 14, a 27x27 grid over
+// the top-left 378 px (timm's patch embedding leaves the last 6 pixels of each side unread, and so does the
+// engine); at 336 px a 24x24 grid, its table resampled. SigLIP 2's ViT-B-32-SigLIP2-256: a trunk with GELU's
+// tanh form.
+TEST_F(Layouts, OpenClipSo400m384AndSigLIP2LikeOpenClip) {
   const SafeTensors ref(model("oc_so400m") + "/reference.safetensors");
-  EXPECT_EQ(ref.get("tokens").shape, (std::vector<int64_t>{3, 729, 1152}));  // the shape the reference ran
-  expect_error([] { ViT::load(model("oc_so400m")); }, "vit_so400m_patch14_siglip_384");
+  EXPECT_EQ(ref.get("input").shape, (std::vector<int64_t>{3, 3, 384, 384}));
+  EXPECT_EQ(ref.get("tokens").shape, (std::vector<int64_t>{3, 729, 64}));  // the shape the reference ran
+  const ViTConfig c = ViT::load(model("oc_so400m")).config();
+  EXPECT_EQ(c.img_h(), 384);
+  EXPECT_EQ(c.grid_h(), 27);
+  EXPECT_EQ(c.heads, 16);
+  expect_like_reference("oc_so400m");
+  expect_like_reference("oc_so400m", "reference_336.safetensors", 336);
+  expect_like_reference("oc_so400m", "reference.safetensors", 384);  // --img-size of its own size: the same
+  const ViTConfig s2 = ViT::load(model("oc_siglip2_b32")).config();
+  EXPECT_EQ(s2.arch, "vit_base_patch32_siglip_256");
+  EXPECT_EQ(s2.act, Activation::GeluTanh);
+  expect_like_reference("oc_siglip2_b32");
+  expect_like_reference("oc_siglip2_b32", "reference_320.safetensors", 320);
+  // Another size that is no multiple of the patch stays refused (timm would make the model there; the engine
+  // reads a partial grid only at a model's own size).
+  expect_error([] { ViT::load(model("oc_so400m"), "", 300); }, "image size 300 is not a multiple of the model's patch size 14");
+}
+
+// open_clip 2.32's SigLIP 2 and EVA-02-L configs: each one's trunk is an architecture the engine runs, with the
+// pool and projection of the tower checked against open_clip above of the same structure (its family row's
+// activation): SigLIP with GELU (oc_siglip_b16, oc_so400m), SigLIP with GELU's tanh form (oc_siglip2_b32),
+// EVA-02 CLIP (oc_eva02_b16).
+TEST_F(Layouts, OpenClipSigLIP2AndEva02LConfigsRun) {
+  const auto read_json = [](const std::string& path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+  };
+  const nlohmann::json configs = read_json(model("open_clip_configs.json"));
+  const std::map<std::pair<Family, Activation>, std::string> checked = {
+      {{Family::SigLIP, Activation::Gelu}, "oc_siglip_b16"},
+      {{Family::SigLIP, Activation::GeluTanh}, "oc_siglip2_b32"},
+      {{Family::EVA02Clip, Activation::SwiGLU}, "oc_eva02_b16"}};
+  int siglip2 = 0, eva02_l = 0;
+  for (const auto& [name, v] : configs.items()) {
+    const std::string arch = v["timm_model_name"];
+    const FamilyRow* row = family_of_arch(arch);
+    ASSERT_NE(row, nullptr) << name << ": " << arch << " " << refusal_of_arch(arch);
+    const auto it = checked.find({row->family, row->defaults.act});
+    ASSERT_NE(it, checked.end()) << name << ": " << arch << " is no structure checked against open_clip here";
+    const nlohmann::json rep = read_json(model(it->second) + "/open_clip_config.json")["model_cfg"]["vision_cfg"];
+    EXPECT_EQ(v["timm_pool"], rep["timm_pool"]) << name;
+    EXPECT_EQ(v["timm_proj"], rep["timm_proj"]) << name;
+    const ViTConfig c = config_for_arch(arch);
+    EXPECT_EQ(c.img_h(), v["image_size"].get<int64_t>()) << name;  // open_clip's transform: the trunk's own size
+    (name.find("SigLIP2") != std::string::npos ? siglip2 : eva02_l)++;
+  }
+  EXPECT_EQ(siglip2, 15);
+  EXPECT_EQ(eva02_l, 2);
 }
 
 TEST_F(Layouts, FromPhotosLikeReference) {
@@ -115,6 +166,8 @@ TEST_F(Layouts, FromPhotosLikeReference) {
   expect_photos_like_reference("hf_siglip");
   expect_photos_like_reference("oc_siglip_b16");  // open_clip's squash resize, mean and std 0.5
   expect_photos_like_reference("oc_eva02_b16");
+  expect_photos_like_reference("oc_so400m");  // 384 px, the last 6 of each side unread
+  expect_photos_like_reference("oc_siglip2_b32");
 }
 
 TEST_F(Layouts, SettingsFromEachLayout) {
@@ -158,6 +211,27 @@ TEST_F(Layouts, SettingsFromEachLayout) {
   EXPECT_TRUE(eva.rope);
 }
 
+// Hugging Face's SiglipVisionModel at 384 px in patches of 14 (google/siglip-so400m-patch14-384): its convolution
+// reads the top-left 378 px, as timm's, and so does the engine; at 336 px as interpolate_pos_encoding=True. In a
+// layout where that is not checked (Hugging Face's CLIP, which would read it alike) such a size is refused by name.
+TEST_F(Layouts, HfSiglip384LikeTransformers) {
+  EXPECT_EQ(ViT::load(model("hf_siglip_384")).config().grid_h(), 27);
+  expect_like_reference("hf_siglip_384");
+  expect_like_reference("hf_siglip_384", "reference_336.safetensors", 336);
+  expect_photos_like_reference("hf_siglip_384");
+  TempDir d;
+  const std::string src = model("hf_clip");
+  ASSERT_EQ(run_shell("ln -s " + src + "/model.safetensors " + src + "/config.json " + d.path() + "/"), 0);
+  nlohmann::json p;
+  std::ifstream(src + "/preprocessor_config.json") >> p;
+  p["size"] = {{"shortest_edge", 232}};
+  p["crop_size"] = {{"height", 232}, {"width", 232}};
+  write_file(d.file("preprocessor_config.json"), p.dump());
+  expect_error([&] { ViT::load(d.path()); },
+               "input size 232x232 is not a multiple of the patch size 16: a partial patch grid in Hugging Face "
+               "CLIP vision layout is not supported");
+}
+
 // A malformed OpenCLIP config or a missing trunk tensor: one error naming it.
 TEST_F(Layouts, OpenClipTimmBadInputNamed) {
   const std::string src = model("oc_siglip_b16");
@@ -173,8 +247,8 @@ TEST_F(Layouts, OpenClipTimmBadInputNamed) {
        "vision_cfg.timm_model_name is missing"},
       {"an unknown trunk", [](auto& j) { j["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_nonesuch_patch16"; },
        "vision_cfg.timm_model_name: architecture 'vit_nonesuch_patch16'"},
-      {"a trunk the engine refuses", [](auto& j) { j["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_so400m_patch14_siglip_384"; },
-       "not supported yet (vit_so400m_patch14_siglip_384)"},
+      {"a trunk the engine refuses", [](auto& j) { j["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_base_patch16_rpn_224"; },
+       "not supported yet (vit_base_patch16_rpn_224)"},
       {"open_clip's own projection", [](auto& j) { j["model_cfg"]["vision_cfg"]["timm_proj"] = "linear"; },
        "vision_cfg.timm_proj 'linear'"},
       {"open_clip's own pool", [](auto& j) { j["model_cfg"]["vision_cfg"]["timm_pool"] = "abs_attn"; },
@@ -225,7 +299,8 @@ TEST_F(Layouts, OpenClipTimmBadInputNamed) {
 // vit classify --text-embeddings: open_clip's own zero-shot probabilities on the photos (softmax over the
 // classes), and SiglipModel's (each class's sigmoid, with its logit bias).
 TEST_F(Layouts, ZeroShotLikeReference) {
-  for (const std::string name : {"openclip", "openclip_quickgelu", "hf_siglip_full", "oc_siglip_b16", "oc_eva02_b16"}) {
+  for (const std::string name : {"openclip", "openclip_quickgelu", "hf_siglip_full", "oc_siglip_b16", "oc_eva02_b16", "oc_so400m",
+                                 "oc_siglip2_b32"}) {
     const SafeTensors ref(model(name) + "/reference.safetensors");
     const auto want = ref.to_f32("zero_shot");
     const int64_t C = ref.get("zero_shot").shape[1];
