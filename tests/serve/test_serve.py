@@ -399,7 +399,10 @@ def test_bad_flags_exit_2(serve):
                            (["--max-pixels", "9000000", "--max-queue-mp", "8"], "--max-queue-mp (8) must hold"),
                            (["--max-pixels", "0"], "--max-pixels"),
                            (["--host", "localhost.invalid"], "--host"),
-                           (["--port", str(busy.port)], "cannot listen")):
+                           (["--port", str(busy.port)], "cannot listen"),
+                           (["--max-patches", "64"], "--max-patches applies to NaFlex models (timm's naflexvit_*, and "
+                            "SigLIP towers vit_*_siglip_* made with use_naflex=True, their config.json saying model_args "
+                            "use_naflex true)")):
         r = subprocess.run([VIT_BINARY, "serve", "-m", str(photos()[0].parents[2] / "models" / NAME), *args],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and fragment in r.stderr, (args, r.stderr)
