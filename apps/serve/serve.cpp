@@ -210,6 +210,15 @@ std::unique_ptr<Server> make_server(const ServeOptions& o) {
   return s;
 }
 
+// The input a model takes, as `vit inspect` says it: a NaFlex model's budget of patches (each image at its own
+// aspect ratio), else its fixed input.
+std::string input_line(const ModelInfo& info) {
+  if (info.max_patches > 0)
+    return "NaFlex: each image at its own aspect ratio within " + std::to_string(info.max_patches) + " patches of " +
+           std::to_string(info.patch) + " pixels (--max-patches)";
+  return std::to_string(info.input_height) + "x" + std::to_string(info.input_width);
+}
+
 int run(Server& s) {
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-answer is an error code, not the end of the server
   const ServeOptions& o = s.opt;
@@ -218,7 +227,7 @@ int run(Server& s) {
     const std::string answers = m->classes > 0 ? std::to_string(m->classes) + " classes"
                                                 : "embeddings of " + std::to_string(m->embedding_size);
     models += (models.empty() ? "model " : ", model ") + m->name + " (" + m->info.file + ", " + m->info.precision + ", " +
-              answers + ", " + std::to_string(m->info.input_height) + "x" + std::to_string(m->info.input_width) + ")";
+              answers + ", " + input_line(m->info) + ")";
   }
   std::fprintf(stderr,
                "vit serve: %s at http://%s, max batch %d, max delay %d ms, queue %d images and %d MP, body %d MB, "
