@@ -78,8 +78,8 @@ void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision) {
 
 void add_max_patches_option(CLI::App* cmd, int* max_patches) {
   add_number_option(cmd, "--max-patches", max_patches, 0, int(kMaxNaflexPatches),
-                    "NaFlex models (SigLIP 2's naflexvit_*): each whole image at its own aspect ratio, resized to at "
-                    "most this many patches of 16 pixels; 0: 256, SigLIP 2's");
+                    "NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at its "
+                    "own aspect ratio, resized to at most this many patches; 0: 256, SigLIP 2's");
 }
 
 void add_precision_option(CLI::App* cmd, Precision* precision) {

@@ -189,21 +189,24 @@ struct Batcher::Impl {
     return batch;
   }
 
-  // One call of the Classifier for a group's tensors, rows [n, width].
+  // One call of the Classifier for a group's tensors, rows [n, width]: one job's own, or the jobs' joined. Memory
+  // that cannot be had (for joining them, or for the pass) is the group's error, as any other failure.
   void call_rows(Group& g) const {
     const Job& first = *g.jobs.front();
-    std::vector<float> pixels;
-    int64_t n = 0;
-    for (Job* j : g.jobs) {
-      pixels.insert(pixels.end(), j->pixels.begin(), j->pixels.end());
-      n += j->n;
-      std::vector<float>().swap(j->pixels);
-    }
     try {
+      std::vector<float> joined;
+      if (g.jobs.size() > 1)
+        for (Job* j : g.jobs) {
+          joined.insert(joined.end(), j->pixels.begin(), j->pixels.end());
+          std::vector<float>().swap(j->pixels);
+        }
+      const std::vector<float>& pixels = g.jobs.size() > 1 ? joined : first.pixels;
+      const int64_t n = total(g);
       g.rows = first.ask == Ask::Logits ? classifier.logits(pixels.data(), n) : classifier.embeddings(pixels.data(), n, first.embed);
     } catch (...) {
       g.error = what(std::current_exception());
     }
+    for (Job* j : g.jobs) std::vector<float>().swap(j->pixels);
   }
 
   // One call of the Classifier for a group's images: encoded ones moved out of their jobs (which keep
@@ -211,15 +214,15 @@ struct Batcher::Impl {
   void call(Group& g) const {
     const Job& first = *g.jobs.front();
     if (first.tensors()) return call_rows(g);
-    std::vector<std::pair<std::string, std::string>> images;
-    std::vector<Pixels> decoded;
-    int topk = 1;
-    for (Job* j : g.jobs) {
-      topk = std::max(topk, j->topk);
-      decoded.insert(decoded.end(), j->decoded.begin(), j->decoded.end());
-      for (auto& im : j->images) images.emplace_back(im.first, std::move(im.second));
-    }
     try {
+      std::vector<std::pair<std::string, std::string>> images;
+      std::vector<Pixels> decoded;
+      int topk = 1;
+      for (Job* j : g.jobs) {
+        topk = std::max(topk, j->topk);
+        decoded.insert(decoded.end(), j->decoded.begin(), j->decoded.end());
+        for (auto& im : j->images) images.emplace_back(im.first, std::move(im.second));
+      }
       if (first.ask == Ask::Classify)
         g.results = first.decoded.empty() ? classifier.classify_encoded(images, topk) : classifier.classify_pixels(decoded, topk);
       else

@@ -676,8 +676,10 @@ void ViT::set_pool(Pool pool) {
 
 void ViT::set_max_patches(int64_t n) {
   if (!cfg_.naflex)
-    throw ArgumentError("--max-patches applies to NaFlex models (naflexvit_*), and " + source_ + " is a " + family_name(cfg_.family) +
-                        " with a fixed " + std::to_string(cfg_.img_h()) + "x" + std::to_string(cfg_.img_w()) + " input");
+    throw ArgumentError("--max-patches applies to NaFlex models (timm's naflexvit_*, and SigLIP towers vit_*_siglip_* made "
+                        "with use_naflex=True, their config.json saying model_args use_naflex true), and " + source_ +
+                        " is a " + family_name(cfg_.family) + " with a fixed " + std::to_string(cfg_.img_h()) + "x" +
+                        std::to_string(cfg_.img_w()) + " input");
   if (n < 1 || n > kMaxNaflexPatches)
     throw ArgumentError("max patches " + std::to_string(n) + " is out of range (1 to " +
                         std::to_string(kMaxNaflexPatches) + ")");

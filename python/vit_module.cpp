@@ -693,8 +693,8 @@ void bind_classifier(py::module_& m) {
            "text_embeddings: zero-shot labels for a CLIP or SigLIP image tower, a .safetensors file of class names and\n"
            "text embeddings (scripts/export_text_embeddings.py) whose classes replace the model's (of another\n"
            "width than the model's image embeddings, or for another kind of model: ValueError);\n"
-           "max_patches: a NaFlex model's budget of patches per image (SigLIP 2's naflexvit_*: each image at its own\n"
-           "aspect ratio; 0: 256); a NaFlex model takes image files and images in memory, not logits()' fixed\n"
+           "max_patches: a NaFlex model's budget of patches per image (timm's naflexvit_*, SigLIP towers made with\n"
+           "use_naflex: each image at its own aspect ratio; 0: 256); a NaFlex model takes image files and images in memory, not logits()' fixed\n"
            "[B, 3, H, W] tensors nor preprocess() (ValueError), and max_patches for another model is a ValueError.\n"
            "A wrong type raises TypeError; a model, config, labels or text-embeddings file that cannot be used\n"
            "raises vit.Error.")

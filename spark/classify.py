@@ -60,8 +60,8 @@ def parse_args(argv):
     p.add_argument("--pool", choices=["cls", "mean", "map"],
                    help="pool the tokens otherwise than the model does, as vit embed --pool")
     p.add_argument("--max-patches", type=int, default=0, metavar="N",
-                   help="NaFlex models (SigLIP 2's naflexvit_*): each whole image at its own aspect ratio within N "
-                        "patches, as vit embed --max-patches (default 0: 256, SigLIP 2's)")
+                   help="NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at "
+                        "its own aspect ratio within N patches, as vit embed --max-patches (default 0: 256, SigLIP 2's)")
     a = p.parse_args(argv)
     if a.max_patches < 0:
         usage_error(f"--max-patches must be 0 (256) or more, got {a.max_patches}")

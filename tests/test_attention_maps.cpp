@@ -114,6 +114,47 @@ TEST(AttentionPictures, ExtremeProportionsGetAMinimumSize) {
   EXPECT_EQ(draw(800, 600, 400), std::make_pair(400, 300));
 }
 
+// A photo smaller than the model's input (100x100 for a 224x224 model) is drawn enlarged past that input, at
+// 448 pixels on its longer side, never past max_side.
+TEST(AttentionPictures, SmallPhotosAreEnlargedToAReadableSize) {
+  const std::vector<float> heat(196, 0.5f);
+  const auto draw = [&](int w, int h, int max_side) {
+    Image photo;
+    photo.width = w;
+    photo.height = h;
+    photo.rgb.assign(size_t(w) * size_t(h) * 3, 120);
+    const Image out = draw_attention(photo, {0, 0, double(w), double(h)}, {heat.data(), 14, 14}, "iron  0.89", max_side);
+    return std::make_pair(out.width, out.height);
+  };
+  EXPECT_EQ(draw(100, 100, 1024), std::make_pair(448, 448));
+  EXPECT_EQ(draw(128, 160, 1024), std::make_pair(358, 448));
+  EXPECT_EQ(draw(100, 100, 256), std::make_pair(256, 256));
+}
+
+// The map stands out on any photo: where attention is highest the picture is the map's colour whatever the
+// photo beneath (a black and a white photo differ there by at most a fifth of the range), where it is lowest
+// the photo shows through.
+TEST(AttentionPictures, TheHottestPlaceIsTheMapsColourOnAnyPhoto) {
+  std::vector<float> heat(16, 0.f);
+  heat[1 * 4 + 1] = 1.f;  // cell (1, 1) of 4x4: at (168, 168) of a 448x448 picture, cell (3, 3) at (392, 392)
+  const auto pixel = [&](uint8_t grey, int x, int y) {
+    Image photo;
+    photo.width = photo.height = 224;
+    photo.rgb.assign(size_t(224 * 224 * 3), grey);
+    const Image out = draw_attention(photo, {0, 0, 224, 224}, {heat.data(), 4, 4}, "", 448);
+    EXPECT_EQ(std::make_pair(out.width, out.height), std::make_pair(448, 448));
+    const uint8_t* p = out.rgb.data() + (size_t(y) * size_t(out.width) + size_t(x)) * 3;
+    return std::vector<int>{p[0], p[1], p[2]};
+  };
+  const std::vector<int> hot_black = pixel(0, 168, 168), hot_white = pixel(255, 168, 168);
+  const std::vector<int> cold_black = pixel(0, 392, 392), cold_white = pixel(255, 392, 392);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_LE(std::abs(hot_white[size_t(k)] - hot_black[size_t(k)]), 51) << "channel " << k;
+    EXPECT_GE(cold_white[size_t(k)] - cold_black[size_t(k)], 100) << "channel " << k;
+  }
+  EXPECT_GE(hot_black[0], 200) << "inferno's hottest colour is a bright yellow";
+}
+
 // A panorama's caption is sized by its height, not its width: the band leaves the top three quarters of the
 // picture as they are without a caption.
 TEST(AttentionPictures, APanoramasCaptionLeavesMostOfIt) {

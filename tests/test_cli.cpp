@@ -193,6 +193,21 @@ TEST_F(Cli, BadFlagsAreUsageErrors) {
   EXPECT_EQ(r.err, "error: /nonexistent/labels.txt: cannot open labels file\n");
 }
 
+// --max-patches on a square model, for every command that takes it: one usage error naming the models that
+// take it (timm's naflexvit_*, SigLIP towers made with use_naflex) and the model's fixed input.
+TEST_F(Cli, MaxPatchesOnASquareModelNamesTheModelsThatTakeIt) {
+  const std::string photo = images_.file("a.jpg");
+  for (const std::string& command : std::vector<std::string>{"classify", "embed", "eval", "inspect",
+                                                               "explain --out " + images_.path() + "/pictures"}) {
+    const Result r = run_vit(command + " " + model() + " --max-patches 64" +
+                             (command == "inspect" ? std::string() : " " + photo));
+    EXPECT_EQ(r.code, 2) << command << ": " << r.err;
+    for (const char* part : {"--max-patches applies to NaFlex models", "timm's naflexvit_*",
+                                   "made with use_naflex=True", "model_args use_naflex true", "with a fixed"})
+      EXPECT_NE(r.err.find(part), std::string::npos) << command << ": " << part << "\n" << r.err;
+  }
+}
+
 TEST_F(Cli, LabelsFileNamesClasses) {
   std::string labels;
   for (int i = 0; i < 10; ++i) labels += "thing " + std::to_string(i) + "\n";

@@ -135,6 +135,10 @@ void infer(Service& service, HttpRequest& req, const PathParams& params, const R
       queue(p, !classes, m.batcher->submit(std::move(images), embed, [p](std::vector<Embedding> es) { p->embedded(std::move(es)); }));
     return;
   }
+  if (m.info.max_patches > 0)
+    throw HttpError(400, "input 'pixel_values': model " + m.name + " is a NaFlex model: it takes each image at its own "
+                         "aspect ratio within " + std::to_string(m.info.max_patches) + " patches, not a fixed "
+                         "[B, 3, H, W] tensor; send the encoded images as input 'image' (BYTES)");
   const int64_t B = pixels_batch(r, m.info.input_height, m.info.input_width);
   service.check_queue_room(B);
   std::vector<float> values = infer_pixels(r, B * 3 * m.info.input_height * m.info.input_width);
@@ -150,9 +154,10 @@ void infer(Service& service, HttpRequest& req, const PathParams& params, const R
 }
 
 json model_metadata(const ServedModel& m) {
-  const json io = json::array({json{{"name", "image"}, {"datatype", "BYTES"}, {"shape", {-1}}},
-                               json{{"name", "pixel_values"}, {"datatype", "FP32"},
-                                    {"shape", {-1, 3, m.info.input_height, m.info.input_width}}}});
+  // A NaFlex model takes images at their own shape: no fixed pixel_values tensor.
+  json io = json::array({json{{"name", "image"}, {"datatype", "BYTES"}, {"shape", {-1}}}});
+  if (m.info.max_patches == 0)
+    io.push_back(json{{"name", "pixel_values"}, {"datatype", "FP32"}, {"shape", {-1, 3, m.info.input_height, m.info.input_width}}});
   json out = json::array();
   for (InferOutput o : model_outputs(m)) {
     const bool top = o == InferOutput::TopIndices || o == InferOutput::TopProbabilities;

@@ -117,8 +117,9 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   per_model("--precision", &f->precision, "arithmetic of the linear layers: f32, bf16 or int8 (default f32)");
   per_model("--img-size", &f->img_size, "run at SxS pixels instead of the model's size (0: the model's)");
   per_model("--max-patches", &f->max_patches,
-            "NaFlex models (SigLIP 2's naflexvit_*): each whole image at its own aspect ratio within this many "
-            "patches (0: 256, SigLIP 2's); the batches mix shapes, each image masked to its own");
+            "NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at its own "
+            "aspect ratio within this many patches (0: 256, SigLIP 2's); the batches mix shapes, each image masked "
+            "to its own");
   per_model("--config", &f->config, "config.json overriding the one beside the weights");
   per_model("--threads", &f->threads,
             "threads for decoding and inference (0: all cores); the models' forward passes take turns on the cores "

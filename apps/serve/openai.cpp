@@ -131,11 +131,13 @@ void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
   }
 }
 
-// A model in OpenAI's form, with what it answers under "vit" (for the web page's picker and other tools).
+// A model in OpenAI's form, with what it answers under "vit" (for the web page's picker and other tools); a
+// NaFlex model's max_patches (its budget of patches, each image at its own aspect ratio), else 0 and input_size.
 json model_entry(const Service& service, const ServedModel& m) {
   return {{"id", m.name}, {"object", "model"}, {"created", int64_t(service.started())}, {"owned_by", "vit"},
           {"vit", {{"classes", m.classes}, {"embedding_size", m.embedding_size}, {"precision", m.info.precision},
                    {"family", m.info.family}, {"input_size", {m.info.input_height, m.info.input_width}},
+                   {"max_patches", m.info.max_patches}, {"patch", m.info.patch},
                    {"ready", bool(m.ready)}}}};
 }
 

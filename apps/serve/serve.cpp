@@ -81,9 +81,29 @@ void check_options(const ServeOptions& o) {
                 std::to_string(o.max_pixels) + ")");
 }
 
+// One warm-up pass of n images through the model's Batcher: "" when it ran, else why not.
+std::string warm_up_pass(const ServedModel& m, int64_t n, int side, const std::vector<uint8_t>& grey) {
+  std::promise<std::string> ran;
+  bool queued = false;
+  if (side > 0) {
+    queued = m.batcher->submit(std::vector<Pixels>(size_t(n), Pixels{"warm-up", side, side, grey.data()}), EmbedOptions{},
+                               [&ran](std::vector<Embedding> es) {
+                                 std::string error;
+                                 for (const Embedding& e : es) if (!e.error.empty()) error = e.error;
+                                 ran.set_value(error);
+                               });
+  } else {
+    std::vector<float> zeros(size_t(n * 3 * m.info.input_height * m.info.input_width), 0.f);
+    queued = m.batcher->submit(std::move(zeros), n, [&ran](std::vector<float>, std::string error) { ran.set_value(error); });
+  }
+  if (!queued) return "its queue refused it";
+  return ran.get_future().get();
+}
+
 // Runs a forward pass of every batch size the model's Batcher runs (--max-batch and the powers
 // of two below it) where its passes run: no request pays for the engine's set-up, and what the process holds
-// from here on is the model's, its Plans' and its threads'.
+// from here on is the model's, its Plans' and its threads'. A pass that cannot run (its memory, say) stops
+// start-up naming the model and the batch.
 void warm_up(const ServedModel& m, int max_batch) {
   std::vector<int64_t> sizes{max_batch};
   for (int64_t n = 1; n < max_batch; n *= 2) sizes.push_back(n);
@@ -91,22 +111,15 @@ void warm_up(const ServedModel& m, int max_batch) {
   const int side = m.info.max_patches > 0 ? int(std::sqrt(double(m.info.max_patches)) * double(m.info.patch)) : 0;
   const std::vector<uint8_t> grey(size_t(side) * size_t(side) * 3, 128);
   for (const int64_t n : sizes) {
-    std::promise<std::string> ran;
-    bool queued = false;
-    if (side > 0) {
-      queued = m.batcher->submit(std::vector<Pixels>(size_t(n), Pixels{"warm-up", side, side, grey.data()}), EmbedOptions{},
-                                 [&ran](std::vector<Embedding> es) {
-                                   std::string error;
-                                   for (const Embedding& e : es) if (!e.error.empty()) error = e.error;
-                                   ran.set_value(error);
-                                 });
-    } else {
-      const std::vector<float> zeros(size_t(n * 3 * m.info.input_height * m.info.input_width), 0.f);
-      queued = m.batcher->submit(zeros, n, [&ran](std::vector<float>, std::string error) { ran.set_value(error); });
+    std::string error;
+    try {
+      error = warm_up_pass(m, n, side, grey);
+    } catch (const std::bad_alloc&) {  // its input, before it was queued
+      error = "out of memory";
     }
-    if (!queued) throw Error("the batcher refused the warm-up pass");
-    const std::string error = ran.get_future().get();
-    if (!error.empty()) throw Error("the warm-up pass failed: " + error);
+    if (!error.empty())
+      throw Error("model " + m.name + ": the warm-up pass of a batch of " + std::to_string(n) + " images" +
+                  (n == max_batch ? " (--max-batch " + std::to_string(n) + ")" : "") + " failed: " + error);
   }
 }
 
@@ -210,6 +223,15 @@ std::unique_ptr<Server> make_server(const ServeOptions& o) {
   return s;
 }
 
+// The input a model takes, as `vit inspect` says it: a NaFlex model's budget of patches (each image at its own
+// aspect ratio), else its fixed input.
+std::string input_line(const ModelInfo& info) {
+  if (info.max_patches > 0)
+    return "NaFlex: each image at its own aspect ratio within " + std::to_string(info.max_patches) + " patches of " +
+           std::to_string(info.patch) + " pixels (--max-patches)";
+  return std::to_string(info.input_height) + "x" + std::to_string(info.input_width);
+}
+
 int run(Server& s) {
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-answer is an error code, not the end of the server
   const ServeOptions& o = s.opt;
@@ -218,7 +240,7 @@ int run(Server& s) {
     const std::string answers = m->classes > 0 ? std::to_string(m->classes) + " classes"
                                                 : "embeddings of " + std::to_string(m->embedding_size);
     models += (models.empty() ? "model " : ", model ") + m->name + " (" + m->info.file + ", " + m->info.precision + ", " +
-              answers + ", " + std::to_string(m->info.input_height) + "x" + std::to_string(m->info.input_width) + ")";
+              answers + ", " + input_line(m->info) + ")";
   }
   std::fprintf(stderr,
                "vit serve: %s at http://%s, max batch %d, max delay %d ms, queue %d images and %d MP, body %d MB, "

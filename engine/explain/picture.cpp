@@ -38,8 +38,12 @@ namespace vit {
 namespace {
 
 constexpr int kReadableSide = 448;  // smaller photos are enlarged to this (longer side), so text stays legible
-constexpr double kHeatWeight = 0.55;  // of the colour map where it is blended over the photo
-constexpr double kDim = 0.35;         // brightness left to the part of the photo the model did not see
+// The colour map is blended over the photo by its own value: where attention is lowest the photo shows (greyed
+// and dimmed to kBase), where it is highest the map's colour all but covers it, so the places the model looked
+// at stand out on any photo.
+constexpr double kHeatLow = 0.15, kHeatHigh = 0.9;  // the map's weight at the lowest and the highest attention
+constexpr double kBase = 0.6;                       // brightness of the photo under the map
+constexpr double kDim = 0.3;          // brightness left to the part of the photo the model did not see
 // The smallest picture drawn (within max_side): room for a readable caption whatever the photo's
 // proportions. A 10000x50 photo at 1024 pixels is 5 pixels high; it is centred on a black canvas.
 constexpr int kMinWidth = 320, kMinHeight = 96;
@@ -70,20 +74,38 @@ cv::Mat scaled(const cv::Mat& rgb, double s) {
   return out;
 }
 
-// The map in inferno colours at w x h: stretched from its minimum to its maximum, upsampled bicubically
-// (cell centres on the patch centres) and clamped, since bicubic overshoots [0, 1].
-cv::Mat heat_colours(const Heat& heat, int w, int h) {
+// The map over `photo` (w x h, RGB) in inferno colours: stretched from its minimum to its maximum, upsampled
+// bicubically (cell centres on the patch centres) and clamped, since bicubic overshoots [0, 1]; each pixel's
+// colour weighted by its value u, kHeatLow + (kHeatHigh - kHeatLow) u^2 (the middling values mostly photo), over
+// the photo greyed by half and dimmed to kBase.
+cv::Mat heat_over(const cv::Mat& photo, const Heat& heat) {
+  const int w = photo.cols, h = photo.rows;
   const cv::Mat m(heat.rows, heat.cols, CV_32F, const_cast<float*>(heat.values));
   double lo = 0, hi = 0;
   cv::minMaxLoc(m, &lo, &hi);
-  cv::Mat unit, up, u8, bgr, rgb;
+  cv::Mat unit, up, u8, bgr, colours;
   const double range = hi - lo;
   m.convertTo(unit, CV_32F, range > 0 ? 1 / range : 0, range > 0 ? -lo / range : 0);
   cv::resize(unit, up, cv::Size(w, h), 0, 0, cv::INTER_CUBIC);
   up.convertTo(u8, CV_8U, 255.0);  // saturating: the clamp
   cv::applyColorMap(u8, bgr, cv::COLORMAP_INFERNO);
-  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
-  return rgb;
+  cv::cvtColor(bgr, colours, cv::COLOR_BGR2RGB);
+  cv::Mat grey, grey3, base;
+  cv::cvtColor(photo, grey, cv::COLOR_RGB2GRAY);
+  cv::cvtColor(grey, grey3, cv::COLOR_GRAY2RGB);
+  cv::addWeighted(photo, 0.5 * kBase, grey3, 0.5 * kBase, 0, base);
+  cv::Mat out(h, w, CV_8UC3);
+  for (int y = 0; y < h; ++y) {
+    const uint8_t* a = u8.ptr<uint8_t>(y);
+    const cv::Vec3b* b = base.ptr<cv::Vec3b>(y);
+    const cv::Vec3b* c = colours.ptr<cv::Vec3b>(y);
+    cv::Vec3b* o = out.ptr<cv::Vec3b>(y);
+    for (int x = 0; x < w; ++x) {
+      const double u = a[x] / 255.0, t = kHeatLow + (kHeatHigh - kHeatLow) * u * u;
+      for (int k = 0; k < 3; ++k) o[x][k] = cv::saturate_cast<uint8_t>((1 - t) * b[x][k] + t * c[x][k]);
+    }
+  }
+  return out;
 }
 
 // The window in the pixels of the photo scaled by s.
@@ -144,10 +166,10 @@ Image draw_attention(const Image& photo, const Rect& window, const Heat& heat, c
   canvas.convertTo(out, -1, kDim);
   const cv::Rect win = scaled_window(window, s);
   const cv::Rect inside = win & cv::Rect(0, 0, canvas.cols, canvas.rows);
-  if (!inside.empty()) {
-    const cv::Mat colours = heat_colours(heat, win.width, win.height);
-    cv::Mat dst = out(inside);
-    cv::addWeighted(canvas(inside), 1 - kHeatWeight, colours(inside - win.tl()), kHeatWeight, 0, dst);
+  if (!inside.empty()) {  // the window's pixels; black where it reaches past the photo (as the crop pads)
+    cv::Mat view(win.height, win.width, CV_8UC3, cv::Scalar::all(0));
+    canvas(inside).copyTo(view(inside - win.tl()));
+    heat_over(view, heat)(inside - win.tl()).copyTo(out(inside));
   }
   const int min_w = std::min(kMinWidth, max_side), min_h = std::min(kMinHeight, max_side);
   if (out.cols < min_w || out.rows < min_h) {
@@ -180,8 +202,7 @@ Image draw_panels(const Image& photo, const Rect& window, const std::vector<Heat
 
   cv::Mat grid(rows * ph + (rows + 1) * gap, cols * pw + (cols + 1) * gap, CV_8UC3, cv::Scalar(32, 32, 32));
   for (int i = 0; i < n; ++i) {
-    cv::Mat panel;
-    cv::addWeighted(view, 1 - kHeatWeight, heat_colours(heats[size_t(i)], pw, ph), kHeatWeight, 0, panel);
+    cv::Mat panel = heat_over(view, heats[size_t(i)]);
     put_caption(panel, captions[size_t(i)]);
     panel.copyTo(grid(cv::Rect(gap + (i % cols) * (pw + gap), gap + (i / cols) * (ph + gap), pw, ph)));
   }

@@ -25,8 +25,9 @@ struct Heat {
 };
 
 // The whole photo, its longer side scaled to at most max_side (small photos are enlarged to a readable
-// size, within max_side): inside the window the map, upsampled bicubically, blended over the photo in
-// the inferno colour map; outside it, the photo dimmed; the caption (ASCII; other bytes show as '?')
+// size, within max_side): inside the window the map, upsampled bicubically, in the inferno colour map over
+// the photo (greyed and dimmed), each pixel's colour weighted by its value, so the hottest places are the
+// map's colour and the coldest mostly the photo; outside it, the photo dimmed more; the caption (ASCII; other bytes show as '?')
 // on a dark band at the bottom. A photo of extreme proportions is centred on a black picture of at
 // least 320x96 (within max_side), so the caption has room.
 Image draw_attention(const Image& photo, const Rect& window, const Heat& heat, const std::string& caption,

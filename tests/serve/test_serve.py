@@ -1,8 +1,12 @@
 """`vit serve` against a real server on loopback (CTest label serve): health, metadata, /v1/classify
 (one image, multipart), KServe v2 infer (BYTES through the binary-data extension, FP32 pixel_values, JSON
 and binary outputs), each kind of bad request as a 4xx naming it, /metrics parsed as Prometheus text, the
-body limit (Content-Length and chunked), slow and vanishing clients, --max-connections, and shutdown."""
+body limit (Content-Length and chunked), slow and vanishing clients, --max-connections, shutdown, and a warm-up
+pass that cannot run stopping start-up."""
 import json
+import os
+import pathlib
+import resource
 import signal
 import socket
 import struct
@@ -14,7 +18,7 @@ import pytest
 import requests
 
 from conftest import (DEIT, NAME, VIT_BINARY, binary_infer, decode_binary_response, layout_models, metrics, photos,
-                      png_bomb)
+                      png_bomb, require_shared_data)
 
 INFER = f"/v2/models/{NAME}/infer"
 MODEL = (("model", NAME),)  # the label of the served model's metrics
@@ -399,10 +403,54 @@ def test_bad_flags_exit_2(serve):
                            (["--max-pixels", "9000000", "--max-queue-mp", "8"], "--max-queue-mp (8) must hold"),
                            (["--max-pixels", "0"], "--max-pixels"),
                            (["--host", "localhost.invalid"], "--host"),
-                           (["--port", str(busy.port)], "cannot listen")):
+                           (["--port", str(busy.port)], "cannot listen"),
+                           (["--max-patches", "64"], "--max-patches applies to NaFlex models (timm's naflexvit_*, and "
+                            "SigLIP towers vit_*_siglip_* made with use_naflex=True, their config.json saying model_args "
+                            "use_naflex true)")):
         r = subprocess.run([VIT_BINARY, "serve", "-m", str(photos()[0].parents[2] / "models" / NAME), *args],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and fragment in r.stderr, (args, r.stderr)
+
+
+def processes_in_session(sid):
+    """The processes whose session is sid (field 6 of /proc/PID/stat; the command name may hold spaces)."""
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # not a process, or gone since
+        if entry.name.isdigit() and int(fields[3]) == sid:
+            found.append(int(entry.name))
+    return found
+
+
+def test_warm_up_that_cannot_run_stops_start_up(tmp_path):
+    """Under an address-space limit (`ulimit -v 2G`, as a shared host sets one) DeiT-Tiny loads, but the warm-up pass
+    of --max-batch 2048 cannot have its memory: vit serve exits 4 with one error line naming the model, the pass and
+    the memory, never says ready, and leaves no process behind (its session, of its own, is empty)."""
+    require_shared_data()
+    limit = 2 << 30
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    proc = subprocess.Popen([VIT_BINARY, "serve", "-m", str(DEIT), "--port", "0", "--max-batch", "2048",
+                             "--max-queue", "2048"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=limited, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    assert proc.returncode == 4, err
+    assert "at http://127.0.0.1:" in err, err  # it had started listening
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: model {NAME}: the warm-up pass of a batch of 2048 images (--max-batch 2048) failed: out of memory"), err
+    assert "ready" not in err and "terminate" not in err, err
+    assert processes_in_session(proc.pid) == []
 
 
 def test_bodies_past_max_bodies_mb_get_503_before_they_are_read(serve):

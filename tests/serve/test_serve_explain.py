@@ -5,6 +5,7 @@ and every refusal a 400 naming the problem, the server answering the next reques
 import io
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -123,9 +124,23 @@ def naflex_classifier(tmp_path):
 def test_naflex_model_is_explained_over_each_images_own_grid(serve, tmp_path):
     """A NaFlex model served with --max-patches (the server warms it up with images, as it takes no fixed tensor):
     POST /v1/explain draws a panorama and a portrait as `vit explain --max-patches` draws them, byte for byte, each
-    the whole photo at its own aspect ratio."""
+    the whole photo at its own aspect ratio. The start-up line and /v1/models give its budget of patches, not a
+    fixed input size; its KServe metadata lists no pixel_values input, and pixel_values sent get a 400."""
     model, images = naflex_classifier(tmp_path)
     s = serve("-m", f"flex={model}", "--max-patches", "flex=64", model=None)
+    line = s.stderr()
+    assert "NaFlex: each image at its own aspect ratio within 64 patches of 16 pixels (--max-patches))" in line, line
+    assert not re.search(r"model flex \([^)]*\d+x\d+\)", line), line
+    entry = requests.get(s.url + "/v1/models", timeout=10).json()["data"][0]
+    assert (entry["id"], entry["vit"]["max_patches"], entry["vit"]["patch"]) == ("flex", 64, 16), entry
+    # KServe: no fixed pixel_values input is listed, and one sent is a 400 naming what the model takes.
+    meta = requests.get(s.url + "/v2/models/flex", timeout=10).json()
+    assert [i["name"] for i in meta["inputs"]] == ["image"], meta
+    h, w = entry["vit"]["input_size"]
+    r = requests.post(s.url + "/v2/models/flex/infer", timeout=60, json={"inputs": [
+        {"name": "pixel_values", "datatype": "FP32", "shape": [1, 3, h, w], "data": [0.0] * (3 * h * w)}]})
+    assert r.status_code == 400 and "is a NaFlex model" in r.json()["error"] and "input 'image'" in r.json()["error"]
+    assert str(model) not in r.text, r.text
     for name in ("panorama", "portrait"):
         photo = images / f"{name}.png"
         want, line = cli_picture(tmp_path, model, photo, "--max-patches", "64", "--size", "512")

@@ -77,7 +77,8 @@ def test_page_is_self_contained(serve):
 
 def test_page_classifies_and_explains_in_a_browser(serve, browser, tmp_path):
     """Three photos through the file input: each card's bars are `vit classify --json`'s top 5 (labels in order,
-    probabilities within 1e-6) and its attention picture is drawn; a text file gets a message, not a blank."""
+    probabilities within 1e-6) and its attention picture is drawn, every card's title, photo and bars at the same
+    offsets from its top; a text file gets a message, not a blank."""
     dino = layout_models() / "hf_dinov2"
     s = serve("-m", f"dino={dino}")
     files = photos()[:3]
@@ -96,6 +97,11 @@ def test_page_classifies_and_explains_in_a_browser(serve, browser, tmp_path):
         size = browser.execute_script("return [arguments[0].naturalWidth, arguments[0].naturalHeight]", picture)
         assert 0 < min(size) and max(size) <= 512, size  # drawn (the longer side at most the page's 512)
     assert browser.find_element("id", "message").text == ""
+    # Every card lays out the same from its top, however tall its row: title, photo and bars at the same offsets.
+    offsets = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.card')).map((c) => { const top = c.getBoundingClientRect().top;"
+        " return ['h2', '.photo img', '.bars'].map((s) => c.querySelector(s).getBoundingClientRect().top - top); })")
+    assert all(abs(o - p) <= 1 for card in offsets for o, p in zip(card, offsets[0])), offsets
     browser.save_screenshot(str(SHOTS / "serve_page_classify.png"))
 
     text = tmp_path / "notes.txt"
