@@ -24,7 +24,8 @@ namespace {
 // the copy of it that made it), under a lock, so that tests running side by side wait for one another.
 struct TimmModels {
   static GeneratorSpec get() {
-    return {"timm_models", {VIT_SOURCE_DIR "/tests/make_timm_models.py"}, "timm", "TIMM_FUSED_ATTN=0 ", "has no timm"};
+    return {"timm_models", {VIT_SOURCE_DIR "/tests/make_timm_models.py", VIT_SOURCE_DIR "/tests/timm_references.py"},
+            "timm", "TIMM_FUSED_ATTN=0 ", "has no timm"};
   }
 };
 class Families : public GeneratedSuite<TimmModels> {
@@ -32,9 +33,7 @@ class Families : public GeneratedSuite<TimmModels> {
   // Our forward pass on timm's own input tensor: tokens, embeddings and outputs against timm's.
   static void expect_like_timm(const std::string& name, const std::string& ref_name = "reference.safetensors",
                                int64_t img_size = 0) {
-    const SafeTensors ref(model(name) + "/" + ref_name);
-    ViT m = ViT::load(model(name), "", img_size);
-    expect_forward_like_reference(name, m, ref);
+    expect_model_like_reference(name, ref_name, img_size, [&](const ViT&) { return name; });
   }
   // A folder holding one of the models (its weights) run against that model's reference.
   static void expect_like_timm_at(const std::string& dir, const std::string& name) {
