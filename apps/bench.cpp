@@ -282,8 +282,8 @@ std::function<int()> prepare_bench(const BenchOptions& o) {
 
 void add_bench_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand("bench", "measure forward-pass throughput and latency per batch size");
-  add_model_options(cmd, &o->model);
+  CLI::App* cmd = add_model_command(app, "bench", "measure forward-pass throughput and latency per batch size", o,
+                                    prepare_bench, prepare);
   cmd->add_option("--arch", o->arch, "a timm architecture with random weights: any that docs/MODELS.md lists as running, e.g. "
                                       "vit_base_patch16_224, vit_small_patch14_dinov2, vit_so400m_patch14_siglip_378, "
                                       "beitv2_large_patch16_224, eva02_base_patch14_448");
@@ -299,7 +299,6 @@ void add_bench_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--peak", o->peak, "also measure the machine's matmul peaks in f32, bf16 and int8");
   cmd->add_flag("--profile", o->profile,
                 "print where each batch size's time goes, per step (best of 9 passes), and each matmul's share of its precision's peak");
-  cmd->callback([o, prepare] { *prepare = [o] { return prepare_bench(*o); }; });
 }
 
 }  // namespace vit::app

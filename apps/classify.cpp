@@ -216,8 +216,8 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
 
 void add_classify_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<ClassifyOptions>();
-  CLI::App* cmd = app.add_subcommand("classify", "classify images with a ViT and print the top-k classes");
-  add_model_options(cmd, &o->model);
+  CLI::App* cmd = add_model_command(app, "classify", "classify images with a ViT and print the top-k classes", o,
+                                    prepare_classify, prepare);
   add_max_patches_option(cmd, &o->model.max_patches);
   CLI::Option* labels =
       cmd->add_option("--labels", o->labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
@@ -252,7 +252,6 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   cmd->add_option("PATH", o->paths,
                   "images (" + image_extensions() + "), videos (" + video_extensions() +
                       ") or folders, searched recursively for images (and videos with --videos)");
-  cmd->callback([o, prepare] { *prepare = [o] { return prepare_classify(*o); }; });
 }
 
 }  // namespace vit::app

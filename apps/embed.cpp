@@ -155,9 +155,10 @@ std::function<int()> prepare_embed(EmbedCommand o) {
 
 void add_embed_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<EmbedCommand>();
-  CLI::App* cmd = app.add_subcommand("embed", "one embedding per image: the pooled features before the head (timm's "
-                                               "pre_logits), or after it with --head");
-  add_model_options(cmd, &o->model);
+  CLI::App* cmd = add_model_command(app, "embed",
+                                    "one embedding per image: the pooled features before the head (timm's "
+                                    "pre_logits), or after it with --head",
+                                    o, prepare_embed, prepare);
   add_max_patches_option(cmd, &o->model.max_patches);
   cmd->add_flag("--head", o->embed.head, "apply the head too: timm's model(x) (the logits of a classifier)");
   cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls, mean or map (the "
@@ -189,7 +190,6 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
                       ") or folders, searched recursively for images (and videos with --videos); a video's "
                       "embedding is the mean of its sampled frames' (and with --tokens its tokens, the mean of "
                       "theirs)");
-  cmd->callback([o, prepare] { *prepare = [o] { return prepare_embed(*o); }; });
 }
 
 }  // namespace vit::app

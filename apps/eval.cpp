@@ -172,8 +172,8 @@ std::function<int()> prepare_eval(const EvalOptions& o) {
 
 void add_eval_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<EvalOptions>();
-  CLI::App* cmd = app.add_subcommand("eval", "top-1 / top-5 accuracy on labelled photos (and agreement with f32)");
-  add_model_options(cmd, &o->model);
+  CLI::App* cmd = add_model_command(app, "eval", "top-1 / top-5 accuracy on labelled photos (and agreement with f32)",
+                                    o, prepare_eval, prepare);
   add_max_patches_option(cmd, &o->model.max_patches);
   cmd->add_option("--labels-csv", o->labels_csv,
                   "CSV of file,index records, quoted as spreadsheets write them (default: the ImageNet synset id at the "
@@ -190,7 +190,6 @@ void add_eval_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--json", o->json, "one JSON object: images, top1, top5, agreement, max/mean |logit difference|");
   cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for " + image_extensions() + ")")
       ->required();
-  cmd->callback([o, prepare] { *prepare = [o] { return prepare_eval(*o); }; });
 }
 
 }  // namespace vit::app

@@ -188,12 +188,12 @@ std::function<int()> prepare_explain(const ExplainArgs& o) {
 
 void add_explain_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<ExplainArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "explain",
+  CLI::App* cmd = add_model_command(
+      app, "explain",
       "show what the model looked at: attention rollout over each photo, as DIR/<stem>.attention.png "
       "(f32, whatever --precision other commands use). Models without a class token explain with the mean "
-      "of all tokens' attention rows instead of the class token's row");
-  add_model_options(cmd, &o->model, false);
+      "of all tokens' attention rows instead of the class token's row",
+      o, prepare_explain, prepare, false);
   add_max_patches_option(cmd, &o->model.max_patches);
   add_name_option(cmd, "--out", &o->out, "folder for the pictures, created if missing; a stem met twice gets -2, -3, ...")
       ->capture_default_str();
@@ -220,7 +220,6 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--exif-transpose", o->explain.exif_transpose,
                 "turn images as their EXIF orientation says, as PIL's ImageOps.exif_transpose does (timm does not)");
   cmd->add_option("PATH", o->paths, "image files or folders (searched recursively for " + image_extensions() + ")")->required();
-  cmd->callback([o, prepare] { *prepare = [o] { return prepare_explain(*o); }; });
 }
 
 }  // namespace vit::app

@@ -142,20 +142,24 @@ void require_head(int64_t classes, const std::string& model_file) {
                             "SigLIP image tower vit classify --text-embeddings");
 }
 
+bool parse_whole_number(const std::string& s, long* v) {
+  size_t used = 0;
+  try {
+    *v = std::stol(s, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return !s.empty() && used == s.size();
+}
+
 std::vector<int> parse_batch_list(const std::string& s, const std::string& flag) {
   std::vector<int> out;
   size_t start = 0;
   while (start <= s.size()) {
     const size_t end = s.find(',', start);
     const std::string item = s.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    size_t used = 0;
     long v = 0;
-    try {
-      v = std::stol(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size())
+    if (!parse_whole_number(item, &v))
       throw Error(flag + ": '" + item + "' is not a number (expected a list like 1,8,32)");
     try {
       check_batch_size(v);

@@ -2,11 +2,13 @@
 // sizes; numbers whose mistakes read "--topk: 'three' is not a number") and loading the model they name.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "apps/command.h"
 #include "vit/threads.h"
 #include "vit/vit.h"
 
@@ -28,6 +30,17 @@ CLI::Option* add_number_option(CLI::App* cmd, const std::string& names, T* value
 
 // --model, --config, --img-size, --threads and, unless the command always runs f32, --precision.
 void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision = true);
+// The subcommand `name` of a command that runs a model: its line of help, the model flags above filling
+// o->model, and, when it is the one chosen, *prepare set to prepare_fn(*o).
+template <class Options, class PrepareFn>
+CLI::App* add_model_command(CLI::App& app, const std::string& name, const std::string& help,
+                            const std::shared_ptr<Options>& o, PrepareFn prepare_fn, Prepare* prepare,
+                            bool with_precision = true) {
+  CLI::App* cmd = app.add_subcommand(name, help);
+  add_model_options(cmd, &o->model, with_precision);
+  cmd->callback([o, prepare_fn, prepare] { *prepare = [o, prepare_fn] { return prepare_fn(*o); }; });
+  return cmd;
+}
 void add_threads_option(CLI::App* cmd, int* threads);
 void add_img_size_option(CLI::App* cmd, int* img_size);
 // --max-patches, for the commands that run a NaFlex model through the library's Classifier.
@@ -54,6 +67,8 @@ CLI::Validator non_empty_name();
 
 // -b,--batch: images per forward pass, 1 to kMaxBatch.
 void add_batch_option(CLI::App* cmd, int* batch);
+// s read as a whole number (std::stol's form, nothing left over) into *v; false for anything else.
+bool parse_whole_number(const std::string& s, long* v);
 // Parses "1,2,4" into batch sizes; throws vit::Error naming the flag.
 std::vector<int> parse_batch_list(const std::string& s, const std::string& flag);
 

@@ -40,6 +40,33 @@ struct Job {
 
   bool tensors() const { return bool(rows_done); }
   const std::string& name(size_t i) const { return decoded.empty() ? images[i].first : decoded[i].name; }
+
+  // The images of a job: encoded (name, bytes) or decoded.
+  void set_images(std::vector<std::pair<std::string, std::string>> encoded) {
+    n = int64_t(encoded.size());
+    images = std::move(encoded);
+  }
+  void set_images(std::vector<Pixels> pixels) {
+    n = int64_t(pixels.size());
+    decoded = std::move(pixels);
+  }
+  template <class Images>
+  static Job classify(Images images, int topk, Batcher::ResultsDone done) {
+    Job j;
+    j.set_images(std::move(images));
+    j.topk = std::max(1, topk);
+    j.results_done = std::move(done);
+    return j;
+  }
+  template <class Images>
+  static Job embed_images(Images images, const EmbedOptions& options, Batcher::EmbeddingsDone done) {
+    Job j;
+    j.ask = Ask::Embed;
+    j.set_images(std::move(images));
+    j.embed = options;
+    j.embeddings_done = std::move(done);
+    return j;
+  }
 };
 
 // The jobs of a batch that run in one call of the Classifier (one ask, one form, the same embed options),
@@ -319,42 +346,20 @@ Batcher::Batcher(const Classifier& classifier, const BatcherOptions& options,
 Batcher::~Batcher() { close(); }
 
 bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done) {
-  Job j;
-  j.n = int64_t(images.size());
-  j.images = std::move(images);
-  j.topk = std::max(1, topk);
-  j.results_done = std::move(done);
-  return impl_->push(std::move(j));
+  return impl_->push(Job::classify(std::move(images), topk, std::move(done)));
 }
 
 bool Batcher::submit(std::vector<Pixels> images, int topk, ResultsDone done) {
-  Job j;
-  j.n = int64_t(images.size());
-  j.decoded = std::move(images);
-  j.topk = std::max(1, topk);
-  j.results_done = std::move(done);
-  return impl_->push(std::move(j));
+  return impl_->push(Job::classify(std::move(images), topk, std::move(done)));
 }
 
 bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options,
                      EmbeddingsDone done) {
-  Job j;
-  j.ask = Ask::Embed;
-  j.n = int64_t(images.size());
-  j.images = std::move(images);
-  j.embed = options;
-  j.embeddings_done = std::move(done);
-  return impl_->push(std::move(j));
+  return impl_->push(Job::embed_images(std::move(images), options, std::move(done)));
 }
 
 bool Batcher::submit(std::vector<Pixels> images, const EmbedOptions& options, EmbeddingsDone done) {
-  Job j;
-  j.ask = Ask::Embed;
-  j.n = int64_t(images.size());
-  j.decoded = std::move(images);
-  j.embed = options;
-  j.embeddings_done = std::move(done);
-  return impl_->push(std::move(j));
+  return impl_->push(Job::embed_images(std::move(images), options, std::move(done)));
 }
 
 bool Batcher::submit(std::vector<float> pixels, int64_t n, LogitsDone done) {

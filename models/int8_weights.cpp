@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+
+#include "engine/io/text.h"
 #include "vit/error.h"
 
 namespace vit {
@@ -60,9 +62,6 @@ LinearWeights RoundedWeights::linear(Arena& store, const std::string& layer, con
 
 void RoundedWeights::check_all_used() const {
   const int qmax = int8_weight_max();
-  auto ends_with = [](const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-  };
   for (const auto& [name, t] : st_.tensors()) {
     const bool this_grid = ends_with(name, rounded_name("", "q", qmax)) || ends_with(name, rounded_name("", "scale", qmax));
     if (this_grid && !used_.count(name))

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "engine/io/text.h"
+
 namespace vit {
 namespace {
 
@@ -22,10 +24,6 @@ struct Stream {
     return v;
   }
 };
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 // RoPE-Mixed: frequencies as init_random_2d_freqs makes them, magnitudes temperature^(-4k/Dh) turned by an
 // angle per block and head; [2, depth, heads, Dh / 2], x's then y's.

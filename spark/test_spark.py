@@ -18,22 +18,11 @@ import time
 
 import pytest
 
-REPO = pathlib.Path(os.environ.get("VIT_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[1]))
-SHARED = pathlib.Path(os.environ.get("VIT_SHARED_DATA", REPO.parent / "shared" / "data"))
-VIT_BINARY = os.environ.get("VIT_BINARY", str(REPO / "build" / "vit"))
-DEIT = SHARED / "models" / "deit_tiny_patch16_224.fb_in1k"
-PHOTOS = SHARED / "images" / "imagenet-samples"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+from shared_data import DEIT, PHOTOS, REPO, SHARED, VIT_BINARY, require  # noqa: E402
+
 JOB = REPO / "scripts" / "spark-classify.sh"
 WHEELS = pathlib.Path(os.environ.get("VIT_WHEEL_DIR", REPO / "build" / "python" / "wheels"))
-
-
-def require(condition, what):
-    """Skips when something the test needs is missing, except under CI=true, where that is a failure."""
-    if condition:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {what}")
-    pytest.skip(f"{what}; skipping")
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +72,6 @@ def assert_same(job, cli):
         worst = max(worst, max(abs(g["prob"] - w["prob"]) for g, w in zip(got["top"], want["top"])))
     assert worst <= 1e-5
     return worst
-
 
 
 def job_rows(out):

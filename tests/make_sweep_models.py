@@ -36,10 +36,9 @@ os.environ.setdefault("TIMM_FUSED_ATTN", "0")  # torch 1.13 has no F.scaled_dot_
 
 import torch  # noqa: E402
 import timm  # noqa: E402
-from PIL import Image  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
-from timm.data import create_transform, resolve_data_config  # noqa: E402
 from timm.models import save_for_hf  # noqa: E402
+from timm_references import references  # noqa: E402
 
 MODULES = ("vision_transformer", "eva", "beit", "deit")
 SMALL = dict(embed_dim=64, depth=2, num_heads=2)
@@ -89,17 +88,6 @@ def randomize(model, seed):
                 p.copy_((1.0 / p[0].numel()) ** 0.5 * noise)
 
 
-def references(model, photos, size=None):
-    cfg = resolve_data_config({"input_size": (3, size, size)} if size else {}, model=model)
-    transform = create_transform(**cfg)
-    x = torch.stack([transform(Image.open(p).convert("RGB")) for p in photos])
-    with torch.no_grad():
-        tokens = model.forward_features(x)
-        refs = {"tokens": tokens, "embeddings": model.forward_head(tokens, pre_logits=True),
-                "outputs": model(x)}
-    return {k: v.contiguous().float() for k, v in refs.items()}
-
-
 def full_size(name):
     """timm's model at its own size, built on the meta device (no memory): what `vit bench --arch` must match."""
     m = timm.create_model(name, pretrained=False, device="meta")
@@ -118,14 +106,15 @@ def make(name, args, out, photos):
     model = timm.create_model(name, pretrained=False, **args).eval()
     randomize(model, zlib.crc32(name.encode()))
     d = os.path.join(out, name)
-    refs = references(model, photos)
+    refs = references(model, photos, keep_input=False)
     save_for_hf(model, d, safe_serialization=True)
     meta = {"files": json.dumps(photos), "arch": name}
     save_file(refs, os.path.join(d, "reference.safetensors"), metadata=meta)
     for size in OTHER_SIZES.get(name, ()):
         other = timm.create_model(name, pretrained=False, **dict(args, img_size=size)).eval()
         other.load_state_dict(model.state_dict())
-        save_file(references(other, photos, size), os.path.join(d, f"reference_{size}.safetensors"), metadata=meta)
+        save_file(references(other, photos, size, keep_input=False), os.path.join(d, f"reference_{size}.safetensors"),
+                  metadata=meta)
 
 
 def main():

@@ -39,13 +39,12 @@ os.environ.setdefault("TIMM_FUSED_ATTN", "0")  # torch 1.13 has no F.scaled_dot_
 
 import torch  # noqa: E402
 import timm  # noqa: E402
-from PIL import Image  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
-from timm.data import create_transform, resolve_data_config  # noqa: E402
 from timm.models import save_for_hf  # noqa: E402
 from timm.models.beit import checkpoint_filter_fn as beit_filter_fn  # noqa: E402
 from timm.models.eva import checkpoint_filter_fn as eva_filter_fn  # noqa: E402
 from timm.models.vision_transformer import checkpoint_filter_fn  # noqa: E402
+from timm_references import references  # noqa: E402
 
 # name: (timm architecture, shrinking model_args). Two blocks, width 64: every family feature present.
 SMALL = dict(embed_dim=64, depth=2, num_heads=2)
@@ -123,20 +122,6 @@ def randomize(model, seed):
                 p.copy_((1.0 / p[0].numel()) ** 0.5 * torch.randn(p.shape, generator=g))
 
 
-def references(model, photos, size=None):
-    cfg = resolve_data_config({"input_size": (3, size, size)} if size else {}, model=model)
-    transform = create_transform(**cfg)
-    x = torch.stack([transform(Image.open(p).convert("RGB")) for p in photos])
-    with torch.no_grad():
-        tokens = model.forward_features(x)
-        return {
-            "input": x,
-            "tokens": tokens,
-            "embeddings": model.forward_head(tokens, pre_logits=True),
-            "outputs": model(x),
-        }
-
-
 def main():
     out, photos = sys.argv[1], sys.argv[2:]
     for seed, (name, (arch, args)) in enumerate(SPECS.items()):
@@ -144,7 +129,7 @@ def main():
         randomize(model, seed)
         d = os.path.join(out, name)
         save_for_hf(model, d, model_args=args, safe_serialization=True)
-        refs = {k: v.contiguous().float() for k, v in references(model, photos).items()}
+        refs = references(model, photos)
         save_file(refs, os.path.join(d, "reference.safetensors"),
                   metadata={"files": json.dumps(photos), "arch": arch})
         print(name, arch, {k: tuple(v.shape) for k, v in refs.items()})
@@ -154,7 +139,7 @@ def main():
             if filter_fn != "same":
                 small = timm.create_model(arch, pretrained=False, **dict(args, img_size=size)).eval()
                 small.load_state_dict(filter_fn(model.state_dict(), small))
-            refs = {k: v.contiguous().float() for k, v in references(small, photos, size).items()}
+            refs = references(small, photos, size)
             save_file(refs, os.path.join(d, f"reference_{size}.safetensors"),
                       metadata={"files": json.dumps(photos), "arch": arch})
 

@@ -93,20 +93,42 @@ void write_tiny_model(const std::string& dir, const TinySpec& s, uint32_t seed) 
 }
 
 namespace {
-// `top` renames whole names, `block` renames what follows "blocks.{i}." to what follows prefix(i).
+// `top` renames whole names, `block` renames what follows "blocks.{i}." to what follows prefix(i). A name no
+// tensor has is a module's: its .weight and .bias are renamed alike ({"norm1", "ln_1"}: ln_1.weight, ln_1.bias).
 using Renames = std::vector<std::pair<std::string, std::string>>;
+void rename_one(TensorMap& out, const TensorMap& t, const std::string& from, const std::string& to) {
+  if (t.count(from)) {
+    out[to] = t.at(from);
+    return;
+  }
+  for (const char* part : {".weight", ".bias"})
+    if (t.count(from + part)) out[to + part] = t.at(from + part);
+}
 TensorMap rename(const TensorMap& t, int64_t depth, const Renames& top, const Renames& block,
                  const std::function<std::string(int64_t)>& prefix) {
   TensorMap out;
-  for (const auto& [from, to] : top)
-    if (t.count(from)) out[to] = t.at(from);
+  for (const auto& [from, to] : top) rename_one(out, t, from, to);
   for (int64_t i = 0; i < depth; ++i)
-    for (const auto& [from, to] : block) {
-      const std::string name = "blocks." + std::to_string(i) + "." + from;
-      if (t.count(name)) out[prefix(i) + to] = t.at(name);
-    }
+    for (const auto& [from, to] : block) rename_one(out, t, "blocks." + std::to_string(i) + "." + from, prefix(i) + to);
   return out;
 }
+
+// Hugging Face's query, key and value (each [D, ...]) from timm's qkv, under `prefix` + name + suffix.
+void split_qkv(TensorMap& out, const TensorMap& t, int64_t depth, int64_t D, const std::function<std::string(int64_t)>& layer,
+               const char* const names[3], const std::string& suffix) {
+  for (int64_t i = 0; i < depth; ++i) {
+    const std::string p = "blocks." + std::to_string(i) + ".";
+    const auto& w = t.at(p + "attn.qkv.weight").second;
+    const auto& b = t.at(p + "attn.qkv.bias").second;
+    const size_t d = size_t(D);
+    for (size_t k = 0; k < 3; ++k) {
+      out[layer(i) + names[k] + suffix + ".weight"] = {{D, D}, {w.begin() + long(k * d * d), w.begin() + long((k + 1) * d * d)}};
+      out[layer(i) + names[k] + suffix + ".bias"] = {{D}, {b.begin() + long(k * d), b.begin() + long((k + 1) * d)}};
+    }
+  }
+}
+// Hugging Face ViT's and DINOv2's names of them.
+const char* const kHfViTQkv[3] = {"attention.attention.query", "attention.attention.key", "attention.attention.value"};
 }  // namespace
 
 TensorMap to_hf_layout(const TensorMap& t, int64_t depth, int64_t D) {
@@ -114,34 +136,16 @@ TensorMap to_hf_layout(const TensorMap& t, int64_t depth, int64_t D) {
   TensorMap hf = rename(t, depth,
                         {{"cls_token", "vit.embeddings.cls_token"},
                          {"pos_embed", "vit.embeddings.position_embeddings"},
-                         {"patch_embed.proj.weight", "vit.embeddings.patch_embeddings.projection.weight"},
-                         {"patch_embed.proj.bias", "vit.embeddings.patch_embeddings.projection.bias"},
-                         {"norm.weight", "vit.layernorm.weight"},
-                         {"norm.bias", "vit.layernorm.bias"},
-                         {"head.weight", "classifier.weight"},
-                         {"head.bias", "classifier.bias"}},
-                        {{"norm1.weight", "layernorm_before.weight"},
-                         {"norm1.bias", "layernorm_before.bias"},
-                         {"norm2.weight", "layernorm_after.weight"},
-                         {"norm2.bias", "layernorm_after.bias"},
-                         {"attn.proj.weight", "attention.output.dense.weight"},
-                         {"attn.proj.bias", "attention.output.dense.bias"},
-                         {"mlp.fc1.weight", "intermediate.dense.weight"},
-                         {"mlp.fc1.bias", "intermediate.dense.bias"},
-                         {"mlp.fc2.weight", "output.dense.weight"},
-                         {"mlp.fc2.bias", "output.dense.bias"}},
+                         {"patch_embed.proj", "vit.embeddings.patch_embeddings.projection"},
+                         {"norm", "vit.layernorm"},
+                         {"head", "classifier"}},
+                        {{"norm1", "layernorm_before"},
+                         {"norm2", "layernorm_after"},
+                         {"attn.proj", "attention.output.dense"},
+                         {"mlp.fc1", "intermediate.dense"},
+                         {"mlp.fc2", "output.dense"}},
                         layer);
-  for (int64_t i = 0; i < depth; ++i) {  // Hugging Face splits qkv into query, key and value
-    const std::string p = "blocks." + std::to_string(i) + ".", q = layer(i);
-    const auto& w = t.at(p + "attn.qkv.weight").second;
-    const auto& b = t.at(p + "attn.qkv.bias").second;
-    const size_t d = size_t(D);
-    const char* names[3] = {"query", "key", "value"};
-    for (size_t k = 0; k < 3; ++k) {
-      hf[q + "attention.attention." + names[k] + ".weight"] = {{D, D}, {w.begin() + long(k * d * d), w.begin() + long((k + 1) * d * d)}};
-      hf[q + "attention.attention." + names[k] + ".bias"] = {{D}, {b.begin() + long(k * d), b.begin() + long((k + 1) * d)}};
-    }
-  }
+  split_qkv(hf, t, depth, D, layer, kHfViTQkv, "");  // Hugging Face splits qkv into query, key and value
   return hf;
 }
 
@@ -149,24 +153,16 @@ TensorMap to_torchvision_layout(const TensorMap& t, int64_t depth) {
   return rename(t, depth,
                 {{"cls_token", "class_token"},
                  {"pos_embed", "encoder.pos_embedding"},
-                 {"patch_embed.proj.weight", "conv_proj.weight"},
-                 {"patch_embed.proj.bias", "conv_proj.bias"},
-                 {"norm.weight", "encoder.ln.weight"},
-                 {"norm.bias", "encoder.ln.bias"},
-                 {"head.weight", "heads.head.weight"},
-                 {"head.bias", "heads.head.bias"}},
-                {{"norm1.weight", "ln_1.weight"},
-                 {"norm1.bias", "ln_1.bias"},
+                 {"patch_embed.proj", "conv_proj"},
+                 {"norm", "encoder.ln"},
+                 {"head", "heads.head"}},
+                {{"norm1", "ln_1"},
                  {"attn.qkv.weight", "self_attention.in_proj_weight"},
                  {"attn.qkv.bias", "self_attention.in_proj_bias"},
-                 {"attn.proj.weight", "self_attention.out_proj.weight"},
-                 {"attn.proj.bias", "self_attention.out_proj.bias"},
-                 {"norm2.weight", "ln_2.weight"},
-                 {"norm2.bias", "ln_2.bias"},
-                 {"mlp.fc1.weight", "mlp.0.weight"},
-                 {"mlp.fc1.bias", "mlp.0.bias"},
-                 {"mlp.fc2.weight", "mlp.3.weight"},
-                 {"mlp.fc2.bias", "mlp.3.bias"}},
+                 {"attn.proj", "self_attention.out_proj"},
+                 {"norm2", "ln_2"},
+                 {"mlp.fc1", "mlp.0"},
+                 {"mlp.fc2", "mlp.3"}},
                 [](int64_t i) { return "encoder.layers.encoder_layer_" + std::to_string(i) + "."; });
 }
 
@@ -186,33 +182,17 @@ void add_random(TensorMap& t, std::mt19937& rng, const std::string& n, std::vect
   t[n] = {shape, random_vector(count, rng, scale, offset)};
 }
 
-// Hugging Face's query, key and value (each [D, ...]) from timm's qkv, under `prefix` + name + suffix.
-void split_qkv(TensorMap& out, const TensorMap& t, int64_t depth, int64_t D, const std::function<std::string(int64_t)>& layer,
-               const char* const names[3], const std::string& suffix) {
-  for (int64_t i = 0; i < depth; ++i) {
-    const std::string p = "blocks." + std::to_string(i) + ".";
-    const auto& w = t.at(p + "attn.qkv.weight").second;
-    const auto& b = t.at(p + "attn.qkv.bias").second;
-    const size_t d = size_t(D);
-    for (size_t k = 0; k < 3; ++k) {
-      out[layer(i) + names[k] + suffix + ".weight"] = {{D, D}, {w.begin() + long(k * d * d), w.begin() + long((k + 1) * d * d)}};
-      out[layer(i) + names[k] + suffix + ".bias"] = {{D}, {b.begin() + long(k * d), b.begin() + long((k + 1) * d)}};
-    }
-  }
-}
-
 // A tensor with its leading 1s dropped ([1, 1, D] -> [D], [1, T, D] -> [T, D]).
 std::pair<std::vector<int64_t>, std::vector<float>> squeeze(const std::pair<std::vector<int64_t>, std::vector<float>>& v,
                                                            size_t ones) {
   return {std::vector<int64_t>(v.first.begin() + long(ones), v.first.end()), v.second};
 }
 
-const Renames kHfEncoderBlock = {{"norm1.weight", "layer_norm1.weight"}, {"norm1.bias", "layer_norm1.bias"},
-                                 {"attn.proj.weight", "self_attn.out_proj.weight"},
-                                 {"attn.proj.bias", "self_attn.out_proj.bias"},
-                                 {"norm2.weight", "layer_norm2.weight"}, {"norm2.bias", "layer_norm2.bias"},
-                                 {"mlp.fc1.weight", "mlp.fc1.weight"}, {"mlp.fc1.bias", "mlp.fc1.bias"},
-                                 {"mlp.fc2.weight", "mlp.fc2.weight"}, {"mlp.fc2.bias", "mlp.fc2.bias"}};
+const Renames kHfEncoderBlock = {{"norm1", "layer_norm1"},
+                                 {"attn.proj", "self_attn.out_proj"},
+                                 {"norm2", "layer_norm2"},
+                                 {"mlp.fc1", "mlp.fc1"},
+                                 {"mlp.fc2", "mlp.fc2"}};
 const char* const kHfQkv[3] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
 
 }  // namespace
@@ -249,14 +229,14 @@ void add_attn_pool(TensorMap& t, int64_t D, int64_t mlp, uint32_t seed) {
 TensorMap to_openclip_layout(const TensorMap& t, int64_t depth) {
   TensorMap oc = rename(t, depth,
                         {{"patch_embed.proj.weight", "visual.conv1.weight"},
-                         {"norm_pre.weight", "visual.ln_pre.weight"}, {"norm_pre.bias", "visual.ln_pre.bias"},
-                         {"norm.weight", "visual.ln_post.weight"}, {"norm.bias", "visual.ln_post.bias"}},
-                        {{"norm1.weight", "ln_1.weight"}, {"norm1.bias", "ln_1.bias"},
+                         {"norm_pre", "visual.ln_pre"},
+                         {"norm", "visual.ln_post"}},
+                        {{"norm1", "ln_1"},
                          {"attn.qkv.weight", "attn.in_proj_weight"}, {"attn.qkv.bias", "attn.in_proj_bias"},
-                         {"attn.proj.weight", "attn.out_proj.weight"}, {"attn.proj.bias", "attn.out_proj.bias"},
-                         {"norm2.weight", "ln_2.weight"}, {"norm2.bias", "ln_2.bias"},
-                         {"mlp.fc1.weight", "mlp.c_fc.weight"}, {"mlp.fc1.bias", "mlp.c_fc.bias"},
-                         {"mlp.fc2.weight", "mlp.c_proj.weight"}, {"mlp.fc2.bias", "mlp.c_proj.bias"},
+                         {"attn.proj", "attn.out_proj"},
+                         {"norm2", "ln_2"},
+                         {"mlp.fc1", "mlp.c_fc"},
+                         {"mlp.fc2", "mlp.c_proj"},
                          {"ls1.gamma", "ls_1.gamma"}, {"ls2.gamma", "ls_2.gamma"}},
                         [](int64_t i) { return "visual.transformer.resblocks." + std::to_string(i) + "."; });
   oc["visual.class_embedding"] = squeeze(t.at("cls_token"), 2);
@@ -276,19 +256,16 @@ TensorMap to_hf_dinov2_layout(const TensorMap& t, int64_t depth, int64_t D) {
   TensorMap hf = rename(t, depth,
                         {{"cls_token", "embeddings.cls_token"},
                          {"pos_embed", "embeddings.position_embeddings"},
-                         {"patch_embed.proj.weight", "embeddings.patch_embeddings.projection.weight"},
-                         {"patch_embed.proj.bias", "embeddings.patch_embeddings.projection.bias"},
-                         {"norm.weight", "layernorm.weight"}, {"norm.bias", "layernorm.bias"}},
-                        {{"norm1.weight", "norm1.weight"}, {"norm1.bias", "norm1.bias"},
-                         {"attn.proj.weight", "attention.output.dense.weight"},
-                         {"attn.proj.bias", "attention.output.dense.bias"},
+                         {"patch_embed.proj", "embeddings.patch_embeddings.projection"},
+                         {"norm", "layernorm"}},
+                        {{"norm1", "norm1"},
+                         {"attn.proj", "attention.output.dense"},
                          {"ls1.gamma", "layer_scale1.lambda1"}, {"ls2.gamma", "layer_scale2.lambda1"},
-                         {"norm2.weight", "norm2.weight"}, {"norm2.bias", "norm2.bias"},
-                         {"mlp.fc1.weight", "mlp.fc1.weight"}, {"mlp.fc1.bias", "mlp.fc1.bias"},
-                         {"mlp.fc2.weight", "mlp.fc2.weight"}, {"mlp.fc2.bias", "mlp.fc2.bias"}},
+                         {"norm2", "norm2"},
+                         {"mlp.fc1", "mlp.fc1"},
+                         {"mlp.fc2", "mlp.fc2"}},
                         layer);
-  const char* const qkv[3] = {"attention.attention.query", "attention.attention.key", "attention.attention.value"};
-  split_qkv(hf, t, depth, D, layer, qkv, "");
+  split_qkv(hf, t, depth, D, layer, kHfViTQkv, "");
   hf["embeddings.mask_token"] = {{1, D}, std::vector<float>(size_t(D), 0.f)};  // for masked training only
   return hf;
 }
@@ -297,10 +274,8 @@ TensorMap to_hf_clip_layout(const TensorMap& t, int64_t depth, int64_t D) {
   const auto layer = [](int64_t i) { return "vision_model.encoder.layers." + std::to_string(i) + "."; };
   TensorMap hf = rename(t, depth,
                         {{"patch_embed.proj.weight", "vision_model.embeddings.patch_embedding.weight"},
-                         {"norm_pre.weight", "vision_model.pre_layrnorm.weight"},
-                         {"norm_pre.bias", "vision_model.pre_layrnorm.bias"},
-                         {"fc_norm.weight", "vision_model.post_layernorm.weight"},
-                         {"fc_norm.bias", "vision_model.post_layernorm.bias"},
+                         {"norm_pre", "vision_model.pre_layrnorm"},
+                         {"fc_norm", "vision_model.post_layernorm"},
                          {"head.weight", "visual_projection.weight"}},
                         kHfEncoderBlock, layer);
   split_qkv(hf, t, depth, D, layer, kHfQkv, "");
@@ -312,19 +287,13 @@ TensorMap to_hf_clip_layout(const TensorMap& t, int64_t depth, int64_t D) {
 TensorMap to_hf_siglip_layout(const TensorMap& t, int64_t depth, int64_t D) {
   const auto layer = [](int64_t i) { return "vision_model.encoder.layers." + std::to_string(i) + "."; };
   TensorMap hf = rename(t, depth,
-                        {{"patch_embed.proj.weight", "vision_model.embeddings.patch_embedding.weight"},
-                         {"patch_embed.proj.bias", "vision_model.embeddings.patch_embedding.bias"},
-                         {"norm.weight", "vision_model.post_layernorm.weight"},
-                         {"norm.bias", "vision_model.post_layernorm.bias"},
+                        {{"patch_embed.proj", "vision_model.embeddings.patch_embedding"},
+                         {"norm", "vision_model.post_layernorm"},
                          {"attn_pool.latent", "vision_model.head.probe"},
-                         {"attn_pool.proj.weight", "vision_model.head.attention.out_proj.weight"},
-                         {"attn_pool.proj.bias", "vision_model.head.attention.out_proj.bias"},
-                         {"attn_pool.norm.weight", "vision_model.head.layernorm.weight"},
-                         {"attn_pool.norm.bias", "vision_model.head.layernorm.bias"},
-                         {"attn_pool.mlp.fc1.weight", "vision_model.head.mlp.fc1.weight"},
-                         {"attn_pool.mlp.fc1.bias", "vision_model.head.mlp.fc1.bias"},
-                         {"attn_pool.mlp.fc2.weight", "vision_model.head.mlp.fc2.weight"},
-                         {"attn_pool.mlp.fc2.bias", "vision_model.head.mlp.fc2.bias"}},
+                         {"attn_pool.proj", "vision_model.head.attention.out_proj"},
+                         {"attn_pool.norm", "vision_model.head.layernorm"},
+                         {"attn_pool.mlp.fc1", "vision_model.head.mlp.fc1"},
+                         {"attn_pool.mlp.fc2", "vision_model.head.mlp.fc2"}},
                         kHfEncoderBlock, layer);
   split_qkv(hf, t, depth, D, layer, kHfQkv, "");
   hf["vision_model.embeddings.position_embedding.weight"] = squeeze(t.at("pos_embed"), 1);

@@ -39,6 +39,15 @@ float ref_gelu_tanh(float x) {
   return float(0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))));
 }
 
+void ref_epilogue(std::vector<float>& y, Epilogue ep, const std::vector<float>& start) {
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (ep == Epilogue::Gelu) y[i] = ref_gelu(y[i]);
+    if (ep == Epilogue::QuickGelu) y[i] = ref_quick_gelu(y[i]);
+    if (ep == Epilogue::GeluTanh) y[i] = ref_gelu_tanh(y[i]);
+    if (ep == Epilogue::AddToDst) y[i] += start[i];
+  }
+}
+
 std::vector<float> ref_attention(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                  const std::vector<float>& bias) {
   const int64_t D = H * Dh;

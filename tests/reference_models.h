@@ -68,6 +68,15 @@ class GeneratedSuite : public ::testing::Test {
     ASSERT_TRUE(ready_) << s.scripts.front().substr(s.scripts.front().rfind("/tests/") + 1) << " failed";
   }
   static std::string model(const std::string& name) { return dir_ + "/" + name; }
+  // Our forward pass of model `name` (at img_size; 0: its own) on the reference's own input tensor against
+  // its file ref_name (expect_forward_like_reference), the differences printed after label(the model).
+  template <class Label>
+  static void expect_model_like_reference(const std::string& name, const std::string& ref_name, int64_t img_size,
+                                          Label label) {
+    const SafeTensors ref(model(name) + "/" + ref_name);
+    ViT m = ViT::load(model(name), "", img_size);
+    expect_forward_like_reference(label(m), m, ref);
+  }
   static inline std::string dir_;
   static inline bool ready_ = false;
 };

@@ -26,7 +26,8 @@ namespace {
 // the copy of it that made it), under a lock, so that tests running side by side wait for one another.
 struct TimmModels {
   static GeneratorSpec get() {
-    return {"timm_models", {VIT_SOURCE_DIR "/tests/make_timm_models.py"}, "timm", "TIMM_FUSED_ATTN=0 ", "has no timm"};
+    return {"timm_models", {VIT_SOURCE_DIR "/tests/make_timm_models.py", VIT_SOURCE_DIR "/tests/timm_references.py"},
+            "timm", "TIMM_FUSED_ATTN=0 ", "has no timm"};
   }
 };
 class Families : public GeneratedSuite<TimmModels> {
@@ -34,9 +35,7 @@ class Families : public GeneratedSuite<TimmModels> {
   // Our forward pass on timm's own input tensor: tokens, embeddings and outputs against timm's.
   static void expect_like_timm(const std::string& name, const std::string& ref_name = "reference.safetensors",
                                int64_t img_size = 0) {
-    const SafeTensors ref(model(name) + "/" + ref_name);
-    ViT m = ViT::load(model(name), "", img_size);
-    expect_forward_like_reference(name, m, ref);
+    expect_model_like_reference(name, ref_name, img_size, [&](const ViT&) { return name; });
   }
   // A folder holding one of the models (its weights) run against that model's reference.
   static void expect_like_timm_at(const std::string& dir, const std::string& name) {
@@ -196,22 +195,24 @@ std::string with_config(const TempDir& d, const std::string& from, const std::st
   return dir;
 }
 
+// A copy of the family model in `from` with model_args[key] = value (in d, as <model>_<key>) is refused by name:
+// "<who> with model_args <key> <value as JSON>: not supported yet" (without "<who> with " when who is empty).
+void expect_model_arg_refused(const TempDir& d, const std::string& from, const char* key, const nlohmann::json& value,
+                              const std::string& who) {
+  const auto edit = [&](nlohmann::json& j) { j["model_args"][key] = value; };
+  const std::string name = from.substr(from.rfind('/') + 1) + "_" + key;
+  const std::string message = std::string("model_args ") + key + " " + value.dump() + ": not supported yet";
+  expect_error([&] { ViT::load(with_config(d, from, name, edit)); }, who.empty() ? message : who + " with " + message);
+}
+
 // The variants of BEiT and EVA the engine does not run are refused by name, never loaded half-right.
 TEST_F(Families, UnsupportedVariantsRefusedByName) {
   TempDir d;
-  const auto args = [](const char* key, nlohmann::json v) {
-    return [=](nlohmann::json& j) { j["model_args"][key] = v; };
-  };
-  expect_error([&] { ViT::load(with_config(d, model("eva02"), "mixed", args("rope_type", "mixed"))); },
-               "EVA-02 with model_args rope_type \"mixed\": not supported yet");
-  expect_error([&] { ViT::load(with_config(d, model("eva02"), "half", args("rope_rotate_half", true))); },
-               "EVA-02 with model_args rope_rotate_half true: not supported yet");
-  expect_error([&] { ViT::load(with_config(d, model("eva02_base"), "qk", args("qk_norm", true))); },
-               "EVA-02 with model_args qk_norm true: not supported yet");
-  expect_error([&] { ViT::load(with_config(d, model("eva02_base"), "post", args("use_post_norm", true))); },
-               "EVA-02 with model_args use_post_norm true: not supported yet");
-  expect_error([&] { ViT::load(with_config(d, model("beit"), "shared", args("use_shared_rel_pos_bias", true))); },
-               "BEiT with model_args use_shared_rel_pos_bias true: not supported yet");
+  expect_model_arg_refused(d, model("eva02"), "rope_type", "mixed", "EVA-02");
+  expect_model_arg_refused(d, model("eva02"), "rope_rotate_half", true, "EVA-02");
+  expect_model_arg_refused(d, model("eva02_base"), "qk_norm", true, "EVA-02");
+  expect_model_arg_refused(d, model("eva02_base"), "use_post_norm", true, "EVA-02");
+  expect_model_arg_refused(d, model("beit"), "use_shared_rel_pos_bias", true, "BEiT");
   expect_error([&] {
     ViT::load(with_config(d, model("eva02_base"), "clip", [](nlohmann::json& j) {
       j["architecture"] = "eva02_enormous_patch14_clip_224";
@@ -245,16 +246,12 @@ TEST_F(Families, DINOv3ConfigWithItsOwnDefaultsLoads) {
                         j["model_args"]["rope_grid_indexing"] = "ij";
                       }),
                       "dinov3");
-  expect_error([&] { ViT::load(with_config(d, model("dinov3"), "cat", args("rope_type", "cat"))); },
-               "DINOv3 with model_args rope_type \"cat\": not supported yet");
-  expect_error([&] { ViT::load(with_config(d, model("dinov3"), "fixed", args("dynamic_img_size", false))); },
-               "DINOv3 with model_args dynamic_img_size false: not supported yet");
-  expect_error([&] { ViT::load(with_config(d, model("dinov3"), "pairs", args("rope_rotate_half", false))); },
-               "DINOv3 with model_args rope_rotate_half false: not supported yet");
+  expect_model_arg_refused(d, model("dinov3"), "rope_type", "cat", "DINOv3");
+  expect_model_arg_refused(d, model("dinov3"), "dynamic_img_size", false, "DINOv3");
+  expect_model_arg_refused(d, model("dinov3"), "rope_rotate_half", false, "DINOv3");
   // EVA-02's own values are its defaults, DINOv3's are refused for it.
   expect_like_timm_at(with_config(d, model("eva02"), "eva_cat", args("rope_type", "cat")), "eva02");
-  expect_error([&] { ViT::load(with_config(d, model("eva02"), "eva_dyn", args("dynamic_img_size", true))); },
-               "EVA-02 with model_args dynamic_img_size true: not supported yet");
+  expect_model_arg_refused(d, model("eva02"), "dynamic_img_size", true, "EVA-02");
 }
 
 // An input size that is no multiple of the patch: timm's patch embedding reads the top-left grid * P pixels and
@@ -392,12 +389,9 @@ TEST_F(Families, ArchitecturesAndOptionsTheEngineDoesNotRunAreRefusedByName) {
                "ViT with post-norm residual blocks checkpoint: not supported yet (vit_base_patch16_rpn_224)");
   expect_error([&] { ViT::load(with_config(d, model("vit"), "unheard", arch("vit_unheard_of_224"))); },
                "architecture 'vit_unheard_of_224': not supported");
-  expect_error([&] { ViT::load(with_config(d, model("vit"), "qk", args("qk_norm", true))); },
-               "model_args qk_norm true: not supported yet");
-  expect_error([&] { ViT::load(with_config(d, model("vit"), "nopos", args("pos_embed", "none"))); },
-               "model_args pos_embed \"none\": not supported yet");
-  expect_error([&] { ViT::load(with_config(d, model("vit"), "block", args("block_fn", "ResPostBlock"))); },
-               "model_args block_fn \"ResPostBlock\": not supported yet");
+  expect_model_arg_refused(d, model("vit"), "qk_norm", true, "");
+  expect_model_arg_refused(d, model("vit"), "pos_embed", "none", "");
+  expect_model_arg_refused(d, model("vit"), "block_fn", "ResPostBlock", "");
   expect_error([&] { ViT::load(with_config(d, model("deit3"), "tbd", args("act_layer", "silu"))); },
                "act_layer 'silu' is not supported");
   // The values the engine runs are taken; "vit_custom" is the tensors and model_args alone.

@@ -42,9 +42,8 @@ class Layouts : public GeneratedSuite<LayoutModels> {
   // Our forward pass on the reference's own input tensor: tokens, embeddings and outputs against its.
   static void expect_like_reference(const std::string& name, const std::string& ref_name = "reference.safetensors",
                                     int64_t img_size = 0) {
-    const SafeTensors ref(model(name) + "/" + ref_name);
-    ViT m = ViT::load(model(name), "", img_size);
-    expect_forward_like_reference(name + " " + ref_name + " (" + m.config().stored_as + ")", m, ref);
+    expect_model_like_reference(name, ref_name, img_size,
+                                [&](const ViT& m) { return name + " " + ref_name + " (" + m.config().stored_as + ")"; });
   }
 
   // The whole path: our decoding and preprocessing of the photos, then the model (embed, and with --head

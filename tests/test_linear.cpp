@@ -66,6 +66,22 @@ TEST(Gptq, AddGramIsXTransposeX) {
     }
 }
 
+// w [N, K] rounded to int8 on the grid +-qmax two ways: by GPTQ for the inputs' Gram matrix H [K, K], and to
+// nearest (quantize_weights); each its weights and its per-row scales.
+struct TwoRoundings {
+  std::vector<int8_t> q;
+  std::vector<float> s;
+  std::vector<int8_t> q_rtn;
+  std::vector<float> s_rtn;
+};
+TwoRoundings gptq_and_nearest(const std::vector<float>& w, int64_t N, int64_t K, const std::vector<double>& H, int qmax) {
+  TwoRoundings r{std::vector<int8_t>(size_t(N * K)), std::vector<float>(size_t(N)), std::vector<int8_t>(size_t(N * K)),
+                 std::vector<float>(size_t(N))};
+  gptq_quantize(w.data(), N, gptq_factor(H.data(), K), qmax, r.q.data(), r.s.data());
+  quantize_weights(w.data(), N, K, qmax, r.q_rtn.data(), r.s_rtn.data());
+  return r;
+}
+
 // With uncorrelated inputs of equal variance there is no better rounding than to nearest: GPTQ gives
 // quantize_weights' answer exactly.
 TEST(Gptq, UncorrelatedInputsRoundToNearest) {
@@ -74,10 +90,7 @@ TEST(Gptq, UncorrelatedInputsRoundToNearest) {
   std::vector<double> H(size_t(K * K), 0.0);
   for (int64_t k = 0; k < K; ++k) H[size_t(k * K + k)] = 3.0;
   for (int qmax : {127, 64}) {
-    std::vector<int8_t> q(size_t(N * K)), q_rtn(size_t(N * K));
-    std::vector<float> s(static_cast<size_t>(N)), s_rtn(static_cast<size_t>(N));
-    gptq_quantize(w.data(), N, gptq_factor(H.data(), K), qmax, q.data(), s.data());
-    quantize_weights(w.data(), N, K, qmax, q_rtn.data(), s_rtn.data());
+    const auto [q, s, q_rtn, s_rtn] = gptq_and_nearest(w, N, K, H, qmax);
     EXPECT_EQ(q, q_rtn) << qmax;
     EXPECT_EQ(s, s_rtn) << qmax;
   }
@@ -100,10 +113,7 @@ TEST(Gptq, CorrelatedInputsMoveTheOutputsLessThanRoundingToNearest) {
   std::vector<double> H(size_t(K * K), 0.0);
   add_gram(x.data(), rows, K, H.data());
   for (int qmax : {127, 64}) {
-    std::vector<int8_t> q(size_t(N * K)), q_rtn(size_t(N * K));
-    std::vector<float> s(static_cast<size_t>(N)), s_rtn(static_cast<size_t>(N));
-    gptq_quantize(w.data(), N, gptq_factor(H.data(), K), qmax, q.data(), s.data());
-    quantize_weights(w.data(), N, K, qmax, q_rtn.data(), s_rtn.data());
+    const auto [q, s, q_rtn, s_rtn] = gptq_and_nearest(w, N, K, H, qmax);
     EXPECT_EQ(s, s_rtn) << qmax;
     for (int64_t n = 0; n < N; ++n) EXPECT_EQ(q[size_t(n * K + K - 1)], 0) << qmax;
     for (int8_t v : q) EXPECT_LE(std::abs(int(v)), qmax);
@@ -147,12 +157,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& i) {
 std::vector<float> naive(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
                          const Case& c, const std::vector<float>& start) {
   auto y = ref_linear(x, w, b, c.B * c.T, c.K, c.N);
-  for (size_t i = 0; i < y.size(); ++i) {
-    if (c.ep == Epilogue::Gelu) y[i] = ref_gelu(y[i]);
-    if (c.ep == Epilogue::QuickGelu) y[i] = ref_quick_gelu(y[i]);
-    if (c.ep == Epilogue::GeluTanh) y[i] = ref_gelu_tanh(y[i]);
-    if (c.ep == Epilogue::AddToDst) y[i] += start[i];
-  }
+  ref_epilogue(y, c.ep, start);
   return y;
 }
 

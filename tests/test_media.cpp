@@ -280,6 +280,17 @@ class Video : public ::testing::Test {
   std::string clip() const { return dir_.file("clip.mkv"); }
   std::string frame_png(int i) const { return dir_.file("frame" + std::to_string(i) + ".png"); }
   std::string model() const { return "--model " + shared_data() + "/models/deit_tiny_patch16_224.fb_in1k"; }
+  // The clip cut to 60 % (cut.mkv: it stops early) and a text file named .mp4 (no video at all).
+  struct BrokenVideos {
+    std::string cut, fake;
+  };
+  BrokenVideos broken_videos() const {
+    const BrokenVideos b{dir_.file("cut.mkv"), dir_.file("notes.mp4")};
+    std::filesystem::copy_file(clip(), b.cut);
+    std::filesystem::resize_file(b.cut, std::filesystem::file_size(clip()) * 6 / 10);
+    std::ofstream(b.fake) << "not a video";
+    return b;
+  }
   TempDir dir_;
   std::vector<cv::Mat> frames_;  // RGB
 };
@@ -336,11 +347,7 @@ TEST_F(Video, SampledOncePerSecondByDefaultOrByFpsOrEvery) {
 
 TEST_F(Video, ABrokenVideoAmongGoodFilesLosesNothing) {
   // Cut to 60 %: the frames before the cut are classified, then one error line says how many were read.
-  const std::string cut = dir_.file("cut.mkv");
-  std::filesystem::copy_file(clip(), cut);
-  std::filesystem::resize_file(cut, std::filesystem::file_size(clip()) * 6 / 10);
-  const std::string fake = dir_.file("notes.mp4");
-  std::ofstream(fake) << "not a video";
+  const auto [cut, fake] = broken_videos();
   const Result r = run_vit("classify " + model() + " --json -k 1 --every 1 " + fake + " " + cut + " " + frame_png(0));
   EXPECT_EQ(r.code, 1) << r.err;
   const auto lines = json_lines(r.out);
@@ -442,11 +449,7 @@ TEST_F(Video, FilesThatAreNoVideoSaySo) {
 }
 
 TEST_F(Video, ABrokenVideoIsOneEmbeddingErrorAndLosesNothing) {
-  const std::string cut = dir_.file("cut.mkv");
-  std::filesystem::copy_file(clip(), cut);
-  std::filesystem::resize_file(cut, std::filesystem::file_size(clip()) * 6 / 10);
-  const std::string fake = dir_.file("notes.mp4");
-  std::ofstream(fake) << "not a video";
+  const auto [cut, fake] = broken_videos();
   const std::string inputs = " " + frame_png(0) + " " + fake + " " + cut + " " + frame_png(1);
   const Result j = run_vit("embed " + model() + " --every 1" + inputs);
   EXPECT_EQ(j.code, 1) << j.err;

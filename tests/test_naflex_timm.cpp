@@ -29,35 +29,44 @@
 namespace vit::test {
 namespace {
 
-class NaflexTimm : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!have_shared_data()) return;
-    const GeneratedModels g = generated_models("naflex_reference", {VIT_SOURCE_DIR "/tests/make_naflex_reference.py"},
-                                               "timm");
-    dir_ = g.dir;
-    ready_ = g.ready;
+struct NaflexReference {
+  static GeneratorSpec get() {
+    return {"naflex_reference", {VIT_SOURCE_DIR "/tests/make_naflex_reference.py"}, "timm", "", "has no timm"};
   }
+};
+struct NaflexModelFiles {
+  static GeneratorSpec get() {
+    return {"naflex_model",
+            {VIT_SOURCE_DIR "/tests/make_naflex_model.py", VIT_SOURCE_DIR "/tests/make_naflex_reference.py"},
+            "timm", "", "has no timm"};
+  }
+};
+
+// Either generator's reference.safetensors: the image names (9) and budgets it was made with.
+template <class Spec>
+class NaflexSuite : public GeneratedSuite<Spec> {
+ protected:
   void SetUp() override {
-    REQUIRE_SHARED_DATA();
-    if (dir_.empty()) {
-      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
-      GTEST_SKIP() << kVenvPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
-    }
-    ASSERT_TRUE(ready_) << "tests/make_naflex_reference.py failed";
-    ref_ = std::make_unique<SafeTensors>(dir_ + "/reference.safetensors");
+    GeneratedSuite<Spec>::SetUp();
+    if (this->IsSkipped() || this->HasFatalFailure()) return;
+    ref_ = std::make_unique<SafeTensors>(this->dir_ + "/reference.safetensors");
     names_ = nlohmann::json::parse(ref_->metadata().at("names")).get<std::vector<std::string>>();
     budgets_ = nlohmann::json::parse(ref_->metadata().at("budgets")).get<std::vector<int>>();
     ASSERT_EQ(names_.size(), 9u);
-    ASSERT_EQ(budgets_, (std::vector<int>{256, 64}));
   }
-  Image image(const std::string& name) const { return decode_image_file(dir_ + "/images/" + name + ".png"); }
-
-  static inline std::string dir_;
-  static inline bool ready_ = false;
   std::unique_ptr<SafeTensors> ref_;
   std::vector<std::string> names_;
   std::vector<int> budgets_;
+};
+
+class NaflexTimm : public NaflexSuite<NaflexReference> {
+ protected:
+  void SetUp() override {
+    NaflexSuite::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    ASSERT_EQ(budgets_, (std::vector<int>{256, 64}));
+  }
+  Image image(const std::string& name) const { return decode_image_file(dir_ + "/images/" + name + ".png"); }
 };
 
 // Each image alone through timm's transform: the same patches, coordinates and validity, bit for bit
@@ -133,28 +142,8 @@ TEST_F(NaflexTimm, CollatedBatchAndPositionTablesAsTimms) {
 }
 
 
-class NaflexModel : public ::testing::Test {
+class NaflexModel : public NaflexSuite<NaflexModelFiles> {
  protected:
-  static void SetUpTestSuite() {
-    if (!have_shared_data()) return;
-    const GeneratedModels g = generated_models(
-        "naflex_model", {VIT_SOURCE_DIR "/tests/make_naflex_model.py", VIT_SOURCE_DIR "/tests/make_naflex_reference.py"},
-        "timm");
-    dir_ = g.dir;
-    ready_ = g.ready;
-  }
-  void SetUp() override {
-    REQUIRE_SHARED_DATA();
-    if (dir_.empty()) {
-      if (in_ci()) FAIL() << "CI=true but " << kVenvPython << " has no timm (scripts/setup.sh installs tests/requirements.txt)";
-      GTEST_SKIP() << kVenvPython << " has no timm (pip install -r tests/requirements.txt into .venv); skipping";
-    }
-    ASSERT_TRUE(ready_) << "tests/make_naflex_model.py failed";
-    ref_ = std::make_unique<SafeTensors>(dir_ + "/reference.safetensors");
-    names_ = nlohmann::json::parse(ref_->metadata().at("names")).get<std::vector<std::string>>();
-    budgets_ = nlohmann::json::parse(ref_->metadata().at("budgets")).get<std::vector<int>>();
-    ASSERT_EQ(names_.size(), 9u);
-  }
   std::string image_path(const std::string& name) const { return dir_ + "/images/" + name + ".png"; }
   // The pooled features (timm's forward_head(pre_logits=True); the model has no head) of `names` run as one
   // batch of a Plan, each image's row.
@@ -206,12 +195,6 @@ class NaflexModel : public ::testing::Test {
       std::printf("%s, budget %3d: max |diff| against timm %.3g over %zu images\n", label, n, worst, names_.size());
     }
   }
-
-  static inline std::string dir_;
-  static inline bool ready_ = false;
-  std::unique_ptr<SafeTensors> ref_;
-  std::vector<std::string> names_;
-  std::vector<int> budgets_;
 };
 
 // Each image alone (its tokens and its pooled features) and the nine collated into one batch (padded to the

@@ -38,12 +38,7 @@ TEST_P(LinearTest, MatchesReference) {
              b = random_vector(size_t(c.N), rng);
   auto resid = random_vector(size_t(c.M * c.N), rng);
   auto want = ref_linear(x, w, b, c.M, c.K, c.N);
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (c.ep == Epilogue::Gelu) want[i] = ref_gelu(want[i]);
-    if (c.ep == Epilogue::QuickGelu) want[i] = ref_quick_gelu(want[i]);
-    if (c.ep == Epilogue::GeluTanh) want[i] = ref_gelu_tanh(want[i]);
-    if (c.ep == Epilogue::AddToDst) want[i] += resid[i];
-  }
+  ref_epilogue(want, c.ep, resid);
   Arena store;
   const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.M, c.ep, Precision::F32, c.layout);
   std::vector<float> y = c.ep == Epilogue::AddToDst ? resid : std::vector<float>(size_t(c.M * c.N), -7.f);

@@ -39,33 +39,39 @@ void expect_table_like_timm(const std::string& name, const std::vector<float>& w
   std::printf("%s: max |difference| from timm %.2e\n", name.c_str(), double(worst));
 }
 
-// RotaryEmbeddingDinoV3.get_embed(shape): [N, 2 Dh], sin then cos, each [angles, angles] (rotate-half);
-// ours: [N, Dh / 2], the angles once, read by the Half rotary step for both halves of a head.
-TEST_F(RopeTables, DINOv3LikeTimm) {
-  const SafeTensors st(dir_ + "/rope_tables.safetensors");
+// check(st, name, settings) on each case of rope_tables.safetensors (st) that timm's `module` made, stopping at the
+// first fatal failure; at least 4 of them.
+template <class Check>
+void for_each_case(const std::string& dir, const std::string& module, Check check) {
+  const SafeTensors st(dir + "/rope_tables.safetensors");
   const auto cases = nlohmann::json::parse(st.metadata().at("cases"));
   int tested = 0;
   for (const auto& [name, c] : cases.items()) {
-    if (c["module"] != "RotaryEmbeddingDinoV3") continue;
+    if (c["module"] != module) continue;
+    check(st, name, c);
+    if (::testing::Test::HasFatalFailure()) return;
+    ++tested;
+  }
+  EXPECT_GE(tested, 4) << module;
+}
+
+// RotaryEmbeddingDinoV3.get_embed(shape): [N, 2 Dh], sin then cos, each [angles, angles] (rotate-half);
+// ours: [N, Dh / 2], the angles once, read by the Half rotary step for both halves of a head.
+TEST_F(RopeTables, DINOv3LikeTimm) {
+  for_each_case(dir_, "RotaryEmbeddingDinoV3", [](const SafeTensors& st, const std::string& name, const nlohmann::json& c) {
     ASSERT_EQ(c["rotate_half"], true) << name;
     const int64_t Dh = c["head_dim"], gh = c["grid"][0], gw = c["grid"][1], half = Dh / 2;
     std::vector<float> sin, cos;
     dinov3_rotary_tables(gh, gw, Dh, c["temperature"].get<float>(), 0.f, &sin, &cos);
     expect_table_like_timm(name, st.to_f32(name + ".embed"), sin, cos, gh * gw, Dh, [&](int64_t j) { return j % half; });
-    ++tested;
-  }
-  EXPECT_GE(tested, 4);
+  });
 }
 
 // RotaryEmbeddingCat.get_embed() of EVA-02 ('ij', at its own grid and a smaller one, rescaled to ref_feat_shape)
 // and of Perception Encoder ('xy', grid offset 1, ref_feat_shape 24): [N, 2 Dh], sin then cos, each angle
 // repeated for its interleaved pair; ours: [N, Dh / 2] from the ViTConfig the model's settings make.
 TEST_F(RopeTables, RotaryEmbeddingCatLikeTimm) {
-  const SafeTensors st(dir_ + "/rope_tables.safetensors");
-  const auto cases = nlohmann::json::parse(st.metadata().at("cases"));
-  int tested = 0;
-  for (const auto& [name, k] : cases.items()) {
-    if (k["module"] != "RotaryEmbeddingCat") continue;
+  for_each_case(dir_, "RotaryEmbeddingCat", [](const SafeTensors& st, const std::string& name, const nlohmann::json& k) {
     ASSERT_EQ(k["rotate_half"], false) << name;
     ViTConfig c;
     const int64_t Dh = k["head_dim"], gh = k["grid"][0], gw = k["grid"][1];
@@ -82,9 +88,7 @@ TEST_F(RopeTables, RotaryEmbeddingCatLikeTimm) {
     std::vector<float> sin, cos;
     rotary_tables(c, &sin, &cos);
     expect_table_like_timm(name, st.to_f32(name + ".embed"), sin, cos, gh * gw, Dh, [](int64_t j) { return j / 2; });
-    ++tested;
-  }
-  EXPECT_GE(tested, 4);
+  });
 }
 
 }  // namespace

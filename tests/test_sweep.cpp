@@ -79,7 +79,8 @@ Outcome try_model(const std::string& dir, const SafeTensors& ref) {
 
 struct SweepModels {
   static GeneratorSpec get() {
-    return {"sweep_models", {VIT_SOURCE_DIR "/tests/make_sweep_models.py"}, "timm", "TIMM_FUSED_ATTN=0 ", "has no timm"};
+    return {"sweep_models", {VIT_SOURCE_DIR "/tests/make_sweep_models.py", VIT_SOURCE_DIR "/tests/timm_references.py"},
+            "timm", "TIMM_FUSED_ATTN=0 ", "has no timm"};
   }
 };
 class Sweep : public GeneratedSuite<SweepModels> {

@@ -35,11 +35,7 @@ class Pending {
     part_done();
   }
   void logits(std::vector<float> rows, int64_t n, const std::string& error) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!error.empty()) fail_locked(HttpError(500, error));
-    x_.logits = std::move(rows);
-    x_.batch = n;
-    part_done();
+    rows_done(&InferResults::logits, std::move(rows), n, error);
   }
   void embedded(std::vector<Embedding> es) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -50,11 +46,7 @@ class Pending {
     part_done();
   }
   void embedded(std::vector<float> rows, int64_t n, const std::string& error) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!error.empty()) fail_locked(HttpError(500, error));
-    x_.embeddings = std::move(rows);
-    x_.batch = n;
-    part_done();
+    rows_done(&InferResults::embeddings, std::move(rows), n, error);
   }
   // A part that could not be queued: the request is answered with e once the others are back.
   void refused(const HttpError& e) {
@@ -64,6 +56,14 @@ class Pending {
   }
 
  private:
+  // A part answered as rows of tensors (into x_'s member `into`), or the error that stopped it.
+  void rows_done(std::vector<float> InferResults::*into, std::vector<float> rows, int64_t n, const std::string& error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error.empty()) fail_locked(HttpError(500, error));
+    x_.*into = std::move(rows);
+    x_.batch = n;
+    part_done();
+  }
   void fail_locked(const HttpError& e) {
     if (error_.empty()) {
       error_ = e.what();

@@ -41,14 +41,8 @@ std::string value_for(const std::vector<std::string>& values, const std::string&
 }
 
 int whole_number(const std::string& s, const std::string& flag, int lo, int hi) {
-  size_t used = 0;
   long v = 0;
-  try {
-    v = std::stol(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (s.empty() || used != s.size()) throw Error(flag + ": '" + s + "' is not a number");
+  if (!parse_whole_number(s, &v)) throw Error(flag + ": '" + s + "' is not a number");
   if (v < lo || v > hi)
     throw Error(flag + ": " + s + " is out of range (" + std::to_string(lo) + " to " + std::to_string(hi) + ")");
   return int(v);

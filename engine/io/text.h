@@ -14,4 +14,9 @@ std::string printable(const std::string& bytes);
 // program's locale.
 size_t display_width(const std::string& text);
 
+// Whether s ends with tail (a tensor name with its suffix, say).
+inline bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 }  // namespace vit

@@ -22,17 +22,10 @@ namespace avx512vnni {
 extern const AttentionKernels attention;
 }
 
-const AttentionKernels* const* all_attention_kernels(int* count) {
-  static const AttentionKernels* const all[] = {&avx512::attention, &avx2::attention, &sse2::attention};
-  static const int n = host_isa_builds();
-  *count = n;
-  return all + (3 - n);
-}
+const AttentionKernels* const kBuilds[] = {&avx512::attention, &avx2::attention, &sse2::attention};
 
-const AttentionKernels& attention_kernels() {
-  int n = 0;
-  return *all_attention_kernels(&n)[0];
-}
+const AttentionKernels* const* all_attention_kernels(int* count) { return host_builds(kBuilds, count); }
+const AttentionKernels& attention_kernels() { return host_widest(kBuilds); }
 
 const AttentionKernels* attention_kernels_bf16() {
   static const bool have = cpu_isa().bf16;

@@ -28,6 +28,29 @@ inline int64_t block_width(int64_t j0, int64_t Tp) { return j0 + CS * W <= Tp ? 
 // How many of the block's bw columns at j0 hold keys (the rest are zero padding past T).
 inline int64_t keys_in_block(int64_t j0, int64_t bw, int64_t T) { return j0 + bw <= T ? bw : (T > j0 ? T - j0 : 0); }
 
+// acc[r][c] = sum over `steps` of a[r * lda + i] (in every lane) times b's vector c at b + i * ldb + c W, for
+// the product P: F32Product (multiply-adds), and below Bf16Product (bf16 pairs, vdpbf16ps) and Int8Product
+// (u8 x s8 fours, vpdpbusd). Both products of every kernel, q kᵀ and the softmax times v, are this loop.
+template <class P, int NR, int C>
+inline void dot(const typename P::In* a, int64_t lda, const typename P::In* b, int64_t ldb, int64_t steps,
+                typename P::Acc (&acc)[NR][C]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = P::zero();
+  for (int64_t i = 0; i < steps; ++i) {
+    typename P::B bv[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) bv[c] = P::load(b + i * ldb + c * W);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const typename P::B ab = P::broadcast(a[r * lda + i]);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) acc[r][c] = P::madd(acc[r][c], ab, bv[c]);
+    }
+  }
+}
+
 #if !defined(ATTN_BF16) && !defined(ATTN_INT8)
 void pack(const float* k, const float* v, int64_t ld, int64_t T, int64_t Dh, int64_t Tp, int64_t Dhp, float* kt,
           float* vp) {
@@ -51,54 +74,49 @@ void pack(const float* k, const float* v, int64_t ld, int64_t T, int64_t Dh, int
 }
 #endif
 
-// S[r, j0 + c W + lane] = sum_d qs[r, d] kt[d, j0 + c W + lane] for NR rows and C vectors of keys, from
-// kt's block at j0 (pack).
-template <int NR, int C>
-inline void score_block(const float* qs, int64_t Dh, const float* kt, int64_t Tp, int64_t j0, float* S) {
-  vf acc[NR][C] = {};
-  const float* block = kt + j0 * Dh;
-  for (int64_t d = 0; d < Dh; ++d) {
-    vf kv[C];
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) kv[c] = ld(block + d * C * W + c * W);
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) {
-      const vf qb = bc(qs[r * Dh + d]);
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) acc[r][c] += qb * kv[c];
-    }
-  }
+// dot's f32 product: one float per lane, multiplied and added (fused: -ffp-contract=fast).
+struct F32Product {
+  using In = float;
+  using Acc = vf;
+  using B = vf;
+  static vf zero() { return vf{}; }
+  static vf load(const float* p) { return ld(p); }
+  static vf broadcast(float x) { return bc(x); }
+  static vf madd(vf acc, vf a, vf b) { return acc + a * b; }
+  static void store(float* p, vf v) { st(p, v); }
+};
+
+// S[r, j0 + c W + lane] = sum_i q[r, i] kt[i, j0 + c W + lane] for NR rows and C vectors of keys, from kt's
+// block at j0 (pack), in the product P (F32Product, Bf16Product); i over Dq steps of q's operands.
+template <class P, int NR, int C>
+inline void score_block(const typename P::In* q, int64_t Dq, const typename P::In* kt, int64_t Tp, int64_t j0,
+                        float* S) {
+  typename P::Acc acc[NR][C];
+  dot<P, NR, C>(q, Dq, kt + j0 * Dq, C * W, Dq, acc);
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) st(S + r * Tp + j0 + c * W, acc[r][c]);
+    for (int c = 0; c < C; ++c) P::store(S + r * Tp + j0 + c * W, acc[r][c]);
 }
 
-// out[r, d0 + c W + lane] = sum_j S[r, j] vp[j, d0 + c W + lane], the lanes past Dh not written.
-template <int NR, int C>
-inline void value_block(const float* S, int64_t Tp, int64_t T, const float* vp, int64_t Dhp, int64_t d0, int64_t Dh,
-                        float* out, int64_t ldo) {
-  vf acc[NR][C] = {};
-  for (int64_t j = 0; j < T; ++j) {
-    vf vv[C];
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) vv[c] = ld(vp + j * Dhp + d0 + c * W);
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) {
-      const vf pb = bc(S[r * Tp + j]);
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) acc[r][c] += pb * vv[c];
-    }
-  }
+// out[r, d0 + c W + lane] = sum_j S[r, j] vp[j, d0 + c W + lane], the lanes past Dh not written; j over Ts
+// steps of the softmax rows' operands in the product P.
+template <class P, int NR, int C>
+inline void value_block(const typename P::In* S, int64_t Tp, int64_t Ts, const typename P::In* vp, int64_t Dhp,
+                        int64_t d0, int64_t Dh, float* out, int64_t ldo) {
+  typename P::Acc acc[NR][C];
+  dot<P, NR, C>(S, Tp, vp + d0, Dhp, Ts, acc);
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       const int64_t col = d0 + c * W;
       if (col + W <= Dh) {
-        st(out + r * ldo + col, acc[r][c]);
+        P::store(out + r * ldo + col, acc[r][c]);
       } else {
-        for (int64_t l = 0; col + l < Dh; ++l) out[r * ldo + col + l] = acc[r][c][l];
+        float lanes[W];
+        P::store(lanes, acc[r][c]);
+        for (int64_t l = 0; col + l < Dh; ++l) out[r * ldo + col + l] = lanes[l];
       }
     }
 }
@@ -182,56 +200,17 @@ void pack(const float* k, const float* v, int64_t ld, int64_t T, int64_t Dh, int
   }
 }
 
-// acc[r][c] += sum over `steps` of a[r * lda + i] (a bf16 pair, in every lane) times b's vector c at
-// b + i * ldb + c W (a pair per lane): both bf16 products, q kᵀ and the softmax times v.
-template <int NR, int C>
-inline void dot_pairs(const uint32_t* a, int64_t lda, const uint32_t* b, int64_t ldb, int64_t steps, __m512 (&acc)[NR][C]) {
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < steps; ++i) {
-    __m512bh bv[C];
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) bv[c] = as_bh(_mm512_loadu_si512(b + i * ldb + c * W));
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) {
-      const __m512bh ab = as_bh(_mm512_set1_epi32(int(a[r * lda + i])));
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], ab, bv[c]);
-    }
-  }
-}
-
-template <int NR, int C>
-inline void score_block(const uint32_t* q2, int64_t Dh2, const uint32_t* kt2, int64_t Tp, int64_t j0, float* S) {
-  __m512 acc[NR][C];
-  dot_pairs<NR, C>(q2, Dh2, kt2 + j0 * Dh2, C * W, Dh2, acc);
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) _mm512_storeu_ps(S + r * Tp + j0 + c * W, acc[r][c]);
-}
-
-template <int NR, int C>
-inline void value_block(const uint32_t* P2, int64_t Tp, int64_t T2, const uint32_t* vp2, int64_t Dhp, int64_t d0,
-                        int64_t Dh, float* out, int64_t ldo) {
-  __m512 acc[NR][C];
-  dot_pairs<NR, C>(P2, Tp, vp2 + d0, Dhp, T2, acc);
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const int64_t col = d0 + c * W;
-      if (col + W <= Dh) {
-        _mm512_storeu_ps(out + r * ldo + col, acc[r][c]);
-      } else {
-        float lanes[W];
-        _mm512_storeu_ps(lanes, acc[r][c]);
-        for (int64_t l = 0; col + l < Dh; ++l) out[r * ldo + col + l] = lanes[l];
-      }
-    }
-}
+// dot's bf16 product: a bf16 pair per 32-bit lane, two products summed into each f32 lane (vdpbf16ps).
+struct Bf16Product {
+  using In = uint32_t;
+  using Acc = __m512;
+  using B = __m512bh;
+  static __m512 zero() { return _mm512_setzero_ps(); }
+  static __m512bh load(const uint32_t* p) { return as_bh(_mm512_loadu_si512(p)); }
+  static __m512bh broadcast(uint32_t x) { return as_bh(_mm512_set1_epi32(int(x))); }
+  static __m512 madd(__m512 acc, __m512bh a, __m512bh b) { return _mm512_dpbf16_ps(acc, a, b); }
+  static void store(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+};
 
 // A softmax row of Tp floats (zeros past T) rewritten in place as Tp / 2 words of bf16 pairs: each pair of
 // vectors is read before the 16 words it becomes are written over their first half.
@@ -262,8 +241,8 @@ void tile(const AttendArgs& a, int64_t r0) {
   }
   const uint32_t* kt2 = reinterpret_cast<const uint32_t*>(a.kt);
   int64_t j = 0;
-  for (; j + CS * W <= a.Tp; j += CS * W) score_block<NR, CS>(q2, Dh2, kt2, a.Tp, j, S);
-  for (; j < a.Tp; j += W) score_block<NR, 1>(q2, Dh2, kt2, a.Tp, j, S);
+  for (; j + CS * W <= a.Tp; j += CS * W) score_block<Bf16Product, NR, CS>(q2, Dh2, kt2, a.Tp, j, S);
+  for (; j < a.Tp; j += W) score_block<Bf16Product, NR, 1>(q2, Dh2, kt2, a.Tp, j, S);
   for (int r = 0; r < NR; ++r) {
     softmax_row(S + r * a.Tp, a.T, a.bias ? a.bias + (r0 + r) * a.ldp : nullptr);
     if (a.probs) __builtin_memcpy(a.probs + (r0 + r) * a.ldp, S + r * a.Tp, a.T * sizeof(float));
@@ -273,8 +252,8 @@ void tile(const AttendArgs& a, int64_t r0) {
   const uint32_t* vp2 = reinterpret_cast<const uint32_t*>(a.vp);
   float* out = a.out + r0 * a.ldo;
   int64_t d = 0;
-  for (; d + CV * W <= a.Dhp; d += CV * W) value_block<NR, CV>(P2, a.Tp, T2, vp2, a.Dhp, d, a.Dh, out, a.ldo);
-  for (; d < a.Dhp; d += W) value_block<NR, 1>(P2, a.Tp, T2, vp2, a.Dhp, d, a.Dh, out, a.ldo);
+  for (; d + CV * W <= a.Dhp; d += CV * W) value_block<Bf16Product, NR, CV>(P2, a.Tp, T2, vp2, a.Dhp, d, a.Dh, out, a.ldo);
+  for (; d < a.Dhp; d += W) value_block<Bf16Product, NR, 1>(P2, a.Tp, T2, vp2, a.Dhp, d, a.Dh, out, a.ldo);
 }
 #elif defined(ATTN_INT8)
 // u8 x s8 operands, four products per 32-bit lane summed in s32 (vpdpbusd), laid out as the bf16 kernel's
@@ -363,33 +342,24 @@ void pack(const float* k, const float* v, int64_t ld, int64_t T, int64_t Dh, int
   }
 }
 
-// acc[r][c] += sum over `steps` of a[r * lda + i] (four u8, in every lane) times b's vector c at
-// b + i * ldb + c W (four s8 per lane): both products, q kᵀ and the softmax times v.
-template <int NR, int C>
-inline void dot_quads(const uint32_t* a, int64_t lda, const uint32_t* b, int64_t ldb, int64_t steps, __m512i (&acc)[NR][C]) {
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_si512();
-  for (int64_t i = 0; i < steps; ++i) {
-    __m512i bv[C];
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) bv[c] = ldm(b + i * ldb + c * W);
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) {
-      const __m512i ab = _mm512_set1_epi32(int(a[r * lda + i]));
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], ab, bv[c]);
-    }
-  }
-}
+// dot's int8 product: four u8 (a) and four s8 (b) per 32-bit lane, their products summed into each s32
+// lane (vpdpbusd).
+struct Int8Product {
+  using In = uint32_t;
+  using Acc = __m512i;
+  using B = __m512i;
+  static __m512i zero() { return _mm512_setzero_si512(); }
+  static __m512i load(const uint32_t* p) { return ldm(p); }
+  static __m512i broadcast(uint32_t x) { return _mm512_set1_epi32(int(x)); }
+  static __m512i madd(__m512i acc, __m512i a, __m512i b) { return _mm512_dpbusd_epi32(acc, a, b); }
+};
 
 // S[r, j] = sq[r] sk[j] (sum_d qu[r, d] k[j, d] - 128 sum_d k[j, d]) for the C vectors of keys at j0.
 template <int NR, int C>
 inline void score_block(const uint32_t* q4, int64_t Dh4, const uint32_t* kt4, const Int8Layout& l, const float* sq,
                         int64_t Tp, int64_t j0, float* S) {
   __m512i acc[NR][C];
-  dot_quads<NR, C>(q4, Dh4, kt4 + j0 * Dh4, C * W, Dh4, acc);
+  dot<Int8Product, NR, C>(q4, Dh4, kt4 + j0 * Dh4, C * W, Dh4, acc);
 #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) {
     const __m512i kz = ldm(l.kz + j0 + c * W);
@@ -407,7 +377,7 @@ template <int NR, int C>
 inline void value_block(const uint32_t* P4, int64_t Tp, int64_t T4, const uint32_t* vp4, const Int8Layout& l,
                         const float* sp, int64_t Dhp, int64_t d0, int64_t Dh, float* out, int64_t ldo) {
   __m512i acc[NR][C];
-  dot_quads<NR, C>(P4, Tp, vp4 + d0, Dhp, T4, acc);
+  dot<Int8Product, NR, C>(P4, Tp, vp4 + d0, Dhp, T4, acc);
 #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) {
     const int64_t col = d0 + c * W;
@@ -478,16 +448,16 @@ void tile(const AttendArgs& a, int64_t r0) {
   for (int r = 0; r < NR; ++r)
     for (int64_t d = 0; d < a.Dh; ++d) qs[r * a.Dh + d] = a.q[(r0 + r) * a.ld + d] * a.scale;
   int64_t j = 0;
-  for (; j + CS * W <= a.Tp; j += CS * W) score_block<NR, CS>(qs, a.Dh, a.kt, a.Tp, j, S);
-  for (; j < a.Tp; j += W) score_block<NR, 1>(qs, a.Dh, a.kt, a.Tp, j, S);
+  for (; j + CS * W <= a.Tp; j += CS * W) score_block<F32Product, NR, CS>(qs, a.Dh, a.kt, a.Tp, j, S);
+  for (; j < a.Tp; j += W) score_block<F32Product, NR, 1>(qs, a.Dh, a.kt, a.Tp, j, S);
   for (int r = 0; r < NR; ++r) {
     softmax_row(S + r * a.Tp, a.T, a.bias ? a.bias + (r0 + r) * a.ldp : nullptr);
     if (a.probs) __builtin_memcpy(a.probs + (r0 + r) * a.ldp, S + r * a.Tp, a.T * sizeof(float));
   }
   float* out = a.out + r0 * a.ldo;
   int64_t d = 0;
-  for (; d + CV * W <= a.Dhp; d += CV * W) value_block<NR, CV>(S, a.Tp, a.T, a.vp, a.Dhp, d, a.Dh, out, a.ldo);
-  for (; d < a.Dhp; d += W) value_block<NR, 1>(S, a.Tp, a.T, a.vp, a.Dhp, d, a.Dh, out, a.ldo);
+  for (; d + CV * W <= a.Dhp; d += CV * W) value_block<F32Product, NR, CV>(S, a.Tp, a.T, a.vp, a.Dhp, d, a.Dh, out, a.ldo);
+  for (; d < a.Dhp; d += W) value_block<F32Product, NR, 1>(S, a.Tp, a.T, a.vp, a.Dhp, d, a.Dh, out, a.ldo);
 }
 
 #endif

@@ -21,16 +21,9 @@ int host_isa_builds() {
   return 1;
 }
 
-const RowKernels* const* all_row_kernels(int* count) {
-  static const RowKernels* const all[] = {&avx512::kernels, &avx2::kernels, &sse2::kernels};
-  static const int n = host_isa_builds();
-  *count = n;
-  return all + (3 - n);
-}
+const RowKernels* const kBuilds[] = {&avx512::kernels, &avx2::kernels, &sse2::kernels};
 
-const RowKernels& row_kernels() {
-  int n = 0;
-  return *all_row_kernels(&n)[0];
-}
+const RowKernels* const* all_row_kernels(int* count) { return host_builds(kBuilds, count); }
+const RowKernels& row_kernels() { return host_widest(kBuilds); }
 
 }  // namespace vit

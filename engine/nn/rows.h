@@ -36,6 +36,20 @@ struct RowKernels {
 // allows: rows.h's and attention.h's pick by it.
 int host_isa_builds();
 
+// Of a kernel table's three builds, widest first, the *count that host_isa_builds allows (asked once); the
+// widest of them.
+template <class Kernels>
+const Kernels* const* host_builds(const Kernels* const (&all)[3], int* count) {
+  static const int n = host_isa_builds();
+  *count = n;
+  return all + (3 - n);
+}
+template <class Kernels>
+const Kernels& host_widest(const Kernels* const (&all)[3]) {
+  int n = 0;
+  return *host_builds(all, &n)[0];
+}
+
 // The kernels for the ISA oneDNN runs with (chosen on the first call).
 const RowKernels& row_kernels();
 // Every variant this CPU can run, widest first (for tests).

@@ -16,24 +16,13 @@ import sys
 import numpy as np
 import pytest
 
-REPO = pathlib.Path(os.environ.get("VIT_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
-SHARED = pathlib.Path(os.environ.get("VIT_SHARED_DATA", REPO.parent / "shared" / "data"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests"))
+from shared_data import DEIT, PHOTOS, REPO, SHARED, VIT_BINARY, require  # noqa: E402
+
 WHEELS = pathlib.Path(os.environ.get("VIT_WHEEL_DIR", REPO / "build" / "python" / "wheels"))
-VIT_BINARY = os.environ.get("VIT_BINARY", str(REPO / "build" / "vit"))
-DEIT = SHARED / "models" / "deit_tiny_patch16_224.fb_in1k"
-PHOTOS = SHARED / "images" / "imagenet-samples"
 PYENV = pathlib.Path(os.environ.get("PYENV_ROOT", pathlib.Path.home() / ".pyenv"))
 NUMPYS = {"numpy1": "numpy>=1.21,<2", "numpy2": "numpy>=2,<3"}
 BUILD_TAG = "cp%d%d" % sys.version_info[:2]  # the build tree's Python, which runs this test
-
-
-def require(condition, what):
-    """Skips when something the test needs is missing, except under CI=true, where that is a failure."""
-    if condition:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {what}")
-    pytest.skip(f"{what}; skipping")
 
 
 def wheel(tag):

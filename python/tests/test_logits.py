@@ -107,6 +107,17 @@ def transformer_blocks(rng, name):
     return t
 
 
+def clip_tower_ends(rng, t, conv, cls, pos, norms):
+    """A CLIP tower's tensors around its blocks, drawn in this order: the patch convolution, the class and
+    position embeddings, then the norms before and after the blocks (`norms`: their names' prefixes)."""
+    t[conv] = (0.05 * rng.standard_normal((D, 3, PATCH, PATCH))).astype(np.float32)
+    t[cls] = (0.5 * rng.standard_normal(D)).astype(np.float32)
+    t[pos] = (0.5 * rng.standard_normal((GRID + 1, D))).astype(np.float32)
+    for n in norms:
+        t[f"{n}.weight"] = (1 + 0.2 * rng.standard_normal(D)).astype(np.float32)
+        t[f"{n}.bias"] = (0.2 * rng.standard_normal(D)).astype(np.float32)
+
+
 def openclip(folder, E=16):
     """open_clip's VisionTransformer (visual.*) as open_clip's save_for_hf writes it, image side only."""
     rng = np.random.default_rng(21)
@@ -121,12 +132,8 @@ def openclip(folder, E=16):
         return [(p + table[stem] + "." + kind, a)]
 
     t = transformer_blocks(rng, name)
-    t["visual.conv1.weight"] = (0.05 * rng.standard_normal((D, 3, PATCH, PATCH))).astype(np.float32)
-    t["visual.class_embedding"] = (0.5 * rng.standard_normal(D)).astype(np.float32)
-    t["visual.positional_embedding"] = (0.5 * rng.standard_normal((GRID + 1, D))).astype(np.float32)
-    for n in ("ln_pre", "ln_post"):
-        t[f"visual.{n}.weight"] = (1 + 0.2 * rng.standard_normal(D)).astype(np.float32)
-        t[f"visual.{n}.bias"] = (0.2 * rng.standard_normal(D)).astype(np.float32)
+    clip_tower_ends(rng, t, "visual.conv1.weight", "visual.class_embedding", "visual.positional_embedding",
+                    ("visual.ln_pre", "visual.ln_post"))
     t["visual.proj"] = (0.2 * rng.standard_normal((D, E))).astype(np.float32)
     folder.mkdir()
     write_safetensors(folder / "open_clip_model.safetensors", t)
@@ -153,12 +160,8 @@ def hf_clip(folder, E=16):
 
     t = transformer_blocks(rng, name)
     e = "vision_model.embeddings."
-    t[e + "patch_embedding.weight"] = (0.05 * rng.standard_normal((D, 3, PATCH, PATCH))).astype(np.float32)
-    t[e + "class_embedding"] = (0.5 * rng.standard_normal(D)).astype(np.float32)
-    t[e + "position_embedding.weight"] = (0.5 * rng.standard_normal((GRID + 1, D))).astype(np.float32)
-    for n in ("pre_layrnorm", "post_layernorm"):
-        t[f"vision_model.{n}.weight"] = (1 + 0.2 * rng.standard_normal(D)).astype(np.float32)
-        t[f"vision_model.{n}.bias"] = (0.2 * rng.standard_normal(D)).astype(np.float32)
+    clip_tower_ends(rng, t, e + "patch_embedding.weight", e + "class_embedding", e + "position_embedding.weight",
+                    ("vision_model.pre_layrnorm", "vision_model.post_layernorm"))
     t["visual_projection.weight"] = (0.2 * rng.standard_normal((E, D))).astype(np.float32)
     folder.mkdir()
     write_safetensors(folder / "model.safetensors", t)

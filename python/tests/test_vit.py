@@ -8,6 +8,7 @@ import pathlib
 import signal
 import struct
 import subprocess
+import sys
 import threading
 import time
 
@@ -16,20 +17,8 @@ import pytest
 
 import vit
 
-REPO = pathlib.Path(os.environ.get("VIT_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
-SHARED = pathlib.Path(os.environ.get("VIT_SHARED_DATA", REPO.parent / "shared" / "data"))
-VIT_BINARY = os.environ.get("VIT_BINARY", str(REPO / "build" / "vit"))
-DEIT = SHARED / "models" / "deit_tiny_patch16_224.fb_in1k"
-PHOTOS = SHARED / "images" / "imagenet-samples"
-
-
-def require_shared_data():
-    """Skips without ../shared/data, except under CI=true, where missing data is a failure."""
-    if DEIT.is_dir() and PHOTOS.is_dir():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but the test data is missing: {SHARED}")
-    pytest.skip(f"test data not found at {SHARED} (set VIT_SHARED_DATA); skipping")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests"))
+from shared_data import DEIT, PHOTOS, REPO, VIT_BINARY, require_shared_data  # noqa: E402
 
 
 # ---- a tiny random model and images written at test time, so most tests need nothing from ../shared

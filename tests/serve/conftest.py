@@ -8,6 +8,7 @@ import re
 import signal
 import struct
 import subprocess
+import sys
 import threading
 import time
 
@@ -15,21 +16,10 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-REPO = pathlib.Path(os.environ.get("VIT_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
-SHARED = pathlib.Path(os.environ.get("VIT_SHARED_DATA", REPO.parent / "shared" / "data"))
-VIT_BINARY = os.environ.get("VIT_BINARY", str(REPO / "build" / "vit"))
-DEIT = SHARED / "models" / "deit_tiny_patch16_224.fb_in1k"
-PHOTOS = SHARED / "images" / "imagenet-samples"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests"))
+from shared_data import DEIT, PHOTOS, REPO, VIT_BINARY, require_shared_data  # noqa: E402
+
 NAME = "deit_tiny_patch16_224.fb_in1k"
-
-
-def require_shared_data():
-    """Skips without ../shared/data, except under CI=true, where missing data is a failure."""
-    if DEIT.is_dir() and PHOTOS.is_dir():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but the test data is missing: {SHARED}")
-    pytest.skip(f"test data not found at {SHARED} (set VIT_SHARED_DATA); skipping")
 
 
 def photos():
@@ -76,6 +66,14 @@ def metrics(url):
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/plain")
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(r.text) for s in family.samples}
+
+
+def wait_for_metric(url, key, done, what, timeout):
+    """Reads /metrics until done(the sample `key`'s value) holds; fails with `what` after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not done(metrics(url)[key]):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
 
 
 def status_kb(pid, key):

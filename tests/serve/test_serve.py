@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from conftest import (DEIT, NAME, VIT_BINARY, binary_infer, decode_binary_response, layout_models, metrics, photos,
-                      png_bomb, require_shared_data)
+                      png_bomb, require_shared_data, wait_for_metric)
 
 INFER = f"/v2/models/{NAME}/infer"
 MODEL = (("model", NAME),)  # the label of the served model's metrics
@@ -335,10 +335,7 @@ def test_full_queue_answers_503_with_retry_after(serve):
         requests.post(s.url + "/v1/classify", data=data, timeout=60).status_code)) for _ in range(7)]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 30
-    while metrics(s.url)[("vit_queue_depth", MODEL)] < 7:
-        assert time.monotonic() < deadline, "the requests never queued"
-        time.sleep(0.02)
+    wait_for_metric(s.url, ("vit_queue_depth", MODEL), lambda v: v >= 7, "the requests never queued", 30)
     t0 = time.monotonic()
     r = requests.post(s.url + "/v1/classify", files=[("f", ("a.jpg", data)), ("f", ("b.jpg", data))], timeout=60)
     assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
@@ -361,10 +358,7 @@ def test_sigterm_answers_every_queued_request_then_exits_0(serve, sig):
     threads = [threading.Thread(target=post, args=(f,)) for f in photos()[:6]]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 30
-    while metrics(s.url)[("vit_queue_depth", MODEL)] < 6:
-        assert time.monotonic() < deadline, "the requests never queued"
-        time.sleep(0.02)
+    wait_for_metric(s.url, ("vit_queue_depth", MODEL), lambda v: v >= 6, "the requests never queued", 30)
     s.signal(sig)
     for t in threads:
         t.join(60)
@@ -383,10 +377,7 @@ def test_second_sigint_exits_at_once(serve):
 
     t = threading.Thread(target=post, daemon=True)
     t.start()
-    deadline = time.monotonic() + 30
-    while metrics(s.url)[("vit_queue_depth", MODEL)] < 1:
-        assert time.monotonic() < deadline, "the request never queued"
-        time.sleep(0.02)
+    wait_for_metric(s.url, ("vit_queue_depth", MODEL), lambda v: v >= 1, "the request never queued", 30)
     s.signal(signal.SIGINT)
     time.sleep(0.3)
     assert s.proc.poll() is None  # draining: the queued request waits for its batch
@@ -464,10 +455,7 @@ def test_bodies_past_max_bodies_mb_get_503_before_they_are_read(serve):
         c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
         c.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % n + b"\0" * 1000)
         held.append(c)
-    deadline = time.monotonic() + 10
-    while metrics(s.url)[("vit_body_bytes_held", ())] < 2 * n:
-        assert time.monotonic() < deadline, "the two bodies were never held"
-        time.sleep(0.02)
+    wait_for_metric(s.url, ("vit_body_bytes_held", ()), lambda v: v >= 2 * n, "the two bodies were never held", 10)
     got = raw_request(s.port, b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\n")
     assert got.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in got and b"--max-bodies-mb" in got, got
     assert b"Connection: close" in got
@@ -487,10 +475,8 @@ def test_bodies_past_max_bodies_mb_get_503_before_they_are_read(serve):
     assert got.startswith(b"HTTP/1.1 503") and b"--max-bodies-mb" in got, got
     for c in held:
         c.close()
-    deadline = time.monotonic() + 10
-    while metrics(s.url)[("vit_body_bytes_held", ())] > 0:
-        assert time.monotonic() < deadline, "the closed requests' bodies were never given back"
-        time.sleep(0.02)
+    wait_for_metric(s.url, ("vit_body_bytes_held", ()), lambda v: v <= 0,
+                    "the closed requests' bodies were never given back", 10)
     r = requests.post(s.url + "/v1/classify", data=photos()[0].read_bytes(), timeout=30)
     assert r.status_code == 200, r.text
 

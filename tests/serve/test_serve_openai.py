@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import DEIT, NAME, cli_embed, data_uri, metrics, photos, png_bomb, require_module
+from conftest import DEIT, NAME, cli_embed, data_uri, metrics, photos, png_bomb, require_module, wait_for_metric
 
 EMBEDDINGS = "/v1/embeddings"
 
@@ -169,19 +169,14 @@ def test_embeddings_errors_in_openai_form(serve):
         c.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: %d\r\n\r\n{" % n)
         held.append(c)
-    deadline = time.monotonic() + 30
-    while metrics(s.url)[("vit_body_bytes_held", ())] < 2 * n:
-        assert time.monotonic() < deadline, "the two bodies were never held"
-        time.sleep(0.02)
+    wait_for_metric(s.url, ("vit_body_bytes_held", ()), lambda v: v >= 2 * n, "the two bodies were never held", 30)
     r = raw_post(s.port, EMBEDDINGS, head_only_length=300_000)  # 0.3 MiB more than the budget has left
     openai_error(r, 503, "--max-bodies-mb")
     assert r.headers["Retry-After"] == "1"
     for c in held:
         c.close()
-    deadline = time.monotonic() + 30
-    while metrics(s.url)[("vit_body_bytes_held", ())] > 0:
-        assert time.monotonic() < deadline, "the closed requests' bodies were never given back"
-        time.sleep(0.02)
+    wait_for_metric(s.url, ("vit_body_bytes_held", ()), lambda v: v <= 0,
+                    "the closed requests' bodies were never given back", 30)
     openai = require_module("openai", "scripts/setup.sh")
     with pytest.raises(openai.NotFoundError):
         client(s).embeddings.create(model="resnet50", input=[good])
