@@ -94,19 +94,24 @@ TEST(AttentionMaps, NoPatchesIsAnError) {
   expect_error([&] { attention_rollout({a.data()}, 1, 2, 2, Query::ClassToken); }, "leave no patch");
 }
 
+// The width and height of draw_attention's picture of a grey w x h photo under a flat grid x grid map seen
+// through window; the picture holds its three channels.
+std::pair<int, int> drawn_size(int w, int h, const Rect& window, int grid, int max_side) {
+  const std::vector<float> heat(size_t(grid) * size_t(grid), 0.5f);
+  Image photo;
+  photo.width = w;
+  photo.height = h;
+  photo.rgb.assign(size_t(w) * size_t(h) * 3, 160);
+  const Image out = draw_attention(photo, window, {heat.data(), grid, grid}, "tench  0.70", max_side);
+  EXPECT_EQ(out.rgb.size(), size_t(out.width) * size_t(out.height) * 3);
+  return {out.width, out.height};
+}
+
 // A photo of extreme proportions keeps them, centred on a picture with room for its caption; an ordinary
 // one is drawn at its own proportions, as large as --size allows.
 TEST(AttentionPictures, ExtremeProportionsGetAMinimumSize) {
-  const std::vector<float> heat(4, 0.5f);
-  const auto draw = [&](int w, int h, int max_side) {
-    Image photo;
-    photo.width = w;
-    photo.height = h;
-    photo.rgb.assign(size_t(w) * size_t(h) * 3, 200);
-    const Rect window{0, 0, double(std::min(w, h)), double(std::min(w, h))};
-    const Image out = draw_attention(photo, window, {heat.data(), 2, 2}, "tench  0.70", max_side);
-    EXPECT_EQ(out.rgb.size(), size_t(out.width) * size_t(out.height) * 3);
-    return std::make_pair(out.width, out.height);
+  const auto draw = [](int w, int h, int max_side) {
+    return drawn_size(w, h, {0, 0, double(std::min(w, h)), double(std::min(w, h))}, 2, max_side);
   };
   EXPECT_EQ(draw(10000, 50, 1024), std::make_pair(1024, 96));
   EXPECT_EQ(draw(50, 10000, 1024), std::make_pair(320, 1024));
@@ -117,15 +122,7 @@ TEST(AttentionPictures, ExtremeProportionsGetAMinimumSize) {
 // A photo smaller than the model's input (100x100 for a 224x224 model) is drawn enlarged past that input, at
 // 448 pixels on its longer side, never past max_side.
 TEST(AttentionPictures, SmallPhotosAreEnlargedToAReadableSize) {
-  const std::vector<float> heat(196, 0.5f);
-  const auto draw = [&](int w, int h, int max_side) {
-    Image photo;
-    photo.width = w;
-    photo.height = h;
-    photo.rgb.assign(size_t(w) * size_t(h) * 3, 120);
-    const Image out = draw_attention(photo, {0, 0, double(w), double(h)}, {heat.data(), 14, 14}, "iron  0.89", max_side);
-    return std::make_pair(out.width, out.height);
-  };
+  const auto draw = [](int w, int h, int max_side) { return drawn_size(w, h, {0, 0, double(w), double(h)}, 14, max_side); };
   EXPECT_EQ(draw(100, 100, 1024), std::make_pair(448, 448));
   EXPECT_EQ(draw(128, 160, 1024), std::make_pair(358, 448));
   EXPECT_EQ(draw(100, 100, 256), std::make_pair(256, 256));

@@ -6,19 +6,25 @@
 
 namespace vit {
 
+namespace {
+
+// Each precision and its name, in the enum's order.
+constexpr struct {
+  Precision precision;
+  const char* name;
+} kNames[] = {{Precision::F32, "f32"}, {Precision::BF16, "bf16"}, {Precision::Int8, "int8"}};
+
+}  // namespace
+
 Precision precision_from_name(const std::string& name) {
-  if (name == "f32") return Precision::F32;
-  if (name == "bf16") return Precision::BF16;
-  if (name == "int8") return Precision::Int8;
+  for (const auto& n : kNames)
+    if (name == n.name) return n.precision;
   throw Error("precision '" + name + "' is not one of f32, bf16, int8");
 }
 
 const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::F32: return "f32";
-    case Precision::BF16: return "bf16";
-    case Precision::Int8: return "int8";
-  }
+  for (const auto& n : kNames)
+    if (n.precision == p) return n.name;
   return "?";
 }
 
