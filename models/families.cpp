@@ -21,6 +21,18 @@ namespace {
 using D = FamilyDefaults;
 using S = FamilyStructure;
 constexpr int64_t kProj = FamilyStructure::kProjection;
+
+// A row of SigLIP image towers: no class token and no head; pooled by the MAP head (AttentionPoolLatent, its MLP
+// the blocks' width) or, for the *_gap_* names, by the mean of the tokens.
+FamilyRow siglip(const char* runs, const char* marker, Activation act, Pool pool) {
+  S s;
+  s.class_token = false;
+  s.attn_pool = pool == Pool::Map;
+  s.classes = 0;
+  return {Family::SigLIP, runs, nullptr, marker, HeadKind::Classifier, D{act, 1e-6f, false, 0, pool, D::Inception, 1.0},
+          s, TimmClass::VisionTransformer};
+}
+
 const FamilyRow kFamilies[] = {
     // vision_transformer.py's classic ViTs, and those with registers, global average pooling, ...
     {Family::ViT,
@@ -86,27 +98,19 @@ const FamilyRow kFamilies[] = {
     // vit_*_siglip_*: no class token, the MAP head (AttentionPoolLatent, its MLP the blocks' width), no head;
     // *_siglip_gap_*: the mean of the tokens instead. vit_so400m_patch14_siglip_384: 384 px in patches of 14, a
     // 27x27 grid over the top-left 378 px, as timm's patch embedding reads it (partial_grid_refusal).
-    {Family::SigLIP,
-     "vit_base_patch16_siglip_(224|256|384|512)|vit_large_patch16_siglip_(256|384)"
-     "|vit_so400m_patch14_siglip_(224|378|384)",
-     nullptr, "attn_pool.latent", HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Map, D::Inception, 1.0},
-     [] { S s; s.class_token = false; s.attn_pool = true; s.classes = 0; return s; }(), TimmClass::VisionTransformer},
-    {Family::SigLIP,
-     "vit_base_patch16_siglip_gap_(224|256|384|512)|vit_large_patch16_siglip_gap_(256|384)"
-     "|vit_so400m_patch14_siglip_gap_(224|378|384|448|896)",
-     nullptr, nullptr, HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Avg, D::Inception, 1.0},
-     [] { S s; s.class_token = false; s.classes = 0; return s; }(), TimmClass::VisionTransformer},
+    siglip("vit_base_patch16_siglip_(224|256|384|512)|vit_large_patch16_siglip_(256|384)"
+           "|vit_so400m_patch14_siglip_(224|378|384)",
+           "attn_pool.latent", Activation::Gelu, Pool::Map),
+    siglip("vit_base_patch16_siglip_gap_(224|256|384|512)|vit_large_patch16_siglip_gap_(256|384)"
+           "|vit_so400m_patch14_siglip_gap_(224|378|384|448|896)",
+           nullptr, Activation::Gelu, Pool::Avg),
     // SigLIP 2's square towers (act_layer 'gelu_tanh'): the same with GELU's tanh form.
-    {Family::SigLIP,
-     "vit_base_patch32_siglip_256|vit_large_patch16_siglip_512|vit_so400m_patch16_siglip_(256|384|512)"
-     "|vit_giantopt_patch16_siglip_(256|384)",
-     nullptr, nullptr, HeadKind::Classifier, D{Activation::GeluTanh, 1e-6f, false, 0, Pool::Map, D::Inception, 1.0},
-     [] { S s; s.class_token = false; s.attn_pool = true; s.classes = 0; return s; }(), TimmClass::VisionTransformer},
-    {Family::SigLIP,
-     "vit_base_patch32_siglip_gap_256|vit_large_patch16_siglip_gap_512|vit_so400m_patch16_siglip_gap_(256|384|512)"
-     "|vit_giantopt_patch16_siglip_gap_(256|384)",
-     nullptr, nullptr, HeadKind::Classifier, D{Activation::GeluTanh, 1e-6f, false, 0, Pool::Avg, D::Inception, 1.0},
-     [] { S s; s.class_token = false; s.classes = 0; return s; }(), TimmClass::VisionTransformer},
+    siglip("vit_base_patch32_siglip_256|vit_large_patch16_siglip_512|vit_so400m_patch16_siglip_(256|384|512)"
+           "|vit_giantopt_patch16_siglip_(256|384)",
+           nullptr, Activation::GeluTanh, Pool::Map),
+    siglip("vit_base_patch32_siglip_gap_256|vit_large_patch16_siglip_gap_512"
+           "|vit_so400m_patch16_siglip_gap_(256|384|512)|vit_giantopt_patch16_siglip_gap_(256|384)",
+           nullptr, Activation::GeluTanh, Pool::Avg),
     // beit.py: relative position tables (window = the grid), layer scale, q/v biases, the mean of the patches
     // with fc_norm instead of a final norm.
     {Family::BEiT, "beit_base_patch16_(224|384)|beit_large_patch16_(224|384|512)|beitv2_(base|large)_patch16_224",
