@@ -60,6 +60,11 @@ def layout_models():
     return folder
 
 
+def sanitized_binary():
+    """Whether vit is the AddressSanitizer build (scripts/test.sh --sanitize)."""
+    return b"__asan_init" in pathlib.Path(VIT_BINARY).read_bytes()
+
+
 def metrics(url):
     """{(name, labels as a sorted tuple): value} from /metrics, through prometheus_client's parser."""
     r = requests.get(url + "/metrics", timeout=10)
