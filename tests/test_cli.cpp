@@ -208,6 +208,46 @@ TEST_F(Cli, MaxPatchesOnASquareModelNamesTheModelsThatTakeIt) {
   }
 }
 
+// A tiny SigLIP 2 NaFlex tower in the names of timm's naflexvit.py: the tiny model's tensors without class token
+// and head, its patch embedding a linear layer over channels-last patches (random, so the order of its columns
+// does not matter), its position table [1, h, w, D], and an attention pool.
+void write_tiny_naflex(const std::string& dir) {
+  TinySpec s;
+  s.class_token = false;
+  TensorMap t = tiny_vit_tensors(s, 3);
+  add_attn_pool(t, s.D, s.mlp, 4);
+  const int64_t side = s.img / s.patch;
+  t["embeds.proj.weight"] = {{s.D, 3 * s.patch * s.patch}, t.at("patch_embed.proj.weight").second};
+  t["embeds.proj.bias"] = t.at("patch_embed.proj.bias");
+  t["embeds.pos_embed"] = {{1, side, side, s.D}, t.at("pos_embed").second};
+  for (const char* old : {"patch_embed.proj.weight", "patch_embed.proj.bias", "pos_embed", "head.weight", "head.bias"})
+    t.erase(old);
+  write_tensors(dir + "/model.safetensors", t);
+  const nlohmann::json cfg = {
+      {"architecture", "naflexvit_base_patch16_siglip"}, {"num_classes", 0}, {"global_pool", "map"},
+      {"model_args", {{"embed_dim", s.D}, {"depth", s.depth}, {"num_heads", s.heads}, {"patch_size", s.patch},
+                      {"pos_embed_grid_size", {side, side}}}},
+      {"pretrained_cfg", {{"interpolation", "bicubic"}, {"mean", {0.5, 0.5, 0.5}}, {"std", {0.5, 0.5, 0.5}}}}};
+  write_file(dir + "/config.json", cfg.dump(2));
+}
+
+// --tokens of a NaFlex model, whose images each have a grid of their own, is not given yet: a usage error
+// before any work (exit 2, naming the flag), not a run that failed (exit 4); without it the model embeds.
+TEST_F(Cli, NaflexTokensAreAUsageError) {
+  TempDir naflex;
+  write_tiny_naflex(naflex.path());
+  Result r = run_vit("embed -m " + naflex.path() + " --tokens " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("error: --tokens: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" is a NaFlex model (SigLIP 2 NaFlex image tower): its token sequences are not given yet (each "
+                       "image has a grid of its own); embed it without --tokens\n"),
+            std::string::npos) << r.err;
+  r = run_vit("embed -m " + naflex.path() + " " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json_lines(r.out).at(0)["embedding"].size(), 32u) << r.out;
+}
+
 TEST_F(Cli, LabelsFileNamesClasses) {
   std::string labels;
   for (int i = 0; i < 10; ++i) labels += "thing " + std::to_string(i) + "\n";
