@@ -568,9 +568,64 @@ TEST_F(Cli, EvalScoresALabelledFolder) {
   r = run_vit("eval " + model() + " --labels-csv " + model_.file("bad.csv") + " " + images_.file("a.jpg"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("bad.csv: line 1: 'eleven' is not a class index (0 to 9)"), std::string::npos) << r.err;
-  r = run_vit("eval " + model() + " " + images_.file("a.jpg"));  // no synset in the name, no CSV
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("no ImageNet synset id"), std::string::npos) << r.err;
+}
+
+// Without --labels-csv, a photo's class comes from what the model's classes are. Unnamed classes that are not
+// ImageNet-1k's (the tiny model's class_0 ... class_9) are refused before any work, even for a photo named by an
+// ImageNet synset (the tench is not class_0); classes with names of their own are read from the folder named
+// as one of them; a 1000-class model's from the synset, a synset outside ImageNet-1k named as such.
+TEST_F(Cli, EvalTakesEachPhotosClassFromWhatTheModelsClassesAre) {
+  TempDir photos;
+  std::filesystem::copy_file(images_.file("a.jpg"), photos.file("n01440764_tench.jpg"));
+  Result r = run_vit("eval " + model() + " " + photos.file("n01440764_tench.jpg") + " " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("its 10 classes are not ImageNet-1k's and have no names (class_0 to class_9), so no file or "
+                       "folder name can say a photo's class: give each photo's class index with --labels-csv"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("synset"), std::string::npos) << r.err;
+
+  // Named classes: photos/<label>/..., each photo filed under the model's own answer for it.
+  TempDir named;
+  write_tiny_model(named.path(), TinySpec{});
+  auto cfg = nlohmann::json::parse(read_file(named.file("config.json")));
+  std::vector<std::string> labels;
+  for (int i = 0; i < 10; ++i) labels.push_back("thing " + std::to_string(i));
+  cfg["label_names"] = labels;
+  write_file(named.file("config.json"), cfg.dump());
+  const Result c = run_vit("classify -m " + named.path() + " --json " + images_.file("a.jpg") + " " +
+                           images_.file("b.PNG") + " " + images_.file("c.bmp"));
+  ASSERT_EQ(c.code, 0) << c.err;
+  TempDir tree;
+  for (const auto& j : json_lines(c.out)) {
+    const std::filesystem::path file = j["file"].get<std::string>();
+    std::filesystem::create_directories(tree.file(j["top"][0]["label"].get<std::string>() + "/inner"));
+    std::filesystem::copy_file(file, tree.file(j["top"][0]["label"].get<std::string>() + "/inner/" + file.filename().string()));
+  }
+  std::filesystem::create_directories(tree.file("other"));
+  std::filesystem::copy_file(images_.file("a.jpg"), tree.file("other/n01440764_tench.jpg"));
+  r = run_vit("eval -m " + named.path() + " --json " + tree.path());
+  EXPECT_EQ(r.code, 1) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["images"], 3) << r.out;
+  EXPECT_EQ(j["top1"], 1.0) << r.out;
+  ASSERT_EQ(j["failures"].size(), 1u) << r.out;
+  EXPECT_EQ(j["failures"][0]["file"], tree.file("other/n01440764_tench.jpg"));
+  EXPECT_EQ(j["failures"][0]["error"], "no folder named as one of the model's classes (thing 0, thing 1, ...), and no "
+                                       "--labels-csv");
+
+  // 1000 classes: ImageNet-1k's, by synset; one of ImageNet-21k's alone is not among them.
+  TempDir imagenet;
+  TinySpec wide;
+  wide.classes = 1000;
+  write_tiny_model(imagenet.path(), wide);
+  std::filesystem::copy_file(images_.file("a.jpg"), photos.file("n00004475_organism.jpg"));
+  r = run_vit("eval -m " + imagenet.path() + " --json " + photos.path());
+  EXPECT_EQ(r.code, 1) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["images"], 1) << r.out;
+  ASSERT_EQ(j["failures"].size(), 1u) << r.out;
+  EXPECT_EQ(j["failures"][0]["error"], "its synset n00004475 is not one of ImageNet-1k's 1000 classes");
 }
 
 // --labels-csv is CSV as spreadsheets write it: quoted fields (a comma or a quote inside one), CRLF
