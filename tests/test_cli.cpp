@@ -489,7 +489,12 @@ TEST_F(Cli, QuantizeRefusesBadCalibrationOutputsAndMismatchedFolders) {
   EXPECT_FALSE(std::filesystem::exists(out.file("q")));
   r = run_vit("quantize " + model() + " --calib " + images_.file("a.jpg") + " -o " + images_.path());
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("exists and is not an empty folder"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("error: " + images_.path() + ": exists as a folder that is not empty: pick a new folder for the "
+                       "quantized model"), std::string::npos) << r.err;
+  r = run_vit("quantize " + model() + " --calib " + images_.file("a.jpg") + " -o " + images_.file("notes.txt"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("error: " + images_.file("notes.txt") + ": exists as a file, not a folder: pick a new folder for the "
+                       "quantized model"), std::string::npos) << r.err;
   r = run_vit("quantize " + model() + " --calib " + images_.file("a.jpg") + " -o /nonexistent/q");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("its folder /nonexistent does not exist"), std::string::npos) << r.err;
