@@ -204,6 +204,23 @@ void add_pil(Inputs& in, const py::handle& img, size_t index, const std::string&
   in.add_pixels(std::move(name), w, h, reinterpret_cast<const uint8_t*>(in.copies.back().data()));
 }
 
+// Bytes (or a bytearray) holding a NUL byte, where a path is expected, are no path the file system has:
+// most likely an encoded image file read into memory, which the call's _encoded form takes. `what` is
+// "classify: paths" or "embed: paths".
+void refuse_encoded_image(const py::handle& h, const std::string& what, const std::string& item) {
+  const bool array = PyByteArray_Check(h.ptr());
+  if (!py::isinstance<py::bytes>(h) && !array) return;
+  const std::string bytes = array ? std::string(PyByteArray_AS_STRING(h.ptr()), size_t(PyByteArray_GET_SIZE(h.ptr())))
+                                  : bytes_of(py::reinterpret_borrow<py::object>(h));
+  if (bytes.find('\0') == std::string::npos) return;  // a path given as bytes (or a bytearray, refused as a type)
+  const std::string call = what.substr(0, what.find(':'));
+  if (vit::read_image_header(bytes).image)
+    throw py::value_error(item + ": the bytes of an encoded image file, not a path: pass encoded images as (name, bytes) "
+                          "pairs to " + call + "_encoded([(name, data)])");
+  throw py::value_error(item + ": bytes with a NUL byte are no path (an image file's bytes go to " + call +
+                        "_encoded as (name, bytes) pairs)");
+}
+
 // The items of a list for classify() and embed() (paths and images in memory) or the Batcher's (encoded
 // pairs and images in memory). `what` names the argument in errors.
 Inputs inputs_of(const py::handle& seq, const std::string& what, bool pairs) {
@@ -221,6 +238,7 @@ Inputs inputs_of(const py::handle& seq, const std::string& what, bool pairs) {
       in.encoded.push_back(encoded_item(h, item));
       in.encoded_at.push_back(in.size++);
     } else {
+      refuse_encoded_image(h, what, item);
       if (!py::isinstance<py::str>(h) && !py::isinstance<py::bytes>(h) && !py::hasattr(h, "__fspath__"))
         throw py::type_error(item + " must be a str, bytes or os.PathLike, got " + type_name(h) + " (or an image in memory: " +
                              kImageKinds + ")");

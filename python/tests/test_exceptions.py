@@ -1,6 +1,8 @@
 """Python's exception types for the caller's mistakes, as the docstrings promise: TypeError for an argument of
 the wrong type, ValueError for a value out of range or not suiting the model (never vit.Error, which is for
 a model, config or labels file that cannot be used), and video sampling refused as the CLI refuses it."""
+import io
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,29 @@ def test_batcher_options_out_of_range_are_value_errors(models):
     value_error(r"max_queue \(4\) must hold at least max_batch \(8\)", vit.Batcher, c, max_batch=8, max_queue=4)
     value_error("max_batch must be at least 1", vit.Batcher, c, max_batch=0)
     value_error("max_delay_ms must not be negative", vit.Batcher, c, max_delay_ms=-1)
+
+
+def encoded_png(seed=5):
+    from PIL import Image
+    data = io.BytesIO()
+    Image.fromarray(np.random.default_rng(seed).integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(data, "PNG")
+    return data.getvalue()
+
+
+def test_an_encoded_image_given_as_a_path_points_to_the_encoded_calls(models):
+    """A file's bytes read into memory and put where paths go are no path: the error says which call takes them,
+    never "cannot open" under a name made of the image's bytes."""
+    c = vit.Classifier(models["classifier"], threads=1)
+    png = encoded_png()
+    for call, encoded in ((c.classify, "classify_encoded"), (c.embed, "embed_encoded")):
+        e = value_error(r"paths\[1\]: the bytes of an encoded image file, not a path: pass encoded images as \(name, "
+                        r"bytes\) pairs to " + encoded + r"\(\[\(name, data\)\]\)", call, ["a.png", png])
+        assert "cannot open" not in str(e)
+        value_error(r"paths\[0\]: bytes with a NUL byte are no path \(an image file's bytes go to " + encoded, call,
+                    [b"a\0b"])
+    with pytest.raises(TypeError, match=r"paths\[0\] must be a str, bytes or os.PathLike, got bytearray"):
+        c.classify([bytearray(b"a.png")])
+    value_error("the bytes of an encoded image file, not a path", c.classify, [bytearray(png)])
+    # The same bytes where they belong, and a path given as bytes, still work.
+    assert "top" in c.classify_encoded([("a.png", png)])[0]
+    assert "error" in c.classify([b"/nonexistent/a.png"])[0]
