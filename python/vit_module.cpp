@@ -8,6 +8,7 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -425,12 +426,20 @@ py::list classify_encoded(const vit::Classifier& c, const py::object& images, in
 struct PyBatcher {
   py::object classifier;  // keeps the Classifier alive while the Batcher uses it
   std::unique_ptr<vit::Batcher> batcher;
+  std::unique_ptr<std::atomic<bool>> closed = std::make_unique<std::atomic<bool>>(false);  // close() was called
+
+  // Why a request was refused: the queue full, or the Batcher closed.
+  std::runtime_error refused(const std::string& what) const {
+    if (*closed) return std::runtime_error(what + ": the Batcher is closed (close() was called): it takes no new calls");
+    return std::runtime_error(what + ": the queue is full (max_queue images waiting): try again when it drains, or "
+                              "make the Batcher with a larger max_queue");
+  }
 };
 
 // Queues the encoded and the decoded images of `in` as (at most) two requests, waits for both answers with
 // the GIL released, and puts them in their places. submit(images, done) queues one request.
 template <typename Answer, typename Submit>
-std::vector<Answer> wait_for(Inputs& in, const std::string& what, const Submit& submit) {
+std::vector<Answer> wait_for(const PyBatcher& pb, Inputs& in, const std::string& what, const Submit& submit) {
   std::vector<Answer> out(in.size);
   {
     py::gil_scoped_release unlocked;  // the batching thread never takes the GIL
@@ -443,7 +452,7 @@ std::vector<Answer> wait_for(Inputs& in, const std::string& what, const Submit& 
     if (queued && !in.pixels.empty())
       queued = submit(in.pixels, [&decoded](std::vector<Answer> a) { decoded.set_value(std::move(a)); });
     if (encoded_queued) place(got_encoded.get(), in.encoded_at, out);  // even when the second was refused
-    if (!queued) throw std::runtime_error(what + ": the queue is full (max_queue images waiting) or closed");
+    if (!queued) throw pb.refused(what);
     if (!in.pixels.empty()) place(got_decoded.get(), in.pixels_at, out);
   }
   place_failed(in, out);
@@ -453,7 +462,7 @@ std::vector<Answer> wait_for(Inputs& in, const std::string& what, const Submit& 
 py::list batcher_classify(PyBatcher& pb, Inputs in, int topk, const std::string& what) {
   check_topk(topk);
   if (in.size == 0) return py::list();
-  return to_dicts(wait_for<vit::Result>(in, what, [&](auto images, vit::Batcher::ResultsDone done) {
+  return to_dicts(wait_for<vit::Result>(pb, in, what, [&](auto images, vit::Batcher::ResultsDone done) {
     return pb.batcher->submit(std::move(images), topk, std::move(done));
   }));
 }
@@ -588,7 +597,7 @@ py::dict batcher_embed(PyBatcher& pb, const py::object& images, bool head, bool 
   const vit::EmbedOptions o{head, tokens, normalize, {}};
   const vit::Classifier& c = pb.classifier.cast<const vit::Classifier&>();
   if (in.size == 0) return embed_dict(c, {}, o);
-  return embed_dict(c, wait_for<vit::Embedding>(in, "Batcher.embed", [&](auto images, vit::Batcher::EmbeddingsDone done) {
+  return embed_dict(c, wait_for<vit::Embedding>(pb, in, "Batcher.embed", [&](auto images, vit::Batcher::EmbeddingsDone done) {
     return pb.batcher->submit(std::move(images), o, std::move(done));
   }), o);
 }
@@ -769,9 +778,10 @@ void bind_batcher(py::module_& m) {
            "other threads' images (requests with the same options share forward passes).")
       .def_property_readonly("queued", [](const PyBatcher& pb) { return pb.batcher->queued(); }, "Images waiting.")
       .def("close", [](PyBatcher& pb) {
+        *pb.closed = true;  // before the Batcher refuses: a call it refuses then says why
         py::gil_scoped_release unlocked;
         pb.batcher->close();
-      }, "Refuses new calls and answers the queued ones.");
+      }, "Refuses new calls (RuntimeError: the Batcher is closed) and answers the queued ones.");
 }
 
 }  // namespace

@@ -119,3 +119,22 @@ def test_an_encoded_image_given_as_a_path_points_to_the_encoded_calls(models):
     # The same bytes where they belong, and a path given as bytes, still work.
     assert "top" in c.classify_encoded([("a.png", png)])[0]
     assert "error" in c.classify([b"/nonexistent/a.png"])[0]
+
+
+def test_a_batcher_says_whether_it_is_full_or_closed(models):
+    c = vit.Classifier(models["classifier"], threads=1, batch=2)
+    b = vit.Batcher(c, max_batch=2, max_queue=2)
+    png = encoded_png()
+    with pytest.raises(RuntimeError, match=r"^Batcher.classify_encoded: the queue is full \(max_queue images waiting\)") as full:
+        b.classify_encoded([("a.png", png)] * 3)
+    assert "closed" not in str(full.value)
+    assert "top" in b.classify_encoded([("a.png", png)])[0]
+    b.close()
+    pixels = np.zeros((8, 8, 3), np.uint8)
+    for what, call in (("Batcher.classify_encoded", lambda: b.classify_encoded([("a.png", png)])),
+                       ("Batcher.classify", lambda: b.classify([pixels])),
+                       ("Batcher.embed", lambda: b.embed([pixels]))):
+        with pytest.raises(RuntimeError, match="^" + what + r": the Batcher is closed \(close\(\) was called\): it takes "
+                                               "no new calls$") as closed:
+            call()
+        assert "full" not in str(closed.value)
