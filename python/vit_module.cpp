@@ -14,8 +14,10 @@
 #include <cstring>
 #include <deque>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -40,6 +42,29 @@ py::str fs_str(const std::string& s) {
   PyObject* o = PyUnicode_DecodeFSDefaultAndSize(s.data(), Py_ssize_t(s.size()));
   if (!o) throw py::error_already_set();
   return py::reinterpret_steal<py::str>(o);
+}
+
+// The engine's messages name the CLI's flags where a setting is wrong ("--img-size does not apply to ..."); to a
+// Python caller each is the keyword argument that sets it. A flag counts where it stands alone (first, or after
+// a space or parenthesis; not followed by more of a name), so a file named --img-size.jpg keeps its name; flags
+// without a keyword stay.
+std::string python_words(const std::string& message) {
+  static const std::map<std::string, std::string> kKeywords = {
+      {"img-size", "img_size"},   {"max-patches", "max_patches"}, {"max-pixels", "max_pixels"},
+      {"precision", "precision"}, {"text-embeddings", "text_embeddings"}, {"threads", "threads"},
+      {"batch", "batch"},         {"pool", "pool"},               {"exif-transpose", "exif_transpose"},
+      {"labels", "labels"},       {"config", "config"}};
+  static const std::regex flag(R"((^|[ (])--([a-z][a-z0-9-]*)(?![\w./-]))");
+  std::string out;
+  auto copied = message.cbegin();
+  for (std::sregex_iterator it(message.cbegin(), message.cend(), flag), end; it != end; ++it) {
+    const auto keyword = kKeywords.find((*it)[2].str());
+    if (keyword == kKeywords.end()) continue;
+    out.append(copied, (*it)[2].first - 2);  // up to the flag's "--"
+    out += keyword->second;
+    copied = (*it)[2].second;
+  }
+  return out.append(copied, message.cend());
 }
 
 std::string type_name(const py::handle& h) { return py::str(py::type::handle_of(h).attr("__name__")); }
@@ -278,7 +303,7 @@ py::list to_dicts(const std::vector<vit::Result>& results) {
       d["time_s"] = r.time_s;
     }
     if (!r.error.empty()) {
-      d["error"] = fs_str(r.error);
+      d["error"] = fs_str(python_words(r.error));
     } else {
       py::list top;
       for (const vit::Prediction& p : r.top) {
@@ -551,7 +576,7 @@ py::dict embed_dict(const vit::Classifier& c, const std::vector<vit::Embedding>&
       py::dict d;
       d["index"] = py::ssize_t(&e - r.data());
       d["file"] = fs_str(e.file);
-      d["error"] = fs_str(e.error);
+      d["error"] = fs_str(python_words(e.error));
       errors.append(d);
       continue;
     }
@@ -632,7 +657,8 @@ py::dict config(const vit::Classifier& c) {
 //   vit::ArgumentError (an option out of range or not suiting the model)  -> ValueError
 //   vit::Error (a model, config, labels or text-embeddings file that cannot be used; the engine failing) -> vit.Error
 //   py::cast_error (an argument pybind11 could not convert)               -> TypeError
-// Messages may name a file that is not UTF-8, hence the file system decoding.
+// Messages may name a file that is not UTF-8, hence the file system decoding, and name options by their
+// keyword arguments (python_words).
 void register_errors(py::module_& m) {
   static py::exception<vit::Error> error(m, "Error", PyExc_RuntimeError);
   error.attr("__module__") = "vit";
@@ -640,9 +666,9 @@ void register_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const vit::ArgumentError& e) {
-      PyErr_SetObject(PyExc_ValueError, fs_str(e.what()).ptr());
+      PyErr_SetObject(PyExc_ValueError, fs_str(python_words(e.what())).ptr());
     } catch (const vit::Error& e) {
-      PyErr_SetObject(error.ptr(), fs_str(e.what()).ptr());
+      PyErr_SetObject(error.ptr(), fs_str(python_words(e.what())).ptr());
     } catch (const py::cast_error& e) {
       PyErr_SetString(PyExc_TypeError, e.what());
     }

@@ -1,13 +1,15 @@
 """Python's exception types for the caller's mistakes, as the docstrings promise: TypeError for an argument of
 the wrong type, ValueError for a value out of range or not suiting the model (never vit.Error, which is for
-a model, config or labels file that cannot be used), and video sampling refused as the CLI refuses it."""
+a model, config or labels file that cannot be used), and video sampling refused as the CLI refuses it. The
+messages speak Python: an encoded image passed as a path points to the _encoded calls, options are named by
+their keyword arguments (not the CLI's flags), a closed Batcher says it is closed."""
 import io
 
 import numpy as np
 import pytest
 
 import vit
-from test_logits import KINDS, text_embeddings
+from test_logits import KINDS, text_embeddings, timm_naflex
 from test_vit import write_clip
 
 
@@ -119,6 +121,24 @@ def test_an_encoded_image_given_as_a_path_points_to_the_encoded_calls(models):
     # The same bytes where they belong, and a path given as bytes, still work.
     assert "top" in c.classify_encoded([("a.png", png)])[0]
     assert "error" in c.classify([b"/nonexistent/a.png"])[0]
+
+
+def test_errors_name_keyword_arguments_not_the_clis_flags(models, tmp_path, monkeypatch):
+    """What the engine says of an option names the keyword argument that sets it (img_size, max_patches,
+    max_pixels), in exceptions and in an image's error alike; a file whose name looks like a flag keeps it."""
+    naflex = timm_naflex(tmp_path / "naflex")
+    for e in (value_error("img_size does not apply to naflexvit_base_patch16_siglip, a NaFlex model", vit.Classifier,
+                          naflex, img_size=64),
+              value_error("^max_patches applies to NaFlex models", vit.Classifier, models["classifier"], max_patches=12)):
+        assert "--" not in str(e), e
+    small = vit.Classifier(models["classifier"], threads=1, max_pixels=100)
+    (big,) = small.classify([np.zeros((20, 20, 3), np.uint8)])
+    assert "(max_pixels)" in big["error"] and "--" not in big["error"], big
+    monkeypatch.chdir(tmp_path)
+    for name in ("--img-size.safetensors", "--max-patches/model.safetensors"):
+        with pytest.raises(vit.Error) as missing:
+            vit.Classifier(name)
+        assert str(missing.value).startswith(name), missing.value
 
 
 def test_a_batcher_says_whether_it_is_full_or_closed(models):
