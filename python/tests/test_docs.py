@@ -1,6 +1,7 @@
 """What README.md and docs/PYTHON.md say of the Python module is what the module does: every call written as a
 signature there (its positional arguments are names, not values) gives each keyword the default the module has and
-names only keywords it takes, and one written out whole (with `*`) names every keyword it takes."""
+names only keywords it takes, and one written out whole (with `*`) names every keyword it takes. And the README's
+promise of timm's preprocessing names its one exception, NaFlex towers."""
 import ast
 import pathlib
 import re
@@ -75,3 +76,9 @@ def test_documented_signatures_are_the_modules():
             assert [name for name, _ in keywords] == keyword_only, f"{doc}: {callee} takes {keyword_only}"
         checked += 1
     assert checked >= 10, checked
+
+
+def test_the_readmes_timm_preprocessing_names_its_exception():
+    opening = (REPO / "README.md").read_text().split("\n\n")[1]
+    promise = opening[opening.index("exactly as timm does") :]
+    assert "NaFlex" in promise[: promise.index("matching timm's logits")], opening
