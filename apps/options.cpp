@@ -13,19 +13,25 @@ namespace vit::app {
 
 static const char* kDefaultModel = "weights/deit_tiny_patch16_224.fb_in1k";
 
-std::string default_model_path() {
+// A path of the source checkout: from the current folder when it is the checkout, else from the folder above
+// this binary's (build/vit, or an installed bin/vit); "" where neither has it (a pip-installed vit).
+static std::string checkout_path(const std::string& relative) {
   struct stat st{};
-  if (::stat(kDefaultModel, &st) == 0) return kDefaultModel;
-  // Installed or run from another folder: the weights/ folder beside the build folder of this binary.
+  if (::stat(relative.c_str(), &st) == 0) return relative;
   char exe[4096];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n > 0) {
     std::string dir(exe, size_t(n));
     dir = dir.substr(0, dir.find_last_of('/'));
-    const std::string candidate = dir + "/../" + kDefaultModel;
+    const std::string candidate = dir + "/../" + relative;
     if (::stat(candidate.c_str(), &st) == 0) return candidate;
   }
-  return kDefaultModel;
+  return "";
+}
+
+std::string default_model_path() {
+  const std::string found = checkout_path(kDefaultModel);
+  return found.empty() ? kDefaultModel : found;
 }
 
 template <typename T>
@@ -100,8 +106,13 @@ void add_img_size_option(CLI::App* cmd, int* img_size) {
 std::string model_path(const ModelOptions& o) {
   std::string path = o.model.empty() ? default_model_path() : o.model;
   struct stat st{};
-  if (o.model.empty() && ::stat(path.c_str(), &st) != 0)
-    throw Error(path, "default model not found; fetch it with weights/get_default_model.sh or pass --model");
+  if (o.model.empty() && ::stat(path.c_str(), &st) != 0) {
+    const std::string fetch = checkout_path("weights/get_default_model.sh");
+    if (!fetch.empty()) throw Error(path, "default model not found; fetch it with " + fetch + " or pass --model");
+    throw Error("no --model given, and this vit has no default model beside it: pass --model FOLDER, a folder holding "
+                "model.safetensors and config.json; the default is timm's deit_tiny_patch16_224.fb_in1k, whose two "
+                "files are on the Hugging Face hub: https://huggingface.co/timm/deit_tiny_patch16_224.fb_in1k");
+  }
   spdlog::debug("loading {}", path);
   return path;
 }

@@ -40,8 +40,10 @@ void check_output_folder(const std::string& out_name) {
   if (out_name.empty()) throw Error("the output folder's name is empty");
   const fs::path out(out_name), parent = parent_of(out);
   std::error_code ec;
-  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
-    throw Error(out_name, "exists and is not an empty folder: pick a new folder for the quantized model");
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    throw Error(out_name, "exists as a file, not a folder: pick a new folder for the quantized model");
+  if (fs::exists(out, ec) && !fs::is_empty(out, ec))
+    throw Error(out_name, "exists as a folder that is not empty: pick a new folder for the quantized model");
   const fs::file_status st = fs::status(parent, ec);
   if (st.type() == fs::file_type::not_found) {
     // The parent is missing, or a file stands where one of its folders should be: name that file.

@@ -198,7 +198,7 @@ def test_usage_errors_exit_2_before_any_work(inputs, tmp_path):
         (["--out", tmp_path / "o"], "no INPUT given"),
         (["--out", tmp_path / "o", "--pool", "max", paths[1]], "invalid choice: 'max'"),
         (["--out", tmp_path / "o", "--model", tmp_path / "no-model", paths[1]], "no-model"),
-        (["--out", tmp_path / "o", "--max-patches", "64", paths[1]], "--max-patches applies to NaFlex models"),
+        (["--out", tmp_path / "o", "--max-patches", "64", paths[1]], "max_patches applies to NaFlex models"),
         (["--out", tmp_path / "o", "--max-patches", "64", paths[1]], "(timm's naflexvit_*, and SigLIP towers"),
         (["--out", tmp_path / "o", "--max-patches", "-1", paths[1]], "--max-patches must be 0 (256) or more, got -1"),
     ]

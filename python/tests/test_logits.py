@@ -279,6 +279,6 @@ def test_logits_of_a_naflex_model_are_refused_naming_what_it_takes(images, tmp_p
     assert together.shape == (3, D) and np.isfinite(together).all()
     for i, f in enumerate(images):
         np.testing.assert_array_equal(c.embed([f])["embeddings"][0], together[i])
-    with pytest.raises(ValueError, match="--max-patches applies to NaFlex models") as refused:
+    with pytest.raises(ValueError, match="^max_patches applies to NaFlex models") as refused:
         vit.Classifier(timm_siglip(tmp_path / "square"), max_patches=12)
     assert "timm's naflexvit_*" in str(refused.value) and "use_naflex=True" in str(refused.value), refused.value
