@@ -114,17 +114,17 @@ void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
     service.give_pixels(pixels);
     for (size_t i = 0; i < es.size(); ++i)
       if (!es[i].error.empty()) {
-        service.images_done(m, 0, 1);
+        if (reply.wanted()) service.images_done(m, 0, 1);
         return reply.fail(HttpError(400, "input[" + std::to_string(i) + "]: " + es[i].error, "input"));
       }
-    service.images_done(m, int64_t(es.size()), 0);
+    if (reply.wanted()) service.images_done(m, int64_t(es.size()), 0);
     json data = json::array();
     for (size_t i = 0; i < es.size(); ++i)
       data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", embedding_json(es[i], base64)}});
     const int64_t tokens = int64_t(es.size()) * m.info.tokens;  // the image tokens the model ran
     reply(json_answer({{"object", "list"}, {"data", std::move(data)}, {"model", m.name},
                        {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}));
-  });
+  }, req.wanted);
   if (!ok) {
     service.give_pixels(pixels);
     throw service.queue_full();

@@ -302,6 +302,7 @@ def test_slowloris_and_vanishing_clients_do_not_hold_the_server(serve):
 
 
 def test_max_connections_refuses_the_next_with_503(serve):
+    """Past --max-connections a request gets 503 (health checks and metrics aside: tests/serve/test_serve_proxy.py)."""
     s = serve("--max-connections", "2")
     # The fixture's readiness checks closed their connections, but the server may count one of them for a
     # moment longer: then the second held connection is the one refused and the third request is served
@@ -310,7 +311,7 @@ def test_max_connections_refuses_the_next_with_503(serve):
     while True:
         held = [socket.create_connection(("127.0.0.1", s.port), timeout=10) for _ in range(2)]
         time.sleep(0.2)
-        got = raw_request(s.port, b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        got = raw_request(s.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         if got.startswith(b"HTTP/1.1 503") or time.monotonic() > deadline:
             break
         for h in held:

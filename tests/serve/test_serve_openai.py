@@ -225,3 +225,20 @@ def test_hostile_clients_on_embeddings_get_a_400_and_the_server_goes_on(serve):
         r = requests.post(s.url + EMBEDDINGS, json=good, timeout=60)
         assert r.status_code == 200 and len(r.json()["data"][0]["embedding"]) == 192
     assert s.proc.poll() is None
+
+
+def test_embeddings_past_max_connections_in_openai_form(serve):
+    """Past --max-connections, /v1/embeddings answers 503 in OpenAI's error form, as every error on that route."""
+    s = serve("--max-connections", "1")
+    deadline = time.monotonic() + 20
+    while True:  # hold the one connection, once the server counts it alone
+        held = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        time.sleep(0.2)
+        r = raw_post(s.port, EMBEDDINGS, body=json.dumps({"model": NAME, "input": [data_uri(photos()[0])]}).encode())
+        if r.status_code == 503 or time.monotonic() > deadline:
+            break
+        held.close()
+        time.sleep(0.2)
+    openai_error(r, 503, "too many connections (1, --max-connections)")
+    assert r.headers["Retry-After"] == "1"
+    held.close()
