@@ -108,8 +108,18 @@ InferRequest answer_spec(const InferRequest& r) {
   return spec;
 }
 
+// The model a /v2/models/{name}[/versions/{version}] path names; a version other than the one each model has
+// ("1") is a 404 naming it.
+ServedModel& versioned_model(const Service& service, const PathParams& p) {
+  ServedModel& m = service.model(p.at("name"));
+  const auto v = p.find("version");
+  if (v != p.end() && v->second != "1")
+    throw HttpError(404, "model '" + m.name + "' has no version '" + v->second + "'; its one version is 1", "version");
+  return m;
+}
+
 void infer(Service& service, HttpRequest& req, const PathParams& params, const Reply& reply) {
-  ServedModel& m = service.model(params.at("name"));
+  ServedModel& m = versioned_model(service, params);
   reply.model(m.name);
   InferRequest r = parse_infer(req, m, service.options().max_queue);
   const bool classes = r.wants_classes(), embedding = r.wants(InferOutput::Embedding);
@@ -216,19 +226,22 @@ void add_kserve_routes(Service& service, std::vector<Route>* routes) {
   route("GET", "/v2/health/ready", [s](HttpRequest&, const PathParams&, const Reply& reply) {
     reply(readiness(json::object(), s->ready()));
   }, true);
-  route("GET", "/v2/models/{name}", [s](HttpRequest&, const PathParams& p, const Reply& reply) {
-    const ServedModel& m = s->model(p.at("name"));
-    reply.model(m.name);
-    reply(json_answer(model_metadata(m)));
-  });
-  route("GET", "/v2/models/{name}/ready", [s](HttpRequest&, const PathParams& p, const Reply& reply) {
-    const ServedModel& m = s->model(p.at("name"));
-    reply.model(m.name);
-    reply(readiness({{"name", m.name}}, m.ready));
-  }, true);
-  route("POST", "/v2/models/{name}/infer", [s](HttpRequest& req, const PathParams& p, const Reply& reply) {
-    infer(*s, req, p, reply);
-  });
+  // Each model has one version, "1" (its metadata says so): a model's paths and its version's are the same.
+  for (const std::string model : {"/v2/models/{name}", "/v2/models/{name}/versions/{version}"}) {
+    route("GET", model.c_str(), [s](HttpRequest&, const PathParams& p, const Reply& reply) {
+      const ServedModel& m = versioned_model(*s, p);
+      reply.model(m.name);
+      reply(json_answer(model_metadata(m)));
+    });
+    route("GET", (model + "/ready").c_str(), [s](HttpRequest&, const PathParams& p, const Reply& reply) {
+      const ServedModel& m = versioned_model(*s, p);
+      reply.model(m.name);
+      reply(readiness({{"name", m.name}}, m.ready));
+    }, true);
+    route("POST", (model + "/infer").c_str(), [s](HttpRequest& req, const PathParams& p, const Reply& reply) {
+      infer(*s, req, p, reply);
+    });
+  }
   route("POST", "/v2/repository/index", [s](HttpRequest& req, const PathParams&, const Reply& reply) {
     reply(repository_index(*s, req));
   });

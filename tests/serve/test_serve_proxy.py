@@ -2,8 +2,8 @@
 with GET's headers and never a body, on a kept-alive connection whose next answer stays intact; health checks and
 metrics answered past --max-connections while other requests get 503; work whose client went away before its pass
 dropped unrun; the request deadline answering 408 (request not yet whole) or 503 (not yet answered) instead of a bare
-close; unknown transfer codings refused with 501; CORS off unless --cors-origin names the page's origin. Raw sockets
-where the bytes on the wire are the point."""
+close; unknown transfer codings refused with 501; CORS off unless --cors-origin names the page's origin; KServe's
+version paths. Raw sockets where the bytes on the wire are the point."""
 import json
 import socket
 import subprocess
@@ -245,3 +245,21 @@ def test_cors_is_off_by_default_and_answers_the_origins_named(serve):
         p = subprocess.run([VIT_BINARY, "serve", "-m", str(DEIT), "--cors-origin", bad], capture_output=True, text=True,
                            timeout=60)
         assert p.returncode == 2 and f"--cors-origin '{bad}': not an origin" in p.stderr, (bad, p.stderr)
+
+
+def test_kserve_version_paths(serve):
+    """The one version each model's metadata lists, "1", has its paths: metadata, readiness and infer answer as the
+    model's own; another version is a 404 naming it."""
+    s = serve()
+    base = f"{s.url}/v2/models/{NAME}"
+    assert requests.get(base + "/versions/1", timeout=10).json() == requests.get(base, timeout=10).json()
+    assert requests.get(base + "/versions/1/ready", timeout=10).json() == {"name": NAME, "ready": True}
+    pixels = {"inputs": [{"name": "pixel_values", "datatype": "FP32", "shape": [1, 3, 224, 224], "data": [0.0] * 150528}]}
+    r = requests.post(base + "/versions/1/infer", json=pixels, timeout=60)
+    assert r.status_code == 200 and r.json()["model_name"] == NAME and r.json()["model_version"] == "1", r.text[:300]
+    for path in ("/versions/2", "/versions/2/ready", "/versions/0/infer"):
+        if path.endswith("infer"):
+            r = requests.post(base + path, json=pixels, timeout=10)
+        else:
+            r = requests.get(base + path, timeout=10)
+        assert r.status_code == 404 and "has no version" in r.json()["error"], (path, r.text)
