@@ -155,9 +155,11 @@ void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
       }
     if (reply.wanted()) service.images_done(m, int64_t(es.size()), 0);
     json data = json::array();
-    for (size_t i = 0; i < es.size(); ++i)
+    int64_t tokens = 0;  // the image tokens the model ran (a NaFlex image: its own grid's)
+    for (size_t i = 0; i < es.size(); ++i) {
       data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", embedding_json(es[i], base64)}});
-    const int64_t tokens = int64_t(es.size()) * m.info.tokens;  // the image tokens the model ran
+      tokens += es[i].sequence;
+    }
     reply(json_answer({{"object", "list"}, {"data", std::move(data)}, {"model", m.name},
                        {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}));
   }, req.wanted);
