@@ -395,6 +395,8 @@ def test_bad_flags_exit_2(serve):
                            (["--max-pixels", "9000000", "--max-queue-mp", "8"], "--max-queue-mp (8) must hold"),
                            (["--max-pixels", "0"], "--max-pixels"),
                            (["--host", "localhost.invalid"], "--host"),
+                           (["-m", "a\nb=" + str(DEIT)], 'the model name "a\\nb" holds a control character'),
+                           (["--name", "deit\x07"], '--name: the model name "deit\\u0007" holds a control character'),
                            (["--port", str(busy.port)], "cannot listen"),
                            (["--max-patches", "64"], "--max-patches applies to NaFlex models (timm's naflexvit_*, and "
                             "SigLIP towers vit_*_siglip_* made with use_naflex=True, their config.json saying model_args "
@@ -402,6 +404,8 @@ def test_bad_flags_exit_2(serve):
         r = subprocess.run([VIT_BINARY, "serve", "-m", str(photos()[0].parents[2] / "models" / NAME), *args],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and fragment in r.stderr, (args, r.stderr)
+        if "model name" in fragment:  # one line: the name's newline is shown escaped, never written raw
+            assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr
 
 
 def processes_in_session(sid):
