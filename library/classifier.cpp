@@ -186,6 +186,7 @@ struct Classifier::Impl {
         const float* v = (logits ? plan.logits() : plan.features()) + row * E;
         e.embedding.assign(v, v + E);
         if (o.normalize) unit_length(&e.embedding);
+        e.sequence = c.naflex ? plan.tokens_of(int64_t(row)) : c.tokens();
         if (o.tokens) e.tokens.assign(plan.tokens() + row * TD, plan.tokens() + (row + 1) * TD);
       }
     }, between);

@@ -8,6 +8,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -38,6 +39,7 @@ struct ServeOptions {
   HttpLimits http;
   int max_batch = 16, max_delay_ms = 0, max_queue = 256, max_queue_mp = 64, max_inputs = 256;
   int64_t max_pixels = 40'000'000;
+  std::vector<std::string> cors_origins;  // pages of these origins may call the server ("*": any)
 };
 
 // The bound on the server's memory (docs/SERVING.md), in MiB: what it holds when ready (the model, its
@@ -69,7 +71,20 @@ sigset_t shutdown_signals() {
   return set;
 }
 
+// An origin as a browser sends it: scheme://host[:port], nothing after; or "*".
+void check_origin(const std::string& origin) {
+  const size_t sep = origin.find("://");
+  const bool ok = origin == "*" ||
+                  (sep != std::string::npos && sep > 0 && sep + 3 < origin.size() &&
+                   origin.find_first_of("/?#", sep + 3) == std::string::npos &&
+                   std::all_of(origin.begin(), origin.end(), [](char c) { return c > ' ' && c < 0x7f; }));
+  if (!ok)
+    throw Error("--cors-origin '" + origin + "': not an origin; give one as the browser sends it, "
+                "scheme://host[:port] (http://localhost:3000), or * for any");
+}
+
 void check_options(const ServeOptions& o) {
+  for (const std::string& origin : o.cors_origins) check_origin(origin);
   if (o.max_queue < o.max_batch)
     throw Error("--max-queue (" + std::to_string(o.max_queue) + ") must hold at least --max-batch (" +
                 std::to_string(o.max_batch) + ") images");
@@ -208,7 +223,8 @@ std::unique_ptr<Server> make_server(const ServeOptions& o) {
   add_kserve_routes(*s->service, &routes);
   s->router = std::make_unique<Router>(std::move(routes), s->metrics,
                                        "GET / (the page), POST /v1/classify, /v1/explain, /v1/embeddings, GET /v1/models, /metrics, KServe v2 under "
-                                       "/v2: /v2/health/live, /v2/health/ready, /v2/models/NAME[/ready|/infer]");
+                                       "/v2: /v2/health/live, /v2/health/ready, /v2/models/NAME[/versions/1][/ready|/infer]",
+                                       o.cors_origins);
   s->http = std::make_unique<HttpServer>(o.http, *s->router);
   const HttpServer* http = s->http.get();
   using Kind = Metrics::Kind;
@@ -325,7 +341,12 @@ void add_serve_command(CLI::App& app, Prepare* prepare) {
   add_number_option(cmd, "--timeout-s", &o->http.timeout_s, 1, 86400,
                     "total time for one request: reading it, answering it and writing the answer");
   add_number_option(cmd, "--max-connections", &o->http.max_connections, 1, 1 << 20,
-                    "open connections at most; past it, a new one gets 503 and is closed");
+                    "open connections at most; past it, a new one is answered only for health checks and /metrics, "
+                    "anything else gets 503, and it is closed");
+  cmd->add_option("--cors-origin", o->cors_origins,
+                  "ORIGIN whose pages may call the server from a browser (scheme://host[:port], or * for any); "
+                  "repeat for several. Off by default: only pages the server answers itself")
+      ->type_name("ORIGIN");
   add_number_option(cmd, "--http-threads", &o->http.threads, 1, 64, "threads reading and writing HTTP");
   cmd->callback([o, prepare] { *prepare = [o] { return prepare_serve(*o); }; });
 }

@@ -126,6 +126,7 @@ struct Embedding {
   std::string error;             // empty when it worked
   std::vector<float> embedding;  // [E]
   std::vector<float> tokens;     // [T, D] with EmbedOptions::tokens
+  int64_t sequence = 0;          // the tokens it ran as: prefix tokens and patches (a NaFlex image: its own grid's)
 };
 
 // Called by a long call between its batches (never while a forward pass runs): return false to stop the
