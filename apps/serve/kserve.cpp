@@ -107,8 +107,10 @@ InferRequest answer_spec(const InferRequest& r) {
   return spec;
 }
 
-void infer(Service& service, HttpRequest& req, const PathParams& params, const Reply& reply) {
-  ServedModel& m = service.model(params.at("name"));
+}  // namespace
+
+void kserve_infer(Service& service, const std::string& model, HttpRequest& req, const Reply& reply) {
+  ServedModel& m = service.model(model);
   reply.model(m.name);
   InferRequest r = parse_infer(req, m, service.options().max_queue);
   const bool classes = r.wants_classes(), embedding = r.wants(InferOutput::Embedding);
@@ -168,6 +170,8 @@ json model_metadata(const ServedModel& m) {
   return {{"name", m.name}, {"versions", json::array({"1"})}, {"platform", "vit"}, {"inputs", io}, {"outputs", out}};
 }
 
+namespace {
+
 // {"ready": ...}, 503 until ready.
 HttpResponse readiness(json body, bool ready) {
   body["ready"] = ready;
@@ -224,7 +228,7 @@ void add_kserve_routes(Service& service, std::vector<Route>* routes) {
     reply(readiness({{"name", m.name}}, m.ready));
   });
   route("POST", "/v2/models/{name}/infer", [s](HttpRequest& req, const PathParams& p, const Reply& reply) {
-    infer(*s, req, p, reply);
+    kserve_infer(*s, p.at("name"), req, reply);
   });
   route("POST", "/v2/repository/index", [s](HttpRequest& req, const PathParams&, const Reply& reply) {
     reply(repository_index(*s, req));
