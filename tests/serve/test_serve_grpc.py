@@ -323,7 +323,7 @@ def test_grpc_sigterm_drains(clients):
     s, g, _ = clients()
     results = []
     for _ in range(8):
-        g.async_infer(NAME, [image_input(grpcclient, photos()[:4])], lambda r, e: results.append(e), client_timeout=60)
+        g.async_infer(NAME, [image_input(grpcclient, photos()[:4])], lambda result, error: results.append(error), client_timeout=60)
     wait_for_metric(s.url, ("vit_body_bytes_held", ()), lambda v: v > 0, "no call arrived", 30)
     s.signal()
     assert s.wait(60) == 0
