@@ -37,8 +37,9 @@ cores=$(nproc)
 threads=$(( cores / n > 0 ? cores / n : 1 ))
 
 declare -A replica_of  # pid -> replica number
-start_replica() {
-  local i=$1 lo=$(( ((i - 1) * threads) % cores ))
+start_replica() {  # i, then the extra vit serve flags
+  local i=$1 lo=$(( (($1 - 1) * threads) % cores ))
+  shift
   taskset -c "$lo-$(( lo + threads - 1 ))" "$vit" serve -m "$model" --host "$host" --port $(( first + i - 1 )) \
     --threads "$threads" --drain-grace-s "$grace" "$@" 2>> "$run_dir/replica-$i.log" &
   replica_of[$!]=$i
@@ -51,18 +52,17 @@ start_replica() {
   for i in $(seq 1 "$n"); do echo "    server r$i $host:$(( first + i - 1 ))"; done
 } > "$run_dir/backend.cfg"
 for i in $(seq 1 "$n"); do start_replica "$i" "$@"; done
-VIT_LB_HOST=$host VIT_LB_PORT=$port VIT_RUN_DIR=$run_dir haproxy -db -f "$here/haproxy.cfg" -f "$run_dir/backend.cfg" \
-  2>> "$run_dir/haproxy.log" &
-haproxy_pid=$!
-echo $haproxy_pid > "$run_dir/haproxy.pid"
+haproxy_pid=""
 
 stopping=0
 stop_all() {
   stopping=1
   for pid in "${!replica_of[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   wait "${!replica_of[@]}" 2>/dev/null || true
-  kill -TERM "$haproxy_pid" 2>/dev/null || true
-  wait "$haproxy_pid" 2>/dev/null || true
+  if [ -n "$haproxy_pid" ]; then
+    kill -TERM "$haproxy_pid" 2>/dev/null || true
+    wait "$haproxy_pid" 2>/dev/null || true
+  fi
   echo "replicas.sh: stopped" >&2
   exit "${1:-0}"
 }
@@ -74,7 +74,16 @@ for i in $(seq 1 "$n"); do
     sleep 0.2
   done
 done
-echo "replicas.sh: $n replicas of $threads threads ready behind http://$host:$port (run folder $run_dir)" >&2
+# HAProxy once the replicas are ready: a server starts UP and stays so while its checks pass.
+VIT_LB_HOST=$host VIT_LB_PORT=$port VIT_RUN_DIR=$run_dir haproxy -db -f "$here/haproxy.cfg" -f "$run_dir/backend.cfg" \
+  2>> "$run_dir/haproxy.log" &
+haproxy_pid=$!
+echo $haproxy_pid > "$run_dir/haproxy.pid"
+until curl -sf -o /dev/null "http://$host:$port/v2/health/ready"; do
+  kill -0 "$haproxy_pid" 2>/dev/null || { echo "replicas.sh: HAProxy did not start: $(tail -n 3 "$run_dir/haproxy.log")" >&2; stop_all 1; }
+  sleep 0.2
+done
+echo "replicas.sh: $n replicas ($threads threads each) ready behind http://$host:$port (run folder $run_dir)" >&2
 
 while [ $stopping = 0 ]; do
   status=0

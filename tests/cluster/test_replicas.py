@@ -27,7 +27,7 @@ def replicas(tmp_path):
                "--first-port", str(first), "--run-dir", str(run), "--drain-grace-s", "3"],
               env=env, pid_files=[run / "replica-1.pid", run / "replica-2.pid", run / "haproxy.pid"])
     try:
-        g.wait_for("replicas ready behind", 180)
+        g.wait_for(") ready behind", 180)
         g.url, g.run = f"http://127.0.0.1:{lb}", run
         yield g
     finally:
@@ -35,16 +35,27 @@ def replicas(tmp_path):
         print(f"replicas.sh exit {code}; its log:\n{g.text()[-2000:]}")
 
 
-def wait_status(run, server, want, timeout):
-    """Waits until HAProxy has the server `want`: "UP", or "DOWN" (it was marked down since the test began,
-    however briefly: the script may have started it again already)."""
+def down_count(run, server):
+    return int(haproxy_stat(run / "haproxy.sock")[server]["chkdown"])
+
+
+def wait_status(run, server, want, timeout, downs=None):
+    """Waits until HAProxy has the server `want`: "UP", or "DOWN": marked down more often than `downs` times
+    (however briefly: the script may have started it again already)."""
     deadline = time.monotonic() + timeout
     while True:
         row = haproxy_stat(run / "haproxy.sock")[server]
-        if (want == "DOWN" and int(row["chkdown"]) > 0) or row["status"] == want:
+        if (want == "DOWN" and int(row["chkdown"]) > downs) or (want == "UP" and row["status"] == "UP"):
             return time.monotonic()
         assert time.monotonic() < deadline, f"{server} is {row['status']}, not {want}, after {timeout} s"
         time.sleep(0.05)
+
+
+def retried(run):
+    """The requests HAProxy's log shows retried on another replica (the last of its five connection counts,
+    "+N" when redispatched)."""
+    lines = [l.split() for l in (run / "haproxy.log").read_text().splitlines() if '"POST ' in l]
+    return sum(1 for f in lines if len(f) > 10 and f[10].split("/")[-1].startswith("+"))
 
 
 def report(what, load, marks):
@@ -74,9 +85,10 @@ def test_sigkill_replica_no_request_fails(replicas):
     try:
         t0 = time.monotonic()
         time.sleep(3)
+        downs = down_count(run, "r1")  # its warm-up counted already
         t_kill = time.monotonic()
         os.kill(int((run / "replica-1.pid").read_text()), signal.SIGKILL)
-        t_down = wait_status(run, "r1", "DOWN", 15)
+        t_down = wait_status(run, "r1", "DOWN", 15, downs)
         t_up = wait_status(run, "r1", "UP", 120)
         time.sleep(4)
         t_end = time.monotonic()
@@ -85,11 +97,14 @@ def test_sigkill_replica_no_request_fails(replicas):
     failed, sent = report("SIGKILL of replica r1 under 4 clients", load,
                           [("before the kill", t0), ("kill to marked down", t_kill), ("down to back up", t_down),
                            ("after it rejoined", t_up), ("", t_end)])
-    assert sent > 50 and not failed, failed[:5]
+    print(f"  requests HAProxy retried on the other replica: {retried(run)}")
+    assert sent > 20 and not failed, failed[:5]
+    assert retried(run) > 0  # the requests in flight to it, and those sent before it was marked down
     _, _, after = load.count(t_up, t_end)
     assert after["r1"] > 0 and after["r2"] > 0, after  # it rejoined and takes requests again
-    _, _, down = load.count(t_down + 0.5, t_up)
-    assert down["r1"] == 0, down  # nothing sent to it while marked down
+    # Nothing answered by it while it was down (bar the second around its return that polling takes to see).
+    _, _, down = load.count(t_down + 0.5, t_up - 1.5)
+    assert down["r1"] == 0, down
     assert "replica 1 ended" in replicas.text()
 
 
@@ -100,9 +115,10 @@ def test_sigterm_replica_drains(replicas):
         t0 = time.monotonic()
         time.sleep(3)
         pid = int((run / "replica-2.pid").read_text())
+        downs = down_count(run, "r2")
         t_term = time.monotonic()
         os.kill(pid, signal.SIGTERM)
-        t_down = wait_status(run, "r2", "DOWN", 15)
+        t_down = wait_status(run, "r2", "DOWN", 15, downs)
         deadline = time.monotonic() + 60
         while os.path.exists(f"/proc/{pid}") and "replica 2 drained" not in replicas.text():
             assert time.monotonic() < deadline, "replica 2 never stopped"
@@ -115,7 +131,8 @@ def test_sigterm_replica_drains(replicas):
     failed, sent = report("SIGTERM of replica r2 under 4 clients (--drain-grace-s 3)", load,
                           [("before SIGTERM", t0), ("SIGTERM to marked down", t_term),
                            ("down to stopped", t_down), ("after it stopped", t_gone), ("", t_end)])
-    assert sent > 50 and not failed, failed[:5]
+    print(f"  requests HAProxy retried on the other replica: {retried(run)}")
+    assert sent > 20 and not failed, failed[:5]
     _, _, grace = load.count(t_term, t_down)
     assert grace["r2"] > 0, grace  # still serving while its readiness said 503
     _, _, after = load.count(t_gone, t_end)
