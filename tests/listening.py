@@ -59,6 +59,17 @@ def descendants(pid):
     return out
 
 
+def loopback(address):
+    a = ipaddress.ip_address(address)
+    mapped = getattr(a, "ipv4_mapped", None)  # ::ffff:127.0.0.1, as a dual-stack socket shows it
+    return a.is_loopback or bool(mapped and mapped.is_loopback)
+
+
 def not_loopback(addresses):
     """The (address, port) pairs that are not on a loopback address."""
-    return {(a, p) for a, p in addresses if not ipaddress.ip_address(a).is_loopback}
+    return {(a, p) for a, p in addresses if not loopback(a)}
+
+
+def interfaces():
+    """The network interfaces of this process's network namespace."""
+    return [l.split(":")[0].strip() for l in pathlib.Path("/proc/net/dev").read_text().splitlines()[2:]]

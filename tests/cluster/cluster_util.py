@@ -15,7 +15,7 @@ import requests
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from listening import descendants, listening, not_loopback  # noqa: E402,F401
+from listening import descendants, interfaces, listening, not_loopback  # noqa: E402,F401
 from shared_data import DEIT, PHOTOS, REPO, VIT_BINARY, require, require_shared_data  # noqa: E402,F401
 
 

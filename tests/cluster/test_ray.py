@@ -1,10 +1,10 @@
 """Ray on a local cluster of two nodes on loopback (`ray start --head --node-ip-address 127.0.0.1` and a second
-`ray start --address`, one CPU and a small object store each): README's Ray Data example, run exactly as README
+`ray start --address`, two CPUs and a small object store each): README's Ray Data example, run exactly as README
 writes it (its model shipped as the job's working_dir), gives the rows `vit classify --json` gives; deploy/ray's
 Ray Serve application answers as `vit serve`'s /v1/classify does and scales to two replicas under load; nothing
 of the cluster listens beyond loopback. Every Ray process the test started is ended on every path (by the pids
 of its `ray start --block` sessions and of the processes under its own temporary folder). CTest labels ray,
-cluster, slow."""
+cluster, slow; CTest runs it in a network namespace of its own, holding only loopback (tests/CMakeLists.txt)."""
 import json
 import os
 import pathlib
@@ -19,8 +19,8 @@ import time
 import pytest
 import requests
 
-from cluster_util import (DEIT, PHOTOS, REPO, VIT_BINARY, Group, descendants, free_ports, listening, not_loopback,
-                          require, require_shared_data)
+from cluster_util import (DEIT, PHOTOS, REPO, VIT_BINARY, Group, descendants, free_ports, interfaces, listening,
+                          not_loopback, require, require_shared_data)
 
 BIN = pathlib.Path(sys.executable).parent  # .venv/bin: ray, serve
 PHOTO_COUNT = 24
@@ -42,13 +42,18 @@ def ours(folder):
 @pytest.fixture(scope="module")
 def cluster():
     require_shared_data()
+    # Ray takes --node-ip-address 127.0.0.1 for the machine's own address when it has another, and then listens
+    # on every interface: CTest runs this file in a network namespace holding only loopback (unshare).
+    assert interfaces() == ["lo"], (f"interfaces {interfaces()}: run this through CTest (ctest -L ray), which gives "
+                                    "it a network namespace of its own with loopback only")
     require(shutil.which("ray", path=str(BIN)), f"Ray is not installed in {BIN} (scripts/setup.sh installs it)")
     require(subprocess.run([sys.executable, "-c", "import vit"], capture_output=True).returncode == 0,
             "the vit Python module does not import (PYTHONPATH: the build tree's python/)")
     tmp = tempfile.mkdtemp(prefix="vit-ray-", dir="/tmp")  # short: Ray's socket paths live under it
     (gcs, client), head_workers, node_workers = free_ports(2), free_ports(40), free_ports(40)
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_DEDUP_LOGS="0")
-    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(96 << 20),
+    # Two CPUs a node: README's example runs two actors of one CPU and its reading tasks beside them.
+    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "2", "--object-store-memory", str(96 << 20),
               "--disable-usage-stats", "--block"]
     nodes = []
     try:
@@ -108,8 +113,11 @@ def test_ray_data_readme_example(cluster, tmp_path):
     shutil.copytree(DEIT, job / "weights" / DEIT.name)
     (job / "example.py").write_text(readme_ray_example())
     t0 = time.monotonic()
-    run = subprocess.run([sys.executable, "example.py"], cwd=job, env=cluster["env"], capture_output=True, text=True,
-                         timeout=900)
+    try:
+        run = subprocess.run([sys.executable, "example.py"], cwd=job, env=cluster["env"], capture_output=True,
+                             text=True, timeout=600)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"README's example did not finish in 600 s:\n{(e.stderr or b'')[-5000:].decode()}")
     assert run.returncode == 0, run.stderr[-5000:]
     print(f"\nREADME's Ray Data example on two nodes: {PHOTO_COUNT + 1} files in {time.monotonic() - t0:.1f} s")
     rows = [json.loads(l) for f in sorted((job / "labels").glob("*.json")) for l in f.read_text().splitlines()]
