@@ -66,8 +66,12 @@ def loopback(address):
 
 
 def not_loopback(addresses):
-    """The (address, port) pairs that are not on a loopback address."""
-    return {(a, p) for a, p in addresses if not loopback(a)}
+    """The (address, port) pairs reachable beyond loopback: on another address, or on the wildcard address
+    (0.0.0.0, ::) in a network namespace that has an interface besides loopback (in one holding only `lo`, a
+    wildcard socket is reached through loopback alone)."""
+    only_lo = interfaces() == ["lo"]
+    return {(a, p) for a, p in addresses
+            if not loopback(a) and not (only_lo and ipaddress.ip_address(a).is_unspecified)}
 
 
 def interfaces():

@@ -10,7 +10,7 @@
 #
 # Clients connect to 127.0.0.1:--port; replica i (from 1) listens on 127.0.0.1:(--first-port + i - 1). Each
 # replica's pid is in DIR/replica-I.pid, HAProxy's admin socket at DIR/haproxy.sock (`show stat`). The vit
-# binary is $VIT, else build/vit of this repository, else `vit` on PATH.
+# binary is $VIT, else build/vit of this repository.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 n=2 model="" port=8080 first=8081 run_dir="" grace=3 host=127.0.0.1
@@ -30,7 +30,7 @@ done
 [[ "$n" =~ ^[1-9][0-9]?$ ]] || { echo "$0: -n: '$n' is not a number of replicas from 1 to 99" >&2; exit 2; }
 [ -n "$model" ] || usage
 vit="${VIT:-$here/../../build/vit}"
-[ -x "$vit" ] || vit="$(command -v vit)" || { echo "$0: no vit binary (set VIT)" >&2; exit 2; }
+[ -x "$vit" ] || { echo "$0: no vit binary at $vit (set VIT to it)" >&2; exit 2; }
 run_dir="${run_dir:-$(mktemp -d)}"
 mkdir -p "$run_dir"
 cores=$(nproc)

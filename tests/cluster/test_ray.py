@@ -46,7 +46,7 @@ def cluster():
     # on every interface: CTest runs this file in a network namespace holding only loopback (unshare).
     assert interfaces() == ["lo"], (f"interfaces {interfaces()}: run this through CTest (ctest -L ray), which gives "
                                     "it a network namespace of its own with loopback only")
-    require(shutil.which("ray", path=str(BIN)), f"Ray is not installed in {BIN} (scripts/setup.sh installs it)")
+    require((BIN / "ray").exists(), f"Ray is not installed in {BIN} (scripts/setup.sh installs it)")
     require(subprocess.run([sys.executable, "-c", "import vit"], capture_output=True).returncode == 0,
             "the vit Python module does not import (PYTHONPATH: the build tree's python/)")
     tmp = tempfile.mkdtemp(prefix="vit-ray-", dir="/tmp")  # short: Ray's socket paths live under it
@@ -145,21 +145,24 @@ def serve_status(cluster):
 
 
 def test_ray_serve_equals_vit_serve(cluster, tmp_path):
-    """deploy/ray's application run with `serve run serve.yaml` from a folder holding vit_ray/ and the model: its
+    """deploy/ray's application run with `serve run` from a folder holding vit_ray/ and the model: its
     answers equal `vit serve`'s /v1/classify (indices and labels, probabilities within 1e-6), a broken image is
     400 from both, and under 8 clients it runs two replicas, one on each node."""
     serve_port, vit_port = free_ports(2)
     job = tmp_path / "serve"
     shutil.copytree(REPO / "deploy" / "ray" / "vit_ray", job / "vit_ray")
     shutil.copytree(DEIT, job / DEIT.name)
-    config = (REPO / "deploy" / "ray" / "serve.yaml").read_text().replace("port: 8000", f"port: {serve_port}")
-    (job / "serve.yaml").write_text(config)
-    app = Group([str(BIN / "serve"), "run", "--address", cluster["address"], "serve.yaml"], env=cluster["env"], cwd=job)
+    start = subprocess.run([str(BIN / "serve"), "start", "--address", cluster["address"], "--http-host", "127.0.0.1",
+                            "--http-port", str(serve_port)], env=cluster["env"], capture_output=True, text=True,
+                           timeout=300)
+    assert start.returncode == 0, start.stderr[-3000:]
+    app = Group([str(BIN / "serve"), "run", "--address", cluster["address"], "--working-dir", ".", "--name", "vit",
+                 "vit_ray.app:build", f"model={DEIT.name}", "threads=1"], env=cluster["env"], cwd=job)
     server = Group([VIT_BINARY, "serve", "-m", str(DEIT), "--port", str(vit_port)])
     try:
         server.wait_for("vit serve: ready", 120)
         url = f"http://127.0.0.1:{serve_port}/"
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 180
         while True:
             try:
                 if requests.get(f"http://127.0.0.1:{serve_port}/-/routes", timeout=5).json().get("/") == "vit":
@@ -206,7 +209,12 @@ def test_ray_serve_equals_vit_serve(cluster, tmp_path):
 
 
 def test_cluster_listens_on_loopback_only(cluster):
+    """Every port of every process of the cluster is on loopback: on 127.0.0.1 (Ray's own servers, its node
+    address being loopback), or on the wildcard address within this loopback-only namespace."""
     pids = cluster_pids(cluster)
     ports = listening(pids)
+    wildcard = sorted((a, p) for a, p in ports if a in ("0.0.0.0", "::"))
+    print(f"\n{len(pids)} processes of the cluster listen on {len(ports)} ports, {len(wildcard)} of them on the "
+          f"wildcard address (loopback only here): {wildcard}")
     assert len(pids) > 4 and ports, (pids, ports)
     assert not not_loopback(ports), f"listening beyond loopback: {sorted(not_loopback(ports))}"

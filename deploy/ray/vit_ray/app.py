@@ -1,10 +1,13 @@
-"""The Ray Serve application of deploy/ray/serve.yaml: replicas of one vit.Classifier each, loaded once from the
-model folder shipped in the application's working_dir, answering POST / (the image as the body; ?topk=K) with
+"""A Ray Serve application of vit.Classifier: replicas of one Classifier each, loaded once from the model folder
+shipped in the application's working_dir, answering POST / (the image as the body; ?topk=K) with
 {"top": [{"index", "label", "prob"}, ...]} as `vit serve`'s /v1/classify does, or 400 with {"error": ...}
 naming what is wrong with the image. Ray Serve adds replicas while each has more than target_ongoing_requests
-requests under way, up to max_replicas (a CPU each: --threads 1)."""
-import json
+requests under way, up to max_replicas (a CPU each: threads 1). From a folder holding vit_ray/ and the model:
 
+    serve start --address HEAD:6379 --http-host 127.0.0.1 --http-port 8000
+    serve run --address HEAD:6379 --working-dir . --name vit vit_ray.app:build model=deit_tiny_patch16_224.fb_in1k threads=1
+
+`vit` itself must import on every node (the wheel installed there, or runtime_env pip)."""
 from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -31,5 +34,5 @@ class Classifier:
 
 
 def build(args):
-    """The application from serve.yaml's args: model (a folder in the working_dir) and threads."""
+    """The application from `serve run`'s arguments: model (a folder in the working_dir) and threads."""
     return Classifier.bind(args["model"], int(args.get("threads", 1)))
