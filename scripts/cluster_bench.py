@@ -71,8 +71,10 @@ def protocols(clients, seconds):
         http_port, grpc_port = re.search(r"http://127\.0\.0\.1:(\d+),.*gRPC at 127\.0\.0\.1:(\d+),", line).groups()
         while requests.get(f"http://127.0.0.1:{http_port}/v2/health/ready", timeout=5).status_code != 200:
             time.sleep(0.1)
-        h = [httpclient.InferenceServerClient(f"127.0.0.1:{http_port}") for _ in range(clients)]
-        g = [grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}") for _ in range(clients)]
+        # A client per thread, made afresh for each run (a kept-alive connection idle through the other
+        # protocol's run may have been closed by the server meanwhile).
+        made = {"HTTP": lambda: httpclient.InferenceServerClient(f"127.0.0.1:{http_port}"),
+                "gRPC": lambda: grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")}
 
         def infer(module, client, body):
             inp = module.InferInput("image", [1], "BYTES")
@@ -82,14 +84,17 @@ def protocols(clients, seconds):
             client.infer(NAME, [inp], outputs=[out], parameters={"topk": 5})
 
         results = {}
-        for label, module, cs in (("HTTP", httpclient, h), ("gRPC", grpcclient, g), ("HTTP", httpclient, h),
-                                  ("gRPC", grpcclient, g)):
+        for label, module in (("HTTP", httpclient), ("gRPC", grpcclient)) * 2:
+            cs = [made[label]() for _ in range(clients)]
             r = run_clients(clients, seconds, lambda i, body: infer(module, cs[i], body))
+            for c in cs:
+                c.close()
             results.setdefault(label, []).append(r)
             print(f"{label:5} {clients} clients: {r[0]:7.1f} images/s  p50 {r[1]:6.1f} ms  p99 {r[2]:6.1f} ms  "
                   f"errors {r[3]}", flush=True)
         best = {k: max(v) for k, v in results.items()}
-        print(f"gRPC / HTTP: {best['gRPC'][0] / best['HTTP'][0]:.3f} (the better of two runs each)")
+        print(f"gRPC / HTTP: {best['gRPC'][0] / best['HTTP'][0]:.3f} (the better of two runs each); load average "
+              f"now {os.getloadavg()[0]:.1f}")
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
@@ -136,6 +141,7 @@ def replicas(clients, seconds):
                 os.killpg(g.pid, signal.SIGKILL)
                 g.wait(30)
     print(f"2 replicas / 1: {rates[2] / rates[1]:.3f}")
+    print(f"load average now: {os.getloadavg()[0]:.1f} (other processes share these cores)")
 
 
 def main():
