@@ -1,8 +1,8 @@
 // `vit serve`: its flags, start-up and shutdown. Loads the models (model_flags.h), builds the route table
-// (v1.h, openai.h, kserve.h) over the served models (models.h) and the connections (http_server.h), warms
-// every batch size up, and prints the memory bound. SIGINT, SIGTERM and SIGHUP are taken by one sigwait thread (every other thread
+// (v1.h, openai.h, kserve.h) over the served models (models.h) and the connections (http_server.h), starts
+// KServe over gRPC with --grpc-port (grpc_server.h), warms every batch size up, and prints the memory bound. SIGINT, SIGTERM and SIGHUP are taken by one sigwait thread (every other thread
 // keeps them blocked): the server stops accepting, answers what it has read, and exits 0; a second SIGINT
-// exits at once.
+// exits at once. With --drain-grace-s, SIGTERM and SIGHUP first make readiness 503 for that long.
 #include <malloc.h>
 #include <pthread.h>
 
@@ -268,7 +268,8 @@ int run(Server& s) {
   std::fprintf(stderr,
                "vit serve: %s at http://%s,%s max batch %d, max delay %d ms, queue %d images and %d MP, body %d MB, "
                "bodies %d MB, image %lld pixels, inputs %d, timeout %d s, %d connections, %d threads%s\n",
-               models.c_str(), s.address.c_str(), s.grpc ? (" KServe gRPC at " + s.grpc_address + ",").c_str() : "", o.max_batch, o.max_delay_ms, o.max_queue, o.max_queue_mp,
+               models.c_str(), s.address.c_str(), s.grpc ? (" KServe gRPC at " + s.grpc_address + ",").c_str() : "",
+               o.max_batch, o.max_delay_ms, o.max_queue, o.max_queue_mp,
                o.http.max_body_mb, o.http.max_bodies_mb, (long long)o.max_pixels, o.max_inputs, o.http.timeout_s,
                o.http.max_connections, set_threads(0), s.compute && s.service->models().size() > 1 ? ", the models' passes taking turns" : "");
   std::fflush(stderr);

@@ -331,3 +331,13 @@ def test_grpc_sigterm_drains(clients):
     while len(results) < 8 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(results) == 8 and all(e is None for e in results), results
+
+
+def test_grpc_port_taken(clients):
+    """A --grpc-port already in use stops start-up with status 2 naming the address, as a busy --port does."""
+    import subprocess
+    from conftest import DEIT, VIT_BINARY
+    s, _, _ = clients()
+    r = subprocess.run([VIT_BINARY, "serve", "-m", str(DEIT), "--port", "0", "--grpc-port", str(s.grpc_port)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{s.grpc_port} for gRPC (--grpc-port)" in r.stderr, r.stderr
