@@ -5,6 +5,7 @@ HorizontalPodAutoscaler and ConfigMap) and against a real `vit serve` started wi
 (every probe path answers 200); deliberately broken manifests fail, each naming its problem. The Containerfile's
 steps run as written (deploy/container.sh: apt-get simulated, the build and install real), every library the
 installed binary links is in its runtime packages, and its entry point serves. CTest label cluster."""
+import json
 import os
 import pathlib
 import re
@@ -34,30 +35,14 @@ def test_shipped_manifests_are_valid():
     assert r.stdout.count(": valid") == 3 and "InferenceService vit" in r.stdout
 
 
-BROKEN = {
-    "wrong probe path": ("inferenceservice.yaml", "path: /v2/health/ready", "path: /healthz",
-                         "readinessProbe.httpGet.path: '/healthz' answers 404, not 200"),
-    "missing container name": ("inferenceservice.yaml", "- name: kserve-container\n        image:", "- image:",
-                               "containers[0].name: V1Container: Field required"),
-    "wrong field type": ("inferenceservice.yaml", "containerPort: 8080", 'containerPort: "8080"',
-                         "ports[0].containerPort: '8080' is a str, expected int"),
-    "unknown field": ("inferenceservice.yaml", "readinessProbe:", "readynessProbe:",
-                      "V1Container has no field 'readynessProbe'"),
-    "probe on the gRPC port": ("inferenceservice.yaml", "path: /v2/health/live\n            port: 8080",
-                               "path: /v2/health/live\n            port: 8081",
-                               "livenessProbe.httpGet.port: 8081 is not vit serve's HTTP port (8080, --port)"),
-    "two ports, serverless": ("inferenceservice.yaml", "deploymentMode: RawDeployment", "deploymentMode: Serverless",
-                              "need serving.kserve.io/deploymentMode: RawDeployment"),
-    "HPA metric the adapter lacks": ("hpa.yaml", "name: vit_queue_depth", "name: vit_queue_length",
-                                     "pods metric 'vit_queue_length' is not one the Prometheus adapter serves"),
-    "HPA replicas as text": ("hpa.yaml", "minReplicas: 1", "minReplicas: one",
-                             "spec.minReplicas: 'one' is a str, expected int"),
-}
+# Each case: the shipped manifest `file` with `replace` replaced by `with`, and the `message` validate.py must give.
+BROKEN = {c["case"]: c for c in json.loads((pathlib.Path(__file__).parent / "broken_manifests.json").read_text())}
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
 def test_broken_manifest_fails(case, tmp_path):
-    name, old, new, message = BROKEN[case]
+    c = BROKEN[case]
+    name, old, new, message = c["file"], c["replace"], c["with"], c["message"]
     files = []
     for f in MANIFESTS:
         text = f.read_text()

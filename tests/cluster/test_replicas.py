@@ -79,21 +79,32 @@ def test_loopback_only(replicas):
     assert len(ports) >= 3 and not not_loopback(ports), ports
 
 
-def test_sigkill_replica_no_request_fails(replicas):
+def under_load(replicas, server, sig, then):
+    """Four clients post photos through the balancer; 3 s in, `sig` goes to replica `server` (r1, r2), which
+    HAProxy must mark down; then(pid) waits for what follows; 4 s more of load. Returns the Load and the times
+    (start, signal, marked down, then() returned, end)."""
     run = replicas.run
     load = Load(replicas.url, clients=4)
     try:
         t0 = time.monotonic()
         time.sleep(3)
-        downs = down_count(run, "r1")  # its warm-up counted already
-        t_kill = time.monotonic()
-        os.kill(int((run / "replica-1.pid").read_text()), signal.SIGKILL)
-        t_down = wait_status(run, "r1", "DOWN", 15, downs)
-        t_up = wait_status(run, "r1", "UP", 120)
+        pid = int((run / f"replica-{server[1:]}.pid").read_text())
+        downs = down_count(run, server)  # its warm-up counted already
+        t_sig = time.monotonic()
+        os.kill(pid, sig)
+        t_down = wait_status(run, server, "DOWN", 15, downs)
+        then(pid)
+        t_then = time.monotonic()
         time.sleep(4)
-        t_end = time.monotonic()
     finally:
         load.stop()
+    return load, (t0, t_sig, t_down, t_then, time.monotonic())
+
+
+def test_sigkill_replica_no_request_fails(replicas):
+    run = replicas.run
+    load, (t0, t_kill, t_down, t_up, t_end) = under_load(replicas, "r1", signal.SIGKILL,
+                                                         lambda pid: wait_status(run, "r1", "UP", 120))
     failed, sent = report("SIGKILL of replica r1 under 4 clients", load,
                           [("before the kill", t0), ("kill to marked down", t_kill), ("down to back up", t_down),
                            ("after it rejoined", t_up), ("", t_end)])
@@ -109,24 +120,14 @@ def test_sigkill_replica_no_request_fails(replicas):
 
 def test_sigterm_replica_drains(replicas):
     run = replicas.run
-    load = Load(replicas.url, clients=4)
-    try:
-        t0 = time.monotonic()
-        time.sleep(3)
-        pid = int((run / "replica-2.pid").read_text())
-        downs = down_count(run, "r2")
-        t_term = time.monotonic()
-        os.kill(pid, signal.SIGTERM)
-        t_down = wait_status(run, "r2", "DOWN", 15, downs)
+
+    def stopped(pid):
         deadline = time.monotonic() + 60
         while os.path.exists(f"/proc/{pid}") and "replica 2 drained" not in replicas.text():
             assert time.monotonic() < deadline, "replica 2 never stopped"
             time.sleep(0.1)
-        t_gone = time.monotonic()
-        time.sleep(3)
-        t_end = time.monotonic()
-    finally:
-        load.stop()
+
+    load, (t0, t_term, t_down, t_gone, t_end) = under_load(replicas, "r2", signal.SIGTERM, stopped)
     failed, sent = report("SIGTERM of replica r2 under 4 clients (--drain-grace-s 3)", load,
                           [("before SIGTERM", t0), ("SIGTERM to marked down", t_term),
                            ("down to stopped", t_down), ("after it stopped", t_gone), ("", t_end)])
