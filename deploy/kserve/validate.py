@@ -159,6 +159,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def probe_status(url, patience_s=60):
+    """The status a probe's path answers: 200, else the first other than 503 (a server still warming up answers
+    503 until ready, as a kubelet's repeated probes would see), or 503 after patience_s."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            status = urllib.request.urlopen(url, timeout=10).status
+        except urllib.error.HTTPError as e:
+            status = e.code
+        if status != 503 or time.monotonic() > deadline:
+            return status
+        time.sleep(0.2)
+
+
 def serve_probes(vit, model, doc, errors):
     """Starts each predictor container's `vit serve` on loopback and asks its probes' paths for 200."""
     for i, c in enumerate(doc["spec"]["predictor"].get("containers") or []):
@@ -180,11 +194,7 @@ def serve_probes(vit, model, doc, errors):
                 probe = (c.get(kind) or {}).get("httpGet")
                 if not probe:
                     continue
-                url = f"http://127.0.0.1:{mapped[str(http)]}{probe.get('path', '/')}"
-                try:
-                    status = urllib.request.urlopen(url, timeout=10).status
-                except urllib.error.HTTPError as e:
-                    status = e.code
+                status = probe_status(f"http://127.0.0.1:{mapped[str(http)]}{probe.get('path', '/')}")
                 if status != 200:
                     errors.append(f"spec.predictor.containers[{i}].{kind}.httpGet.path: {probe.get('path')!r} answers "
                                   f"{status}, not 200, from vit serve")

@@ -117,8 +117,9 @@ def test_containerfile_steps(tmp_path):
         libs |= {m.group(1) for m in re.finditer(r"=> (/\S+)", out)}
     owners = {}
     for lib in sorted(libs):
-        found = subprocess.run(["dpkg", "-S", lib], capture_output=True, text=True).stdout or \
-                subprocess.run(["dpkg", "-S", re.sub(r"^/usr", "", lib)], capture_output=True, text=True).stdout
+        # Debian 12 merged /usr: a package lists its file under /usr/lib or /lib, ldd shows either
+        names = {lib, os.path.realpath(lib), "/usr" + lib if not lib.startswith("/usr/") else lib[4:]}
+        found = "".join(subprocess.run(["dpkg", "-S", n], capture_output=True, text=True).stdout for n in sorted(names))
         owners[lib] = found.split(":")[0].strip()
     missing = {lib: pkg for lib, pkg in owners.items() if pkg not in closure}
     assert not missing, f"libraries whose packages the runtime stage does not install: {missing}"
