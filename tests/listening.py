@@ -10,10 +10,12 @@ LISTEN = "0A"
 
 
 def _address(hex_addr):
+    """An address of /proc/net/tcp*; an IPv4-mapped IPv6 one (a dual-stack socket's) as its IPv4 address."""
     if len(hex_addr) == 8:
         return str(ipaddress.IPv4Address(socket.ntohl(int(hex_addr, 16))))
     words = struct.unpack("<4I", bytes.fromhex(hex_addr))
-    return str(ipaddress.IPv6Address(struct.pack(">4I", *words)))
+    a = ipaddress.IPv6Address(struct.pack(">4I", *words))
+    return str(a.ipv4_mapped or a)
 
 
 def listening(pids):

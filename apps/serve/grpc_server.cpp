@@ -217,6 +217,8 @@ std::string GrpcServer::listen() {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(impl_->limits.max_message_mb << 20);
+  // gRPC would share a port another process holds (SO_REUSEPORT): a busy port is an error, as HTTP's is.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&impl_->service);
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || port == 0) throw Error("cannot listen on " + address + " for gRPC (--grpc-port)");

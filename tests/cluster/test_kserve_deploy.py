@@ -87,11 +87,11 @@ def apt_closure(packages):
     return names
 
 
-def test_containerfile_steps(tmp_path):
+def test_containerfile_steps():
     require_shared_data()
     container = REPO / "deploy" / "Containerfile"
-    prefix = tmp_path / "opt-vit"
     build = pathlib.Path(VIT_BINARY).parent / "container-build"  # kept in the build tree: rebuilds are quick
+    prefix = build / "opt-vit"  # the image's /opt/vit, in the build tree: the project's own
     env = dict(os.environ, PREFIX=str(prefix), VIT_APT="simulate", VIT_BUILD_DIR=str(build))
     copied = {}
     for name, runs, copies in stages(container):

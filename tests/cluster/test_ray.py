@@ -101,10 +101,17 @@ def cli_rows(files):
     return {pathlib.Path(json.loads(l)["file"]).name: json.loads(l) for l in out.splitlines()}
 
 
-def test_ray_data_readme_example(cluster, tmp_path):
+def job_folder(name):
+    """A folder for a job, in the build tree (what runs from it is the project's own), emptied first."""
+    folder = pathlib.Path(VIT_BINARY).parent / name
+    shutil.rmtree(folder, ignore_errors=True)
+    return folder
+
+
+def test_ray_data_readme_example(cluster):
     """README's block, as written, from a folder holding photos/ (24 sample photos and a broken file) and
     weights/deit_tiny_patch16_224.fb_in1k: labels/*.json hold one row per file, each as `vit classify --json`."""
-    job = tmp_path / "job"
+    job = job_folder("ray-data-job")
     (job / "photos").mkdir(parents=True)
     files = sorted(PHOTOS.glob("*.JPEG"))[:PHOTO_COUNT]
     for f in files:
@@ -144,12 +151,12 @@ def serve_status(cluster):
     return int(r.stdout.strip().split()[-1]) if r.returncode == 0 and r.stdout.strip() else -1
 
 
-def test_ray_serve_equals_vit_serve(cluster, tmp_path):
+def test_ray_serve_equals_vit_serve(cluster):
     """deploy/ray's application run with `serve run` from a folder holding vit_ray/ and the model: its
     answers equal `vit serve`'s /v1/classify (indices and labels, probabilities within 1e-6), a broken image is
     400 from both, and under 8 clients it runs two replicas, one on each node."""
     serve_port, vit_port = free_ports(2)
-    job = tmp_path / "serve"
+    job = job_folder("ray-serve-job")
     shutil.copytree(REPO / "deploy" / "ray" / "vit_ray", job / "vit_ray")
     shutil.copytree(DEIT, job / DEIT.name)
     start = subprocess.run([str(BIN / "serve"), "start", "--address", cluster["address"], "--http-host", "127.0.0.1",
