@@ -463,5 +463,6 @@ void HttpServer::stop() {
 int64_t HttpServer::open_connections() const { return impl_->connections; }
 int64_t HttpServer::refused_connections() const { return impl_->refused; }
 const Budget& HttpServer::bodies() const { return impl_->bodies; }
+Budget& HttpServer::bodies() { return impl_->bodies; }
 
 }  // namespace vit::app

@@ -54,6 +54,7 @@ class HttpServer {
   int64_t open_connections() const;
   int64_t refused_connections() const;  // past max_connections
   const Budget& bodies() const;
+  Budget& bodies();  // shared with KServe over gRPC, whose messages count against it too
 
   struct Impl;
 

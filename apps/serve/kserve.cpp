@@ -118,8 +118,10 @@ ServedModel& versioned_model(const Service& service, const PathParams& p) {
   return m;
 }
 
-void infer(Service& service, HttpRequest& req, const PathParams& params, const Reply& reply) {
-  ServedModel& m = versioned_model(service, params);
+}  // namespace
+
+void kserve_infer(Service& service, const std::string& model, HttpRequest& req, const Reply& reply) {
+  ServedModel& m = service.model(model);
   reply.model(m.name);
   InferRequest r = parse_infer(req, m, service.options().max_queue);
   const bool classes = r.wants_classes(), embedding = r.wants(InferOutput::Embedding);
@@ -180,6 +182,8 @@ json model_metadata(const ServedModel& m) {
   return {{"name", m.name}, {"versions", json::array({"1"})}, {"platform", "vit"}, {"inputs", io}, {"outputs", out}};
 }
 
+namespace {
+
 // {"ready": ...}, 503 until ready.
 HttpResponse readiness(json body, bool ready) {
   body["ready"] = ready;
@@ -239,7 +243,7 @@ void add_kserve_routes(Service& service, std::vector<Route>* routes) {
       reply(readiness({{"name", m.name}}, m.ready));
     }, true);
     route("POST", (model + "/infer").c_str(), [s](HttpRequest& req, const PathParams& p, const Reply& reply) {
-      infer(*s, req, p, reply);
+      kserve_infer(*s, versioned_model(*s, p).name, req, reply);
     });
   }
   route("POST", "/v2/repository/index", [s](HttpRequest& req, const PathParams&, const Reply& reply) {

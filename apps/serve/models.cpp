@@ -78,6 +78,7 @@ ServedModel& Service::only_model(const std::string& how_to_name) const {
 }
 
 bool Service::ready() const {
+  if (draining_) return false;
   for (const auto& m : models_)
     if (!m->ready) return false;
   return !models_.empty();
