@@ -54,7 +54,7 @@ from packaging.utils import canonicalize_name
 FRESH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's for root
 IMPLIED_COMMANDS = {"pyspark": ["java"]}  # module -> programs it starts outside Python
 # Programs pip runs only to describe the machine in its user agent, when they are on PATH (rustc --version,
-# lsb_release -a through distro): a fresh machine without them builds and installs the same.
+# lsb_release -a through distro), also when ensurepip runs it under `python -c`: a fresh machine without them builds and installs the same.
 PIP_PROBES = {"rustc", "lsb_release"}
 CMAKE_GENERATORS = {"Ninja": "ninja", "Unix Makefiles": "make"}
 PROJECT_MODULES = {"vit"}  # the Python module python/ builds (installed by setup.sh's cmake --install)
@@ -672,6 +672,8 @@ def main():
             use(file, name, who)
             for prog in IMPLIED_COMMANDS.get(name, []):
                 programs.setdefault(prog, set()).add(f"{who} (imports {name})")
+        # pip as a script, or as a module under `python -c` (ensurepip runs it so when `python -m venv` seeds a venv)
+        runs_pip = "pip" in script.split("/") or "pip._internal" in r.get("modules", {})
         for c in r.get("commands", []):
             argv_c = c.get("argv") or []
             if "shell" in c:
@@ -681,7 +683,7 @@ def main():
             else:
                 progs = [c.get("executable") or (argv_c or [""])[0]]
             for prog in filter(None, progs):
-                if "pip" in script.split("/") and os.path.basename(prog) in PIP_PROBES:
+                if runs_pip and os.path.basename(prog) in PIP_PROBES:
                     continue
                 if "/" in prog and not prog.startswith("/"):
                     prog = os.path.normpath(os.path.join(cwd, prog))

@@ -120,3 +120,21 @@ def test_module_of_another_venv(tmp_path):
     (src / "scripts" / "setup.sh").write_text(".venv-other/bin/python -m pip install -r tests/requirements-other.txt\n")
     r = audit(src, build)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_pip_probes_under_python_c(tmp_path):
+    """pip runs rustc and lsb_release, when present, only to write its user agent; ensurepip runs pip under
+    `python -c` when `python -m venv` seeds a venv. Those probes are not the suite's: a process that imported
+    pip._internal is let off them, and any other process that runs them is not."""
+    src, build = source_tree(tmp_path, "", None, "/nonexistent")
+    record = {"argv": ["-c"], "cwd": str(src), "executable": "/usr/bin/python3", "stdlib": ["/usr/lib/python3.11"],
+              "modules": {}, "commands": [{"argv": ["rustc", "--version"]}, {"argv": ["lsb_release", "-a"]}]}
+    (build / "models" / "imports" / "1.json").write_text(json.dumps(record))
+    r = audit(src, build)
+    assert r.returncode == 1 and "program rustc" in r.stdout and "used by python -c (ran)" in r.stdout, \
+        r.stdout + r.stderr
+    pip_internal = os.path.join(os.path.dirname(pytest.__file__), "__init__.py")  # any file that exists
+    record["modules"] = {"pip._internal": pip_internal}
+    (build / "models" / "imports" / "1.json").write_text(json.dumps(record))
+    r = audit(src, build)
+    assert "program rustc" not in r.stdout and "lsb_release" not in r.stdout, r.stdout + r.stderr

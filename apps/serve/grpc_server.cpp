@@ -175,7 +175,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
     const grpc::Status status = infer_response(answer, res);
     bodies_.give(held);
     finish(reactor, "ModelInfer", model, status, started);
-  }, ErrorForm::Plain);
+  }, ErrorForm::Plain, [ctx] { return !ctx->IsCancelled(); });  // a call its client cancelled is dropped unrun
   try {
     HttpRequest http = infer_http_request(*req);
     check_version(service_.model(req->model_name()), req->model_version());
