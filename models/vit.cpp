@@ -151,6 +151,7 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
   src.name_hint = files.name;
   src.img_size = img_size;
 
+  refuse_unrun_architecture(src);
   Checkpoint ck(file);
   ViT m;
   m.source_ = file;

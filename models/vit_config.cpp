@@ -217,7 +217,7 @@ Named named_architecture(const Checkpoint& ck, const json* config, const ConfigS
 // The families whose timm NaFlexVit form (use_naflex=True) the engine runs: SigLIP's towers with the MAP head
 // (no class token, a learned table), whose form is SigLIP 2's NaFlex tower's but for the table's resize.
 bool naflex_form_runs(const FamilyRow& row) {
-  return row.family == Family::SigLIP && row.structure.attn_pool;
+  return row.family == Family::SigLIP && row.defaults.pool == Pool::Map;
 }
 
 // What a NaFlex checkpoint may hold beyond the SigLIP 2 towers' tensors, refused by name.
@@ -277,10 +277,12 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
     throw Error(where, n.arch + (ck.has("rope.freqs") ? " has no learned rotary frequencies, but " + file + " holds rope.freqs"
                                                       : " learns its rotary frequencies, but " + file + " has no rope.freqs") +
                            " (RoPE-Mixed, rope_type 'mixed')");
-  if (row.structure.attn_norm && !c.attn_norm)
+  ViTConfig timm;
+  const bool named = n.row && arch_preset(n.arch, &timm);
+  if (named && timm.attn_norm && !c.attn_norm)
     throw Error(where, n.arch + " has a LayerNorm inside attention (scale_attn_inner), but " + file +
                            " has no blocks.0.attn.norm");
-  if (row.structure.patch_norm && !c.patch_norm)
+  if (named && timm.patch_norm && !c.patch_norm)
     throw Error(where, n.arch + " has a norm after the patch embedding, but " + file + " has no patch_embed.norm");
   if (row.defaults.norm == NormKind::Layer && ck.has("blocks.0.norm1.weight") && !ck.has("blocks.0.norm1.bias") &&
       !layout_family(ck.layout(), &layout_says))
@@ -407,30 +409,47 @@ Pool pool_from_name(const std::string& name) {
 
 const char* pool_name(Pool p) { return p == Pool::Token ? "token" : p == Pool::Avg ? "avg" : "map"; }
 
-std::vector<std::string> known_archs() {
-  return {"vit_tiny_patch16_224",         "vit_small_patch16_224",       "vit_base_patch16_224",
-          "vit_base_patch32_224",         "vit_large_patch16_224",       "vit_base_patch16_384",
-          "deit_tiny_patch16_224",        "deit_small_patch16_224",      "deit_base_patch16_224",
-          "deit3_small_patch16_224",      "deit3_base_patch16_224",      "vit_small_patch14_dinov2",
-          "vit_base_patch14_dinov2",      "vit_large_patch14_dinov2",    "vit_small_patch14_reg4_dinov2",
-          "vit_base_patch14_reg4_dinov2", "vit_base_patch16_clip_224",   "vit_base_patch16_clip_quickgelu_224",
-          "vit_base_patch32_clip_224",    "vit_large_patch14_clip_224",  "vit_base_patch16_siglip_224",
-          "vit_large_patch16_siglip_256", "vit_large_patch16_siglip_384", "vit_so400m_patch14_siglip_224",
-          "vit_so400m_patch14_siglip_378", "beit_base_patch16_224",      "beit_large_patch16_224",
-          "beitv2_large_patch16_224",     "eva02_tiny_patch14_224",      "eva02_small_patch14_224",
-          "eva02_base_patch14_224",       "eva02_base_patch14_448",      "vit_base_patch16_rope_reg1_gap_256",
-          "aimv2_large_patch14_224",      "eva02_base_patch16_clip_224", "vit_base_patch16_rope_224",
-          "vit_base_patch16_rope_ape_224", "vit_base_patch16_rope_mixed_224"};
+std::vector<std::string> structure_words(const ViTConfig& c) {
+  std::vector<std::string> w;
+  const auto add = [&](bool on, const std::string& word) {
+    if (on) w.push_back(word);
+  };
+  add(!c.class_token, "no class token");
+  add(c.reg_tokens > 0, std::to_string(c.reg_tokens) + " register token" + (c.reg_tokens == 1 ? "" : "s"));
+  add(c.dist_token, "a distillation token");
+  add(!c.abs_pos, "no position table");
+  add(c.abs_pos && c.no_embed_class && c.prefix_tokens() > 0, "a position table over the patches only");
+  add(c.rel_pos_window > 0, "relative position tables");
+  add(!c.patch_bias, "no patch-embedding bias");
+  add(c.patch_norm, "a norm after the patch embedding");
+  add(c.norm_pre, "norm_pre");
+  add(c.layer_scale, "layer scale");
+  add(!c.qkv_bias, "no q, k, v biases");
+  add(c.qkv_bias && !c.k_bias, "q and v biases only");
+  add(!c.qkv_fused, "separate q, k, v");
+  add(c.attn_norm, "a norm inside attention");
+  add(!c.proj_bias, "no attn.proj or MLP biases");
+  add(c.scale_mlp, "a norm inside the MLP");
+  add(!c.final_norm, "no final norm");
+  add(c.fc_norm, "fc_norm");
+  add(c.attn_pool_mlp > 0, "an attention pool");
+  return w;
+}
+
+std::string shape_description(const ViTConfig& c) {
+  std::string s = "width " + std::to_string(c.width) + ", patch " + std::to_string(c.patch) + ", MLP " +
+                  std::to_string(c.mlp);
+  if (c.abs_pos || c.rel_pos_window)
+    s += ", a " + std::to_string(c.pos_grid_h) + "x" + std::to_string(c.pos_grid_w) + " position " +
+         (c.abs_pos ? "table" : "window");
+  if (c.attn_pool_mlp) s += ", an attention pool of MLP " + std::to_string(c.attn_pool_mlp);
+  for (const std::string& word : structure_words(c)) s += ", " + word;
+  return s;
 }
 
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
   ViTConfig c;
-  if (!arch_preset(arch, &c)) {
-    std::string list;
-    for (const auto& a : known_archs()) list += (list.empty() ? "" : ", ") + a;
-    throw Error("unknown architecture '" + arch + "' (known: " + list + ", and the other timm names docs/MODELS.md "
-                "lists as running)");
-  }
+  if (!arch_preset(arch, &c)) throw Error("--arch", refusal_of_arch(arch));
   if (img_size > 0 && c.naflex)
     throw ArgumentError("--img-size does not apply to " + arch + ", a NaFlex model: each image keeps its own aspect "
                         "ratio within a budget of patches (--max-patches)");
@@ -515,6 +534,14 @@ void unnamed_defaults(const Checkpoint& ck, const ConfigSources& src, bool heads
 
 }  // namespace
 
+void refuse_unrun_architecture(const ConfigSources& src) {
+  const json* config = src.config;
+  if (!config || !config->is_object() || !config->contains("architecture") || !(*config)["architecture"].is_string())
+    return;
+  const std::string arch = (*config)["architecture"].get<std::string>();
+  if (arch != kCustomArch && !family_of_arch(arch)) throw Error(src.config_name, refusal_of_arch(arch));
+}
+
 ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   const std::string& file = ck.path();
   const json* config = src.config;
@@ -522,15 +549,20 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   if (config && !config->is_object()) throw Error(where, "not a JSON object");
   // Steps 1 and 2: the shape from the tensors; the architecture named and its family, whose defaults apply.
   const Named n = named_architecture(ck, config, src, where);
-  ViTConfig c;
-  const bool known = n.row && arch_preprocessing(n.arch, &c.pre);
+  ViTConfig c, timm;  // timm: create_model(n.arch) and its default pretrained config, when an architecture is named
+  const bool known = n.row && arch_preset(n.arch, &timm);
+  if (known) c.pre = timm.pre;
   const TensorFacts facts = shape_from_tensors(ck, &c);
   const FamilyRow& row = family_of(n, ck, facts, where, c);
   family_settings(row, n, ck, &c);
   const std::string arch_origin = "timm's defaults for " + n.arch;
-  const int64_t named_heads = n.row ? arch_heads(n.arch) : 0;
+  const int64_t named_heads = known ? timm.heads : 0;
   if (named_heads && !c.rel_pos_window) c.heads = named_heads;
   if (!c.rel_pos_window) c.origin.heads = named_heads ? arch_origin : "default (width / 64)";
+  if (known) {
+    c.pool = timm.pool;
+    c.origin.pool = arch_origin + " (global_pool '" + pool_name(timm.pool) + "')";
+  }
   c.origin.input_size = known ? arch_origin : "file (position table grid)";
   c.origin.preprocessing = known ? arch_origin : "default (timm's ImageNet defaults)";
 

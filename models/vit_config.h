@@ -136,15 +136,24 @@ struct ConfigSources {
 // Sets the input size, an Error at `where` when it is out of range (1 to kMaxInputSize).
 void set_input_size(ViTConfig* c, int64_t h, int64_t w, const std::string& where);
 
+// An architecture a config names ("architecture") that the engine does not run is refused by its name, with its
+// reason (refusal_of_arch), before any tensor is read.
+void refuse_unrun_architecture(const ConfigSources& src);
+
 // Shapes from the checkpoint, the rest from the sources; a config that contradicts the tensors is an
 // error naming both.
 ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src);
 
-// A timm architecture's shape and family settings, for random-weight models: the classic ViT and DeiT
-// (vit_base_patch16_224, deit_tiny_patch16_224, ...), DeiT III, DINOv2 (with registers), CLIP and SigLIP
-// towers, BEiT and EVA-02 (known_archs() lists them). img_size > 0: run at S x S, the position table made
-// at that size. Throws listing the known names.
+// A timm architecture the engine runs (known_archs(), families.h), as timm's create_model(arch) builds it, for
+// random-weight models. img_size > 0: run at S x S, the position table made at that size. Another name is
+// refused with its reason (refusal_of_arch: docs/MODELS.md's).
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size = 0);
-std::vector<std::string> known_archs();
+
+// A model's shape as its tensors show it, apart from its depth and head: its width, patch, MLP width and
+// position table ("width 384, patch 16, MLP 1536, a 14x14 position table"), then its structure (structure_words).
+std::string shape_description(const ViTConfig& c);
+// Its tokens, norms, biases, layer scale, attention pool ("class token", "4 register tokens", "layer scale",
+// "q and v biases", ...), one item per fact; sizes apart.
+std::vector<std::string> structure_words(const ViTConfig& c);
 
 }  // namespace vit

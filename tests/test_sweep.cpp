@@ -176,8 +176,8 @@ TEST_F(Sweep, EveryArchitectureRunsLikeTimmOrIsRefusedByName) {
 }
 
 // The heads of a config that names an architecture without model_args.num_heads, and `vit bench --arch`:
-// every architecture the engine runs has timm's full-size heads, those with a preset timm's own full-size
-// shape (parameters apart from the head, whose width the preset picks); no other name has either.
+// every architecture the engine runs has timm's full-size heads and shape (parameters apart from the head, whose
+// width the preset picks); no other name has either.
 TEST_F(Sweep, PresetsAreTimmsShapes) {
   int presets = 0, heads = 0;
   for (const auto& [name, entry] : index()["architectures"].items()) {
@@ -191,10 +191,6 @@ TEST_F(Sweep, PresetsAreTimmsShapes) {
     const nlohmann::json& t = entry["full"];
     EXPECT_EQ(arch_heads(name), t["heads"].get<int64_t>()) << name;
     ++heads;
-    if (!arch_preset(name, &c)) {
-      EXPECT_THROW(config_for_arch(name), Error) << name;
-      continue;
-    }
     ASSERT_NO_THROW(c = config_for_arch(name)) << name;
     ++presets;
     EXPECT_EQ(c.width, t["width"].get<int64_t>()) << name;
@@ -250,6 +246,31 @@ TEST_F(Sweep, WhatTheTensorsAloneSayIsTheArchitectureOrRefused) {
   std::printf("%d of %d models that run load as the same architecture without their config, %d are refused\n", same,
               same + refused, refused);
   EXPECT_GT(same, 100);
+}
+
+// What an architecture's name brings (models/timm_archs.inc, what `vit bench --arch` takes) is timm's: the table is
+// what the generator finds in timm now (VIT_UPDATE_MODELS_MD=1 rewrites it), and for every model the engine runs,
+// the structure its timm-made tensors show, its global_pool and its default pretrained config's preprocessing (in
+// its config.json) are the table's.
+TEST_F(Sweep, ArchitectureNamesBringTimmsOwnSettings) {
+  const std::string path = VIT_SOURCE_DIR "/models/timm_archs.inc", table = read_file(dir_ + "/timm_archs.inc");
+  if (std::getenv("VIT_UPDATE_MODELS_MD")) write_file(path, table);
+  EXPECT_EQ(read_file(path), table) << "models/timm_archs.inc is not what timm says: VIT_UPDATE_MODELS_MD=1 ctest -L sweep";
+  int checked = 0;
+  for (const auto& [name, entry] : index()["architectures"].items()) {
+    if (!family_of_arch(name)) continue;  // the ones that run (the first test shows they do)
+    ++checked;
+    const ViTConfig named = ViT::load(dir_ + "/" + name).config(), timm = config_for_arch(name);
+    EXPECT_EQ(structure_words(named), structure_words(timm)) << name;
+    EXPECT_EQ(named.pool, timm.pool) << name;
+    const PreprocessConfig &a = named.pre, &b = timm.pre;
+    EXPECT_TRUE(a.height == b.height && a.width == b.width && a.crop_pct == b.crop_pct && a.crop_mode == b.crop_mode &&
+                a.interpolation == b.interpolation && a.mean == b.mean && a.std == b.std)
+        << name << ": its pretrained config says " << a.height << " crop_pct " << a.crop_pct << ", the table " << b.height
+        << " crop_pct " << b.crop_pct;
+  }
+  std::printf("%d architectures' structure, pooling and preprocessing checked against timm's\n", checked);
+  EXPECT_GT(checked, 200);
 }
 
 }  // namespace
