@@ -326,6 +326,8 @@ TEST(CliBench, ArgumentErrors) {
   const std::pair<std::string, std::string> cases[] = {
       {"--arch vit_gigantic_patch3_999", "--arch: architecture 'vit_gigantic_patch3_999': not supported (docs/MODELS.md "
                                          "lists the timm architectures the engine runs"},
+      {"--arch vit_tiny_patch16_224 --config " VIT_SOURCE_DIR "/README.md",
+       "--config describes a checkpoint: give --model too, or drop it"},
       {"--arch vit_small_patch14_dinov2 --img-size 100", "image size 100 is not a multiple of the model's patch size 14"},
       {"--arch vit_tiny_patch16_224 --batch 0", "batch size 0 is out of range"},
       {"--arch vit_tiny_patch16_224 --batch 1,x", "'x' is not a number"},

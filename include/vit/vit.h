@@ -90,6 +90,8 @@ struct ClassifierOptions {
   int threads = 0;                   // threads for decoding and inference (0: all cores)
   std::string labels;                // a labels file, one per line; "" for the checkpoint's, else ImageNet-1k's
   std::string config;                // a config.json overriding the one beside the weights
+  std::string arch;                  // the timm architecture of a checkpoint in timm's names without a config
+                                     // (timm's create_model(arch) and its default pretrained config); "" for none
   int img_size = 0;                  // run at S x S, the position table resampled as timm does (0: the model's)
   int max_patches = 0;               // NaFlex models (SigLIP 2's naflexvit_*): each image at its own aspect ratio
                                      // within this many patches (0: 256, SigLIP 2's); refused for other models
