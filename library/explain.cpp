@@ -65,7 +65,7 @@ struct Explainer::Impl {
     if (!o.text_embeddings.empty()) {
       zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(o.text_embeddings, c.classes > 0 ? c.classes : c.width));
       labels = zero_shot->labels();
-    } else if (classes() > 0) {
+    } else {
       labels = resolve_labels(o.labels, c);
     }
   }

@@ -521,7 +521,8 @@ int64_t ViTConfig::parameters() const {
 std::string ViTConfig::summary() const {
   return (arch.empty() ? std::string("ViT") : arch) + ": patch " + std::to_string(patch) + ", width " +
          std::to_string(width) + ", depth " + std::to_string(depth) + ", heads " + std::to_string(heads) +
-         ", mlp " + std::to_string(mlp) + ", classes " + std::to_string(classes) + ", input " +
+         ", mlp " + std::to_string(mlp) + ", classes " + std::to_string(head == HeadKind::Classifier ? classes : 0) +
+         (head == HeadKind::Projection ? ", a projection to " + std::to_string(classes) : "") + ", input " +
          std::to_string(img_h()) + "x" + std::to_string(img_w()) + ", tokens " + std::to_string(tokens()) +
          ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "") +
          (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "") +

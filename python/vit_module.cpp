@@ -595,7 +595,7 @@ py::dict config(const vit::Classifier& c) {
       {"head", py::cast(vit::head_kind_name(m.head))}, {"stored_as", py::cast(m.stored_as)},
       {"precision", py::cast(m.precision)}, {"patch", py::cast(m.patch)}, {"width", py::cast(m.width)},
       {"depth", py::cast(m.depth)}, {"heads", py::cast(m.heads)}, {"mlp", py::cast(m.mlp)},
-      {"classes", py::cast(m.classes)}, {"input_size", py::make_tuple(3, m.input_height, m.input_width)},
+      {"classes", py::cast(m.classes)}, {"projection", py::cast(m.projection)}, {"input_size", py::make_tuple(3, m.input_height, m.input_width)},
       {"tokens", py::cast(m.tokens)}, {"parameters", py::cast(m.parameters)}, {"pool", py::cast(m.pool)},
       {"interpolation", py::cast(m.interpolation)}, {"crop_mode", py::cast(m.crop_mode)},
       {"crop_pct", py::cast(m.crop_pct)}, {"resize", py::cast(m.resize)},

@@ -591,7 +591,8 @@ TEST_F(Families, ArchNamesACheckpointWithoutItsConfig) {
 // A timm CLIP tower's head is its projection into the joint image-text space, as OpenCLIP's and Hugging Face's
 // are: no classes to label (a tower's 32 dimensions were classified as 32 classes), unless timm's pretrained tag
 // says the weights were fine-tuned on labels (the clip model's default tag, laion2b_ft_in12k_in1k; the
-// quickgelu one's is metaclip_2pt5b). vit inspect says which, and the embedding width vit embed gives.
+// quickgelu one's is metaclip_2pt5b). vit inspect says which, and the embedding width vit embed gives; the
+// library, `vit bench -m` and Python (python/tests/test_logits.py) count no classes for a projection.
 TEST_F(Families, ACLIPTowersProjectionIsNoClassifier) {
   const std::string tower = model("clip_quickgelu");
   EXPECT_EQ(ViT::load(tower).config().head, HeadKind::Projection);
@@ -606,6 +607,14 @@ TEST_F(Families, ACLIPTowersProjectionIsNoClassifier) {
                            "embedding      64 values per image from vit embed (the pooled features), 32 with --head (the projection)"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   EXPECT_EQ(r.out.find("\nlabels "), std::string::npos) << r.out;
+  // One answer everywhere: no classes, no labels, in the library, `vit inspect` and `vit bench -m` alike.
+  const Classifier c(tower);
+  EXPECT_TRUE(c.labels().empty());
+  EXPECT_EQ(c.info().classes, 0);
+  EXPECT_EQ(c.info().projection, 32);
+  r = run_vit("bench -m " + tower + " --iters 1 -b 1 --warmup 0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(", classes 0, a projection to 32, "), std::string::npos) << r.out;
   // Fine-tuned on labels: a classifier.
   EXPECT_EQ(ViT::load(model("clip")).config().head, HeadKind::Classifier);
   EXPECT_EQ(Classifier(model("clip")).classes(), 32);

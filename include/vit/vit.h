@@ -184,8 +184,10 @@ struct ModelInfo {
   std::string family;  // ViT, DeiT, DeiT III, DINOv2, CLIP image tower, ...
   HeadKind head = HeadKind::None;
   int64_t embedding = 0;  // the width of Classifier::embed's rows (the pooled features)
+  int64_t classes = 0;     // a classifier's classes, 0 for any other head (labels() has as many)
+  int64_t projection = 0;  // a projection's width into its image-text space (embed's rows with head), else 0
   std::string file, arch, stored_as, precision, pool, interpolation, crop_mode;
-  int64_t patch, width, depth, heads, mlp, classes, input_height, input_width, tokens, parameters;
+  int64_t patch, width, depth, heads, mlp, input_height, input_width, tokens, parameters;
   double crop_pct;
   int resize;
   float mean[3], std[3];
