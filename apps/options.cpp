@@ -76,10 +76,20 @@ void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision) {
   cmd->add_option("-m,--model", o->model,
                   "a .safetensors file or the folder holding model.safetensors and config.json "
                   "(default: weights/deit_tiny_patch16_224.fb_in1k)");
-  cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
+  add_config_options(cmd, &o->config, &o->arch);
   add_img_size_option(cmd, &o->img_size);
   add_threads_option(cmd, &o->threads);
   if (with_precision) add_precision_option(cmd, &o->precision);
+}
+
+void add_config_options(CLI::App* cmd, std::string* config, std::string* arch) {
+  cmd->add_option("--config", *config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
+  add_name_option(cmd, "--arch", arch,
+                  "the timm architecture of a checkpoint in timm's names without a config.json (any that "
+                  "docs/MODELS.md lists as running, e.g. vit_base_patch16_224): timm's create_model(NAME) and its "
+                  "default pretrained config say what the tensors cannot (heads, block order, eps, pooling, "
+                  "preprocessing); its tensors must be that architecture's")
+      ->type_name("NAME");
 }
 
 void add_max_patches_option(CLI::App* cmd, int* max_patches) {
@@ -138,6 +148,7 @@ CLI::Option* add_name_option(CLI::App* cmd, const std::string& names, std::strin
 ClassifierOptions classifier_options(const ModelOptions& o) {
   ClassifierOptions co;
   co.config = o.config;
+  co.arch = o.arch;
   co.threads = o.threads;
   co.img_size = o.img_size;
   co.max_patches = o.max_patches;

@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "engine/image/image.h"
 #include "engine/io/safetensors.h"
@@ -117,7 +119,7 @@ Quantizer::Impl::Impl(QuantizeOptions o) : o_(std::move(o)) {
     if (::lstat(p.c_str(), &st) != 0) throw Error("--calib " + p, "no such file or folder");
   }
   files_of_model_ = std::make_unique<ModelFiles>(find_model_files(o_.model, o_.config));
-  model_ = std::make_unique<ViT>(ViT::load(o_.model, o_.config, 0, Precision::F32));
+  model_ = std::make_unique<ViT>(ViT::load(o_.model, o_.config, 0, Precision::F32, o_.arch));
   for (const ImagePath& p : find_images(o_.calib, false)) {
     if (!p.error.empty()) listing_failed_.push_back({p.file, p.error});
     else if (int64_t(files_.size()) < o_.max_images) files_.push_back(p.file);
@@ -198,6 +200,11 @@ void Quantizer::Impl::write_folder(const Rounded& rounded, const QuantizeResult&
       const fs::path to = fs::path(temp) / name;
       fs::copy_file(from, to);
       fs::permissions(to, fs::perms::owner_write, fs::perm_options::add);
+    }
+    if (files_of_model_->config.empty() && !o_.arch.empty()) {  // what --arch said, so that the folder loads alone
+      std::ofstream config(fs::path(temp) / "config.json");
+      config << nlohmann::json{{"architecture", o_.arch}}.dump(2) << "\n";
+      if (!config.flush()) throw Error(o_.out, "cannot write its config.json");
     }
     const std::string& checkpoint = files_of_model_->weights;
     write_safetensors((fs::path(temp) / kInt8WeightsFile).string(), rounded.tensors,

@@ -53,7 +53,7 @@ std::string python_words(const std::string& message) {
       {"img-size", "img_size"},   {"max-patches", "max_patches"}, {"max-pixels", "max_pixels"},
       {"precision", "precision"}, {"text-embeddings", "text_embeddings"}, {"threads", "threads"},
       {"batch", "batch"},         {"pool", "pool"},               {"exif-transpose", "exif_transpose"},
-      {"labels", "labels"},       {"config", "config"}};
+      {"labels", "labels"},       {"config", "config"},           {"arch", "arch"}};
   static const std::regex flag(R"((^|[ (])--([a-z][a-z0-9-]*)(?![\w./-]))");
   std::string out;
   auto copied = message.cbegin();
@@ -361,7 +361,7 @@ vit::Pool pool_arg(const py::handle& pool) {
 vit::Classifier make_classifier(const py::object& model, const std::string& precision, int threads,
                                 const py::object& labels, int img_size, int batch, const py::object& config,
                                 int64_t max_pixels, bool exif_transpose, const py::object& pool,
-                                const py::object& text_embeddings, int max_patches) {
+                                const py::object& text_embeddings, int max_patches, const py::object& arch) {
   vit::ClassifierOptions o;
   try {
     o.precision = vit::precision_from_name(precision);
@@ -380,6 +380,11 @@ vit::Classifier make_classifier(const py::object& model, const std::string& prec
   o.threads = threads;
   if (!labels.is_none()) o.labels = path_arg(labels, "labels");
   if (!config.is_none()) o.config = path_arg(config, "config");
+  if (!arch.is_none()) {
+    if (!py::isinstance<py::str>(arch)) throw py::type_error("arch must be a str or None, got " + type_name(arch));
+    o.arch = py::cast<std::string>(arch);
+    if (o.arch.empty()) throw vit::ArgumentError("arch '' names no architecture (None for none)");
+  }
   if (!text_embeddings.is_none()) o.text_embeddings = path_arg(text_embeddings, "text_embeddings");
   o.img_size = img_size;
   o.max_patches = max_patches;
@@ -642,7 +647,7 @@ py::dict config(const vit::Classifier& c) {
       {"head", py::cast(vit::head_kind_name(m.head))}, {"stored_as", py::cast(m.stored_as)},
       {"precision", py::cast(m.precision)}, {"patch", py::cast(m.patch)}, {"width", py::cast(m.width)},
       {"depth", py::cast(m.depth)}, {"heads", py::cast(m.heads)}, {"mlp", py::cast(m.mlp)},
-      {"classes", py::cast(m.classes)}, {"input_size", py::make_tuple(3, m.input_height, m.input_width)},
+      {"classes", py::cast(m.classes)}, {"projection", py::cast(m.projection)}, {"input_size", py::make_tuple(3, m.input_height, m.input_width)},
       {"tokens", py::cast(m.tokens)}, {"parameters", py::cast(m.parameters)}, {"pool", py::cast(m.pool)},
       {"interpolation", py::cast(m.interpolation)}, {"crop_mode", py::cast(m.crop_mode)},
       {"crop_pct", py::cast(m.crop_pct)}, {"resize", py::cast(m.resize)},
@@ -734,12 +739,15 @@ void bind_classifier(py::module_& m) {
            py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
            py::arg("exif_transpose") = defaults.exif_transpose, py::arg("pool") = py::none(),
            py::arg("text_embeddings") = py::none(), py::arg("max_patches") = defaults.max_patches,
+           py::arg("arch") = py::none(),
            "model: a .safetensors file or the folder holding model.safetensors (and config.json); paths are str,\n"
            "bytes or os.PathLike. Options out of range (or not suiting the model) raise ValueError; more threads\n"
            "than cores warn (RuntimeWarning) and use the cores.\n"
            "precision: 'f32', 'bf16' or 'int8'; threads: 0 for all cores; labels: a file, one per line;\n"
            "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
-           "overriding the one beside the weights; max_pixels: larger images are refused from their header;\n"
+           "overriding the one beside the weights; arch: the timm architecture of a checkpoint in timm's names without\n"
+           "a config.json (as `vit classify --arch`: timm's create_model(arch) and its default pretrained config say\n"
+           "what the tensors cannot; a checkpoint with neither is refused, vit.Error); max_pixels: larger images are refused from their header;\n"
            "exif_transpose: turn images as their EXIF orientation says (PIL's exif_transpose; timm does not);\n"
            "pool: 'cls' (or 'token'), 'mean' (or 'avg') or 'map' to pool the tokens otherwise than the model does\n"
            "(as `vit embed --pool`; a pool the model cannot do, say 'map' without an attention-pool head: ValueError);\n"

@@ -107,6 +107,7 @@ std::vector<ModelSpec> model_specs(const ModelFlags& f) {
       s.model.max_patches = whole_number(v, "--max-patches", 0, int(kMaxNaflexPatches));
     if (const std::string v = value(f.threads, "--threads"); !v.empty()) s.model.threads = whole_number(v, "--threads", 0, 4096);
     s.model.config = value(f.config, "--config");
+    s.model.arch = value(f.arch, "--arch");
     s.text_embeddings = value(f.text_embeddings, "--text-embeddings");
     const std::string e = value(f.embedding, "--embedding");
     if (e == "head") s.embedding = EmbeddingChoice::Head;
@@ -132,6 +133,7 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
             "aspect ratio within this many patches (0: 256, SigLIP 2's); the batches mix shapes, each image masked "
             "to its own");
   per_model("--config", &f->config, "config.json overriding the one beside the weights");
+  per_model("--arch", &f->arch, "the timm architecture of a checkpoint without a config.json (as vit classify --arch)");
   per_model("--threads", &f->threads,
             "threads for decoding and inference (0: all cores); the models' forward passes take turns on the cores "
             "unless their threads add up to no more than the cores");

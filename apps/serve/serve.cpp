@@ -192,6 +192,7 @@ std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, 
   m->path = m->info.file;
   m->explain_options.threads = spec.model.threads;
   m->explain_options.config = spec.model.config;
+  m->explain_options.arch = spec.model.arch;
   m->explain_options.img_size = spec.model.img_size;
   m->explain_options.max_patches = spec.model.max_patches;
   m->explain_options.max_pixels = o.max_pixels;

@@ -10,7 +10,7 @@ import pytest
 
 import vit
 from test_logits import KINDS, text_embeddings, timm_naflex
-from test_vit import write_clip
+from test_vit import tiny_vit, write_clip, write_safetensors
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +158,22 @@ def test_a_batcher_says_whether_it_is_full_or_closed(models):
                                                "no new calls$") as closed:
             call()
         assert "full" not in str(closed.value)
+
+
+def test_a_checkpoint_without_its_config_needs_arch(tmp_path):
+    """What the tensors cannot say comes from a config or arch=, else vit.Error names it; arch= of the wrong type
+    is a TypeError, an empty one a ValueError, one its tensors contradict vit.Error naming both shapes."""
+    tensors, _ = tiny_vit(D=192, depth=1, heads=3, mlp=768, patch=16, img=224, classes=1000)
+    write_safetensors(tmp_path / "model.safetensors", tensors)
+    with pytest.raises(vit.Error, match=r"no config.json: the number of heads, .* name the architecture \(arch "):
+        vit.Classifier(tmp_path)
+    c = vit.Classifier(tmp_path, arch="vit_tiny_patch16_224", threads=1)
+    assert (c.config["arch"], c.config["heads"], c.config["mean"], c.classes) == (
+        "vit_tiny_patch16_224", 3, (0.5, 0.5, 0.5), 1000)
+    with pytest.raises(TypeError, match="arch must be a str or None, got int"):
+        vit.Classifier(tmp_path, arch=5)
+    value_error("arch '' names no architecture", vit.Classifier, tmp_path, arch="")
+    with pytest.raises(vit.Error, match="timm's vit_small_patch16_224 is width 384, .*; .* is width 192"):
+        vit.Classifier(tmp_path, arch="vit_small_patch16_224")
+    with pytest.raises(vit.Error, match=r"ViT with post-norm residual blocks checkpoint: not supported yet"):
+        vit.Classifier(tmp_path, arch="vit_base_patch16_rpn_224")
