@@ -4,6 +4,7 @@ vit.Classifier per Python worker (vit_spark.py, with mapInPandas); the rows (fil
 written as JSON lines or Parquet. Started by scripts/spark-classify.sh."""
 import argparse
 import os
+import re
 import sys
 
 # binaryFile folders contribute the files vit.find_images takes from a local folder, in any case
@@ -95,6 +96,12 @@ def classifier_options(a):
     return {"pool": a.pool, "max_patches": a.max_patches, "arch": a.arch}
 
 
+def as_flags(message):
+    """vit's errors name its options by their keyword arguments (arch, max_patches); the job's user sets them with
+    its flags, and reads them so."""
+    return re.sub(r"(?<![\w./-])(arch|max_patches)(?![\w./-])", lambda m: "--" + m.group(1).replace("_", "-"), message)
+
+
 def check_model(a):
     """Loads the model once on the driver, so that a bad one is refused before Spark starts any work."""
     import vit
@@ -102,7 +109,7 @@ def check_model(a):
     try:
         vit.Classifier(a.model, precision=a.precision, threads=1, batch=a.batch, **classifier_options(a))
     except (vit.Error, ValueError) as e:
-        usage_error(str(e))
+        usage_error(as_flags(str(e)))
     # Executors open the model by this path: what --executor-model names (relative: in each executor's
     # working folder, where --archives unpack), else --model's absolute path, the same on every machine.
     if a.executor_model:

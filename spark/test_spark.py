@@ -170,7 +170,7 @@ def test_a_checkpoint_without_its_config_runs_with_arch(inputs, tmp_path):
     bare.mkdir()
     (bare / "model.safetensors").symlink_to(DEIT / "model.safetensors")
     run = run_job("--model", bare, "--out", tmp_path / "o", paths[1], expect=2)
-    assert "no config.json: the number of heads" in run.stderr and "--arch" in run.stderr, run.stderr
+    assert "no config.json: the number of heads" in run.stderr and "(--arch, e.g. --arch" in run.stderr, run.stderr
     out = tmp_path / "out"
     run_job("--model", bare, "--arch", "deit_tiny_patch16_224", "--out", out, paths[1], expect=1)
     assert_same(job_rows(out), cli_rows([paths[1]]))
@@ -212,7 +212,7 @@ def test_usage_errors_exit_2_before_any_work(inputs, tmp_path):
         (["--out", tmp_path / "o"], "no INPUT given"),
         (["--out", tmp_path / "o", "--pool", "max", paths[1]], "invalid choice: 'max'"),
         (["--out", tmp_path / "o", "--model", tmp_path / "no-model", paths[1]], "no-model"),
-        (["--out", tmp_path / "o", "--max-patches", "64", paths[1]], "max_patches applies to NaFlex models"),
+        (["--out", tmp_path / "o", "--max-patches", "64", paths[1]], "--max-patches applies to NaFlex models"),
         (["--out", tmp_path / "o", "--max-patches", "64", paths[1]], "(timm's naflexvit_*, and SigLIP towers"),
         (["--out", tmp_path / "o", "--max-patches", "-1", paths[1]], "--max-patches must be 0 (256) or more, got -1"),
         # DeiT-Tiny's config.json names its architecture: --arch may name the same one only.
