@@ -1,6 +1,7 @@
 // Every timm name docs/MODELS.md lists as running, through `vit bench --arch NAME --iters 1 -b 1` at full size
 // (random weights; two patches a side, as --img-size allows every one of them): the walk the normal suite
-// shrinks (tests/test_cli.cpp, tests/test_model.cpp). Label slow: the largest take minutes and gigabytes.
+// shrinks (tests/test_cli.cpp, tests/test_model.cpp). Label walk (~20 minutes, left out of scripts/test.sh): the
+// largest take minutes and gigabytes.
 #include <gtest/gtest.h>
 
 #include "cli_util.h"

@@ -321,8 +321,8 @@ TEST(CliBench, PeakAndProfileMeasureEachPrecision) {
 }
 
 // `vit bench --arch` takes every name docs/MODELS.md lists as running (one list: test_model.cpp builds each,
-// shrunk; tests/test_arch_walk.cpp, label slow, benches each at full size): here the smallest of each family row's
-// names, through the command at two patches a side. A name MODELS.md refuses gets its reason there, as `vit embed`
+// shrunk; tests/test_arch_walk.cpp, label walk, left out of scripts/test.sh, benches each at full size): here the
+// smallest of each family row's names, through the command at two patches a side. A name MODELS.md refuses gets its reason there, as `vit embed`
 // gives it for a checkpoint naming it, not "unknown architecture".
 TEST(CliBench, ArchTakesEveryFamilysNamesAndRefusesWithModelsMdsReason) {
   std::map<const FamilyRow*, std::pair<int64_t, std::string>> smallest;  // per row: (parameters, name)

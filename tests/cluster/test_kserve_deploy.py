@@ -90,8 +90,11 @@ def apt_closure(packages):
 def test_containerfile_steps():
     require_shared_data()
     container = REPO / "deploy" / "Containerfile"
-    build = pathlib.Path(VIT_BINARY).parent / "container-build"  # kept in the build tree: rebuilds are quick
-    prefix = build / "opt-vit"  # the image's /opt/vit, in the build tree: the project's own
+    # Beside the build tree (build-container/ next to build/): compiled from the same relative paths, the build
+    # takes the release build's objects from ccache (CCACHE_BASEDIR, scripts/test.sh), and reruns are quick.
+    tree = pathlib.Path(VIT_BINARY).parent
+    build = tree.parent / (tree.name + "-container")
+    prefix = build / "opt-vit"  # the image's /opt/vit, in the project's folder: the project's own
     env = dict(os.environ, PREFIX=str(prefix), VIT_APT="simulate", VIT_BUILD_DIR=str(build))
     copied = {}
     for name, runs, copies in stages(container):
