@@ -87,6 +87,19 @@ dnnl::softmax_v2_forward::primitive_desc softmax_pd(const memory::desc& src, con
       cpu_engine());
 }
 
+dt products_type(Precision products) { return products == Precision::BF16 ? dt::bf16 : dt::f32; }
+
+// q k^T for B images: q [B, H, T, Dh] times k [B, H, T, Dh] read transposed ([B, H, Dh, T] as abdc), into f32 scores
+// [B, H, T, T], 1/sqrt(Dh) as the output scale.
+dnnl::matmul::primitive_desc scores_pd(int64_t B, int64_t T, int64_t H, int64_t Dh, Precision products) {
+  const dt pt = products_type(products);
+  const memory::desc q_md({B, H, T, Dh}, pt, tag::abcd), kt_md({B, H, Dh, T}, pt, tag::abdc);
+  dnnl::primitive_attr scaled;
+  scaled.set_output_scales(0, {1.f / std::sqrt(float(Dh))});
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(q_md, kt_md, memory::desc({B, H, T, T}, dt::f32, tag::abcd)),
+                                      scaled, cpu_engine());
+}
+
 }  // namespace
 
 int64_t attention_matmul_floats(int64_t B, int64_t T, int64_t H, int64_t Dh, Precision products) {
@@ -100,7 +113,7 @@ Precision attention_matmul_products(Precision asked) {
 std::vector<Step> attention_matmul_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                          const float* qkv, float* work, float* scores, float* out, Precision asked) {
   const Precision products = attention_matmul_products(asked);
-  const dt pt = products == Precision::BF16 ? dt::bf16 : dt::f32;
+  const dt pt = products_type(products);
   const int64_t D = H * Dh, BHTD = B * H * T * Dh;
   const MatmulScratch at(B, T, H, Dh, products);
   const size_t value = products == Precision::BF16 ? 2 : 4;
@@ -112,9 +125,7 @@ std::vector<Step> attention_matmul_steps(const std::string& name, int64_t B, int
   std::vector<Step> steps;
   steps.push_back(split_heads_step(name + ".split_heads", B, T, H, Dh, qkv, heads, products));
 
-  dnnl::primitive_attr scaled;
-  scaled.set_output_scales(0, {1.f / std::sqrt(float(Dh))});
-  const dnnl::matmul::primitive_desc qk(dnnl::matmul::desc(q_md, kt_md, s_md), scaled, cpu_engine());
+  const dnnl::matmul::primitive_desc qk = scores_pd(B, T, H, Dh, products);
   const double flops = 2.0 * double(B * H) * double(T) * double(T) * double(Dh);
   steps.push_back(primitive_step(name + ".qk", dnnl::matmul(qk),
                                  {{DNNL_ARG_SRC, memory_view(q_md, heads)}, {DNNL_ARG_WEIGHTS, memory_view(kt_md, heads + BHTD * value)},
@@ -168,6 +179,14 @@ double best_seconds(std::vector<Step> steps) {
 // fifth: on AVX2 the two are level, within 5%, on AMX the matmuls run on tiles), so that timing noise seldom
 // changes the choice, and with it the last bits of an answer, between runs.
 AttentionRoad timed_road(int64_t B, int64_t T, int64_t H, int64_t Dh, Precision products) {
+  // Where oneDNN's batched matmuls are gemm:jit (AVX2), the two roads were measured level (docs/PERFORMANCE.md), and
+  // timing them would cost tens of milliseconds of start-up (gemm:jit's first runs): the fused kernel, untimed.
+  try {
+    if (kernel_kind(impl_name(scores_pd(B, T, H, Dh, attention_matmul_products(products)))) != KernelKind::Brgemm)
+      return AttentionRoad::Fused;
+  } catch (const dnnl::error&) {
+    return AttentionRoad::Fused;
+  }
   const int64_t D = H * Dh;
   std::vector<float> qkv(size_t(B * T * 3 * D)), out(size_t(B * T * D));
   std::mt19937 rng(1);

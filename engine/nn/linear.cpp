@@ -123,8 +123,8 @@ double seconds_per_run(LinearForm f, const LinearWeights& lw, int64_t M) {
 // The one place a layer's form is chosen, at T rows (one image's), so every batch size runs the same form.
 // Rules measured per kernel family (docs/PERFORMANCE.md): where oneDNN's matmul is brgemm (AVX-512 and
 // newer) it stays a matmul; where it is gemm:jit (AVX2), the 1x1 convolution (jit_uni_int8_1x1,
-// jit_1x1) runs faster for int8 at every ViT shape measured, and for f32 where the layer is narrow
-// (min(K, N) <= 384: DeiT-Tiny's and ViT-S's layers), not at ViT-B's widths. bf16 stays a matmul.
+// jit_1x1) runs faster at every ViT shape measured, int8 and f32 (ViT-B's f32 layers by 15-23% at one
+// image's rows, 4-7% at eight images' on a Zen 3). bf16 stays a matmul.
 LinearForm choose_form(const LinearWeights& lw, int64_t T, LinearForm asked) {
   if (lw.precision == Precision::BF16) return LinearForm::Matmul;
   const char* env = std::getenv("VIT_LINEAR_FORM");
@@ -144,9 +144,7 @@ LinearForm choose_form(const LinearWeights& lw, int64_t T, LinearForm asked) {
     return seconds_per_run(LinearForm::Conv1x1, lw, T) < seconds_per_run(LinearForm::Matmul, lw, T) ? LinearForm::Conv1x1
                                                                                                   : LinearForm::Matmul;
   const auto matmul = layer_pd(LinearForm::Matmul, lw, any_weights(LinearForm::Matmul, lw, wt), T);
-  if (kernel_kind(impl_name(matmul)) == KernelKind::Brgemm) return LinearForm::Matmul;
-  if (lw.precision == Precision::Int8) return LinearForm::Conv1x1;
-  return std::min(lw.K, lw.N) <= 384 ? LinearForm::Conv1x1 : LinearForm::Matmul;
+  return kernel_kind(impl_name(matmul)) == KernelKind::Brgemm ? LinearForm::Matmul : LinearForm::Conv1x1;
 }
 
 LinearWeights f32_weights(Arena& store, const float* weight, int64_t typical_rows, WeightLayout layout,
