@@ -133,7 +133,8 @@ void check_batch_size(int64_t B) {
     throw ArgumentError("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
 }
 
-ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision) {
+ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision,
+              const std::string& arch) {
   const ModelFiles files = find_model_files(model, config_path);
   const std::string& file = files.weights;
   nlohmann::json cfg_json, pre_json;
@@ -148,9 +149,10 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
     pre_json = read_json(src.preprocessor_name);
     src.preprocessor = &pre_json;
   }
-  src.name_hint = files.name;
+  src.arch = arch;
   src.img_size = img_size;
 
+  refuse_unrun_architecture(src);
   Checkpoint ck(file);
   ViT m;
   m.source_ = file;

@@ -45,8 +45,10 @@ class ViT {
   // the one beside the weights ("" for none); img_size: run at S x S instead of the model's own size,
   // the position table resampled as timm does (0 for the model's size).
   // precision: how the linear layers compute (weights converted or quantized here, at load).
+  // arch: the timm architecture of a checkpoint in timm's names, for what its tensors cannot say ("" for none:
+  // then a config must say it, resolve_config).
   static ViT load(const std::string& model, const std::string& config_path = "", int64_t img_size = 0,
-                  Precision precision = Precision::F32);
+                  Precision precision = Precision::F32, const std::string& arch = "");
   // Random weights of a given shape (for benchmarks and tests).
   static ViT random(const ViTConfig& cfg, uint32_t seed = 0, Precision precision = Precision::F32);
 

@@ -6,7 +6,8 @@
 #                               audit) runs last, checking that scripts/setup.sh installs all of it
 #   scripts/test.sh --sanitize  the same suite built with AddressSanitizer + UBSan in build-asan/
 #                               (leak reports and undefined behaviour fail the test that caused them); the
-#                               audit is left to the release run, which checks the same code
+#                               audit and the cluster tests (HAProxy, Ray, the container's release build)
+#                               are left to the release run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = --sanitize ]; then
@@ -14,7 +15,7 @@ if [ "${1:-}" = --sanitize ]; then
   cmake --build build-asan
   cd build-asan
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
-  ctest --output-on-failure -j "$(nproc)" -LE audit
+  ctest --output-on-failure -j "$(nproc)" -LE 'audit|cluster'
 else
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
   cmake --build build

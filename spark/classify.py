@@ -59,6 +59,8 @@ def parse_args(argv):
     p.add_argument("--normalize", action="store_true", help="with --embed: embeddings of unit length")
     p.add_argument("--pool", choices=["cls", "mean", "map"],
                    help="pool the tokens otherwise than the model does, as vit embed --pool")
+    p.add_argument("--arch", metavar="NAME",
+                   help="the timm architecture of a --model checkpoint without its config.json, as vit classify --arch")
     p.add_argument("--max-patches", type=int, default=0, metavar="N",
                    help="NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at "
                         "its own aspect ratio within N patches, as vit embed --max-patches (default 0: 256, SigLIP 2's)")
@@ -90,7 +92,7 @@ def has_scheme(path):
 
 def classifier_options(a):
     """vit.Classifier's options the flags give, beyond precision, threads and batch."""
-    return {"pool": a.pool, "max_patches": a.max_patches}
+    return {"pool": a.pool, "max_patches": a.max_patches, "arch": a.arch}
 
 
 def check_model(a):
