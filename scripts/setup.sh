@@ -39,6 +39,11 @@ $sudo apt-get install -y -q --no-install-recommends \
 [ -x .venv-kserve/bin/python ] || /usr/bin/python3 -m venv .venv-kserve
 .venv-kserve/bin/python -m pip install -q --disable-pip-version-check -r deploy/kserve/requirements.txt
 # After .venv, whose Python (Debian's python3 underneath) and pybind11 the build tree's package is built for.
+# ccache (installed above) compiles only what changed, with paths relative to the project's folder, so that
+# another clone or build tree (build-asan/, the wheels', the container's) shares its objects.
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$PWD" CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build
 # `import vit` for Debian's /usr/bin/python3 too: the package folder of the build tree goes into

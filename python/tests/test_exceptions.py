@@ -165,7 +165,7 @@ def test_a_checkpoint_without_its_config_needs_arch(tmp_path):
     is a TypeError, an empty one a ValueError, one its tensors contradict vit.Error naming both shapes."""
     tensors, _ = tiny_vit(D=192, depth=1, heads=3, mlp=768, patch=16, img=224, classes=1000)
     write_safetensors(tmp_path / "model.safetensors", tensors)
-    with pytest.raises(vit.Error, match=r"no config.json: the number of heads, .* name the architecture \(arch "):
+    with pytest.raises(vit.Error, match=r"no config.json: the number of heads, .* name the architecture \(arch, e.g. arch vit_base_patch16_224"):
         vit.Classifier(tmp_path)
     c = vit.Classifier(tmp_path, arch="vit_tiny_patch16_224", threads=1)
     assert (c.config["arch"], c.config["heads"], c.config["mean"], c.classes) == (
