@@ -6,6 +6,10 @@
 #   scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache, as scripts/setup.sh uses it: objects shared between build trees and clones.
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$PWD" CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
 seconds="${1:-60}"
 targets=(image checkpoint names opencv)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIT_FUZZ=ON \
