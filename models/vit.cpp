@@ -15,6 +15,7 @@
 #include "engine/nn/attention.h"
 #include "models/int8_weights.h"
 #include "vit/error.h"
+#include "vit/model_files.h"
 #include "engine/preprocess/preprocess.h"
 #include "engine/preprocess/resample.h"
 

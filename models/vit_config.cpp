@@ -449,8 +449,6 @@ Pool pool_from_name(const std::string& name) {
   throw Error("global_pool '" + name + "' is not supported (token, avg or map)");
 }
 
-const char* pool_name(Pool p) { return p == Pool::Token ? "token" : p == Pool::Avg ? "avg" : "map"; }
-
 std::vector<std::string> structure_words(const ViTConfig& c) {
   std::vector<std::string> w;
   const auto add = [&](bool on, const std::string& word) {
