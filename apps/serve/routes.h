@@ -74,9 +74,9 @@ constexpr int kClientGone = 499;
 
 class Router : public Handler {
  public:
-  // not_found: what a 404 for an unknown path adds, the endpoints there are. cors_origins: the origins
-  // whose pages may call the server (--cors-origin; "*" for any), none by default.
-  Router(std::vector<Route> routes, Metrics& metrics, std::string not_found, std::vector<std::string> cors_origins = {});
+  // A 404 for an unknown path lists the routes' endpoints. cors_origins: the origins whose pages may call
+  // the server (--cors-origin; "*" for any), none by default.
+  Router(std::vector<Route> routes, Metrics& metrics, std::vector<std::string> cors_origins = {});
   void handle(HttpRequest request, std::function<void(HttpResponse)> done) override;
   HttpResponse error(const HttpRequest& head, const HttpError& e) override;
   bool headroom(const std::string& method, const std::string& path) const override;
@@ -103,7 +103,7 @@ class Router : public Handler {
 
   std::vector<Route> routes_;
   Metrics& metrics_;
-  std::string not_found_;
+  std::string endpoints_;  // "GET /, POST /v1/classify, ...": every route's, in order, each path once
   std::vector<std::string> cors_origins_;
 };
 
