@@ -86,8 +86,10 @@ void explain(Service& service, HttpRequest& req, const Reply& reply) {
   }
   int size = 1024;
   if (const auto v = query_value(req.query, "size")) {
-    const auto n = parse_count(*v, 64, 8192);
-    if (!n) throw HttpError(400, "size: '" + *v + "' is not a number from 64 to 8192");
+    const auto n = parse_count(*v, kMinPictureSize, kMaxPictureSize);
+    if (!n)
+      throw HttpError(400, "size: '" + *v + "' is not a number from " + std::to_string(kMinPictureSize) + " to " +
+                               std::to_string(kMaxPictureSize));
     size = int(*n);
   }
   bool multipart = false;
