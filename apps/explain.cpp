@@ -210,7 +210,7 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
                   "write rollout [N,gh,gw], last_cls [N,H,gh,gw] and logits [N,C] of the explained images to a "
                   ".safetensors file; a NaFlex model's images, each over its own grid, as rollout.<i> [gh,gw] and "
                   "last_cls.<i> [H,gh,gw]");
-  cmd->add_option("--size", o->explain.picture_size, "longer side of the pictures at most")->check(CLI::Range(64, 8192))->capture_default_str();
+  cmd->add_option("--size", o->explain.picture_size, "longer side of the pictures at most")->check(CLI::Range(kMinPictureSize, kMaxPictureSize))->capture_default_str();
   cmd->add_option("--labels", o->explain.labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
   cmd->add_flag("--json", o->json, "one JSON object per line");
   cmd->add_flag("--force", o->force, "let the pictures and --save-attention replace an input or a file vit did not "

@@ -27,7 +27,9 @@ constexpr int64_t kAttentionBudget = int64_t(256) << 20;
 constexpr int64_t kMaxExplainBatch = 8;
 
 void check_picture_size(int size) {
-  if (size < 64 || size > 8192) throw ArgumentError("picture size " + std::to_string(size) + " is out of range (64 to 8192)");
+  if (size < kMinPictureSize || size > kMaxPictureSize)
+    throw ArgumentError("picture size " + std::to_string(size) + " is out of range (" + std::to_string(kMinPictureSize) +
+                        " to " + std::to_string(kMaxPictureSize) + ")");
 }
 
 // How a call draws its pictures.

@@ -1,12 +1,20 @@
 // Resolving class names; see labels.h.
 #include "labels.h"
 
-#include <fstream>
+#include <sstream>
 
+#include "engine/io/files.h"
 #include "vit/imagenet_classes.h"
 #include "vit/error.h"
 
 namespace vit {
+
+namespace {
+
+// A labels file is class names, one a line: far below this (ImageNet-21k's are 0.4 MB).
+constexpr uint64_t kMaxLabelsBytes = uint64_t(64) << 20;
+
+}  // namespace
 
 std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg) {
   std::vector<std::string> labels;
@@ -21,8 +29,8 @@ std::vector<std::string> resolve_labels(const std::string& labels_file, const Vi
     return labels;
   }
   if (!labels_file.empty()) {
-    std::ifstream in(labels_file);
-    if (!in) throw Error(labels_file, "cannot open labels file");
+    const std::vector<uint8_t> bytes = read_file_bytes(labels_file, kMaxLabelsBytes);  // no FIFO or device
+    std::istringstream in(std::string(bytes.begin(), bytes.end()));
     for (std::string line; std::getline(in, line);) {
       if (labels.empty() && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
       if (!line.empty() && line.back() == '\r') line.pop_back();

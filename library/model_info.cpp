@@ -5,7 +5,6 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <array>
-#include <filesystem>
 
 #include "engine/preprocess/resample.h"
 
@@ -143,19 +142,6 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
 }
 
 }  // namespace
-
-// The folder's name, for a folder or the weights file a folder is loaded from (model.safetensors, OpenCLIP's
-// open_clip_model.safetensors), else the file's stem.
-std::string model_name(const std::string& model) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path p = fs::absolute(fs::path(model), ec).lexically_normal();
-  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // a trailing slash
-  if (fs::is_directory(p, ec)) return p.filename().string();
-  const std::string file = p.filename().string();
-  if (file == "model.safetensors" || file == "open_clip_model.safetensors") return p.parent_path().filename().string();
-  return p.stem().string();
-}
 
 ModelInfo model_info(const ViT& model, const PlanPool& plans) {
   const ViTConfig& c = model.config();

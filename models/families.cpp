@@ -245,10 +245,6 @@ const char* activation_name(Activation a) {
   return "?";
 }
 
-const char* head_kind_name(HeadKind k) {
-  return k == HeadKind::Classifier ? "classifier" : k == HeadKind::Projection ? "projection" : "none";
-}
-
 const FamilyRow& family_row(Family f) {
   for (const FamilyRow& r : kFamilies)
     if (r.family == f) return r;

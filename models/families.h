@@ -13,7 +13,7 @@
 
 #include "engine/nn/ops.h"  // NormKind
 #include "engine/preprocess/resample.h"
-#include "vit/vit.h"
+#include "vit/model_kinds.h"
 
 namespace vit {
 

@@ -1,10 +1,12 @@
-// Finding a model's files (vit/vit.h's find_model_files): the names a model folder holds, known here
-// only, for loading (ViT::load), copying (`vit quantize`) and the commands' output checks.
+// Finding a model's files (vit/model_files.h: find_model_files, model_name): the names a model folder holds,
+// known here only, for loading (ViT::load), copying (`vit quantize`) and the commands' output checks.
 #include <sys/stat.h>
+
+#include <filesystem>
 
 #include "models/int8_weights.h"
 #include "vit/error.h"
-#include "vit/vit.h"
+#include "vit/model_files.h"
 
 namespace vit {
 namespace {
@@ -67,6 +69,19 @@ ModelFiles find_model_files(const std::string& model, const std::string& config)
   if (exists(join(f.folder, kInt8WeightsFile))) f.int8 = join(f.folder, kInt8WeightsFile);
   f.name = base_name(folder || base_name(f.weights) == kWeights || f.open_clip ? f.folder : f.weights);
   return f;
+}
+
+// The folder's name, for a folder or the weights file a folder is loaded from (model.safetensors, OpenCLIP's
+// open_clip_model.safetensors), else the file's stem.
+std::string model_name(const std::string& model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(model), ec).lexically_normal();
+  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // a trailing slash
+  if (fs::is_directory(p, ec)) return p.filename().string();
+  const std::string file = p.filename().string();
+  if (file == "model.safetensors" || file == "open_clip_model.safetensors") return p.parent_path().filename().string();
+  return p.stem().string();
 }
 
 std::vector<std::string> ModelFiles::read_paths() const {

@@ -6,26 +6,29 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint.h"
 #include "random_weights.h"
 #include "positions.h"
+#include "engine/io/files.h"
 #include "engine/nn/attention.h"
 #include "models/int8_weights.h"
 #include "vit/error.h"
+#include "vit/model_files.h"
 #include "engine/preprocess/preprocess.h"
 #include "engine/preprocess/resample.h"
 
 namespace vit {
 namespace {
 
+// A config.json or preprocessor_config.json: a few KB (a label list makes one larger).
+constexpr uint64_t kMaxConfigBytes = uint64_t(64) << 20;
+
 nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path, std::string("cannot open: ") + std::strerror(errno));
+  const std::vector<uint8_t> bytes = read_file_bytes(path, kMaxConfigBytes);  // no FIFO or device
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(bytes.begin(), bytes.end());
   } catch (const nlohmann::json::exception& e) {
     throw Error(path, std::string("invalid JSON: ") + e.what());
   }

@@ -13,7 +13,7 @@
 #include "engine/nn/ops.h"
 #include "engine/nn/precision_plan.h"
 #include "engine/preprocess/position_tables.h"
-#include "vit/vit.h"
+#include "vit/model_kinds.h"
 #include "vit_config.h"
 
 namespace vit {

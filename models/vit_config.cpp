@@ -373,6 +373,13 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
                      ")";
 }
 
+// --img-size on a NaFlex model, which has no one input size, is an argument error.
+void refuse_img_size_for_naflex(const ViTConfig& c, const std::string& arch, int64_t img_size) {
+  if (img_size > 0 && c.naflex)
+    throw ArgumentError("--img-size does not apply to " + arch + ", a NaFlex model: each image keeps its own aspect "
+                        "ratio within a budget of patches (--max-patches)");
+}
+
 // timm's model_args dynamic_img_size true: the patch embedding takes any multiple of the patch, the position
 // table resampled to it at run time (the same answer at the model's own size).
 bool dynamic_img_size(const json* config) {
@@ -449,8 +456,6 @@ Pool pool_from_name(const std::string& name) {
   throw Error("global_pool '" + name + "' is not supported (token, avg or map)");
 }
 
-const char* pool_name(Pool p) { return p == Pool::Token ? "token" : p == Pool::Avg ? "avg" : "map"; }
-
 std::vector<std::string> structure_words(const ViTConfig& c) {
   std::vector<std::string> w;
   const auto add = [&](bool on, const std::string& word) {
@@ -492,9 +497,7 @@ std::string shape_description(const ViTConfig& c) {
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
   ViTConfig c;
   if (!arch_preset(arch, &c)) throw Error("--arch", refusal_of_arch(arch));
-  if (img_size > 0 && c.naflex)
-    throw ArgumentError("--img-size does not apply to " + arch + ", a NaFlex model: each image keeps its own aspect "
-                        "ratio within a budget of patches (--max-patches)");
+  refuse_img_size_for_naflex(c, arch, img_size);
   const bool own_size = img_size == 0 || (img_size == c.img_h() && img_size == c.img_w());
   if (!own_size) {  // random weights: the position table made at the size it runs at
     set_input_size(&c, img_size, img_size, "--img-size");
@@ -670,9 +673,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   if (c.head != HeadKind::Classifier) c.origin.labels.clear();  // nothing to label
 
   // Step 7: --img-size, with the same crop_pct (or Hugging Face resize ratio) at the new size, as timm's.
-  if (src.img_size > 0 && c.naflex)
-    throw ArgumentError("--img-size does not apply to " + c.arch + ", a NaFlex model: each image keeps its own aspect "
-                        "ratio within a budget of patches (--max-patches)");
+  refuse_img_size_for_naflex(c, c.arch, src.img_size);
   // (--img-size of the model's own square size changes nothing.)
   const bool own_size = src.img_size == 0 || (src.img_size == c.img_h() && src.img_size == c.img_w());
   if (!own_size) {

@@ -192,7 +192,7 @@ TEST_F(Cli, BadFlagsAreUsageErrors) {
   EXPECT_EQ(run_vit("frobnicate").code, 2);
   const Result r = run_vit("classify " + model() + " --labels /nonexistent/labels.txt " + images_.file("a.jpg"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "error: /nonexistent/labels.txt: cannot open labels file\n");
+  EXPECT_EQ(r.err, "error: /nonexistent/labels.txt: cannot open: No such file or directory\n");
 }
 
 // --max-patches on a square model, for every command that takes it: one usage error naming the models that

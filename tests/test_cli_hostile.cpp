@@ -60,6 +60,20 @@ TEST_F(Cli, FifosAreErrorsNotHangs) {
   r = run_vit("classify --model " + model_.file("fifo.safetensors") + " " + images_.file("a.jpg"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("fifo.safetensors: is a FIFO"), std::string::npos) << r.err;
+  // A labels file or a config.json that is a FIFO: refused by name at load, never waited on.
+  TempDir fifos;
+  ASSERT_EQ(::mkfifo(fifos.file("labels.txt").c_str(), 0600), 0);
+  r = run_vit("classify " + model() + " --labels " + fifos.file("labels.txt") + " " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("labels.txt: is a FIFO"), std::string::npos) << r.err;
+  ASSERT_EQ(::mkfifo(fifos.file("config.json").c_str(), 0600), 0);
+  r = run_vit("classify " + model() + " --config " + fifos.file("config.json") + " " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("config.json: is a FIFO"), std::string::npos) << r.err;
+  ASSERT_EQ(::mkfifo(fifos.file("labels.csv").c_str(), 0600), 0);
+  r = run_vit("eval " + model() + " --labels-csv " + fifos.file("labels.csv") + " " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("labels.csv: is a FIFO"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, FullDiskOnStdoutIsExit3WithAMessage) {

@@ -17,8 +17,8 @@ namespace {
 // answers, with an error if any part failed.
 class Pending {
  public:
-  Pending(Service& service, ServedModel& m, InferRequest spec, Reply reply, int parts, int64_t pixels)
-      : service_(service), m_(m), spec_(std::move(spec)), reply_(std::move(reply)), left_(parts), pixels_(pixels) {
+  Pending(Service& service, ServedModel& m, InferRequest spec, Reply reply, int parts)
+      : service_(service), m_(m), spec_(std::move(spec)), reply_(std::move(reply)), left_(parts) {
     x_.classes = m.classes;
     x_.embedding_size = m.embedding_size;
   }
@@ -73,7 +73,6 @@ class Pending {
   }
   void part_done() {
     if (--left_ > 0) return;
-    service_.give_pixels(pixels_);
     const bool wanted = reply_.wanted();
     if (!error_.empty()) {
       if (wanted) service_.images_done(m_, 0, 1);
@@ -92,7 +91,6 @@ class Pending {
   const Reply reply_;
   std::mutex mu_;
   int left_;
-  int64_t pixels_;
   InferResults x_;
   std::string error_;
   int status_ = 0;
@@ -128,19 +126,17 @@ void kserve_infer(Service& service, const std::string& model, HttpRequest& req, 
   const EmbedOptions embed = m.embed(r.normalize);
   // Each part queued in turn: if the first does not fit, nothing is queued and the answer is 503 now; if
   // a second does not, the request is answered 503 once the first is back.
-  int64_t pixels = 0;
   const auto queue = [&](const std::shared_ptr<Pending>& p, bool first, bool queued) {
     if (queued) return;
     if (!first) return p->refused(service.queue_full());
-    service.give_pixels(pixels);
     throw service.queue_full();
   };
   const int parts = int(classes) + int(embedding);
   if (r.input == InferInput::Image) {
     EncodedImages images = infer_images(r);
     service.check_queue_room(int64_t(images.size()));
-    pixels = service.take_pixels(images);
-    auto p = std::make_shared<Pending>(service, m, answer_spec(r), reply, parts, pixels);
+    reply.hold(service.take_pixels(images));
+    auto p = std::make_shared<Pending>(service, m, answer_spec(r), reply, parts);
     if (classes)
       queue(p, true, m.batcher->submit(embedding ? images : std::move(images), int(std::max<int64_t>(r.topk, 1)),
                                        [p](std::vector<Result> rs) { p->classes(std::move(rs)); }, req.wanted));
@@ -156,7 +152,7 @@ void kserve_infer(Service& service, const std::string& model, HttpRequest& req, 
   const int64_t B = pixels_batch(r, m.info.input_height, m.info.input_width);
   service.check_queue_room(B);
   std::vector<float> values = infer_pixels(r, B * 3 * m.info.input_height * m.info.input_width);
-  auto p = std::make_shared<Pending>(service, m, answer_spec(r), reply, parts, 0);
+  auto p = std::make_shared<Pending>(service, m, answer_spec(r), reply, parts);
   if (classes)
     queue(p, true, m.batcher->submit(embedding ? values : std::move(values), B, [p, B](std::vector<float> rows, std::string e) {
             p->logits(std::move(rows), B, e);

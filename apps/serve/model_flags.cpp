@@ -102,7 +102,8 @@ std::vector<ModelSpec> model_specs(const ModelFlags& f) {
         throw Error("--precision: " + std::string(e.what()));
       }
     }
-    if (const std::string v = value(f.img_size, "--img-size"); !v.empty()) s.model.img_size = whole_number(v, "--img-size", 0, 8192);
+    if (const std::string v = value(f.img_size, "--img-size"); !v.empty())
+      s.model.img_size = whole_number(v, "--img-size", 0, int(kMaxInputSize));
     if (const std::string v = value(f.max_patches, "--max-patches"); !v.empty())
       s.model.max_patches = whole_number(v, "--max-patches", 0, int(kMaxNaflexPatches));
     if (const std::string v = value(f.threads, "--threads"); !v.empty()) s.model.threads = whole_number(v, "--threads", 0, 4096);

@@ -84,16 +84,17 @@ bool Service::ready() const {
   return !models_.empty();
 }
 
-int64_t Service::take_pixels(const EncodedImages& images) {
+Budget::Lease Service::take_pixels(const EncodedImages& images) {
   int64_t pixels = 0;
   for (const auto& im : images) pixels += decode_pixels(im.second, opt_.max_pixels);
   if (pixels > pixels_.limit())
     throw HttpError(413, "the images of this request hold " + megapixels(pixels) + " megapixels; the server holds "
                          "at most " + megapixels(pixels_.limit()) + " at once (--max-queue-mp)");
-  if (!pixels_.take(pixels))
+  std::optional<Budget::Lease> lease = pixels_.lease(pixels);
+  if (!lease)
     throw busy("the queued images hold " + megapixels(pixels_.used()) + " of at most " + megapixels(pixels_.limit()) +
                " megapixels (--max-queue-mp)");
-  return pixels;
+  return std::move(*lease);
 }
 
 void Service::check_queue_room(int64_t n) const {

@@ -75,9 +75,9 @@ class Service {
   double started() const { return started_; }  // seconds since the epoch
 
   // Prices encoded images in pixels from their headers and takes them from --max-queue-mp: throws 413
-  // for more than the whole budget, 503 (Retry-After) when it is full now. Returns what to give back.
-  int64_t take_pixels(const EncodedImages& images);
-  void give_pixels(int64_t pixels) { pixels_.give(pixels); }
+  // for more than the whole budget, 503 (Retry-After) when it is full now. The lease gives them back
+  // (Reply::hold: when the request is answered).
+  Budget::Lease take_pixels(const EncodedImages& images);
   // A request of n images must fit in a queue at all (413).
   void check_queue_room(int64_t n) const;
   HttpError queue_full() const;

@@ -143,11 +143,10 @@ void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
   reply.model(m.name);
   const int64_t n = int64_t(r.images.size());
   service.check_queue_room(n);
-  const int64_t pixels = service.take_pixels(r.images);
+  reply.hold(service.take_pixels(r.images));
   const bool base64 = r.base64;
   const bool ok = m.batcher->submit(std::move(r.images), m.embed(r.normalize),
-                                    [&service, &m, reply, pixels, base64](std::vector<Embedding> es) {
-    service.give_pixels(pixels);
+                                    [&service, &m, reply, base64](std::vector<Embedding> es) {
     for (size_t i = 0; i < es.size(); ++i)
       if (!es[i].error.empty()) {
         if (reply.wanted()) service.images_done(m, 0, 1);
@@ -163,10 +162,7 @@ void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
     reply(json_answer({{"object", "list"}, {"data", std::move(data)}, {"model", m.name},
                        {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}));
   }, req.wanted);
-  if (!ok) {
-    service.give_pixels(pixels);
-    throw service.queue_full();
-  }
+  if (!ok) throw service.queue_full();
 }
 
 // A model in OpenAI's form, with what it answers under "vit" (for the web page's picker and other tools); a

@@ -42,10 +42,24 @@ std::vector<std::string> segments(const std::string& path) {
   return out;
 }
 
+// "GET /, POST /v1/classify, GET|POST /x, ...": the routes' endpoints in the order they were added, a path that
+// takes several methods once.
+std::string endpoint_list(const std::vector<Route>& routes) {
+  std::vector<std::pair<std::string, std::string>> paths;  // (pattern, methods)
+  for (const Route& r : routes) {
+    const auto same = std::find_if(paths.begin(), paths.end(), [&](const auto& p) { return p.first == r.pattern; });
+    if (same == paths.end()) paths.emplace_back(r.pattern, r.method);
+    else same->second += "|" + r.method;
+  }
+  std::string s;
+  for (const auto& [pattern, methods] : paths) s += (s.empty() ? "" : ", ") + methods + " " + pattern;
+  return s;
+}
+
 }  // namespace
 
-Router::Router(std::vector<Route> routes, Metrics& metrics, std::string not_found, std::vector<std::string> cors_origins)
-    : routes_(std::move(routes)), metrics_(metrics), not_found_(std::move(not_found)),
+Router::Router(std::vector<Route> routes, Metrics& metrics, std::vector<std::string> cors_origins)
+    : routes_(std::move(routes)), metrics_(metrics), endpoints_(endpoint_list(routes_)),
       cors_origins_(std::move(cors_origins)) {
   metrics_.counter("vit_requests_total", "HTTP requests answered, by endpoint and status.");
   metrics_.histogram("vit_request_duration_seconds", "Time from a request's last byte read to its answer, by endpoint.",
@@ -113,7 +127,7 @@ void Router::allow_origin(const std::string& origin, HttpResponse* r) const {
 }
 
 HttpResponse Router::preflight(const HttpRequest& req, const Match& m) const {
-  if (m.allow.empty()) return error_answer(m.form, HttpError(404, "no endpoint " + req.path + " (" + not_found_ + ")"));
+  if (m.allow.empty()) return error_answer(m.form, HttpError(404, "no endpoint " + req.path + " (the endpoints: " + endpoints_ + ")"));
   if (!req.origin.empty() && !allowed(req.origin)) {
     std::string origins;
     for (const std::string& o : cors_origins_) origins += (origins.empty() ? "" : ", ") + o;
@@ -147,7 +161,7 @@ void Router::handle(HttpRequest request, std::function<void(HttpResponse)> done)
   }, m.form, request.wanted);
   if (request.method == "OPTIONS" && !cors_origins_.empty()) return reply(preflight(request, m));
   if (!m.route) {
-    if (m.allow.empty()) return reply.fail(HttpError(404, "no endpoint " + request.path + " (" + not_found_ + ")"));
+    if (m.allow.empty()) return reply.fail(HttpError(404, "no endpoint " + request.path + " (the endpoints: " + endpoints_ + ")"));
     const std::string methods = allow(m);
     HttpError e(405, request.method + " is not allowed on " + request.path + "; use " + methods);
     e.headers.push_back({"Allow", methods});

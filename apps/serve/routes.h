@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "budget.h"
 #include "http.h"
 #include "http_server.h"
 #include "metrics.h"
@@ -23,23 +24,37 @@ enum class ErrorForm { Plain, OpenAI };
 HttpResponse error_answer(ErrorForm form, const HttpError& e);
 
 // How a handler answers, now or later from another thread: once, with an answer or an error, the
-// error written in its route's form.
+// error written in its route's form. Copies answer for the same request.
 class Reply {
  public:
   Reply(std::function<void(HttpResponse, const std::string& model)> done, ErrorForm form,
         std::function<bool()> wanted = {})
-      : done_(std::move(done)), form_(form), model_(std::make_shared<std::string>()), wanted_(std::move(wanted)) {}
-  void operator()(HttpResponse r) const { done_(std::move(r), *model_); }
-  void fail(const HttpError& e) const { done_(error_answer(form_, e), *model_); }
+      : done_(std::move(done)), form_(form), state_(std::make_shared<State>()), wanted_(std::move(wanted)) {}
+  void operator()(HttpResponse r) const {
+    state_->lease.give_back();
+    done_(std::move(r), state_->model);
+  }
+  void fail(const HttpError& e) const {
+    state_->lease.give_back();
+    done_(error_answer(form_, e), state_->model);
+  }
   // The model the request is for, once known: its metrics label and log line name it.
-  void model(const std::string& name) const { *model_ = name; }
+  void model(const std::string& name) const { state_->model = name; }
+  // What the request holds of a budget (its images' pixels) until it is answered, given back just before
+  // the answer (or, never answered, with the last copy of the reply). Called before the reply is shared
+  // with other threads.
+  void hold(Budget::Lease lease) const { state_->lease = std::move(lease); }
   // Whether the client still waits for the answer (HttpRequest::wanted).
   bool wanted() const { return !wanted_ || wanted_(); }
 
  private:
+  struct State {
+    std::string model;
+    Budget::Lease lease;
+  };
   std::function<void(HttpResponse, const std::string&)> done_;
   ErrorForm form_;
-  std::shared_ptr<std::string> model_;
+  std::shared_ptr<State> state_;
   std::function<bool()> wanted_;
 };
 
@@ -59,9 +74,9 @@ constexpr int kClientGone = 499;
 
 class Router : public Handler {
  public:
-  // not_found: what a 404 for an unknown path adds, the endpoints there are. cors_origins: the origins
-  // whose pages may call the server (--cors-origin; "*" for any), none by default.
-  Router(std::vector<Route> routes, Metrics& metrics, std::string not_found, std::vector<std::string> cors_origins = {});
+  // A 404 for an unknown path lists the routes' endpoints. cors_origins: the origins whose pages may call
+  // the server (--cors-origin; "*" for any), none by default.
+  Router(std::vector<Route> routes, Metrics& metrics, std::vector<std::string> cors_origins = {});
   void handle(HttpRequest request, std::function<void(HttpResponse)> done) override;
   HttpResponse error(const HttpRequest& head, const HttpError& e) override;
   bool headroom(const std::string& method, const std::string& path) const override;
@@ -88,7 +103,7 @@ class Router : public Handler {
 
   std::vector<Route> routes_;
   Metrics& metrics_;
-  std::string not_found_;
+  std::string endpoints_;  // "GET /, POST /v1/classify, ...": every route's, in order, each path once
   std::vector<std::string> cors_origins_;
 };
 

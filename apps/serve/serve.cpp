@@ -226,10 +226,7 @@ std::unique_ptr<Server> make_server(const ServeOptions& o) {
   add_v1_routes(*s->service, &routes);
   add_openai_routes(*s->service, &routes);
   add_kserve_routes(*s->service, &routes);
-  s->router = std::make_unique<Router>(std::move(routes), s->metrics,
-                                       "GET / (the page), POST /v1/classify, /v1/explain, /v1/embeddings, GET /v1/models, /metrics, KServe v2 under "
-                                       "/v2: /v2/health/live, /v2/health/ready, /v2/models/NAME[/versions/1][/ready|/infer]",
-                                       o.cors_origins);
+  s->router = std::make_unique<Router>(std::move(routes), s->metrics, o.cors_origins);
   s->http = std::make_unique<HttpServer>(o.http, *s->router);
   const HttpServer* http = s->http.get();
   using Kind = Metrics::Kind;

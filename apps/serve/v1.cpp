@@ -58,9 +58,8 @@ void classify(Service& service, HttpRequest& req, const Reply& reply) {
   bool multipart = false;
   EncodedImages images = request_images(req, &multipart);
   service.check_queue_room(int64_t(images.size()));
-  const int64_t pixels = service.take_pixels(images);
-  const bool ok = m.batcher->submit(std::move(images), int(topk), [&service, &m, reply, multipart, pixels](std::vector<Result> rs) {
-    service.give_pixels(pixels);
+  reply.hold(service.take_pixels(images));
+  const bool ok = m.batcher->submit(std::move(images), int(topk), [&service, &m, reply, multipart](std::vector<Result> rs) {
     int64_t failed = 0;
     for (const Result& r : rs) failed += !r.error.empty();
     if (reply.wanted()) service.images_done(m, int64_t(rs.size()) - failed, failed);
@@ -73,10 +72,7 @@ void classify(Service& service, HttpRequest& req, const Reply& reply) {
       a.push_back(r.error.empty() ? json{{"file", r.file}, {"top", top_json(r)}} : json{{"file", r.file}, {"error", r.error}});
     reply(json_answer(a));
   }, req.wanted);
-  if (!ok) {
-    service.give_pixels(pixels);
-    throw service.queue_full();
-  }
+  if (!ok) throw service.queue_full();
 }
 
 // POST /v1/explain: one image's attention picture, as `vit explain` draws it, in the model's queue.
@@ -90,8 +86,10 @@ void explain(Service& service, HttpRequest& req, const Reply& reply) {
   }
   int size = 1024;
   if (const auto v = query_value(req.query, "size")) {
-    const auto n = parse_count(*v, 64, 8192);
-    if (!n) throw HttpError(400, "size: '" + *v + "' is not a number from 64 to 8192");
+    const auto n = parse_count(*v, kMinPictureSize, kMaxPictureSize);
+    if (!n)
+      throw HttpError(400, "size: '" + *v + "' is not a number from " + std::to_string(kMinPictureSize) + " to " +
+                               std::to_string(kMaxPictureSize));
     size = int(*n);
   }
   bool multipart = false;
@@ -99,16 +97,12 @@ void explain(Service& service, HttpRequest& req, const Reply& reply) {
   if (images.size() != 1)
     throw HttpError(400, "explain draws one image; the form has " + std::to_string(images.size()) + " files");
   service.check_queue_room(1);
-  const int64_t pixels = service.take_pixels(images);
+  reply.hold(service.take_pixels(images));
   auto shared = std::make_shared<EncodedImages>(std::move(images));
-  const bool ok = m.batcher->submit([&service, &m, reply, pixels, method, size, shared] {
-    if (!reply.wanted()) {  // its client has gone: not drawn
-      service.give_pixels(pixels);
-      return reply.fail(HttpError(400, Batcher::kDropped));
-    }
+  const bool ok = m.batcher->submit([&service, &m, reply, method, size, shared] {
+    if (!reply.wanted()) return reply.fail(HttpError(400, Batcher::kDropped));  // its client has gone: not drawn
     try {
       std::vector<Explanation> e = m.explainer().explain_encoded(*shared, method, size);
-      service.give_pixels(pixels);
       service.images_done(m, e[0].error.empty(), !e[0].error.empty());
       if (!e[0].error.empty()) return reply.fail(HttpError(400, e[0].error));
       HttpResponse r;
@@ -116,18 +110,13 @@ void explain(Service& service, HttpRequest& req, const Reply& reply) {
       r.body = std::move(e[0].picture);
       reply(std::move(r));
     } catch (const HttpError& e) {
-      service.give_pixels(pixels);
       reply.fail(e);
     } catch (const std::exception& e) {
-      service.give_pixels(pixels);
       service.images_done(m, 0, 1);
       reply.fail(HttpError(400, e.what()));
     }
   }, 1);
-  if (!ok) {
-    service.give_pixels(pixels);
-    throw service.queue_full();
-  }
+  if (!ok) throw service.queue_full();
 }
 
 }  // namespace

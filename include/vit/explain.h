@@ -23,6 +23,9 @@ namespace vit {
 // of its heads).
 enum class ExplainMethod { Rollout, Last };
 
+// The range of a picture's longer side (ExplainOptions::picture_size, `vit explain --size`, /v1/explain's size).
+constexpr int kMinPictureSize = 64, kMaxPictureSize = 8192;
+
 struct ExplainOptions {
   int threads = 0;                 // threads for decoding, inference and drawing (0: all cores)
   std::string labels;              // a labels file, one per line; "" for the checkpoint's, else ImageNet-1k's
@@ -34,7 +37,7 @@ struct ExplainOptions {
   int64_t max_pixels = kDefaultMaxPixels;  // larger images are refused from their header, before decoding
   bool exif_transpose = false;     // turn images as their EXIF orientation says (PIL's exif_transpose)
   ExplainMethod method = ExplainMethod::Rollout;
-  int picture_size = 1024;         // the pictures' longer side at most, 64 to 8192
+  int picture_size = 1024;         // the pictures' longer side at most, kMinPictureSize to kMaxPictureSize
   bool heads = false;              // also heads_picture
   std::string picture_software;    // named in each picture's "Software" text chunk, as image editors name themselves ("" for none)
 };

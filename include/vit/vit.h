@@ -25,6 +25,8 @@
 
 #include "vit/error.h"
 #include "vit/limits.h"
+#include "vit/model_files.h"
+#include "vit/model_kinds.h"
 #include "vit/precision.h"
 
 namespace vit {
@@ -49,41 +51,6 @@ bool is_video_name(const std::string& path);
 // ".mp4 ... .webm".
 std::string image_extensions();
 std::string video_extensions();
-
-// The files loading a model reads, found as every loader finds them (the one place that knows the
-// names): the weights (a folder's model.safetensors, or OpenCLIP's open_clip_model.safetensors; or the
-// .safetensors file given), the config beside them (config.json; open_clip_config.json beside OpenCLIP's
-// weights) unless one is given, preprocessor_config.json, and int8.safetensors (the rounded weights of a
-// `vit quantize` folder). What `vit quantize` copies, and what no command's output may replace.
-struct ModelFiles {
-  std::string folder;        // where the weights are ("." for a bare file name)
-  std::string weights;       // the checkpoint
-  std::string config;        // the config read: the one given, else the one beside; "" for none
-  std::string preprocessor;  // preprocessor_config.json beside the weights; "" for none
-  std::string int8;          // int8.safetensors beside the weights; "" for none
-  std::string name;          // the name loading takes hints from: the folder's, or a file's not named model.safetensors
-  bool open_clip = false;    // OpenCLIP's names (open_clip_model.safetensors, open_clip_config.json)
-  // Every path loading would read if it were there, present or not: the weights, the configs, the
-  // preprocessor's and the int8 weights beside them.
-  std::vector<std::string> read_paths() const;
-};
-
-// model: a .safetensors file or the folder holding one; config: a config.json given instead of the one
-// beside ("" for that one). Throws vit::Error when there is no such path or the folder has no weights.
-ModelFiles find_model_files(const std::string& model, const std::string& config = "");
-// The name a model goes by (ModelInfo::name): the folder's, for a folder or the weights file a folder is
-// loaded from (model.safetensors, open_clip_model.safetensors), else the file's stem.
-std::string model_name(const std::string& model);
-
-// How a model pools its tokens into the head's input: the class token's row, the mean of the patch tokens,
-// or an attention pool (SigLIP's MAP head, attn_pool). The CLI's --pool and Python's pool= say cls, mean, map.
-enum class Pool { Token, Avg, Map };
-const char* pool_name(Pool p);  // timm's global_pool names: "token", "avg", "map"
-
-// What a model's head is: a classifier over labels, a projection into a joint image-text space (a CLIP
-// tower's: it labels nothing without text embeddings), or none (embeddings only: DINOv2, a SigLIP tower).
-enum class HeadKind { None, Classifier, Projection };
-const char* head_kind_name(HeadKind k);  // "none", "classifier", "projection"
 
 struct ClassifierOptions {
   Precision precision = Precision::F32;

@@ -135,6 +135,16 @@ def test_bad_requests_are_4xx_naming_the_problem(serve):
         assert requests.post(s.url + "/v1/classify", data=good, timeout=30).status_code == 200, case
 
 
+def test_an_unknown_path_is_answered_with_every_route_the_router_has(serve):
+    s = serve()
+    r = requests.get(s.url + "/nowhere", timeout=30)
+    assert r.status_code == 404, r.text
+    listed = r.json()["error"]
+    for endpoint in ("GET /", "POST /v1/classify", "POST /v1/explain", "POST /v1/embeddings", "GET /v1/models",
+                     "GET /metrics", "GET /v2/health/ready", "POST /v2/models/{name}/infer", "POST /v2/repository/index"):
+        assert endpoint + "," in listed + ",", (endpoint, listed)
+
+
 def test_kserve_infer_bytes_json_and_binary(serve):
     s = serve()
     files = photos()[3:6]
