@@ -14,9 +14,10 @@ $sudo apt-get install -y -q --no-install-recommends \
   clang libclang-rt-14-dev libomp-14-dev python3-torch python3-torchvision \
   libopencv-dev libavutil-dev libwebp-dev libcsv-dev zlib1g-dev python3-pil python3-dev python3-numpy python3-pybind11 python3-pytest python3-venv python3-build \
   libboost-dev python3-requests python3-prometheus-client wrk openjdk-17-jre-headless ccache \
-  chromium chromium-driver python3-selenium
+  chromium chromium-driver python3-selenium libicu-dev libsentencepiece-dev
 # (python3-build makes the source distribution the wheel tests build from: python/packaging/build_wheels.sh;
-# chromium, its driver and Selenium show vit serve's page in the tests.)
+# chromium, its driver and Selenium show vit serve's page in the tests; ICU and SentencePiece are the text
+# towers' tokenizers': Unicode classes and normal forms, and SigLIP's SentencePiece models.)
 # The Spark job (scripts/spark-classify.sh): PySpark and what its pandas functions need, from the Python
 # package index into .venv, which sees Debian's packages (pytest, numpy, PIL) too.
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv

@@ -100,11 +100,13 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
 // alone with T = lengths[b] (the same kernel, loop order and blocking: its answer is bit-identical): padded
 // keys get no weight, padded query rows are written as zeros, and its scores hold its softmax in their top
 // left lengths[b] x lengths[b] corner, zeros elsewhere; a bias is read in that corner.
+// causal: each token attends to itself and the tokens before it only (CLIP's text tower: open_clip's attn_mask,
+// -inf above the diagonal, which adds nothing elsewhere); its scores past them are zero.
 int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh);
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                   const float* qkv, float* heads, float* scores, float* out,
                                   const float* bias = nullptr, Precision products = Precision::F32,
-                                  const int32_t* lengths = nullptr);
+                                  const int32_t* lengths = nullptr, bool causal = false);
 // A bias per head looked up through an index over token pairs, written out dense for attention_steps:
 // bias[h, i, j] = table[index[i * T + j] * H + h] (a relative position bias: table [R, H], index [T, T] of
 // values below R), bias [H, T, T].

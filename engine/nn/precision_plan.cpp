@@ -56,8 +56,8 @@ std::vector<Step> PrecisionPlan::norm_linear(const std::string& norm_name, const
 
 std::vector<Step> PrecisionPlan::attention(const std::string& name, int64_t images, int64_t T, int64_t H, int64_t Dh,
                                            const float* qkv, float* heads, float* scores, float* out,
-                                           const float* bias, const int32_t* lengths) const {
-  return attention_steps(name, images, T, H, Dh, qkv, heads, scores, out, bias, attention_products(p_), lengths);
+                                           const float* bias, const int32_t* lengths, bool causal) const {
+  return attention_steps(name, images, T, H, Dh, qkv, heads, scores, out, bias, attention_products(p_), lengths, causal);
 }
 
 }  // namespace vit

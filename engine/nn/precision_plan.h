@@ -48,10 +48,10 @@ class PrecisionPlan {
                                 float* normed, const std::string& name, const LinearWeights& lw, int64_t rows,
                                 float* dst, const LinearWeights* next = nullptr);
   // attention_steps (ops.h) for `images` images, with the products this precision takes; lengths: the
-  // images' own lengths when they are padded to T (NaFlex), else null.
+  // images' own lengths when they are padded to T (NaFlex, texts), else null; causal: CLIP text's mask.
   std::vector<Step> attention(const std::string& name, int64_t images, int64_t T, int64_t H, int64_t Dh,
                               const float* qkv, float* heads, float* scores, float* out, const float* bias,
-                              const int32_t* lengths = nullptr) const;
+                              const int32_t* lengths = nullptr, bool causal = false) const;
 
  private:
   // Whether a layer runs image by image (bf16 and int8 models' layers that are not int8).
