@@ -27,6 +27,8 @@ OUT_DIR/oc_siglip            ViT-B-16-SigLIP (no causal mask, the last token, a 
 OUT_DIR/oc_siglip2           ViT-B-32-SigLIP2-256 (the Gemma kind, GELU's tanh form)
 OUT_DIR/hf_clip, hf_clip_eos2  Hugging Face CLIPModel (eos_token_id 49407; 2, the older configs' argmax pooling)
 OUT_DIR/hf_siglip            Hugging Face SiglipModel
+OUT_DIR/oc_clip_b32_shape, oc_siglip_b16_shape  text towers of ViT-B-32's and ViT-B-16-SigLIP's shape (12 blocks of
+                             width 512 and 768; random weights in F16), for int8's agreement with f32
 OUT_DIR/<model>/text_reference.safetensors  ids [N, context] (as F32) from the reference tokenizer, embeddings [N, E]
                              from encode_text / get_text_features; metadata "strings" (JSON)
 """
@@ -204,15 +206,27 @@ def copy_tokenizer(out, folder, d):
         shutil.copy(os.path.join(out, folder, f), d)
 
 
-def oc_clip(out, name, seed, quick_gelu):
-    model_cfg = {"embed_dim": 32, "quick_gelu": quick_gelu,
+def save_state(model, path, half):
+    """The model's weights, in F16 when `half` (the model's own weights rounded to it, so that its outputs are
+    those of the file)."""
+    if half:
+        model.half().float()
+    state = {k: (v.half() if half else v).contiguous() for k, v in model.state_dict().items()}
+    save_file(state, path)
+
+
+def oc_clip(out, name, seed, quick_gelu, text=None, embed_dim=32):
+    """open_clip.CLIP with a text tower of `text` (width, heads, layers; by default shrunk to 64, 2, 2), stored in
+    F16 when it is of a real model's size."""
+    text = text or {"width": 64, "heads": 2, "layers": 2}
+    model_cfg = {"embed_dim": embed_dim, "quick_gelu": quick_gelu,
                  "vision_cfg": {"image_size": 224, "layers": 1, "width": 64, "head_width": 32, "patch_size": 16},
-                 "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2}}
+                 "text_cfg": dict({"context_length": 77, "vocab_size": 49408}, **text)}
     model = open_clip.CLIP(**model_cfg).eval()
     randomize(model, seed)
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
-    save_file(model.state_dict(), os.path.join(d, "open_clip_model.safetensors"))
+    save_state(model, os.path.join(d, "open_clip_model.safetensors"), half=text["width"] > 64)
     with open(os.path.join(d, "open_clip_config.json"), "w") as f:
         json.dump({"model_cfg": model_cfg}, f, indent=2)
     copy_tokenizer(out, "tok_openclip_bpe", d)
@@ -221,10 +235,10 @@ def oc_clip(out, name, seed, quick_gelu):
         save_text_reference(d, ids, model.encode_text(ids))
 
 
-def oc_timm(out, name, model_name, text_kwargs, tokenizer_folder, seed):
-    """An OpenCLIP CustomTextCLIP on a shrunk timm trunk, its text tower shrunk."""
+def oc_timm(out, name, model_name, text_kwargs, tokenizer_folder, seed, shrink_text=True):
+    """An OpenCLIP CustomTextCLIP on a shrunk timm trunk, its text tower shrunk (or of its real shape, in F16)."""
     cfg = open_clip.get_model_config(model_name)
-    text_cfg = dict(cfg["text_cfg"], width=64, heads=2, layers=2, **text_kwargs)
+    text_cfg = dict(cfg["text_cfg"], **(dict(width=64, heads=2, layers=2) if shrink_text else {}), **text_kwargs)
     embed_dim = 96 if cfg["vision_cfg"].get("timm_proj") == "none" else 32
     create = timm.create_model
     timm.create_model = lambda arch, **kw: create(arch, **dict(kw, depth=1, embed_dim=96))
@@ -235,7 +249,7 @@ def oc_timm(out, name, model_name, text_kwargs, tokenizer_folder, seed):
     randomize(model, seed)
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
-    save_file(model.state_dict(), os.path.join(d, "open_clip_model.safetensors"))
+    save_state(model, os.path.join(d, "open_clip_model.safetensors"), half=not shrink_text)
     save_config_for_hf(model, pathlib.Path(d, "open_clip_config.json"), dict(cfg, embed_dim=embed_dim, text_cfg=text_cfg))
     copy_tokenizer(out, tokenizer_folder, d)
     if text_cfg.get("hf_tokenizer_name"):
@@ -292,6 +306,12 @@ def main():
     hf_clip(out, "hf_clip", 205, 49407, "gelu")
     hf_clip(out, "hf_clip_eos2", 206, 2, "quick_gelu")
     hf_siglip(out, 207)
+    # Text towers of real models' shapes (random weights, stored in F16), where int8's agreement with f32 is judged:
+    # ViT-B-32's (12 blocks of width 512, QuickGELU as OpenAI's) and ViT-B-16-SigLIP's (12 of 768).
+    oc_clip(out, "oc_clip_b32_shape", 208, quick_gelu=True, text={"width": 512, "heads": 8, "layers": 12},
+            embed_dim=512)
+    oc_timm(out, "oc_siglip_b16_shape", "ViT-B-16-SigLIP", {"vocab_size": VOCAB}, "tok_siglip_t5", 209,
+            shrink_text=False)
 
 
 if __name__ == "__main__":

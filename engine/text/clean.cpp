@@ -22,7 +22,7 @@ const std::u32string* width_form(char32_t c) {
   static const std::array<std::u32string, 0xFFF0 - 0xFF01> forms = [] {
     std::array<std::u32string, 0xFFF0 - 0xFF01> f;
     for (char32_t x = 0xFF01; x < 0xFFF0; ++x) {
-      const std::u32string one(1, x), normal = nfkc(one);
+      const std::u32string one(1, x), normal = normalize(one, NormalForm::NFKC);
       if (normal != one) f[x - 0xFF01] = normal;
     }
     return f;
@@ -104,7 +104,7 @@ std::u32string fix_segment(std::u32string s, bool unescape) {
   for (;;) {
     const std::u32string before = s;
     if (unescape) s = ftfy_unescape_html(s);
-    s = nfc(remove_unwanted_controls(remove_terminal_escapes(character_fixes(s))));
+    s = normalize(remove_unwanted_controls(remove_terminal_escapes(character_fixes(s))), NormalForm::NFC);
     if (s == before) return s;
   }
 }
@@ -137,6 +137,29 @@ std::u32string remove_ascii_punctuation(std::u32string_view text) {
   out.reserve(text.size());
   for (const char32_t c : text)
     if (punctuation.find(c) == std::u32string::npos) out.push_back(c);
+  return out;
+}
+
+std::vector<std::pair<std::u32string, int>> split_special_tokens(const std::u32string& text,
+                                                                 const std::vector<std::u32string>& specials) {
+  std::vector<std::pair<std::u32string, int>> out;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size();) {
+    int found = -1;
+    for (size_t s = 0; s < specials.size(); ++s)
+      if (!specials[s].empty() && text.compare(i, specials[s].size(), specials[s]) == 0 &&
+          (found < 0 || specials[s].size() > specials[size_t(found)].size()))
+        found = int(s);
+    if (found < 0) {
+      ++i;
+      continue;
+    }
+    if (i > start) out.push_back({text.substr(start, i - start), -1});
+    out.push_back({specials[size_t(found)], found});
+    i += specials[size_t(found)].size();
+    start = i;
+  }
+  if (start < text.size()) out.push_back({text.substr(start), -1});
   return out;
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace vit {
 
@@ -23,5 +25,10 @@ std::u32string openclip_canonicalize(std::u32string_view text);
 
 // ASCII punctuation removed (string.punctuation: !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~).
 std::u32string remove_ascii_punctuation(std::u32string_view text);
+
+// Text split at the special tokens written in it (at each place the longest that starts there), as Hugging Face's
+// added tokens are split out: the pieces in order, each with its special token's index, or -1 between them.
+std::vector<std::pair<std::u32string, int>> split_special_tokens(const std::u32string& text,
+                                                                 const std::vector<std::u32string>& specials);
 
 }  // namespace vit

@@ -213,42 +213,13 @@ std::vector<int32_t> SentencePieceTokenizer::siglip_tokens(const std::u32string&
   std::u32string s = std::u32string(1, kUnderline);
   for (const char32_t c : text) s.push_back(c == kUnderline ? U' ' : c);
   const std::vector<std::u32string> specials = {utf8_to_u32(spec_.eos), utf8_to_u32(spec_.unk), utf8_to_u32(spec_.pad)};
-  const auto special_at = [&](const std::u32string& t, size_t i) -> int {
-    int found = -1;
-    for (size_t k = 0; k < specials.size(); ++k)
-      if (t.compare(i, specials[k].size(), specials[k]) == 0 && (found < 0 || specials[k].size() > specials[size_t(found)].size()))
-        found = int(k);
-    return found;
-  };
-  if (spec_.lower) {  // re.sub("(specials)|(.+?)", group 1 or group 2 lowered): '.' skips line feeds, lower keeps them
+  if (spec_.lower) {  // re.sub("(specials)|(.+?)", group 1 or group 2 lowered): line feeds and lower case alike
     std::u32string lowered;
-    for (size_t i = 0; i < s.size();) {
-      const int k = special_at(s, i);
-      if (k >= 0) {
-        lowered += specials[size_t(k)];
-        i += specials[size_t(k)].size();
-      } else {
-        lowered += s[i] == U'\n' ? std::u32string(1, U'\n') : lower_each(std::u32string(1, s[i]));
-        ++i;
-      }
-    }
+    for (const auto& [part, k] : split_special_tokens(s, specials)) lowered += k >= 0 ? part : lower_each(part);
     s = std::move(lowered);
   }
   // Trie.split: chunks and special tokens; then the chunks beside a special token stripped towards it.
-  std::vector<std::pair<std::u32string, int>> parts;
-  size_t start = 0;
-  for (size_t i = 0; i < s.size();) {
-    const int k = special_at(s, i);
-    if (k < 0) {
-      ++i;
-      continue;
-    }
-    if (i > start) parts.push_back({s.substr(start, i - start), -1});
-    parts.push_back({specials[size_t(k)], k});
-    i += specials[size_t(k)].size();
-    start = i;
-  }
-  if (start < s.size()) parts.push_back({s.substr(start), -1});
+  std::vector<std::pair<std::u32string, int>> parts = split_special_tokens(s, specials);
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].second < 0) continue;
     if (i + 1 < parts.size() && parts[i + 1].second < 0) {

@@ -42,31 +42,6 @@ class OpenClipBpeTokenizer : public Tokenizer {
   ClipBpe bpe_;
 };
 
-// Splits text at the special tokens written in it (leftmost, longest first), as Hugging Face's added tokens
-// are split out before any normalization: the pieces, each with its special token's index or -1.
-std::vector<std::pair<std::u32string, int>> split_specials(const std::u32string& text,
-                                                           const std::vector<std::u32string>& specials) {
-  std::vector<std::pair<std::u32string, int>> out;
-  size_t start = 0;
-  for (size_t i = 0; i < text.size();) {
-    int found = -1;
-    for (size_t s = 0; s < specials.size(); ++s)
-      if (!specials[s].empty() && text.compare(i, specials[s].size(), specials[s]) == 0 &&
-          (found < 0 || specials[s].size() > specials[size_t(found)].size()))
-        found = int(s);
-    if (found < 0) {
-      ++i;
-      continue;
-    }
-    if (i > start) out.push_back({text.substr(start, i - start), -1});
-    out.push_back({specials[size_t(found)], found});
-    i += specials[size_t(found)].size();
-    start = i;
-  }
-  if (start < text.size()) out.push_back({text.substr(start), -1});
-  return out;
-}
-
 // transformers' CLIPTokenizerFast: the normalizer (NFC, Replace(\s+, " "), Lowercase), the added tokens split out
 // of the normalized text (or of the raw text before it, for added tokens not "normalized"), the pre-tokenizer
 // (CLIP's pattern, case-sensitive, then ByteLevel, which splits those pieces no further) and the BPE, its merges in
@@ -86,7 +61,7 @@ class HfClipBpeTokenizer : public Tokenizer {
     static const std::vector<std::u32string> specials = {U"<|startoftext|>", U"<|endoftext|>"};
     std::vector<int32_t> ids;
     const bool normalized = spec_.specials_normalized;
-    for (const auto& [piece, special] : split_specials(normalized ? normalize(text) : text, specials)) {
+    for (const auto& [piece, special] : split_special_tokens(normalized ? normalize(text) : text, specials)) {
       if (special >= 0) {
         ids.push_back(special == 0 ? bos_id_ : eos_id_);
         continue;
@@ -99,7 +74,7 @@ class HfClipBpeTokenizer : public Tokenizer {
   static std::u32string normalize(const std::u32string& text) {
     std::u32string out;  // each run of \s as one space
     bool in_run = false;
-    for (const char32_t c : nfc(text)) {
+    for (const char32_t c : vit::normalize(text, NormalForm::NFC)) {
       const bool space = is_onig_space(c);
       if (!space || !in_run) out.push_back(space ? U' ' : c);
       in_run = space;

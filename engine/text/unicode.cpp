@@ -27,16 +27,17 @@ std::u32string from_icu(const icu::UnicodeString& s) {
   return out;
 }
 
-std::u32string normalize(std::u32string_view s, const icu::Normalizer2* (*instance)(UErrorCode&)) {
+}  // namespace
+
+std::u32string normalize(std::u32string_view s, NormalForm form) {
   UErrorCode status = U_ZERO_ERROR;
-  const icu::Normalizer2* n = instance(status);
+  const icu::Normalizer2* n =
+      form == NormalForm::NFC ? icu::Normalizer2::getNFCInstance(status) : icu::Normalizer2::getNFKCInstance(status);
   if (U_FAILURE(status)) throw Error(std::string("ICU: no normalizer: ") + u_errorName(status));
   const icu::UnicodeString out = n->normalize(to_icu(s), status);
   if (U_FAILURE(status)) throw Error(std::string("ICU: cannot normalize: ") + u_errorName(status));
   return from_icu(out);
 }
-
-}  // namespace
 
 std::u32string utf8_to_u32(std::string_view text) {
   std::u32string out;
@@ -69,8 +70,6 @@ std::string u32_to_utf8(std::u32string_view text) {
   return out;
 }
 
-std::u32string nfc(std::u32string_view text) { return normalize(text, icu::Normalizer2::getNFCInstance); }
-std::u32string nfkc(std::u32string_view text) { return normalize(text, icu::Normalizer2::getNFKCInstance); }
 
 std::u32string lower(std::u32string_view text) { return from_icu(to_icu(text).toLower(icu::Locale::getRoot())); }
 std::u32string upper(std::u32string_view text) { return from_icu(to_icu(text).toUpper(icu::Locale::getRoot())); }

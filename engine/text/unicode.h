@@ -12,8 +12,8 @@ namespace vit {
 std::u32string utf8_to_u32(std::string_view text);
 std::string u32_to_utf8(std::u32string_view text);
 
-std::u32string nfc(std::u32string_view text);
-std::u32string nfkc(std::u32string_view text);
+enum class NormalForm { NFC, NFKC };
+std::u32string normalize(std::u32string_view text, NormalForm form);
 
 // Python's str.lower and str.upper: Unicode's full case mappings (one character may become two), the final
 // sigma by its context (ICU's root locale).
