@@ -20,8 +20,8 @@ constexpr char32_t kUnderline = 0x2581;  // SentencePiece's '▁'
 // NormalizerSpec's fields (sentencepiece_model.proto): name 1, precompiled_charsmap 2, add_dummy_prefix 3,
 // remove_extra_whitespaces 4, escape_whitespaces 5. A NormalizerSpec appended to a ModelProto as its field 3 is
 // merged by protobuf into the one the file holds, field by field, as SiglipTokenizer's MergeFrom does.
-// Here: add_dummy_prefix off; or that, whitespace kept as it is (escaped as '▁' or not) and, without
-// `charsmap`, the map emptied (the identity).
+// kNoDummyPrefix turns add_dummy_prefix off alone; normalizer_override turns it and remove_extra_whitespaces off,
+// escapes whitespace as '▁' or not, and keeps the character map or empties it (the identity).
 const std::string kNoDummyPrefix = {'\x1a', '\x02', '\x18', '\x00'};
 std::string normalizer_override(bool charsmap, bool escape) {
   std::string spec;
