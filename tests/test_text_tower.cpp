@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "models/text_tower.h"
@@ -146,6 +147,25 @@ TEST_F(TextTowers, BadInputIsNamed) {
   write_file(oc.file("open_clip_config.json"), cfg.dump());
   std::remove(oc.file("bpe_simple_vocab_16e6.txt.gz").c_str());
   expect_error([&] { TextTower::load(oc.path()); }, "has no bpe_simple_vocab_16e6.txt.gz");
+}
+
+// A SigLIP checkpoint whose folder holds the fast tokenizer's tokenizer.json but not the SentencePiece model it is
+// run from is refused when the tower loads, naming the missing file: OpenCLIP's SigLIP and SigLIP 2, and SiglipModel.
+TEST_F(TextTowers, SentencePieceModelMissingBesideTokenizerJsonIsNamed) {
+  const std::pair<const char*, const char*> cases[] = {{"oc_siglip", "spiece.model"},
+                                                       {"oc_siglip2", "tokenizer.model"},
+                                                       {"hf_siglip", "spiece.model"}};
+  for (const auto& [name, missing] : cases) {
+    TempDir d;
+    for (const auto& e : std::filesystem::directory_iterator(model(name)))
+      if (e.path().filename() != missing) write_file(d.file(e.path().filename().string()), read_file(e.path().string()));
+    // SiglipModel's folder as save_pretrained leaves it has no tokenizer.json: the one a hub folder may hold.
+    if (!std::filesystem::exists(d.file("tokenizer.json")))
+      write_file(d.file("tokenizer.json"), read_file(model("tok_siglip_t5") + "/tokenizer.json"));
+    TextTower::load(model(name));  // the folder it was copied from loads
+    expect_error([&] { TextTower::load(d.path()); },
+                 d.path() + ": holds tokenizer.json but not " + missing + ", the SentencePiece model");
+  }
 }
 
 }  // namespace

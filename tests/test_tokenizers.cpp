@@ -3,14 +3,12 @@
 // whitespace, over-length; no mojibake): open_clip's SimpleTokenizer (its vocabulary as bpe_simple_vocab_16e6.txt.gz
 // and as merges.txt), transformers' CLIPTokenizerFast (vocab.json and merges.txt, and tokenizer.json), open_clip's
 // HFTokenizer over a T5 and a Gemma SentencePiece model, transformers' SiglipTokenizer (tests/make_text_models.py);
-// and the cleaning's parts against Python's own answers, bad text and bad tokenizer files named.
+// over-length text cut as they cut it; folders that lack the file their tokenizer runs from refused, naming it.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/text/clean.h"
-#include "engine/text/html.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/unicode.h"
 #include "test_util.h"
@@ -97,6 +95,12 @@ TEST_F(Tokenizers, MissingFilesAreNamed) {
                "holds tokenizer.json but not spiece.model, the SentencePiece model its tokenizer is run from");
   expect_error([] { find_tokenizer_files(TokenizerKind::HfSiglipSentencePiece, model("tok_json_only"), 64); },
                "holds tokenizer.json but not spiece.model");
+  // SigLIP 2's folder (tokenizer_class GemmaTokenizer) without its tokenizer.model.
+  TempDir gemma;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
+    write_file(gemma.file(f), read_file(model("tok_siglip_gemma") + "/" + f));
+  expect_error([&] { find_tokenizer_files(TokenizerKind::OpenClipSentencePiece, gemma.path(), 64); },
+               gemma.path() + ": holds tokenizer.json but not tokenizer.model, the SentencePiece model its tokenizer is run from");
   TempDir empty;
   expect_error([&] { find_tokenizer_files(TokenizerKind::OpenClipBpe, empty.path(), 77); },
                "has no bpe_simple_vocab_16e6.txt.gz");
@@ -106,54 +110,4 @@ TEST_F(Tokenizers, MissingFilesAreNamed) {
 }
 
 }  // namespace
-
-// What Python's html.unescape, ftfy and str.lower answer (checked by hand against Python 3.11 and ftfy 6.3).
-TEST(TextCleaning, HtmlUnescapeAsPython) {
-  const auto u = [](const std::string& s) { return u32_to_utf8(html_unescape(utf8_to_u32(s))); };
-  EXPECT_EQ(u("&amp;amp; &lt;b&gt; &quot;"), "&amp; <b> \"");
-  EXPECT_EQ(u("&notin &notit; &amp"), "\xc2\xacin \xc2\xacit; &");  // the longest known prefix, legacy names
-  EXPECT_EQ(u("&#x80; &#0; &#xD800; &#1; &#65 &#x110000;"), "\xe2\x82\xac \xef\xbf\xbd \xef\xbf\xbd  A \xef\xbf\xbd");
-  EXPECT_EQ(u("&bogus; & &# &#x;"), "&bogus; & &# &#x;");
-  const auto f = [](const std::string& s) { return u32_to_utf8(ftfy_unescape_html(utf8_to_u32(s))); };
-  EXPECT_EQ(f("&amp &amp; &NTILDE; &EACUTE; &#x2019; &#65"), "&amp & \xc3\x91 \xc3\x89 \xe2\x80\x99 &#65");
-}
-
-TEST(TextCleaning, FixTextAsFtfy) {
-  const auto fix = [](const std::string& s) { return u32_to_utf8(ftfy_fix_text(utf8_to_u32(s))); };
-  EXPECT_EQ(fix("\xef\xac\x81ne \xe2\x80\x9cquoted\xe2\x80\x9d \xef\xbc\xac\xef\xbc\xaf\xe3\x80\x80x"), "fine \"quoted\" LO x");
-  EXPECT_EQ(fix("a\r\nb\rc\xe2\x80\xa8""d"), "a\nb\nc\nd");
-  EXPECT_EQ(fix("\x1b[31mred\x1b[0m\x07"), "red");
-  EXPECT_EQ(fix("e\xcc\x81"), "\xc3\xa9");                       // NFC
-  EXPECT_EQ(fix("&lt;b&gt; <i>"), "&lt;b&gt; <i>");               // '<' in the line: entities left alone
-  EXPECT_EQ(fix("\xc2\x9c"), "\xc5\x93");                         // C1 control as Windows-1252
-  const auto lower_all = [](const std::string& s) { return u32_to_utf8(lower(utf8_to_u32(s))); };
-  EXPECT_EQ(lower_all("\xce\xa3\xce\x91\xce\xa3"), "\xcf\x83\xce\xb1\xcf\x82");  // ΣΑΣ: the final sigma
-  EXPECT_EQ(u32_to_utf8(lower_each(utf8_to_u32("\xce\xa3\xce\x91\xce\xa3"))), "\xcf\x83\xce\xb1\xcf\x83");
-}
-
-TEST(TextCleaning, InvalidUtf8IsNamed) {
-  expect_error([] { utf8_to_u32("ok \xff"); }, "not valid UTF-8: byte 3 (0xff)");
-  expect_error([] { utf8_to_u32("\xed\xa0\x80"); }, "not valid UTF-8: byte 0");  // a surrogate
-  expect_error([] { utf8_to_u32("\xc0\xaf"); }, "not valid UTF-8: byte 0");      // overlong
-  EXPECT_EQ(utf8_to_u32(std::string("a\0b", 3)).size(), 3u);                 // NUL is a character
-}
-
-TEST(TextCleaning, CorruptTokenizerFilesAreNamed) {
-  TempDir d;
-  write_file(d.file("spiece.model"), "not a model");
-  TokenizerSpec spec;
-  spec.kind = TokenizerKind::HfSiglipSentencePiece;
-  spec.model = d.file("spiece.model");
-  spec.context = 64;
-  expect_error([&] { Tokenizer::open(spec); }, d.file("spiece.model") + ": not a SentencePiece model");
-  write_file(d.file("bpe_simple_vocab_16e6.txt.gz"), "not gzip");
-  expect_error([&] { Tokenizer::open(find_tokenizer_files(TokenizerKind::OpenClipBpe, d.path(), 77)); },
-               "not a gzip file");
-  write_file(d.file("tokenizer.json"), "{\"model\": {\"type\": \"Unigram\"}}");
-  expect_error([&] { Tokenizer::open(find_tokenizer_files(TokenizerKind::HfClipBpe, d.path(), 77)); },
-               "tokenizer.json: not a BPE tokenizer");
-  write_file(d.file("tokenizer.json"), "{not json");
-  expect_error([&] { Tokenizer::open(find_tokenizer_files(TokenizerKind::HfClipBpe, d.path(), 77)); }, "invalid JSON");
-}
-
 }  // namespace vit::test
