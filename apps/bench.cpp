@@ -24,7 +24,7 @@ namespace {
 
 struct BenchOptions {
   ModelOptions model;
-  std::string arch, batches = "1,2,4,8,16,32", csv, plot;
+  std::string batches = "1,2,4,8,16,32", csv, plot;
   double seconds = 3.0;
   int iters = 0, warmup = 3;
   bool json = false, peak = false, profile = false;
@@ -220,7 +220,7 @@ struct BenchOutputs {
 };
 
 int run_bench(const BenchOptions& o, const std::vector<int>& batches, Benchmark& model, BenchOutputs& out) {
-  const std::string name = o.arch.empty() ? model.source() : o.arch;
+  const std::string name = o.model.model.empty() && !o.model.arch.empty() ? o.model.arch : model.source();
   const int threads = set_threads(0);
   const char* precision = precision_name(model.precision());
   const double weights_mb = double(model.weight_bytes()) / 1e6;
@@ -265,16 +265,18 @@ int run_bench(const BenchOptions& o, const std::vector<int>& batches, Benchmark&
 
 std::function<int()> prepare_bench(const BenchOptions& o) {
   auto batches = std::make_shared<std::vector<int>>(parse_batch_list(o.batches, "--batch"));
-  if (!o.arch.empty() && !o.model.model.empty()) throw Error("--arch and --model exclude each other: pick one");
   set_threads(usable_threads(o.model.threads));
   auto out = std::make_shared<BenchOutputs>();
   if (o.csv == "-" && o.json) throw Error("--csv - and --json both write to stdout: pick one");
   out->csv_stdout = o.csv == "-";
   if (!o.csv.empty() && o.csv != "-") out->csv = std::make_unique<OutputFile>(o.csv);
   if (!o.plot.empty()) out->plot = std::make_unique<OutputFile>(o.plot);
+  // --arch alone: that architecture with random weights; with --model, the checkpoint's architecture.
+  const bool random = o.model.model.empty() && !o.model.arch.empty();
+  if (random && !o.model.config.empty()) throw Error("--config describes a checkpoint: give --model too, or drop it");
   auto model = std::make_shared<Benchmark>(
-      o.arch.empty() ? Benchmark(model_path(o.model), o.model.config, o.model.img_size, o.model.precision)
-                     : Benchmark::random(o.arch, o.model.img_size, o.model.precision));
+      random ? Benchmark::random(o.model.arch, o.model.img_size, o.model.precision)
+             : Benchmark(model_path(o.model), o.model.config, o.model.img_size, o.model.precision, o.model.arch));
   return [o, batches, model, out] { return run_bench(o, *batches, *model, *out); };
 }
 
@@ -284,10 +286,10 @@ void add_bench_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = add_model_command(app, "bench", "measure forward-pass throughput and latency per batch size", o,
                                     prepare_bench, prepare);
-  cmd->add_option("--arch", o->arch, "a timm architecture with random weights: any that docs/MODELS.md lists as running, e.g. "
-                                      "vit_base_patch16_224, vit_small_patch14_dinov2, vit_so400m_patch14_siglip_378, "
-                                      "beitv2_large_patch16_224, eva02_base_patch14_448");
-  cmd->get_option("--arch")->check(non_empty_name());  // --arch '' is no architecture, not the default model
+  cmd->get_option("--arch")->description(
+      "without --model: a timm architecture with random weights, any that docs/MODELS.md lists as running (e.g. "
+      "vit_base_patch16_224, vit_small_patch14_dinov2, vit_so400m_patch14_siglip_378, eva02_base_patch14_448); with "
+      "--model: the checkpoint's architecture, as the other commands take it");
   cmd->add_option("-b,--batch", o->batches, "batch sizes, comma separated")->capture_default_str();
   auto* secs = add_number_option(cmd, "--seconds", &o->seconds, 0.001, 1e6, "timed seconds per batch size");
   auto* iters = add_number_option(cmd, "--iters", &o->iters, 1, 1 << 30, "timed runs per batch size (instead of --seconds)");

@@ -147,6 +147,10 @@ std::function<int()> prepare_embed(EmbedCommand o) {
   co.exif_transpose = o.exif_transpose;
   if (!o.pool.empty()) co.pool = kPoolWords.at(o.pool);
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
+  const ModelInfo info = classifier->info();
+  if (o.embed.tokens && info.max_patches > 0)
+    throw Error("--tokens: " + info.file + " is a NaFlex model (" + info.family + "): its token sequences are not "
+                "given yet (each image has a grid of its own); embed it without --tokens");
   auto out = std::make_shared<EmbedOutput>(o, *classifier);
   return [o, inputs, classifier, out] { return embed_all(o, *inputs, *classifier, *out); };
 }

@@ -32,17 +32,39 @@ struct EvalOptions {
   std::vector<std::string> paths;
 };
 
-// Where each photo's class comes from: --labels-csv (file,index records, labels_csv.h; the file as given
-// or its name alone), else an ImageNet synset id at the start of its file name or as one of its folders' names.
+// Where each photo's class comes from, decided once for the model: --labels-csv (file,index records,
+// labels_csv.h; the file as given or its name alone) for any classifier; else, for a model of ImageNet-1k's
+// 1000 classes (a head of 1000 is taken for ImageNet-1k's, as the labels without names of their own are), the
+// ImageNet synset id at the start of its file name or as one of its folders' names; else,
+// for a model whose classes have names of their own, the nearest of its folders named as one of them
+// (torchvision's ImageFolder layout, photos/<label>/...). A model with none of these is refused before any
+// work: nothing in a photo's name can say which of its unnamed classes it is.
+enum class TruthFrom { LabelsCsv, ImageNetSynsets, LabelFolders };
+
 class Truth {
  public:
-  Truth(const std::string& csv, int64_t classes) : classes_(classes) {
-    for (int i = 0; i < 1000; ++i) synsets_[kImageNetSynsets[i]] = i;
-    if (!csv.empty()) by_file_ = read_labels_csv(csv, classes);
+  Truth(const std::string& csv, const std::string& model, const std::vector<std::string>& labels) {
+    const int64_t classes = int64_t(labels.size());
+    if (!csv.empty()) {
+      from_ = TruthFrom::LabelsCsv;
+      by_file_ = read_labels_csv(csv, classes);
+    } else if (classes == 1000) {
+      from_ = TruthFrom::ImageNetSynsets;
+      for (int i = 0; i < 1000; ++i) by_name_[kImageNetSynsets[i]] = i;
+    } else if (has_own_names(labels)) {
+      from_ = TruthFrom::LabelFolders;
+      for (int i = 0; i < int(classes); ++i)
+        if (!by_name_.emplace(labels[size_t(i)], i).second) by_name_[labels[size_t(i)]] = kTwoClasses;
+      examples_ = labels[0] + (classes > 1 ? ", " + labels[1] : "") + (classes > 2 ? ", ..." : "");
+    } else {
+      throw Error(model, "its " + std::to_string(classes) + " classes are not ImageNet-1k's and have no names "
+                         "(class_0 to class_" + std::to_string(classes - 1) + "), so no file or folder name can say "
+                         "a photo's class: give each photo's class index with --labels-csv");
+    }
   }
   // The class index, or -1 with *why set.
   int of(const std::string& file, std::string* why) const {
-    if (!by_file_.empty()) {
+    if (from_ == TruthFrom::LabelsCsv) {
       auto it = by_file_.find(file);
       if (it == by_file_.end()) it = by_file_.find(std::filesystem::path(file).filename().string());
       if (it != by_file_.end()) return it->second;
@@ -51,22 +73,44 @@ class Truth {
     }
     static const std::regex synset(R"(^(n\d{8})(?:[_.\-]|$))");
     const std::filesystem::path p(file);
-    std::vector<std::string> names = {p.filename().string()};
+    std::vector<std::string> names;
+    if (from_ == TruthFrom::ImageNetSynsets) names.push_back(p.filename().string());
     for (auto dir = p.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
       names.push_back(dir.filename().string());
+    std::string other;  // a synset that is not among ImageNet-1k's
     for (const std::string& n : names) {
-      std::smatch m;
-      if (!std::regex_search(n, m, synset)) continue;
-      const auto it = synsets_.find(m[1]);
-      if (it != synsets_.end() && it->second < classes_) return it->second;
+      std::string key = n;
+      if (from_ == TruthFrom::ImageNetSynsets) {
+        std::smatch m;
+        if (!std::regex_search(n, m, synset)) continue;
+        key = m[1];
+      }
+      const auto it = by_name_.find(key);
+      if (it == by_name_.end()) {
+        if (from_ == TruthFrom::ImageNetSynsets && other.empty()) other = key;
+        continue;
+      }
+      if (it->second != kTwoClasses) return it->second;
+      *why = "its folder " + n + " names more than one of the model's classes";
+      return -1;
     }
-    *why = "no ImageNet synset id (n01440764...) in its name or folders, and no --labels-csv";
+    if (!other.empty()) *why = "its synset " + other + " is not one of ImageNet-1k's 1000 classes";
+    else if (from_ == TruthFrom::ImageNetSynsets) *why = "no ImageNet synset id (n01440764...) in its name or folders, and no --labels-csv";
+    else *why = "no folder named as one of the model's classes (" + examples_ + "), and no --labels-csv";
     return -1;
   }
 
  private:
-  int64_t classes_;
-  std::map<std::string, int> synsets_, by_file_;
+  static constexpr int kTwoClasses = -2;  // a label two classes share
+  // Whether the labels are the model's own, not the class_<i> that stand in for none.
+  static bool has_own_names(const std::vector<std::string>& labels) {
+    for (size_t i = 0; i < labels.size(); ++i)
+      if (labels[i] != "class_" + std::to_string(i)) return true;
+    return false;
+  }
+  TruthFrom from_;
+  std::map<std::string, int> by_name_, by_file_;  // synset or label -> class; --labels-csv's file -> class
+  std::string examples_;                           // the first labels, for the error
 };
 
 struct Tally {
@@ -159,12 +203,12 @@ std::function<int()> prepare_eval(const EvalOptions& o) {
   co.keep_logits = o.reference.has_value();
   auto c = std::make_shared<Classifier>(load_classifier(o.model, co));
   require_head(c->classes(), c->info().file);
+  auto truth = std::make_shared<Truth>(o.labels_csv, c->info().file, c->labels());
   std::shared_ptr<Classifier> ref;
   if (o.reference) {
     co.precision = *o.reference;
     ref = std::make_shared<Classifier>(load_classifier(o.model, co));
   }
-  auto truth = std::make_shared<Truth>(o.labels_csv, c->classes());
   return [o, inputs, c, ref, truth] { return run_eval(o, *inputs, *c, ref.get(), *truth); };
 }
 
@@ -176,8 +220,9 @@ void add_eval_command(CLI::App& app, Prepare* prepare) {
                                     o, prepare_eval, prepare);
   add_max_patches_option(cmd, &o->model.max_patches);
   cmd->add_option("--labels-csv", o->labels_csv,
-                  "CSV of file,index records, quoted as spreadsheets write them (default: the ImageNet synset id at the "
-                  "start of each file name or in its folders)");
+                  "CSV of file,index records, quoted as spreadsheets write them (default: for a model of ImageNet-1k's "
+                  "1000 classes, the synset id at the start of each file name or in its folders; for a model whose "
+                  "classes have names, the nearest folder named as one of them)");
   cmd->add_option_function<std::string>(
          "--reference",
          [o](const std::string& s) {

@@ -175,6 +175,7 @@ std::function<int()> prepare_explain(const ExplainArgs& o) {
   ExplainOptions eo = o.explain;
   eo.threads = o.model.threads;
   eo.config = o.model.config;
+  eo.arch = o.model.arch;
   eo.img_size = o.model.img_size;
   eo.max_patches = o.model.max_patches;
   eo.picture_software = kPngSoftware;  // how a later run knows the pictures it may replace

@@ -57,7 +57,7 @@ void add_inspect_command(CLI::App& app, Prepare* prepare) {
       cmd->add_option("MODEL", o->model, "a .safetensors file or the folder holding it (default: the DeiT-Tiny folder)");
   // -m as every other command takes it, or the bare path; not both.
   positional->excludes(cmd->add_option("-m,--model", o->model, "the same, as the other commands take it"));
-  cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
+  add_config_options(cmd, &o->config, &o->arch);
   add_img_size_option(cmd, &o->img_size);
   add_max_patches_option(cmd, &o->max_patches);
   add_precision_option(cmd, &o->precision);  // the weights as that precision keeps them, and their size

@@ -13,19 +13,25 @@ namespace vit::app {
 
 static const char* kDefaultModel = "weights/deit_tiny_patch16_224.fb_in1k";
 
-std::string default_model_path() {
+// A path of the source checkout: from the current folder when it is the checkout, else from the folder above
+// this binary's (build/vit, or an installed bin/vit); "" where neither has it (a pip-installed vit).
+static std::string checkout_path(const std::string& relative) {
   struct stat st{};
-  if (::stat(kDefaultModel, &st) == 0) return kDefaultModel;
-  // Installed or run from another folder: the weights/ folder beside the build folder of this binary.
+  if (::stat(relative.c_str(), &st) == 0) return relative;
   char exe[4096];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n > 0) {
     std::string dir(exe, size_t(n));
     dir = dir.substr(0, dir.find_last_of('/'));
-    const std::string candidate = dir + "/../" + kDefaultModel;
+    const std::string candidate = dir + "/../" + relative;
     if (::stat(candidate.c_str(), &st) == 0) return candidate;
   }
-  return kDefaultModel;
+  return "";
+}
+
+std::string default_model_path() {
+  const std::string found = checkout_path(kDefaultModel);
+  return found.empty() ? kDefaultModel : found;
 }
 
 template <typename T>
@@ -70,10 +76,20 @@ void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision) {
   cmd->add_option("-m,--model", o->model,
                   "a .safetensors file or the folder holding model.safetensors and config.json "
                   "(default: weights/deit_tiny_patch16_224.fb_in1k)");
-  cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
+  add_config_options(cmd, &o->config, &o->arch);
   add_img_size_option(cmd, &o->img_size);
   add_threads_option(cmd, &o->threads);
   if (with_precision) add_precision_option(cmd, &o->precision);
+}
+
+void add_config_options(CLI::App* cmd, std::string* config, std::string* arch) {
+  cmd->add_option("--config", *config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
+  add_name_option(cmd, "--arch", arch,
+                  "the timm architecture of a checkpoint in timm's names without a config.json (any that "
+                  "docs/MODELS.md lists as running, e.g. vit_base_patch16_224): timm's create_model(NAME) and its "
+                  "default pretrained config say what the tensors cannot (heads, block order, eps, pooling, "
+                  "preprocessing); its tensors must be that architecture's")
+      ->type_name("NAME");
 }
 
 void add_max_patches_option(CLI::App* cmd, int* max_patches) {
@@ -100,8 +116,13 @@ void add_img_size_option(CLI::App* cmd, int* img_size) {
 std::string model_path(const ModelOptions& o) {
   std::string path = o.model.empty() ? default_model_path() : o.model;
   struct stat st{};
-  if (o.model.empty() && ::stat(path.c_str(), &st) != 0)
-    throw Error(path, "default model not found; fetch it with weights/get_default_model.sh or pass --model");
+  if (o.model.empty() && ::stat(path.c_str(), &st) != 0) {
+    const std::string fetch = checkout_path("weights/get_default_model.sh");
+    if (!fetch.empty()) throw Error(path, "default model not found; fetch it with " + fetch + " or pass --model");
+    throw Error("no --model given, and this vit has no default model beside it: pass --model FOLDER, a folder holding "
+                "model.safetensors and config.json; the default is timm's deit_tiny_patch16_224.fb_in1k, whose two "
+                "files are on the Hugging Face hub: https://huggingface.co/timm/deit_tiny_patch16_224.fb_in1k");
+  }
   spdlog::debug("loading {}", path);
   return path;
 }
@@ -127,6 +148,7 @@ CLI::Option* add_name_option(CLI::App* cmd, const std::string& names, std::strin
 ClassifierOptions classifier_options(const ModelOptions& o) {
   ClassifierOptions co;
   co.config = o.config;
+  co.arch = o.arch;
   co.threads = o.threads;
   co.img_size = o.img_size;
   co.max_patches = o.max_patches;

@@ -17,6 +17,7 @@ namespace vit::app {
 struct ModelOptions {
   std::string model;   // .safetensors or folder; default: the DeiT-Tiny folder under weights/
   std::string config;  // config.json overriding the one beside the weights
+  std::string arch;    // the timm architecture of a checkpoint without a config (vit bench without --model: random weights)
   int threads = 0;     // 0: all cores
   int img_size = 0;    // 0: the model's own input size
   int max_patches = 0; // NaFlex models: the budget of patches per image (0: 256)
@@ -28,8 +29,10 @@ struct ModelOptions {
 template <typename T>
 CLI::Option* add_number_option(CLI::App* cmd, const std::string& names, T* value, T lo, T hi, const std::string& help);
 
-// --model, --config, --img-size, --threads and, unless the command always runs f32, --precision.
+// --model, --config, --arch, --img-size, --threads and, unless the command always runs f32, --precision.
 void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision = true);
+// --config and --arch: what a checkpoint's tensors cannot say.
+void add_config_options(CLI::App* cmd, std::string* config, std::string* arch);
 // The subcommand `name` of a command that runs a model: its line of help, the model flags above filling
 // o->model, and, when it is the one chosen, *prepare set to prepare_fn(*o).
 template <class Options, class PrepareFn>

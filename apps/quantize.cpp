@@ -20,7 +20,7 @@ void add_quantize_command(CLI::App& app, Prepare* prepare) {
   CLI::App* cmd = app.add_subcommand(
       "quantize", "write an int8 model folder, its weights rounded with GPTQ from calibration images");
   cmd->add_option("-m,--model", o->model, "the f32 model: a .safetensors file or its folder")->required();
-  cmd->add_option("--config", o->config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
+  add_config_options(cmd, &o->config, &o->arch);
   cmd->add_option("--calib", o->calib, "calibration images: files or folders (a few hundred photos like the ones "
                                        "the model will see)")
       ->required();

@@ -3,7 +3,7 @@
 // the same form (encoded, decoded, preprocessed tensors) go into one call of the Classifier, so each
 // image's answer is what the Classifier gives it alone, whatever shares its batch. Work of the caller's
 // own runs alone, in its turn. A ComputeThread runs the passes of the batchers that share it, in the order
-// they were handed over.
+// they were handed over. A request whose answer is no longer wanted when its turn comes is dropped unrun.
 #include "vit/batcher.h"
 
 #include <algorithm>
@@ -36,6 +36,7 @@ struct Job {
   Batcher::EmbeddingsDone embeddings_done;
   Batcher::LogitsDone rows_done;
   std::function<void()> work;
+  Batcher::Wanted wanted;
   Clock::time_point queued_at;
 
   bool tensors() const { return bool(rows_done); }
@@ -51,20 +52,23 @@ struct Job {
     decoded = std::move(pixels);
   }
   template <class Images>
-  static Job classify(Images images, int topk, Batcher::ResultsDone done) {
+  static Job classify(Images images, int topk, Batcher::ResultsDone done, Batcher::Wanted wanted) {
     Job j;
     j.set_images(std::move(images));
     j.topk = std::max(1, topk);
     j.results_done = std::move(done);
+    j.wanted = std::move(wanted);
     return j;
   }
   template <class Images>
-  static Job embed_images(Images images, const EmbedOptions& options, Batcher::EmbeddingsDone done) {
+  static Job embed_images(Images images, const EmbedOptions& options, Batcher::EmbeddingsDone done,
+                          Batcher::Wanted wanted) {
     Job j;
     j.ask = Ask::Embed;
     j.set_images(std::move(images));
     j.embed = options;
     j.embeddings_done = std::move(done);
+    j.wanted = std::move(wanted);
     return j;
   }
 };
@@ -164,6 +168,7 @@ struct Batcher::Impl {
   std::condition_variable wake;
   std::deque<Job> queue;
   int64_t waiting = 0;  // images in queue
+  int64_t dropped = 0;  // images dropped unrun
   bool closed = false;
   std::thread thread;
 
@@ -179,7 +184,8 @@ struct Batcher::Impl {
     return true;
   }
 
-  bool push_rows(std::vector<float> pixels, int64_t n, Ask ask, const EmbedOptions& options, LogitsDone done) {
+  bool push_rows(std::vector<float> pixels, int64_t n, Ask ask, const EmbedOptions& options, LogitsDone done,
+                 Wanted wanted) {
     if (n < 0 || int64_t(pixels.size()) != n * per_image)
       throw Error("Batcher: " + std::to_string(pixels.size()) + " floats for " + std::to_string(n) + " images of " +
                   std::to_string(per_image));
@@ -189,13 +195,14 @@ struct Batcher::Impl {
     j.pixels = std::move(pixels);
     j.embed = options;
     j.rows_done = std::move(done);
+    j.wanted = std::move(wanted);
     return push(std::move(j));
   }
 
   // The next batch: the first waiting request, then those behind it while they fit in max_batch; with
-  // max_delay_ms, first waits that long after the oldest arrived for the batch to fill. Empty when closed
-  // and drained.
-  std::vector<Job> take() {
+  // max_delay_ms, first waits that long after the oldest arrived for the batch to fill. The requests met on
+  // the way whose answers are no longer wanted go to *unwanted instead. Both empty when closed and drained.
+  std::vector<Job> take(std::vector<Job>* unwanted) {
     std::unique_lock<std::mutex> lock(mu);
     wake.wait(lock, [&] { return closed || !queue.empty(); });
     if (queue.empty()) return {};
@@ -205,11 +212,19 @@ struct Batcher::Impl {
     }
     std::vector<Job> batch;
     int64_t images = 0;
-    // Work of a caller's own runs alone.
-    while (!queue.empty() && (batch.empty() || (images + queue.front().n <= opt.max_batch &&
-                                                batch.front().ask != Ask::Work && queue.front().ask != Ask::Work))) {
-      images += queue.front().n;
-      batch.push_back(std::move(queue.front()));
+    while (!queue.empty()) {
+      Job& next = queue.front();
+      if (next.wanted && !next.wanted()) {
+        waiting -= next.n;
+        dropped += next.n;
+        unwanted->push_back(std::move(next));
+      } else if (batch.empty() || (images + next.n <= opt.max_batch && batch.front().ask != Ask::Work &&
+                                   next.ask != Ask::Work)) {  // work of a caller's own runs alone
+        images += next.n;
+        batch.push_back(std::move(next));
+      } else {
+        break;
+      }
       queue.pop_front();
     }
     waiting -= images;
@@ -322,10 +337,27 @@ struct Batcher::Impl {
     for (Group& g : groups) answer(g);
   }
 
+  // Answers requests dropped unrun: each image's error is kDropped.
+  static void drop(std::vector<Job>& unwanted) {
+    for (Job& j : unwanted) {
+      Group g;
+      g.jobs = {&j};
+      g.error = kDropped;
+      answer(g);
+    }
+  }
+
   void loop() {
-    for (std::vector<Job> batch = take(); !batch.empty(); batch = take()) {
-      if (opt.compute) opt.compute->run([&] { run(batch); });
-      else run(batch);
+    for (;;) {
+      std::vector<Job> unwanted;
+      std::vector<Job> batch = take(&unwanted);
+      if (batch.empty() && unwanted.empty()) return;
+      const auto pass = [&] {
+        drop(unwanted);
+        if (!batch.empty()) run(batch);
+      };
+      if (opt.compute) opt.compute->run(pass);
+      else pass();
     }
   }
 };
@@ -339,35 +371,37 @@ Batcher::Batcher(const Classifier& classifier, const BatcherOptions& options,
                 std::to_string(options.max_batch) + ") images");
   const ModelInfo info = classifier.info();
   impl_ = std::unique_ptr<Impl>(new Impl{classifier, options, 3 * info.input_height * info.input_width,
-                                         std::move(on_batch), {}, {}, {}, 0, false, {}});
+                                         std::move(on_batch), {}, {}, {}, 0, 0, false, {}});
   impl_->thread = std::thread([this] { impl_->loop(); });
 }
 
 Batcher::~Batcher() { close(); }
 
-bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done) {
-  return impl_->push(Job::classify(std::move(images), topk, std::move(done)));
+bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done,
+                     Wanted wanted) {
+  return impl_->push(Job::classify(std::move(images), topk, std::move(done), std::move(wanted)));
 }
 
-bool Batcher::submit(std::vector<Pixels> images, int topk, ResultsDone done) {
-  return impl_->push(Job::classify(std::move(images), topk, std::move(done)));
+bool Batcher::submit(std::vector<Pixels> images, int topk, ResultsDone done, Wanted wanted) {
+  return impl_->push(Job::classify(std::move(images), topk, std::move(done), std::move(wanted)));
 }
 
 bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options,
-                     EmbeddingsDone done) {
-  return impl_->push(Job::embed_images(std::move(images), options, std::move(done)));
+                     EmbeddingsDone done, Wanted wanted) {
+  return impl_->push(Job::embed_images(std::move(images), options, std::move(done), std::move(wanted)));
 }
 
-bool Batcher::submit(std::vector<Pixels> images, const EmbedOptions& options, EmbeddingsDone done) {
-  return impl_->push(Job::embed_images(std::move(images), options, std::move(done)));
+bool Batcher::submit(std::vector<Pixels> images, const EmbedOptions& options, EmbeddingsDone done, Wanted wanted) {
+  return impl_->push(Job::embed_images(std::move(images), options, std::move(done), std::move(wanted)));
 }
 
-bool Batcher::submit(std::vector<float> pixels, int64_t n, LogitsDone done) {
-  return impl_->push_rows(std::move(pixels), n, Ask::Logits, EmbedOptions{}, std::move(done));
+bool Batcher::submit(std::vector<float> pixels, int64_t n, LogitsDone done, Wanted wanted) {
+  return impl_->push_rows(std::move(pixels), n, Ask::Logits, EmbedOptions{}, std::move(done), std::move(wanted));
 }
 
-bool Batcher::submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done) {
-  return impl_->push_rows(std::move(pixels), n, Ask::Embed, options, std::move(done));
+bool Batcher::submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done,
+                     Wanted wanted) {
+  return impl_->push_rows(std::move(pixels), n, Ask::Embed, options, std::move(done), std::move(wanted));
 }
 
 bool Batcher::submit(std::function<void()> work, int64_t images) {
@@ -381,6 +415,11 @@ bool Batcher::submit(std::function<void()> work, int64_t images) {
 int64_t Batcher::queued() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->waiting;
+}
+
+int64_t Batcher::dropped() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->dropped;
 }
 
 void Batcher::close() {

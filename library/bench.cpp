@@ -41,8 +41,9 @@ struct Benchmark::Impl {
 
 Benchmark::Benchmark(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Benchmark::Benchmark(const std::string& model, const std::string& config, int img_size, Precision precision)
-    : impl_(std::make_unique<Impl>(ViT::load(model, config, img_size, precision))) {}
+Benchmark::Benchmark(const std::string& model, const std::string& config, int img_size, Precision precision,
+                     const std::string& arch)
+    : impl_(std::make_unique<Impl>(ViT::load(model, config, img_size, precision, arch))) {}
 
 Benchmark Benchmark::random(const std::string& arch, int img_size, Precision precision) {
   auto impl = std::make_unique<Impl>(ViT::random(config_for_arch(arch, img_size), 0, precision));

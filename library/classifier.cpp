@@ -186,6 +186,7 @@ struct Classifier::Impl {
         const float* v = (logits ? plan.logits() : plan.features()) + row * E;
         e.embedding.assign(v, v + E);
         if (o.normalize) unit_length(&e.embedding);
+        e.sequence = c.naflex ? plan.tokens_of(int64_t(row)) : c.tokens();
         if (o.tokens) e.tokens.assign(plan.tokens() + row * TD, plan.tokens() + (row + 1) * TD);
       }
     }, between);
@@ -205,7 +206,7 @@ Classifier::Classifier(const std::string& model, const ClassifierOptions& option
   if (options.max_patches < 0 || options.max_patches > kMaxNaflexPatches)
     throw ArgumentError("max patches " + std::to_string(options.max_patches) + " is out of range (0 for 256, or 1 to " +
                         std::to_string(kMaxNaflexPatches) + ")");
-  ViT model_ = ViT::load(model, options.config, options.img_size, options.precision);
+  ViT model_ = ViT::load(model, options.config, options.img_size, options.precision, options.arch);
   if (options.max_patches > 0) model_.set_max_patches(options.max_patches);
   impl_ = std::make_unique<Impl>(std::move(model_), options);
   impl_->threads = threads;

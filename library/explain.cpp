@@ -48,7 +48,7 @@ ViT load_f32(const std::string& model, const ExplainOptions& o) {
     throw ArgumentError("max patches " + std::to_string(o.max_patches) + " is out of range (0 for 256, or 1 to " +
                         std::to_string(kMaxNaflexPatches) + ")");
   set_threads(usable_threads(o.threads));
-  ViT m = ViT::load(model, o.config, o.img_size, Precision::F32);
+  ViT m = ViT::load(model, o.config, o.img_size, Precision::F32, o.arch);
   if (o.max_patches > 0) m.set_max_patches(o.max_patches);
   return m;
 }
@@ -65,7 +65,7 @@ struct Explainer::Impl {
     if (!o.text_embeddings.empty()) {
       zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(o.text_embeddings, c.classes > 0 ? c.classes : c.width));
       labels = zero_shot->labels();
-    } else if (classes() > 0) {
+    } else {
       labels = resolve_labels(o.labels, c);
     }
   }

@@ -10,6 +10,16 @@ namespace vit {
 
 std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg) {
   std::vector<std::string> labels;
+  if (cfg.head != HeadKind::Classifier) {
+    if (!labels_file.empty())
+      throw ArgumentError(labels_file, std::string("labels name a classifier's classes, and the model has none (") +
+                                           (cfg.head == HeadKind::Projection
+                                                ? "its head is a projection into an image-text space: text embeddings "
+                                                  "label its images"
+                                                : "no head: embeddings only") +
+                                           ")");
+    return labels;
+  }
   if (!labels_file.empty()) {
     std::ifstream in(labels_file);
     if (!in) throw Error(labels_file, "cannot open labels file");

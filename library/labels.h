@@ -7,9 +7,10 @@
 
 namespace vit {
 
-// Labels for C classes: a labels file (one per line, a UTF-8 byte-order mark allowed), else the
-// checkpoint's, else ImageNet-1k's when C is 1000, else "class_<i>". Throws vit::Error for a labels file
-// that cannot be read or holds another number of labels.
+// Labels for a classifier's C classes: a labels file (one per line, a UTF-8 byte-order mark allowed), else the
+// checkpoint's, else ImageNet-1k's when C is 1000, else "class_<i>"; none for a model without a classifier head
+// (a projection into an image-text space has outputs, not classes). Throws vit::Error for a labels file that
+// cannot be read or holds another number of labels, vit::ArgumentError for one given a model without classes.
 std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg);
 
 }  // namespace vit

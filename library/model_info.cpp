@@ -176,7 +176,8 @@ ModelInfo model_info(const ViT& model, const PlanPool& plans) {
   i.depth = c.depth;
   i.heads = c.heads;
   i.mlp = c.mlp;
-  i.classes = c.classes;
+  i.classes = c.head == HeadKind::Classifier ? c.classes : 0;
+  i.projection = c.head == HeadKind::Projection ? c.classes : 0;
   i.input_height = c.img_h();
   i.input_width = c.img_w();
   i.tokens = c.tokens();

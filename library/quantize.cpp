@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "engine/image/image.h"
 #include "engine/io/safetensors.h"
@@ -40,8 +42,10 @@ void check_output_folder(const std::string& out_name) {
   if (out_name.empty()) throw Error("the output folder's name is empty");
   const fs::path out(out_name), parent = parent_of(out);
   std::error_code ec;
-  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
-    throw Error(out_name, "exists and is not an empty folder: pick a new folder for the quantized model");
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    throw Error(out_name, "exists as a file, not a folder: pick a new folder for the quantized model");
+  if (fs::exists(out, ec) && !fs::is_empty(out, ec))
+    throw Error(out_name, "exists as a folder that is not empty: pick a new folder for the quantized model");
   const fs::file_status st = fs::status(parent, ec);
   if (st.type() == fs::file_type::not_found) {
     // The parent is missing, or a file stands where one of its folders should be: name that file.
@@ -115,7 +119,7 @@ Quantizer::Impl::Impl(QuantizeOptions o) : o_(std::move(o)) {
     if (::lstat(p.c_str(), &st) != 0) throw Error("--calib " + p, "no such file or folder");
   }
   files_of_model_ = std::make_unique<ModelFiles>(find_model_files(o_.model, o_.config));
-  model_ = std::make_unique<ViT>(ViT::load(o_.model, o_.config, 0, Precision::F32));
+  model_ = std::make_unique<ViT>(ViT::load(o_.model, o_.config, 0, Precision::F32, o_.arch));
   for (const ImagePath& p : find_images(o_.calib, false)) {
     if (!p.error.empty()) listing_failed_.push_back({p.file, p.error});
     else if (int64_t(files_.size()) < o_.max_images) files_.push_back(p.file);
@@ -196,6 +200,11 @@ void Quantizer::Impl::write_folder(const Rounded& rounded, const QuantizeResult&
       const fs::path to = fs::path(temp) / name;
       fs::copy_file(from, to);
       fs::permissions(to, fs::perms::owner_write, fs::perm_options::add);
+    }
+    if (files_of_model_->config.empty() && !o_.arch.empty()) {  // what --arch said, so that the folder loads alone
+      std::ofstream config(fs::path(temp) / "config.json");
+      config << nlohmann::json{{"architecture", o_.arch}}.dump(2) << "\n";
+      if (!config.flush()) throw Error(o_.out, "cannot write its config.json");
     }
     const std::string& checkpoint = files_of_model_->weights;
     write_safetensors((fs::path(temp) / kInt8WeightsFile).string(), rounded.tensors,

@@ -1,12 +1,15 @@
 // The model families, one table of them: a row per family (and per variant whose defaults its name
 // decides, as CLIP's QuickGELU towers), holding all that is said of a family: the timm architecture names
 // it takes (the allow-list, each name checked against timm itself by tests/test_sweep.cpp: docs/MODELS.md),
-// its `vit bench --arch` presets, its display name, the tensor that marks it in a file without a config, the
-// settings of its blocks no tensor holds, what its head is, and the model_args it reads. The families and
-// variants the engine knows and does not run are refused by name, by architecture and by tensor.
+// its display name, the tensor that marks it in a file without a config, the settings of its blocks no
+// tensor holds, what its head is, and the model_args it reads. What each architecture name brings (timm's
+// shape, structure and preprocessing for it: `vit bench --arch` and `--arch` on a checkpoint) is timm's own,
+// generated into models/timm_archs.inc. The families and variants the engine knows and does not run are
+// refused by name, by architecture and by tensor.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/nn/ops.h"  // NormKind
 #include "engine/preprocess/resample.h"
@@ -40,8 +43,6 @@ struct FamilyDefaults {
   bool rope = false;          // EVA-02's 2-D rotary embedding (in no tensor): ref_feat_shape rope_ref x rope_ref
   int64_t rope_ref = 0;
   Pool pool = Pool::Token;    // without a class token (or an attention pool): the mean
-  enum Mean { Inception, ImageNet, OpenAI } mean = Inception;  // 0.5; timm's ImageNet; OpenAI CLIP's
-  double crop_pct = 1.0;
   RopeKind rope_kind = RopeKind::EvaCat;
   float rope_temperature = 10000.f;
   bool rope_xy = false;          // rope_grid_indexing 'xy': a patch's x angles first
@@ -55,34 +56,15 @@ struct FamilyDefaults {
   Filter pos_filter = Filter::Bicubic;  // pos_embed_interp_mode
 };
 
-// The structure of a family's models, beyond width, depth, heads, MLP, patch and input size: what its
-// tensors would show. `vit bench --arch` builds presets from it.
-struct FamilyStructure {
-  bool pos_embed = true;  // a learned position table (pos_embed); false: none (BEiT's relative bias, rotary only)
-  bool class_token = true, dist_token = false, layer_scale = false, no_embed_class = false, norm_pre = false,
-       patch_bias = true, attn_pool = false, rel_pos = false, qv_bias = false, separate_qkv = false,
-       mlp_norm = false, final_norm = true, fc_norm = false;
-  bool qkv_bias = true;    // q, k, v biases (DINOv3 without _qkvb has none)
-  bool proj_bias = true;   // attn.proj's and the MLP's biases (timm's proj_bias; AIMv2 has none)
-  bool patch_norm = false; // a norm right after the patch embedding (patch_embed.norm: AIMv2's embed_norm_layer)
-  bool attn_norm = false;  // a LayerNorm on attention's output before attn.proj (EVA-02 CLIP's scale_attn_inner)
-  int64_t reg_tokens = 0;
-  int64_t mlp_thirds = 0;  // MLP width = width * mlp_thirds / 3 (EVA-02's SwiGLU: 8), 0: the size's
-  int64_t classes = 1000;  // a preset's head (a CLIP tower's: its projection, by size, kProjection)
-  static constexpr int64_t kProjection = -1;
-};
-
 // The timm class a family's models are, which says what model_args its configs hold (model_arg_rules).
 enum class TimmClass { VisionTransformer, Beit, Eva, NaFlexVit };
 
 struct FamilyRow {
   Family family;
   const char* runs;     // the timm architectures of this family (variant) the engine runs: a regex over whole names
-  const char* presets;  // those whose whole shape FamilyStructure gives (`vit bench --arch`); null: all
   const char* marker;   // in a file without a config, a tensor that says it is this family; null: none does
   HeadKind head;        // what a head on these models is (a fine-tuned CLIP tower's is a classifier: head_kind)
   FamilyDefaults defaults;
-  FamilyStructure structure;
   TimmClass timm_class;
 };
 const FamilyRow& family_row(Family f);
@@ -111,17 +93,25 @@ constexpr const char* kCustomArch = "vit_custom";
 // projection, unless the tag says it was fine-tuned on labels (timm's "*_ft_in1k", "*_ft_in12k", ...).
 HeadKind head_kind(Family f, int64_t classes, const std::string& tag);
 
-// timm's shape of a named architecture the engine runs (width, depth, heads, MLP, patch, input size, the
-// family's defaults and structure; a CLIP tower's projection width, else 1000 classes or none), false when
-// it has no preset (its row's presets do not take it).
+// What timm's create_model(arch) is, for an architecture the engine runs (models/timm_archs.inc: its width,
+// depth, heads, MLP, patch, tokens, position table, norms, biases, head and global_pool; its default pretrained
+// config's preprocessing) with its row's defaults: what `vit bench --arch` builds with random weights, and what
+// `--arch` on a checkpoint says its tensors must agree with. False for a name no row takes.
 bool arch_preset(const std::string& arch, ViTConfig* c);
+
+// Every architecture the engine runs (the table's names the rows take), sorted: what --arch takes.
+std::vector<std::string> known_archs();
 
 // The heads timm gives an architecture the engine runs (what a config naming it without model_args.num_heads
 // means), 0 for a name no row takes.
 int64_t arch_heads(const std::string& arch);
 
-// timm's eval preprocessing of a named architecture the engine runs (its input size, mean and std, crop),
-// false for a name no row takes.
+// The tag of timm's default pretrained config for an architecture the engine runs ("openai",
+// "laion2b_ft_in12k_in1k", ...; "" for none or another name): what --arch's head kind follows (head_kind).
+std::string arch_tag(const std::string& arch);
+
+// timm's eval preprocessing of a named architecture the engine runs (its default pretrained config's input
+// size, mean and std, crop and interpolation), false for a name no row takes.
 struct PreprocessConfig;
 bool arch_preprocessing(const std::string& arch, PreprocessConfig* pre);
 

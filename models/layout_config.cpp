@@ -6,8 +6,6 @@
 // timm trunk), and Hugging Face's preprocessor_config.json.
 #include "layout_config.h"
 
-#include <spdlog/spdlog.h>
-
 #include <array>
 #include <nlohmann/json.hpp>
 
@@ -158,21 +156,18 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
   return heads_given;
 }
 
-// Hugging Face ViT: a config (ViTForImageClassification): heads, eps, image_size, id2label; its
-// preprocessing defaults are ViTImageProcessor's (resize straight to the input size, bilinear, 0.5).
+// Hugging Face ViT: a config (ViTForImageClassification): heads, eps, image_size, id2label, each left out
+// meaning transformers' ViTConfig default (12 heads, eps 1e-12); its preprocessing defaults are
+// ViTImageProcessor's (resize straight to the input size, bilinear, 0.5).
 bool apply_hf_config(const json& j, const std::string& where, const std::string& file, ViTConfig* c) {
   check_ints(j, kHfShape, where, file, *c);
   check_ints(j, kHfViTInts, where, file, *c);
   check_bools(j, kHfBools, where, file, *c);
-  const bool heads_given = j.contains("num_attention_heads");
-  if (heads_given) {
-    c->heads = get_as<int64_t>(j, "num_attention_heads", where);
-    c->origin.heads = where;
-  }
-  if (j.contains("layer_norm_eps")) {
-    c->eps = get_as<float>(j, "layer_norm_eps", where);
-    c->origin.eps = where;
-  }
+  const auto origin = [&](const char* key) { return j.contains(key) ? where : std::string("default (ViTConfig's)"); };
+  c->heads = j.contains("num_attention_heads") ? get_as<int64_t>(j, "num_attention_heads", where) : 12;
+  c->origin.heads = origin("num_attention_heads");
+  c->eps = j.contains("layer_norm_eps") ? get_as<float>(j, "layer_norm_eps", where) : 1e-12f;
+  c->origin.eps = origin("layer_norm_eps");
   if (j.contains("image_size")) {
     const int64_t s = get_as<int64_t>(j, "image_size", where);
     set_input_size(c, s, s, where);
@@ -200,7 +195,7 @@ bool apply_hf_config(const json& j, const std::string& where, const std::string&
       c->labels[i] = v.is_string() ? v.get<std::string>() : v.dump();
     }
   }
-  return heads_given;
+  return true;
 }
 
 // timm: every model_args key of the family's timm class (VisionTransformer, Beit, Eva, NaFlexVit) read by
@@ -439,12 +434,6 @@ bool apply_open_clip(const json* config, const std::string& where, const std::st
   c->eps = 1e-5f;  // open_clip's LayerNorm: torch's default eps, which its configs never write
   c->origin.eps = "default (open_clip's nn.LayerNorm: 1e-5)";
   c->origin.act = "default (GELU, erf: open_clip's, without quick_gelu)";
-  if (!config) {
-    // The tensors cannot tell GELU from QuickGELU, and OpenAI's weights need the latter.
-    spdlog::warn("{}: no open_clip_config.json: GELU in the MLPs, heads width / 64; OpenAI's CLIP weights need "
-                 "QuickGELU (a config with \"quick_gelu\": true, or --config)", file);
-    return false;
-  }
   const json& v = open_clip_vision_cfg(config, where);
   const json& m = (*config)["model_cfg"];
   for (const char* key : {"timm_model_name", "attentional_pool", "final_ln_after_pool", "no_ln_pre"})
@@ -565,7 +554,7 @@ LayoutConfigGiven apply_layout_config(Layout l, const json* config, TimmClass cl
         apply_model_args(*config, cls, where, c);
         g.size = config->contains("pretrained_cfg") ||
                  (config->contains("model_args") && (*config)["model_args"].contains("img_size"));
-      } else if (l == Layout::Torchvision) {
+      } else if (l == Layout::Torchvision && c->arch.empty()) {  // (with --arch: the architecture's)
         torchvision_defaults(c);
       }
       return g;
@@ -575,8 +564,7 @@ LayoutConfigGiven apply_layout_config(Layout l, const json* config, TimmClass cl
     case Layout::HfDinov2Registers:
     case Layout::HfClip:
     case Layout::HfSiglip:
-      if (config) g.heads = apply_hf(l, *config, where, file, c);
-      else hf_processor_defaults(l, c);
+      g.heads = apply_hf(l, *config, where, file, c);  // (without a config the checkpoint is refused)
       break;
   }
   g.size = config != nullptr;

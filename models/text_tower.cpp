@@ -131,7 +131,7 @@ struct TextTower::Builder {
     for (int64_t first = 0; first < B; first += chunk)
       add(plan.precision_.attention(p + ".attn", std::min(chunk, B - first), T, H, c.head_dim(), a().qkv + first * T * 3 * D,
                                     a().heads, nullptr, a().attn + first * T * D, nullptr,
-                                    c.causal ? a().lengths + first : nullptr, c.causal));
+                                    c.causal ? a().lengths + first : nullptr, AttentionRoad::Fused, c.causal));
     add(plan.precision_.linear(p + ".attn.proj", w.proj, T, a().attn, a().x));
     add(plan.precision_.norm_linear(p + ".norm2", w.norm2, a().x, a().h, p + ".mlp.fc1", w.fc1, T, a().mlp, &w.fc2));
     add(plan.precision_.linear(p + ".mlp.fc2", w.fc2, T, a().mlp, a().x));

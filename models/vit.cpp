@@ -132,7 +132,8 @@ void check_batch_size(int64_t B) {
     throw ArgumentError("batch size " + std::to_string(B) + " is out of range (1 to " + std::to_string(kMaxBatch) + ")");
 }
 
-ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision) {
+ViT ViT::load(const std::string& model, const std::string& config_path, int64_t img_size, Precision precision,
+              const std::string& arch) {
   const ModelFiles files = find_model_files(model, config_path);
   const std::string& file = files.weights;
   nlohmann::json cfg_json, pre_json;
@@ -147,9 +148,10 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
     pre_json = read_json(src.preprocessor_name);
     src.preprocessor = &pre_json;
   }
-  src.name_hint = files.name;
+  src.arch = arch;
   src.img_size = img_size;
 
+  refuse_unrun_architecture(src);
   Checkpoint ck(file);
   ViT m;
   m.source_ = file;
@@ -163,6 +165,7 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
     m.int8_source_ = files.int8;
   }
   m.load_weights(ck, precision == Precision::Int8 ? rounded.get() : nullptr);
+  m.choose_attention_road();
   ck.check_all_used();
   if (rounded && precision == Precision::Int8) rounded->check_all_used();
   return m;
@@ -319,15 +322,26 @@ ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {
   m.source_ = "random:" + (cfg.arch.empty() ? std::string("vit") : cfg.arch);
   RandomSource src(m.cfg_, seed);
   m.load_weights(src, nullptr);
+  m.choose_attention_road();
   return m;
 }
 
 std::string ViT::attention_summary() const {
   const AttentionKernels& k = attention_kernels(attention_products(precision_));
-  return std::string("fused kernel (") + k.isa + "), " +
-         (&k == attention_kernels_bf16()   ? "bf16 products summed in f32, softmax f32"
-          : &k == attention_kernels_int8() ? "u8 x s8 products summed in s32 (q, k per row, v per channel, softmax per row), softmax f32"
-                                           : "f32");
+  std::string s = std::string("fused kernel (") + k.isa + "), " +
+                  (&k == attention_kernels_bf16()   ? "bf16 products summed in f32, softmax f32"
+                   : &k == attention_kernels_int8() ? "u8 x s8 products summed in s32 (q, k per row, v per channel, softmax per row), softmax f32"
+                                                    : "f32");
+  if (attention_road_ == AttentionRoad::Fused) return s;
+  return std::string("oneDNN matmuls (") + precision_name(attention_matmul_products(attention_products(precision_))) +
+         " products, f32 softmax), chosen at load over the " + s;
+}
+
+void ViT::choose_attention_road() {
+  attention_road_ = cfg_.rel_pos_window || cfg_.naflex
+                        ? AttentionRoad::Fused
+                        : vit::attention_road(attention_chunk(8), cfg_.tokens(), cfg_.heads, cfg_.head_dim(),
+                                         attention_products(precision_));
 }
 
 int64_t ViT::attention_chunk(int64_t B) const {
@@ -373,7 +387,10 @@ BufferTable ViT::activation_table(const PlanLayout& l, Plan* plan) const {
   t.add("attn", &a->attn, BT * D);
   t.add("qkv", &a->qkv, BT * 3 * D);
   const int64_t pass = l.largest_pass();
-  t.add("heads", &a->heads, attention_scratch_floats(pass, T, c.heads, c.head_dim()));
+  t.add("heads", &a->heads,
+        attention_road_ == AttentionRoad::Matmuls
+            ? attention_matmul_floats(pass, T, c.heads, c.head_dim(), attention_products(precision_))
+            : attention_scratch_floats(pass, T, c.heads, c.head_dim()));
   t.add("scores", &a->scores, l.keep_attention ? c.depth * B * c.heads * T * T : 0);
   t.add("mlp", &a->mlp, BT * c.mlp);
   t.add("mlp_gate", &a->mlp_gate, c.swiglu() ? BT * 2 * c.mlp : 0);
@@ -555,7 +572,7 @@ struct ViT::PlanBuilder {
       add(plan.precision_.attention(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
                                     scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
                                     c.rel_pos_window ? a().rel_bias : nullptr,
-                                    c.naflex ? plan.lengths_.data() + first : nullptr));
+                                    c.naflex ? plan.lengths_.data() + first : nullptr, m.attention_road_));
     // x = self.norm(x) (EvaAttention's scale_norm: EVA-02 CLIP's scale_attn_inner), in place
     if (c.attn_norm) add(layer_norm_step(p + ".attn.norm", w.attn_norm, B * T, a().attn, a().attn));
     // x = self.proj(x), added into x

@@ -48,8 +48,10 @@ class ViT {
   // the one beside the weights ("" for none); img_size: run at S x S instead of the model's own size,
   // the position table resampled as timm does (0 for the model's size).
   // precision: how the linear layers compute (weights converted or quantized here, at load).
+  // arch: the timm architecture of a checkpoint in timm's names, for what its tensors cannot say ("" for none:
+  // then a config must say it, resolve_config).
   static ViT load(const std::string& model, const std::string& config_path = "", int64_t img_size = 0,
-                  Precision precision = Precision::F32);
+                  Precision precision = Precision::F32, const std::string& arch = "");
   // Random weights of a given shape (for benchmarks and tests).
   static ViT random(const ViTConfig& cfg, uint32_t seed = 0, Precision precision = Precision::F32);
 
@@ -104,7 +106,7 @@ class ViT {
       float* h;            // [B, T, D] normalized
       float* attn;         // [B, T, D] heads concatenated
       float* qkv;          // [B, T, 3, H, Dh]
-      float* heads;        // [3, c, H, T, Dh]: the c images of one attention pass
+      float* heads;        // the c images of one attention pass: their packed heads, or the matmul road's work
       float* scores;       // [c, H, T, T]; [L, B, H, T, T] when the Plan keeps the attention
       float* mlp;          // [B, T, M]
       float* mlp_gate;     // [B, T, 2M]: SwiGLU's fc1 output, the gate then the values
@@ -164,11 +166,18 @@ class ViT {
   size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)
   // Images per attention pass at batch B: as many as keep their scores within about a core's L2.
   int64_t attention_chunk(int64_t B) const;
+  // The road attention takes at every batch size (attention_road in ops.h), chosen at load.
+  AttentionRoad attention_road() const { return attention_road_; }
 
  private:
   ViT() = default;
   struct WeightLoader;  // fills the weights below from a TensorSource (vit.cpp)
   void load_weights(TensorSource& src, RoundedWeights* rounded);
+  // attention_road_ for this model: the road that times faster at a batch of 8's attention pass, one for
+  // every batch size, so that an image's answer does not depend on its batch; always the fused kernel where
+  // the model has a bias on its scores (BEiT) or images of their own lengths (NaFlex), which the matmuls
+  // do not take.
+  void choose_attention_road();
   // How a Plan at batch B divides its work, decided once by plan_layout and used both to size its
   // activations and to build its steps, so the two cannot disagree.
   struct PlanLayout {
@@ -184,6 +193,7 @@ class ViT {
 
   ViTConfig cfg_;
   Precision precision_ = Precision::F32;
+  AttentionRoad attention_road_ = AttentionRoad::Fused;
   std::string source_, int8_source_;
   Arena store_;                       // the memory every weight below lives in (declared first: dies last)
   LinearWeights patch_embed_;         // [D, C*P*P]

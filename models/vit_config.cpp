@@ -1,7 +1,8 @@
 // Resolves a ViTConfig in steps, each recording where its settings came from: the shape from the
-// tensors, timm's defaults for a known architecture, the config.json (timm or Hugging Face form), a
-// Hugging Face preprocessor_config.json, what nothing named, --img-size, and a final validation.
-// A config that contradicts the tensors is an error naming both.
+// tensors, timm's own settings for the architecture a config or --arch names, the config.json (timm or Hugging
+// Face form), a Hugging Face preprocessor_config.json, the heads a layout's own code gives, --img-size, and a
+// final validation. A config or --arch that contradicts the tensors is an error naming both; what nothing
+// names is refused, never guessed.
 #include "vit_config.h"
 
 #include <spdlog/spdlog.h>
@@ -183,15 +184,41 @@ void position_grid(const Checkpoint& ck, ViTConfig* c) {
   c->pos_grid_h = c->pos_grid_w = g;
 }
 
-// Step 2: the architecture a timm config names (or an OpenCLIP config its timm trunk's), or without a config the
-// file or folder name (then only one the engine runs); "vit_custom" names none. With its weights' pretrained
-// tag, and its row. use_naflex: its model_args say use_naflex true (timm's create_model(arch, use_naflex=True):
-// the same weights as a NaFlexVit, each image at its own aspect ratio).
+// Step 2: the architecture a timm config names (or an OpenCLIP config its timm trunk's), or --arch; "vit_custom"
+// names none. With its weights' pretrained tag, and its row. use_naflex: its model_args say use_naflex true
+// (timm's create_model(arch, use_naflex=True): the same weights as a NaFlexVit, each image at its own aspect ratio).
 struct Named {
   std::string arch, tag;
   const FamilyRow* row = nullptr;
   bool use_naflex = false;
+  bool flag = false;  // named by --arch alone
 };
+
+// --arch's architecture for a checkpoint in timm's names (timm's, Hugging Face ViT's or torchvision's layout), whose
+// config, if any, names the same one or none: timm's create_model(arch) and its default pretrained config.
+void arch_flag(const Checkpoint& ck, const json* config, const std::string& arch, const std::string& where, Named* n) {
+  const std::string flag = "--arch " + arch;
+  const Layout l = ck.layout();
+  if (l != Layout::Timm && l != Layout::HfViT && l != Layout::Torchvision)
+    throw ArgumentError(flag, ck.path() + " holds " + layout_name(l) + " names, whose config says what the model is "
+                        "(--config); --arch names the architecture of a checkpoint in timm's names");
+  if (config && !is_timm_config(l, config))
+    throw ArgumentError(flag, where + " is Hugging Face's config of the model, which says what it is: give one or "
+                        "the other");
+  if (!n->arch.empty() && n->arch != arch)
+    throw ArgumentError(flag, where + " names the architecture " + n->arch + ": give one or the other");
+  if (config && has(*config, "architecture") && get_as<std::string>(*config, "architecture", where) == kCustomArch)
+    throw ArgumentError(flag, where + " describes the model by its model_args (\"" + kCustomArch + "\"): give one or the other");
+  if (arch.find('.') != std::string::npos)
+    throw ArgumentError(flag, "an architecture without a pretrained tag ('" + arch.substr(arch.find('.')) + "'): --arch "
+                        "brings timm's create_model(name) and its default pretrained config; other weights' settings "
+                        "come with their config.json (--config)");
+  if (!(n->row = family_of_arch(arch))) throw Error("--arch", refusal_of_arch(arch));
+  n->flag = n->arch.empty();
+  if (n->flag) n->tag = arch_tag(arch);  // its default pretrained config's
+  n->arch = arch;
+}
+
 Named named_architecture(const Checkpoint& ck, const json* config, const ConfigSources& src, const std::string& where) {
   Named n;
   const bool timm_config = is_timm_config(ck.layout(), config);
@@ -206,18 +233,33 @@ Named named_architecture(const Checkpoint& ck, const json* config, const ConfigS
     else if (!(n.row = family_of_arch(n.arch))) throw Error(where, refusal_of_arch(n.arch));
     if (config->contains("pretrained_cfg") && has((*config)["pretrained_cfg"], "tag"))
       n.tag = get_as<std::string>((*config)["pretrained_cfg"], "tag", where);
-  } else if (!config && timm_config) {
-    const size_t dot = src.name_hint.find('.');
-    if ((n.row = family_of_arch(src.name_hint.substr(0, dot)))) n.arch = src.name_hint.substr(0, dot);
-    if (n.row && dot != std::string::npos) n.tag = src.name_hint.substr(dot + 1);
   }
+  if (!src.arch.empty()) arch_flag(ck, config, src.arch, where, &n);
   return n;
+}
+
+// What the tensors cannot say (the heads, the block order, the MLP's activation, the norms' eps, the pooling, a
+// rotary embedding, the preprocessing) is said by a config, --arch, or the layout of one of torchvision's ViTs;
+// anything else is refused, naming what is unknown and the flags that say it.
+void require_named(const Checkpoint& ck, const ConfigSources& src, const Named& n) {
+  const Layout l = ck.layout();
+  if (n.row || src.config || l == Layout::Torchvision) return;
+  const bool timm_names = l == Layout::Timm || l == Layout::HfViT;
+  throw Error(ck.path(), std::string("no config.json") + (src.preprocessor ? " (only " + src.preprocessor_name + ")" : "") +
+                             ": the number of heads, the block order (pre- or post-norm), the MLP's activation, the "
+                             "norms' eps, the pooling, any rotary embedding and the preprocessing are not in the "
+                             "tensors; " +
+                             (timm_names ? "name the architecture (--arch, e.g. --arch vit_base_patch16_224: any that "
+                                           "docs/MODELS.md lists as running) or give --config"
+                                         : std::string("give its config (--config: the ") +
+                                               (l == Layout::OpenClip ? "open_clip_config.json" : "config.json") +
+                                               " published with the weights)"));
 }
 
 // The families whose timm NaFlexVit form (use_naflex=True) the engine runs: SigLIP's towers with the MAP head
 // (no class token, a learned table), whose form is SigLIP 2's NaFlex tower's but for the table's resize.
 bool naflex_form_runs(const FamilyRow& row) {
-  return row.family == Family::SigLIP && row.structure.attn_pool;
+  return row.family == Family::SigLIP && row.defaults.pool == Pool::Map;
 }
 
 // What a NaFlex checkpoint may hold beyond the SigLIP 2 towers' tensors, refused by name.
@@ -277,10 +319,12 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
     throw Error(where, n.arch + (ck.has("rope.freqs") ? " has no learned rotary frequencies, but " + file + " holds rope.freqs"
                                                       : " learns its rotary frequencies, but " + file + " has no rope.freqs") +
                            " (RoPE-Mixed, rope_type 'mixed')");
-  if (row.structure.attn_norm && !c.attn_norm)
+  ViTConfig timm;
+  const bool named = n.row && arch_preset(n.arch, &timm);
+  if (named && timm.attn_norm && !c.attn_norm)
     throw Error(where, n.arch + " has a LayerNorm inside attention (scale_attn_inner), but " + file +
                            " has no blocks.0.attn.norm");
-  if (row.structure.patch_norm && !c.patch_norm)
+  if (named && timm.patch_norm && !c.patch_norm)
     throw Error(where, n.arch + " has a norm after the patch embedding, but " + file + " has no patch_embed.norm");
   if (row.defaults.norm == NormKind::Layer && ck.has("blocks.0.norm1.weight") && !ck.has("blocks.0.norm1.bias") &&
       !layout_family(ck.layout(), &layout_says))
@@ -298,7 +342,7 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
 void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck, ViTConfig* c) {
   apply_family_defaults(row, c);
   if (!n.arch.empty()) c->arch = n.arch;
-  const std::string from_arch = "the architecture " + n.arch;
+  const std::string from_arch = "the architecture " + n.arch + (n.flag ? " (--arch)" : "");
   Family layout_says = Family::ViT;
   c->origin.family = !n.arch.empty()                               ? from_arch
                      : layout_family(ck.layout(), &layout_says) ? "file (" + std::string(layout_name(ck.layout())) + " layout)"
@@ -407,30 +451,47 @@ Pool pool_from_name(const std::string& name) {
 
 const char* pool_name(Pool p) { return p == Pool::Token ? "token" : p == Pool::Avg ? "avg" : "map"; }
 
-std::vector<std::string> known_archs() {
-  return {"vit_tiny_patch16_224",         "vit_small_patch16_224",       "vit_base_patch16_224",
-          "vit_base_patch32_224",         "vit_large_patch16_224",       "vit_base_patch16_384",
-          "deit_tiny_patch16_224",        "deit_small_patch16_224",      "deit_base_patch16_224",
-          "deit3_small_patch16_224",      "deit3_base_patch16_224",      "vit_small_patch14_dinov2",
-          "vit_base_patch14_dinov2",      "vit_large_patch14_dinov2",    "vit_small_patch14_reg4_dinov2",
-          "vit_base_patch14_reg4_dinov2", "vit_base_patch16_clip_224",   "vit_base_patch16_clip_quickgelu_224",
-          "vit_base_patch32_clip_224",    "vit_large_patch14_clip_224",  "vit_base_patch16_siglip_224",
-          "vit_large_patch16_siglip_256", "vit_large_patch16_siglip_384", "vit_so400m_patch14_siglip_224",
-          "vit_so400m_patch14_siglip_378", "beit_base_patch16_224",      "beit_large_patch16_224",
-          "beitv2_large_patch16_224",     "eva02_tiny_patch14_224",      "eva02_small_patch14_224",
-          "eva02_base_patch14_224",       "eva02_base_patch14_448",      "vit_base_patch16_rope_reg1_gap_256",
-          "aimv2_large_patch14_224",      "eva02_base_patch16_clip_224", "vit_base_patch16_rope_224",
-          "vit_base_patch16_rope_ape_224", "vit_base_patch16_rope_mixed_224"};
+std::vector<std::string> structure_words(const ViTConfig& c) {
+  std::vector<std::string> w;
+  const auto add = [&](bool on, const std::string& word) {
+    if (on) w.push_back(word);
+  };
+  add(!c.class_token, "no class token");
+  add(c.reg_tokens > 0, std::to_string(c.reg_tokens) + " register token" + (c.reg_tokens == 1 ? "" : "s"));
+  add(c.dist_token, "a distillation token");
+  add(!c.abs_pos, "no position table");
+  add(c.abs_pos && c.no_embed_class && c.prefix_tokens() > 0, "a position table over the patches only");
+  add(c.rel_pos_window > 0, "relative position tables");
+  add(!c.patch_bias, "no patch-embedding bias");
+  add(c.patch_norm, "a norm after the patch embedding");
+  add(c.norm_pre, "norm_pre");
+  add(c.layer_scale, "layer scale");
+  add(!c.qkv_bias, "no q, k, v biases");
+  add(c.qkv_bias && !c.k_bias, "q and v biases only");
+  add(!c.qkv_fused, "separate q, k, v");
+  add(c.attn_norm, "a norm inside attention");
+  add(!c.proj_bias, "no attn.proj or MLP biases");
+  add(c.scale_mlp, "a norm inside the MLP");
+  add(!c.final_norm, "no final norm");
+  add(c.fc_norm, "fc_norm");
+  add(c.attn_pool_mlp > 0, "an attention pool");
+  return w;
+}
+
+std::string shape_description(const ViTConfig& c) {
+  std::string s = "width " + std::to_string(c.width) + ", patch " + std::to_string(c.patch) + ", MLP " +
+                  std::to_string(c.mlp);
+  if (c.abs_pos || c.rel_pos_window)
+    s += ", a " + std::to_string(c.pos_grid_h) + "x" + std::to_string(c.pos_grid_w) + " position " +
+         (c.abs_pos ? "table" : "window");
+  if (c.attn_pool_mlp) s += ", an attention pool of MLP " + std::to_string(c.attn_pool_mlp);
+  for (const std::string& word : structure_words(c)) s += ", " + word;
+  return s;
 }
 
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
   ViTConfig c;
-  if (!arch_preset(arch, &c)) {
-    std::string list;
-    for (const auto& a : known_archs()) list += (list.empty() ? "" : ", ") + a;
-    throw Error("unknown architecture '" + arch + "' (known: " + list + ", and the other timm names docs/MODELS.md "
-                "lists as running)");
-  }
+  if (!arch_preset(arch, &c)) throw Error("--arch", refusal_of_arch(arch));
   if (img_size > 0 && c.naflex)
     throw ArgumentError("--img-size does not apply to " + arch + ", a NaFlex model: each image keeps its own aspect "
                         "ratio within a budget of patches (--max-patches)");
@@ -460,7 +521,8 @@ int64_t ViTConfig::parameters() const {
 std::string ViTConfig::summary() const {
   return (arch.empty() ? std::string("ViT") : arch) + ": patch " + std::to_string(patch) + ", width " +
          std::to_string(width) + ", depth " + std::to_string(depth) + ", heads " + std::to_string(heads) +
-         ", mlp " + std::to_string(mlp) + ", classes " + std::to_string(classes) + ", input " +
+         ", mlp " + std::to_string(mlp) + ", classes " + std::to_string(head == HeadKind::Classifier ? classes : 0) +
+         (head == HeadKind::Projection ? ", a projection to " + std::to_string(classes) : "") + ", input " +
          std::to_string(img_h()) + "x" + std::to_string(img_w()) + ", tokens " + std::to_string(tokens()) +
          ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "") +
          (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "") +
@@ -482,6 +544,22 @@ NaflexConfig ViTConfig::naflex_config() const {
 
 namespace {
 
+// --arch without a config: the tensors are timm's create_model(arch)'s, of any depth and head (the width, patch,
+// MLP, position table, tokens, norms and biases its tensors show), else the two shapes are named. An image-text
+// tower's head is its default pretrained config's (a projection, or a classifier fine-tuned from it: the tag
+// says which), so its width must be too: other weights need their config.json.
+void arch_fits(const Checkpoint& ck, const std::string& arch, const ViTConfig& timm, const ViTConfig& c) {
+  const std::string theirs = shape_description(timm), file = shape_description(c);
+  if (theirs != file)
+    throw Error("--arch " + arch, "timm's " + arch + " is " + theirs + "; " + ck.path() + " is " + file);
+  if (family_row(timm.family).head == HeadKind::Projection && c.classes != timm.classes)
+    throw Error("--arch " + arch, "timm's " + arch + " (its default pretrained config, " + arch_tag(arch) + ") ends in " +
+                                      (timm.head == HeadKind::Projection ? "a projection to " : "a classifier of ") +
+                                      std::to_string(timm.classes) + "; " + ck.path() + "'s head has " +
+                                      std::to_string(c.classes) + " outputs: other weights of the architecture need "
+                                      "their config.json (--config)");
+}
+
 // Step 3: the config.json in its layout's form (layout_config.cpp), the model_args of the family's timm class
 // among it; step 4: a Hugging Face preprocessor_config.json. Whether they named the heads and the input size.
 LayoutConfigGiven apply_configs(const Checkpoint& ck, const ConfigSources& src, const FamilyRow& row,
@@ -500,20 +578,48 @@ LayoutConfigGiven apply_configs(const Checkpoint& ck, const ConfigSources& src, 
   return g;
 }
 
-// Step 5: what nothing named, said in a warning when there was no config at all.
-void unnamed_defaults(const Checkpoint& ck, const ConfigSources& src, bool heads_given, const std::string& named,
-                      ViTConfig* c) {
-  if (!heads_given && !c->rel_pos_window) c->heads = default_heads(c->width);
-  const bool torchvision = ck.layout() == Layout::Torchvision;
-  if (!src.config && !src.preprocessor)
-    spdlog::warn("{}: no config.json beside the model and no --config: using {} (heads {}, eps {:g}, {} in the MLPs, {} "
-                 "pooling, {} resize, crop_pct {}, mean {:.3f},{:.3f},{:.3f})",
-                 ck.path(), !named.empty() ? named : torchvision ? "torchvision's defaults" : "generic defaults",
-                 c->heads, c->eps, activation_name(c->act), pool_name(c->pool), filter_name(c->pre.interpolation),
-                 c->pre.crop_pct, c->pre.mean[0], c->pre.mean[1], c->pre.mean[2]);
+// torchvision's ViTs (vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14): width, MLP width, depth and heads.
+struct TorchvisionViT {
+  int64_t width, mlp, depth, heads;
+};
+constexpr TorchvisionViT kTorchvisionViTs[] = {{768, 3072, 12, 12}, {1024, 4096, 24, 16}, {1280, 5120, 32, 16}};
+
+// Step 5: the heads where neither a config nor an architecture named them: what the layout's own code gives
+// (open_clip's head_width 64; torchvision's ViTs, known by their shape); else refused.
+void unnamed_heads(const Checkpoint& ck, const ConfigSources& src, const std::string& where, ViTConfig* c) {
+  if (ck.layout() == Layout::OpenClip) {
+    c->heads = default_heads(c->width);
+    c->origin.heads = "default (open_clip's head_width 64)";
+    return;
+  }
+  if (ck.layout() == Layout::Torchvision && !src.config) {
+    for (const TorchvisionViT& t : kTorchvisionViTs)
+      if (t.width == c->width && t.mlp == c->mlp && t.depth == c->depth) {
+        c->heads = t.heads;
+        c->origin.heads = "torchvision's ViT of width " + std::to_string(t.width);
+        return;
+      }
+    throw Error(ck.path(), "a torchvision checkpoint of width " + std::to_string(c->width) + ", MLP " +
+                               std::to_string(c->mlp) + " and depth " + std::to_string(c->depth) +
+                               " is none of torchvision's ViTs (vit_b_*, vit_l_*, vit_h_14), and the number of heads "
+                               "is not in the tensors: give --config (weights/export.py --num-heads writes one)");
+  }
+  throw Error(where, std::string("model_args.num_heads is missing, and the config names no architecture that says "
+                                 "it (\"") + kCustomArch + "\" is timm's VisionTransformer described by its model_args): "
+                                 "the number of heads is not in the tensors");
 }
 
 }  // namespace
+
+void refuse_unrun_architecture(const ConfigSources& src) {
+  if (!src.arch.empty() && src.arch.find('.') == std::string::npos && !family_of_arch(src.arch))
+    throw Error("--arch", refusal_of_arch(src.arch));
+  const json* config = src.config;
+  if (!config || !config->is_object() || !config->contains("architecture") || !(*config)["architecture"].is_string())
+    return;
+  const std::string arch = (*config)["architecture"].get<std::string>();
+  if (arch != kCustomArch && !family_of_arch(arch)) throw Error(src.config_name, refusal_of_arch(arch));
+}
 
 ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   const std::string& file = ck.path();
@@ -522,19 +628,26 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   if (config && !config->is_object()) throw Error(where, "not a JSON object");
   // Steps 1 and 2: the shape from the tensors; the architecture named and its family, whose defaults apply.
   const Named n = named_architecture(ck, config, src, where);
-  ViTConfig c;
-  const bool known = n.row && arch_preprocessing(n.arch, &c.pre);
+  require_named(ck, src, n);
+  ViTConfig c, timm;  // timm: create_model(n.arch) and its default pretrained config, when an architecture is named
+  const bool known = n.row && arch_preset(n.arch, &timm);
+  if (known) c.pre = timm.pre;
   const TensorFacts facts = shape_from_tensors(ck, &c);
   const FamilyRow& row = family_of(n, ck, facts, where, c);
   family_settings(row, n, ck, &c);
-  const std::string arch_origin = "timm's defaults for " + n.arch;
-  const int64_t named_heads = n.row ? arch_heads(n.arch) : 0;
-  if (named_heads && !c.rel_pos_window) c.heads = named_heads;
-  if (!c.rel_pos_window) c.origin.heads = named_heads ? arch_origin : "default (width / 64)";
+  const std::string arch_origin = "timm's defaults for " + n.arch + (n.flag ? " (--arch)" : "");
+  if (known && !c.rel_pos_window) {
+    c.heads = timm.heads;
+    c.origin.heads = arch_origin;
+  }
+  if (known) {
+    c.pool = timm.pool;
+    c.origin.pool = arch_origin + " (global_pool '" + pool_name(timm.pool) + "')";
+  }
   c.origin.input_size = known ? arch_origin : "file (position table grid)";
-  c.origin.preprocessing = known ? arch_origin : "default (timm's ImageNet defaults)";
+  c.origin.preprocessing = known ? arch_origin : "default (timm's data config: ImageNet mean and std, bicubic, crop_pct 0.875)";
 
-  // Steps 3 to 5: the configs, then what nothing named.
+  // Steps 3 to 5: the configs, then the heads nothing named.
   const LayoutConfigGiven given = apply_configs(ck, src, row, where, &c);
   // Without an architecture, SigLIP's attention pool is the one the tensors can say: beside prefix tokens or
   // after norm_pre (Perception Encoder, timm's *_reg4_map_*) whether it reads the prefix tokens, its heads and
@@ -542,10 +655,11 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   if (!n.row && c.attn_pool_mlp && (c.prefix_tokens() > 0 || c.norm_pre))
     throw Error(where, "an attention-pool head (attn_pool) beside class or register tokens or after norm_pre (as "
                        "Perception Encoder has), without a config naming its architecture: not supported");
-  unnamed_defaults(ck, src, given.heads || named_heads > 0, known ? arch_origin : "", &c);
+  if (!given.heads && !known && !c.rel_pos_window) unnamed_heads(ck, src, where, &c);
 
   // Step 6: the position table's grid; the input size follows it when nothing named one. The head's kind.
   position_grid(ck, &c);
+  if (!src.arch.empty() && !config) arch_fits(ck, n.arch, timm, c);
   if (!given.size && !known) set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
   if (c.naflex) {  // nominal only: each image is resized to a grid of its own
     set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);

@@ -1,6 +1,6 @@
 // What a ViT is: its shape (read from the checkpoint's tensors), the few things tensors cannot say
-// (heads, pooling, eps), and its preprocessing (from the config.json beside the weights, --config,
-// or timm's defaults for a known architecture name).
+// (heads, block order, pooling, eps, rotary embedding), and its preprocessing: from the config.json beside the
+// weights, --config, or timm's own for the architecture --arch names; a checkpoint with none of them is refused.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,7 +18,7 @@ namespace vit {
 
 class Checkpoint;
 
-// Heads for a width when nothing names them: one per 64 channels (every timm and torchvision ViT), at least one.
+// Heads for a width in a model whose code makes one head per 64 channels (open_clip's head_width), at least one.
 int64_t default_heads(int64_t width);
 
 Pool pool_from_name(const std::string& name);  // timm's global_pool: "token", "avg", "map"; throws on others
@@ -129,22 +129,32 @@ struct ConfigSources {
   std::string config_name;
   const nlohmann::json* preprocessor = nullptr;  // Hugging Face preprocessor_config.json
   std::string preprocessor_name;
-  std::string name_hint;  // the model's file or folder name: timm's defaults for a known architecture
+  std::string arch;       // --arch: the timm architecture of a checkpoint in timm's names ("" for none)
   int64_t img_size = 0;   // --img-size: run at S x S (position table resampled), 0 for the model's own
 };
 
 // Sets the input size, an Error at `where` when it is out of range (1 to kMaxInputSize).
 void set_input_size(ViTConfig* c, int64_t h, int64_t w, const std::string& where);
 
-// Shapes from the checkpoint, the rest from the sources; a config that contradicts the tensors is an
-// error naming both.
+// An architecture the sources name (a timm config's "architecture", --arch) that the engine does not run is
+// refused by its name, with its reason (refusal_of_arch), before any tensor is read.
+void refuse_unrun_architecture(const ConfigSources& src);
+
+// Shapes from the checkpoint, the rest from the sources; a config or --arch that contradicts the tensors is an
+// error naming both. Without a config or --arch, only a torchvision checkpoint of one of torchvision's ViTs is
+// run; anything else is refused, naming what the tensors do not say and the flags that give it.
 ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src);
 
-// A timm architecture's shape and family settings, for random-weight models: the classic ViT and DeiT
-// (vit_base_patch16_224, deit_tiny_patch16_224, ...), DeiT III, DINOv2 (with registers), CLIP and SigLIP
-// towers, BEiT and EVA-02 (known_archs() lists them). img_size > 0: run at S x S, the position table made
-// at that size. Throws listing the known names.
+// A timm architecture the engine runs (known_archs(), families.h), as timm's create_model(arch) builds it, for
+// random-weight models. img_size > 0: run at S x S, the position table made at that size. Another name is
+// refused with its reason (refusal_of_arch: docs/MODELS.md's).
 ViTConfig config_for_arch(const std::string& arch, int64_t img_size = 0);
-std::vector<std::string> known_archs();
+
+// A model's shape as its tensors show it, apart from its depth and head: its width, patch, MLP width and
+// position table ("width 384, patch 16, MLP 1536, a 14x14 position table"), then its structure (structure_words).
+std::string shape_description(const ViTConfig& c);
+// Its tokens, norms, biases, layer scale, attention pool ("class token", "4 register tokens", "layer scale",
+// "q and v biases", ...), one item per fact; sizes apart.
+std::vector<std::string> structure_words(const ViTConfig& c);
 
 }  // namespace vit

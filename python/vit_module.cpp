@@ -8,13 +8,16 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -39,6 +42,29 @@ py::str fs_str(const std::string& s) {
   PyObject* o = PyUnicode_DecodeFSDefaultAndSize(s.data(), Py_ssize_t(s.size()));
   if (!o) throw py::error_already_set();
   return py::reinterpret_steal<py::str>(o);
+}
+
+// The engine's messages name the CLI's flags where a setting is wrong ("--img-size does not apply to ..."); to a
+// Python caller each is the keyword argument that sets it. A flag counts where it stands alone (first, or after
+// a space or parenthesis; not followed by more of a name), so a file named --img-size.jpg keeps its name; flags
+// without a keyword stay.
+std::string python_words(const std::string& message) {
+  static const std::map<std::string, std::string> kKeywords = {
+      {"img-size", "img_size"},   {"max-patches", "max_patches"}, {"max-pixels", "max_pixels"},
+      {"precision", "precision"}, {"text-embeddings", "text_embeddings"}, {"threads", "threads"},
+      {"batch", "batch"},         {"pool", "pool"},               {"exif-transpose", "exif_transpose"},
+      {"labels", "labels"},       {"config", "config"},           {"arch", "arch"}};
+  static const std::regex flag(R"((^|[ (])--([a-z][a-z0-9-]*)(?![\w./-]))");
+  std::string out;
+  auto copied = message.cbegin();
+  for (std::sregex_iterator it(message.cbegin(), message.cend(), flag), end; it != end; ++it) {
+    const auto keyword = kKeywords.find((*it)[2].str());
+    if (keyword == kKeywords.end()) continue;
+    out.append(copied, (*it)[2].first - 2);  // up to the flag's "--"
+    out += keyword->second;
+    copied = (*it)[2].second;
+  }
+  return out.append(copied, message.cend());
 }
 
 std::string type_name(const py::handle& h) { return py::str(py::type::handle_of(h).attr("__name__")); }
@@ -204,6 +230,23 @@ void add_pil(Inputs& in, const py::handle& img, size_t index, const std::string&
   in.add_pixels(std::move(name), w, h, reinterpret_cast<const uint8_t*>(in.copies.back().data()));
 }
 
+// Bytes (or a bytearray) holding a NUL byte, where a path is expected, are no path the file system has:
+// most likely an encoded image file read into memory, which the call's _encoded form takes. `what` is
+// "classify: paths" or "embed: paths".
+void refuse_encoded_image(const py::handle& h, const std::string& what, const std::string& item) {
+  const bool array = PyByteArray_Check(h.ptr());
+  if (!py::isinstance<py::bytes>(h) && !array) return;
+  const std::string bytes = array ? std::string(PyByteArray_AS_STRING(h.ptr()), size_t(PyByteArray_GET_SIZE(h.ptr())))
+                                  : bytes_of(py::reinterpret_borrow<py::object>(h));
+  if (bytes.find('\0') == std::string::npos) return;  // a path given as bytes (or a bytearray, refused as a type)
+  const std::string call = what.substr(0, what.find(':'));
+  if (vit::read_image_header(bytes).image)
+    throw py::value_error(item + ": the bytes of an encoded image file, not a path: pass encoded images as (name, bytes) "
+                          "pairs to " + call + "_encoded([(name, data)])");
+  throw py::value_error(item + ": bytes with a NUL byte are no path (an image file's bytes go to " + call +
+                        "_encoded as (name, bytes) pairs)");
+}
+
 // The items of a list for classify() and embed() (paths and images in memory) or the Batcher's (encoded
 // pairs and images in memory). `what` names the argument in errors.
 Inputs inputs_of(const py::handle& seq, const std::string& what, bool pairs) {
@@ -221,6 +264,7 @@ Inputs inputs_of(const py::handle& seq, const std::string& what, bool pairs) {
       in.encoded.push_back(encoded_item(h, item));
       in.encoded_at.push_back(in.size++);
     } else {
+      refuse_encoded_image(h, what, item);
       if (!py::isinstance<py::str>(h) && !py::isinstance<py::bytes>(h) && !py::hasattr(h, "__fspath__"))
         throw py::type_error(item + " must be a str, bytes or os.PathLike, got " + type_name(h) + " (or an image in memory: " +
                              kImageKinds + ")");
@@ -259,7 +303,7 @@ py::list to_dicts(const std::vector<vit::Result>& results) {
       d["time_s"] = r.time_s;
     }
     if (!r.error.empty()) {
-      d["error"] = fs_str(r.error);
+      d["error"] = fs_str(python_words(r.error));
     } else {
       py::list top;
       for (const vit::Prediction& p : r.top) {
@@ -317,7 +361,7 @@ vit::Pool pool_arg(const py::handle& pool) {
 vit::Classifier make_classifier(const py::object& model, const std::string& precision, int threads,
                                 const py::object& labels, int img_size, int batch, const py::object& config,
                                 int64_t max_pixels, bool exif_transpose, const py::object& pool,
-                                const py::object& text_embeddings, int max_patches) {
+                                const py::object& text_embeddings, int max_patches, const py::object& arch) {
   vit::ClassifierOptions o;
   try {
     o.precision = vit::precision_from_name(precision);
@@ -336,6 +380,11 @@ vit::Classifier make_classifier(const py::object& model, const std::string& prec
   o.threads = threads;
   if (!labels.is_none()) o.labels = path_arg(labels, "labels");
   if (!config.is_none()) o.config = path_arg(config, "config");
+  if (!arch.is_none()) {
+    if (!py::isinstance<py::str>(arch)) throw py::type_error("arch must be a str or None, got " + type_name(arch));
+    o.arch = py::cast<std::string>(arch);
+    if (o.arch.empty()) throw vit::ArgumentError("arch '' names no architecture (None for none)");
+  }
   if (!text_embeddings.is_none()) o.text_embeddings = path_arg(text_embeddings, "text_embeddings");
   o.img_size = img_size;
   o.max_patches = max_patches;
@@ -407,12 +456,20 @@ py::list classify_encoded(const vit::Classifier& c, const py::object& images, in
 struct PyBatcher {
   py::object classifier;  // keeps the Classifier alive while the Batcher uses it
   std::unique_ptr<vit::Batcher> batcher;
+  std::unique_ptr<std::atomic<bool>> closed = std::make_unique<std::atomic<bool>>(false);  // close() was called
+
+  // Why a request was refused: the queue full, or the Batcher closed.
+  std::runtime_error refused(const std::string& what) const {
+    if (*closed) return std::runtime_error(what + ": the Batcher is closed (close() was called): it takes no new calls");
+    return std::runtime_error(what + ": the queue is full (max_queue images waiting): try again when it drains, or "
+                              "make the Batcher with a larger max_queue");
+  }
 };
 
 // Queues the encoded and the decoded images of `in` as (at most) two requests, waits for both answers with
 // the GIL released, and puts them in their places. submit(images, done) queues one request.
 template <typename Answer, typename Submit>
-std::vector<Answer> wait_for(Inputs& in, const std::string& what, const Submit& submit) {
+std::vector<Answer> wait_for(const PyBatcher& pb, Inputs& in, const std::string& what, const Submit& submit) {
   std::vector<Answer> out(in.size);
   {
     py::gil_scoped_release unlocked;  // the batching thread never takes the GIL
@@ -425,7 +482,7 @@ std::vector<Answer> wait_for(Inputs& in, const std::string& what, const Submit& 
     if (queued && !in.pixels.empty())
       queued = submit(in.pixels, [&decoded](std::vector<Answer> a) { decoded.set_value(std::move(a)); });
     if (encoded_queued) place(got_encoded.get(), in.encoded_at, out);  // even when the second was refused
-    if (!queued) throw std::runtime_error(what + ": the queue is full (max_queue images waiting) or closed");
+    if (!queued) throw pb.refused(what);
     if (!in.pixels.empty()) place(got_decoded.get(), in.pixels_at, out);
   }
   place_failed(in, out);
@@ -435,7 +492,7 @@ std::vector<Answer> wait_for(Inputs& in, const std::string& what, const Submit& 
 py::list batcher_classify(PyBatcher& pb, Inputs in, int topk, const std::string& what) {
   check_topk(topk);
   if (in.size == 0) return py::list();
-  return to_dicts(wait_for<vit::Result>(in, what, [&](auto images, vit::Batcher::ResultsDone done) {
+  return to_dicts(wait_for<vit::Result>(pb, in, what, [&](auto images, vit::Batcher::ResultsDone done) {
     return pb.batcher->submit(std::move(images), topk, std::move(done));
   }));
 }
@@ -524,7 +581,7 @@ py::dict embed_dict(const vit::Classifier& c, const std::vector<vit::Embedding>&
       py::dict d;
       d["index"] = py::ssize_t(&e - r.data());
       d["file"] = fs_str(e.file);
-      d["error"] = fs_str(e.error);
+      d["error"] = fs_str(python_words(e.error));
       errors.append(d);
       continue;
     }
@@ -570,7 +627,7 @@ py::dict batcher_embed(PyBatcher& pb, const py::object& images, bool head, bool 
   const vit::EmbedOptions o{head, tokens, normalize, {}};
   const vit::Classifier& c = pb.classifier.cast<const vit::Classifier&>();
   if (in.size == 0) return embed_dict(c, {}, o);
-  return embed_dict(c, wait_for<vit::Embedding>(in, "Batcher.embed", [&](auto images, vit::Batcher::EmbeddingsDone done) {
+  return embed_dict(c, wait_for<vit::Embedding>(pb, in, "Batcher.embed", [&](auto images, vit::Batcher::EmbeddingsDone done) {
     return pb.batcher->submit(std::move(images), o, std::move(done));
   }), o);
 }
@@ -590,7 +647,7 @@ py::dict config(const vit::Classifier& c) {
       {"head", py::cast(vit::head_kind_name(m.head))}, {"stored_as", py::cast(m.stored_as)},
       {"precision", py::cast(m.precision)}, {"patch", py::cast(m.patch)}, {"width", py::cast(m.width)},
       {"depth", py::cast(m.depth)}, {"heads", py::cast(m.heads)}, {"mlp", py::cast(m.mlp)},
-      {"classes", py::cast(m.classes)}, {"input_size", py::make_tuple(3, m.input_height, m.input_width)},
+      {"classes", py::cast(m.classes)}, {"projection", py::cast(m.projection)}, {"input_size", py::make_tuple(3, m.input_height, m.input_width)},
       {"tokens", py::cast(m.tokens)}, {"parameters", py::cast(m.parameters)}, {"pool", py::cast(m.pool)},
       {"interpolation", py::cast(m.interpolation)}, {"crop_mode", py::cast(m.crop_mode)},
       {"crop_pct", py::cast(m.crop_pct)}, {"resize", py::cast(m.resize)},
@@ -605,7 +662,8 @@ py::dict config(const vit::Classifier& c) {
 //   vit::ArgumentError (an option out of range or not suiting the model)  -> ValueError
 //   vit::Error (a model, config, labels or text-embeddings file that cannot be used; the engine failing) -> vit.Error
 //   py::cast_error (an argument pybind11 could not convert)               -> TypeError
-// Messages may name a file that is not UTF-8, hence the file system decoding.
+// Messages may name a file that is not UTF-8, hence the file system decoding, and name options by their
+// keyword arguments (python_words).
 void register_errors(py::module_& m) {
   static py::exception<vit::Error> error(m, "Error", PyExc_RuntimeError);
   error.attr("__module__") = "vit";
@@ -613,9 +671,9 @@ void register_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const vit::ArgumentError& e) {
-      PyErr_SetObject(PyExc_ValueError, fs_str(e.what()).ptr());
+      PyErr_SetObject(PyExc_ValueError, fs_str(python_words(e.what())).ptr());
     } catch (const vit::Error& e) {
-      PyErr_SetObject(error.ptr(), fs_str(e.what()).ptr());
+      PyErr_SetObject(error.ptr(), fs_str(python_words(e.what())).ptr());
     } catch (const py::cast_error& e) {
       PyErr_SetString(PyExc_TypeError, e.what());
     }
@@ -681,12 +739,15 @@ void bind_classifier(py::module_& m) {
            py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
            py::arg("exif_transpose") = defaults.exif_transpose, py::arg("pool") = py::none(),
            py::arg("text_embeddings") = py::none(), py::arg("max_patches") = defaults.max_patches,
+           py::arg("arch") = py::none(),
            "model: a .safetensors file or the folder holding model.safetensors (and config.json); paths are str,\n"
            "bytes or os.PathLike. Options out of range (or not suiting the model) raise ValueError; more threads\n"
            "than cores warn (RuntimeWarning) and use the cores.\n"
            "precision: 'f32', 'bf16' or 'int8'; threads: 0 for all cores; labels: a file, one per line;\n"
            "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
-           "overriding the one beside the weights; max_pixels: larger images are refused from their header;\n"
+           "overriding the one beside the weights; arch: the timm architecture of a checkpoint in timm's names without\n"
+           "a config.json (as `vit classify --arch`: timm's create_model(arch) and its default pretrained config say\n"
+           "what the tensors cannot; a checkpoint with neither is refused, vit.Error); max_pixels: larger images are refused from their header;\n"
            "exif_transpose: turn images as their EXIF orientation says (PIL's exif_transpose; timm does not);\n"
            "pool: 'cls' (or 'token'), 'mean' (or 'avg') or 'map' to pool the tokens otherwise than the model does\n"
            "(as `vit embed --pool`; a pool the model cannot do, say 'map' without an attention-pool head: ValueError);\n"
@@ -751,9 +812,10 @@ void bind_batcher(py::module_& m) {
            "other threads' images (requests with the same options share forward passes).")
       .def_property_readonly("queued", [](const PyBatcher& pb) { return pb.batcher->queued(); }, "Images waiting.")
       .def("close", [](PyBatcher& pb) {
+        *pb.closed = true;  // before the Batcher refuses: a call it refuses then says why
         py::gil_scoped_release unlocked;
         pb.batcher->close();
-      }, "Refuses new calls and answers the queued ones.");
+      }, "Refuses new calls (RuntimeError: the Batcher is closed) and answers the queued ones.");
 }
 
 }  // namespace

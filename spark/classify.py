@@ -4,6 +4,7 @@ vit.Classifier per Python worker (vit_spark.py, with mapInPandas); the rows (fil
 written as JSON lines or Parquet. Started by scripts/spark-classify.sh."""
 import argparse
 import os
+import re
 import sys
 
 # binaryFile folders contribute the files vit.find_images takes from a local folder, in any case
@@ -59,6 +60,8 @@ def parse_args(argv):
     p.add_argument("--normalize", action="store_true", help="with --embed: embeddings of unit length")
     p.add_argument("--pool", choices=["cls", "mean", "map"],
                    help="pool the tokens otherwise than the model does, as vit embed --pool")
+    p.add_argument("--arch", metavar="NAME",
+                   help="the timm architecture of a --model checkpoint without its config.json, as vit classify --arch")
     p.add_argument("--max-patches", type=int, default=0, metavar="N",
                    help="NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at "
                         "its own aspect ratio within N patches, as vit embed --max-patches (default 0: 256, SigLIP 2's)")
@@ -90,7 +93,13 @@ def has_scheme(path):
 
 def classifier_options(a):
     """vit.Classifier's options the flags give, beyond precision, threads and batch."""
-    return {"pool": a.pool, "max_patches": a.max_patches}
+    return {"pool": a.pool, "max_patches": a.max_patches, "arch": a.arch}
+
+
+def as_flags(message):
+    """vit's errors name its options by their keyword arguments (arch, max_patches); the job's user sets them with
+    its flags, and reads them so."""
+    return re.sub(r"(?<![\w./-])(arch|max_patches)(?![\w./-])", lambda m: "--" + m.group(1).replace("_", "-"), message)
 
 
 def check_model(a):
@@ -100,7 +109,7 @@ def check_model(a):
     try:
         vit.Classifier(a.model, precision=a.precision, threads=1, batch=a.batch, **classifier_options(a))
     except (vit.Error, ValueError) as e:
-        usage_error(str(e))
+        usage_error(as_flags(str(e)))
     # Executors open the model by this path: what --executor-model names (relative: in each executor's
     # working folder, where --archives unpack), else --model's absolute path, the same on every machine.
     if a.executor_model:

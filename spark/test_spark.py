@@ -162,6 +162,20 @@ def test_naflex_embeddings_with_max_patches_equal_vit_embed(inputs, tmp_path):
         np.testing.assert_allclose(rows[f]["embedding"], want[f], atol=1e-6)
 
 
+def test_a_checkpoint_without_its_config_runs_with_arch(inputs, tmp_path):
+    """DeiT-Tiny's weights alone: refused (exit 2) naming what the tensors do not say; with --arch naming its
+    architecture, the rows of the model with its config.json."""
+    paths, bad = inputs
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "model.safetensors").symlink_to(DEIT / "model.safetensors")
+    run = run_job("--model", bare, "--out", tmp_path / "o", paths[1], expect=2)
+    assert "no config.json: the number of heads" in run.stderr and "(--arch, e.g. --arch" in run.stderr, run.stderr
+    out = tmp_path / "out"
+    run_job("--model", bare, "--arch", "deit_tiny_patch16_224", "--out", out, paths[1], expect=1)
+    assert_same(job_rows(out), cli_rows([paths[1]]))
+
+
 def test_folder_glob_takes_what_find_images_takes(tmp_path):
     """The binaryFile filter for folder URIs and vit.find_images for local folders take the same names."""
     import fnmatch
@@ -201,6 +215,9 @@ def test_usage_errors_exit_2_before_any_work(inputs, tmp_path):
         (["--out", tmp_path / "o", "--max-patches", "64", paths[1]], "--max-patches applies to NaFlex models"),
         (["--out", tmp_path / "o", "--max-patches", "64", paths[1]], "(timm's naflexvit_*, and SigLIP towers"),
         (["--out", tmp_path / "o", "--max-patches", "-1", paths[1]], "--max-patches must be 0 (256) or more, got -1"),
+        # DeiT-Tiny's config.json names its architecture: --arch may name the same one only.
+        (["--out", tmp_path / "o", "--arch", "vit_tiny_patch16_224", paths[1]],
+         "names the architecture deit_tiny_patch16_224: give one or the other"),
     ]
     for args, message in cases:
         run = run_job(*args, expect=2)

@@ -10,7 +10,7 @@ _classifiers = {}  # (model, precision, batch, threads, options) -> vit.Classifi
 
 
 def classifier(model, precision, batch, threads, options=None):
-    """options: more of vit.Classifier's keyword arguments (pool, max_patches)."""
+    """options: more of vit.Classifier's keyword arguments (pool, max_patches, arch)."""
     import vit
 
     options = options or {}
@@ -55,7 +55,7 @@ def given_name(path, files, folders):
 def classify_files(model, precision, batch, topk, embed=None, options=None):
     """Frames of (file: the name as given, path: absolute) -> rows; the engine reads each file. embed: a
     dict of Classifier.embed's options to write embeddings (EMBED_SCHEMA) instead of labels; options: more
-    of the Classifier's (pool, max_patches)."""
+    of the Classifier's (pool, max_patches, arch)."""
 
     def run(frames):
         from pyspark import TaskContext

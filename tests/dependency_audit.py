@@ -11,7 +11,8 @@ What is used:
   their output folders beside the vit binary and are made again with them; those of the other processes are
   in build/python-imports/log, which scripts/test.sh empties before each run and names by VIT_IMPORT_LOG.
 - Python modules as written: every `import` in every tracked .py file (scripts/, weights/, spark/, python/tests,
-  tests/ and whatever is added), also code the suite does not run, found by Debian's python3 and by the .venv's.
+  tests/ and whatever is added), also code the suite does not run, found by Debian's python3, by the .venv's and
+  by that of any other venv whose pip scripts/setup.sh runs (.venv-kserve: packages kept apart from .venv's).
 - Programs as written: the command words of every tracked shell script (scripts/*.sh, .ci/run, tests/*.sh,
   weights/*.sh), including `$(...)`, `sh -c`, `trap` and `eval` strings, `command -v X`, CC=/CXX= and the build
   tool of `cmake -G`; programs in Python subprocess calls written as literals; and IMPLIED_COMMANDS, programs
@@ -22,7 +23,8 @@ build trees, install manifests) and the interpreter for the standard library of 
 its `apt-get install` commands name and their dependencies (`apt-cache depends --recurse --installed
 --no-recommends`), Debian's Essential and required packages (on every Debian machine), the distributions its
 `pip install` commands name (requirements files included, extras honoured) and their Requires-Dist,
-recursively (the venv's own pip and setuptools when it makes the venv with `-m venv`); a Debian package is
+recursively, as the venv they went into records them (the venv's own pip and setuptools when it makes the venv
+with `-m venv`); a Debian package is
 also accepted when a Python distribution it ships is in that pip closure (pip would install it on a fresh
 machine).
 What it cannot see: imports inside code that neither runs in the suite nor is written as an `import` (e.g.
@@ -52,7 +54,7 @@ from packaging.utils import canonicalize_name
 FRESH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's for root
 IMPLIED_COMMANDS = {"pyspark": ["java"]}  # module -> programs it starts outside Python
 # Programs pip runs only to describe the machine in its user agent, when they are on PATH (rustc --version,
-# lsb_release -a through distro): a fresh machine without them builds and installs the same.
+# lsb_release -a through distro), also when ensurepip runs it under `python -c`: a fresh machine without them builds and installs the same.
 PIP_PROBES = {"rustc", "lsb_release"}
 CMAKE_GENERATORS = {"Ninja": "ninja", "Unix Makefiles": "make"}
 PROJECT_MODULES = {"vit"}  # the Python module python/ builds (installed by setup.sh's cmake --install)
@@ -393,10 +395,11 @@ def requirements_from(path, out, files):
 
 
 def setup_installs(src):
-    """(Debian packages, pip requirements, requirements files) that scripts/setup.sh installs."""
+    """(Debian packages, pip requirements, requirements files, the other venvs) that scripts/setup.sh installs;
+    the other venvs: the folders of venvs besides .venv whose Python its pip commands run (`X/bin/python -m pip`)."""
     text = open(os.path.join(src, "scripts", "setup.sh")).read()
     functions = set(re.findall(r"^\s*(?:function\s+)?([A-Za-z_][\w-]*)\s*\(\s*\)", text, re.M))
-    apt, pip, files = set(), [], []
+    apt, pip, files, venvs = set(), [], [], set()
     for name, words in command_words(shell_commands(text), functions):
         if not words:
             continue
@@ -404,6 +407,9 @@ def setup_installs(src):
         if name in ("apt-get", "apt") and "install" in texts:
             apt.update(t for t in texts[texts.index("install") + 1:] if not t.startswith("-"))
         if "install" in texts and (name in ("pip", "pip3") or texts[:2] == ["-m", "pip"]):
+            venv = re.fullmatch(r"(.+)/bin/python3?", name)
+            if venv and os.path.normpath(venv.group(1)) != ".venv":
+                venvs.add(os.path.join(src, venv.group(1)))
             args = iter(texts[texts.index("install") + 1:])
             for t in args:
                 if t in ("-r", "--requirement"):
@@ -414,7 +420,7 @@ def setup_installs(src):
                     pip.append((Requirement(t), "scripts/setup.sh"))
         if texts[:2] == ["-m", "venv"]:  # the venv's own pip and setuptools
             pip += [(Requirement("pip"), "python3 -m venv"), (Requirement("setuptools"), "python3 -m venv")]
-    return apt, pip, files
+    return apt, pip, files, sorted(venvs)
 
 
 def apt_closure(roots):
@@ -434,8 +440,15 @@ def apt_closure(roots):
     return names
 
 
-def pip_closure(roots):
-    """canonical distribution name -> where it comes from, following Requires-Dist (extras honoured)."""
+def venv_site(venv):
+    found = glob.glob(os.path.join(venv, "lib", "python*", "site-packages"))
+    return found[0] if found else None
+
+
+def pip_closure(roots, venvs=()):
+    """canonical distribution name -> where it comes from, following Requires-Dist (extras honoured) as the .venv's
+    metadata says, else as the other venvs' say."""
+    sites = [s for s in map(venv_site, venvs) if s]
     seen, extras_of, queue = {}, {}, [(req, why) for req, why in roots]
     while queue:
         req, why = queue.pop()
@@ -447,7 +460,9 @@ def pip_closure(roots):
         try:
             dist = importlib.metadata.distribution(req.name)
         except importlib.metadata.PackageNotFoundError:
-            continue
+            dist = next(iter(importlib.metadata.distributions(name=req.name, path=sites)), None)
+            if dist is None:
+                continue
         for line in dist.requires or []:
             try:
                 r = Requirement(line)
@@ -607,8 +622,12 @@ def main():
     for f in shell_scripts:
         for prog in script_programs(open(os.path.join(src, f), errors="replace").read()):
             programs.setdefault(prog, set()).add(f)
+    apt_roots, pip_roots, req_files, venvs = setup_installs(src)
     unresolved = set(written)
-    for python in (sys.executable, "/usr/bin/python3"):  # the .venv's Python and Debian's
+    # the .venv's Python, Debian's, and those of the other venvs setup.sh makes
+    pythons = [sys.executable, "/usr/bin/python3"] + [p for p in (os.path.join(v, "bin", "python") for v in venvs)
+                                                       if os.path.exists(p)]
+    for python in pythons:
         for name, found in resolve_modules(python, written).items():
             if found is not None:
                 unresolved.discard(name)
@@ -616,7 +635,8 @@ def main():
                     for f in written[name]:
                         use(path, name, f)
     for name in sorted(unresolved):
-        failures.append((f"module {name}: neither Debian's python3 nor the .venv's Python finds it",
+        failures.append((f"module {name}: no Python of scripts/setup.sh's (Debian's python3, .venv's, "
+                         f"{', '.join(os.path.relpath(v, src) for v in venvs) or 'no other venv'}) finds it",
                          [f"imported by {', '.join(sorted(written[name]))}"]))
     for name, progs in IMPLIED_COMMANDS.items():
         for prog in progs:
@@ -652,6 +672,8 @@ def main():
             use(file, name, who)
             for prog in IMPLIED_COMMANDS.get(name, []):
                 programs.setdefault(prog, set()).add(f"{who} (imports {name})")
+        # pip as a script, or as a module under `python -c` (ensurepip runs it so when `python -m venv` seeds a venv)
+        runs_pip = "pip" in script.split("/") or "pip._internal" in r.get("modules", {})
         for c in r.get("commands", []):
             argv_c = c.get("argv") or []
             if "shell" in c:
@@ -661,7 +683,7 @@ def main():
             else:
                 progs = [c.get("executable") or (argv_c or [""])[0]]
             for prog in filter(None, progs):
-                if "pip" in script.split("/") and os.path.basename(prog) in PIP_PROBES:
+                if runs_pip and os.path.basename(prog) in PIP_PROBES:
                     continue
                 if "/" in prog and not prog.startswith("/"):
                     prog = os.path.normpath(os.path.join(cwd, prog))
@@ -688,8 +710,7 @@ def main():
                 use(path, prog, w)
 
     # Owners, and whether scripts/setup.sh installs them.
-    apt_roots, pip_roots, req_files = setup_installs(src)
-    apt_ok, pip_ok = apt_closure(apt_roots), pip_closure(pip_roots)
+    apt_ok, pip_ok = apt_closure(apt_roots), pip_closure(pip_roots, venvs)
     for f in files:
         if re.search(r"(^|/)requirements[^/]*\.txt$", f) and os.path.join(src, f) not in map(os.path.realpath, req_files):
             failures.append((f"{f}: a requirements file scripts/setup.sh does not install", []))

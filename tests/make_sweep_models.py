@@ -21,6 +21,9 @@ OUT_DIR/sweep.json                              per architecture: the shrinking 
                                                 heads, MLP width, patch, input size, LayerNorm eps, MLP
                                                 activation, classes); timm's error where timm itself cannot
                                                 build or run it here
+OUT_DIR/timm_archs.inc                          what each architecture's name brings, for models/timm_archs.inc
+                                                (arch_facts; naflexvit's names too): its shape and structure as
+                                                its tensors show them, global_pool, default preprocessing
 
 Shrinking: width 64, depth 2, 2 heads, at most 16 classes; the architecture's own image size, patch size,
 MLP ratio and every other setting. A few need their own recipe (RECIPES). Every parameter is random,
@@ -41,6 +44,8 @@ from timm.models import save_for_hf  # noqa: E402
 from timm_references import references  # noqa: E402
 
 MODULES = ("vision_transformer", "eva", "beit", "deit")
+# Modules whose architectures only models/timm_archs.inc lists (their tests make their own models).
+FACTS_ONLY_MODULES = ("naflexvit",)
 SMALL = dict(embed_dim=64, depth=2, num_heads=2)
 # Names whose own settings do not shrink to SMALL: timm asserts on them.
 RECIPES = {
@@ -102,6 +107,70 @@ def full_size(name):
             "classes": m.num_classes}
 
 
+def arch_facts(name):
+    """What an architecture's name brings (models/timm_archs.inc): timm's create_model(name) on the meta device,
+    its shape and structure read from its tensors' names and shapes as the engine reads a checkpoint's, its
+    global_pool, and its default pretrained config's tag, classes (a CLIP tower's: its projection, unless the tag
+    says fine-tuned) and eval preprocessing."""
+    m = timm.create_model(name, pretrained=False, device="meta")
+    sd = {k: list(v.shape) for k, v in m.state_dict().items()}
+    naflex = "embeds.proj.weight" in sd
+    e = "embeds." if naflex else ""
+    b = "blocks.0."
+    patch = (m.embeds if naflex else m.patch_embed).patch_size[0]
+    width = sd[e + "proj.weight" if naflex else "patch_embed.proj.weight"][0]
+    if b + "mlp.fc1_g.weight" in sd:
+        mlp, swiglu = sd[b + "mlp.fc1_g.weight"][0], True
+    else:
+        mlp = sd[b + "mlp.fc2.weight"][1]
+        swiglu = sd[b + "mlp.fc1.weight"][0] == 2 * mlp
+    cfg = m.pretrained_cfg
+    reg = sd[e + "reg_token"][1] if e + "reg_token" in sd else 0
+    prefix = (e + "cls_token" in sd) + reg + ("dist_token" in sd)
+    grid = list(m.embeds.pos_embed_grid_size if naflex else m.patch_embed.grid_size)
+    pos = sd.get(e + "pos_embed")
+    if pos and naflex:
+        grid = pos[1:3]
+    elif pos:
+        grid = [round((pos[1] - prefix) ** 0.5)] * 2
+        if grid[0] ** 2 != pos[1] - prefix:
+            grid = [round(pos[1] ** 0.5)] * 2
+    has = {
+        "class_token": e + "cls_token" in sd, "dist_token": "dist_token" in sd, "pos_embed": pos is not None,
+        "no_embed_class": pos is not None and not naflex and prefix > 0 and pos[1] == grid[0] * grid[1],
+        "layer_scale": b + "ls1.gamma" in sd or b + "gamma_1" in sd, "norm_pre": "norm_pre.weight" in sd,
+        "final_norm": "norm.weight" in sd, "fc_norm": "fc_norm.weight" in sd,
+        "qkv_bias": any(b + "attn." + t in sd for t in ("qkv.bias", "q_bias", "q_proj.bias")),
+        "k_bias": b + "attn.qkv.bias" in sd or b + "attn.k_proj.bias" in sd,
+        "qkv_fused": b + "attn.q_proj.weight" not in sd, "proj_bias": b + "attn.proj.bias" in sd,
+        "patch_bias": e + "proj.bias" in sd if naflex else "patch_embed.proj.bias" in sd,
+        "patch_norm": "patch_embed.norm.weight" in sd, "attn_norm": b + "attn.norm.weight" in sd,
+        "mlp_norm": b + "mlp.norm.weight" in sd, "swiglu": swiglu,
+    }
+    rel = sd.get(b + "attn.relative_position_bias_table")
+    return {
+        "arch": name, "width": width, "depth": len(m.blocks), "heads": m.blocks[0].attn.num_heads, "mlp": mlp,
+        "patch": patch, "grid": grid, "reg_tokens": reg,
+        "rel_pos_window": (round((rel[0] - 3) ** 0.5) + 1) // 2 if rel else 0,
+        "attn_pool_mlp": sd["attn_pool.mlp.fc1.weight"][0] if "attn_pool.mlp.fc1.weight" in sd else 0,
+        "classes": cfg.get("num_classes", m.num_classes), "tag": cfg.get("tag") or "", "pool": m.global_pool,
+        "has": [k for k, v in has.items() if v],
+        "input_size": list(cfg["input_size"][1:]), "mean": [round(float(x), 8) for x in cfg["mean"]],
+        "std": [round(float(x), 8) for x in cfg["std"]], "crop_pct": cfg.get("crop_pct", 0.875),
+        "crop_mode": cfg.get("crop_mode", "center"), "interpolation": cfg.get("interpolation", "bicubic"),
+    }
+
+
+def write_arch_table(path, facts):
+    """models/timm_archs.inc: one JSON object per architecture, as a C++ raw string literal."""
+    with open(path, "w") as f:
+        f.write(f"// What timm {timm.__version__}'s architectures are (tests/make_sweep_models.py's arch_facts): generated, "
+                "checked by\n// tests/test_sweep.cpp; `VIT_UPDATE_MODELS_MD=1 ctest -L sweep` rewrites it.\n"
+                "R\"json([\n")
+        f.write(",\n".join(json.dumps(x, separators=(",", ":")) for x in facts))
+        f.write("\n])json\"\n")
+
+
 def make(name, args, out, photos):
     model = timm.create_model(name, pretrained=False, **args).eval()
     randomize(model, zlib.crc32(name.encode()))
@@ -133,6 +202,13 @@ def main():
         except Exception as e:  # timm itself cannot build or run it here: recorded, the sweep says so
             index[name]["timm_error"] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         print(name, "timm error: " + index[name]["timm_error"] if "timm_error" in index[name] else "", flush=True)
+    facts = []
+    for name in architectures() + timm.list_models(module=FACTS_ONLY_MODULES):
+        try:
+            facts.append(arch_facts(name))
+        except Exception as e:  # parallel blocks and other structures the table has no words for
+            print(name, "no facts:", f"{type(e).__name__}: {e}".splitlines()[0][:300], flush=True)
+    write_arch_table(os.path.join(out, "timm_archs.inc"), facts)
     with open(os.path.join(out, "sweep.json"), "w") as f:
         json.dump({"timm": timm.__version__, "torch": torch.__version__, "architectures": index}, f, indent=1)
 

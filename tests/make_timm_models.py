@@ -81,6 +81,12 @@ SPECS = {
     "vit_rope_ape": ("vit_base_patch16_rope_ape_224", dict(SMALL, num_classes=10)),
     # RoPE-Mixed: the rotary frequencies learned per block and head (rope.freqs).
     "vit_rope_mixed": ("vit_base_patch16_rope_mixed_224", dict(SMALL, num_classes=10)),
+    # What a checkpoint without its config.json needs: a post-norm ViT (ResPostBlock: a classic ViT's tensors) and a
+    # Perception Encoder spatial tower (a CLIP tower's, its rotary embedding in none), both refused; timm's own
+    # vit_small_patch16_224 shrunk in depth only, run with --arch naming it.
+    "rpn": ("vit_base_patch16_rpn_224", dict(SMALL, num_classes=10)),
+    "pe_spatial": ("vit_pe_spatial_tiny_patch16_512", dict(SMALL)),
+    "vit_small_depth2": ("vit_small_patch16_224", dict(depth=2)),
 }
 # The models also referenced at another input size: (size, how the weights get there). "same": the model is
 # dynamic (the rotary grid follows the input), run as it is; else timm's model made at that size, the

@@ -1,8 +1,8 @@
 // vit::Batcher on a tiny random model: each request's answers equal the Classifier's for its images alone,
 // however requests share batches; a request that does not fit the queue is refused at once, queueing
 // nothing; close() answers everything queued; embeddings of tensors are the Classifier's and work of the
-// caller's own runs alone in its turn; batchers sharing a ComputeThread run their passes on it; bad
-// options and a wrongly sized tensor are errors.
+// caller's own runs alone in its turn; batchers sharing a ComputeThread run their passes on it; requests no
+// longer wanted when their turn comes are dropped unrun; bad options and a wrongly sized tensor are errors.
 #include <gtest/gtest.h>
 #include <stb/stb_image_write.h>  // implementation: stb_image_write.cpp
 
@@ -186,6 +186,44 @@ TEST_F(BatcherTest, BatchersSharingAComputeThreadRunTheirPassesOnItOneAtATime) {
   EXPECT_EQ(answered, 12);
   EXPECT_EQ(overlapped, 0);
   EXPECT_EQ(elsewhere, 0);
+}
+
+TEST_F(BatcherTest, RequestsNoLongerWantedAtTheirTurnAreDroppedUnrun) {
+  BatcherOptions bo;
+  bo.max_batch = 8;
+  bo.max_delay_ms = 10000;  // nothing runs until close(): every request is looked at when its turn comes
+  std::atomic<int64_t> ran{0};
+  Batcher b(*classifier_, bo, [&](const BatchStats& s) { ran += s.images; });
+  const std::string im = jpeg(16, 16, 1);
+  std::atomic<bool> first_wanted{true}, asked{false};
+  std::vector<Result> kept, gone;
+  std::vector<Embedding> gone_embeddings;
+  std::string gone_rows_error = "unanswered";
+  ASSERT_TRUE(b.submit({{"a", im}, {"b", im}}, 1, [&](std::vector<Result> rs) { kept = std::move(rs); },
+                       [&] { return asked = true, first_wanted.load(); }));
+  ASSERT_TRUE(b.submit({{"c", im}}, 1, [&](std::vector<Result> rs) { gone = std::move(rs); }, [] { return false; }));
+  ASSERT_TRUE(b.submit({{"d", im}}, EmbedOptions{}, [&](std::vector<Embedding> es) { gone_embeddings = std::move(es); },
+                       [] { return false; }));
+  ASSERT_TRUE(b.submit(std::vector<float>(size_t(3 * 32 * 32), 0.f), 1,
+                       [&](std::vector<float> rows, std::string error) { gone_rows_error = rows.empty() ? error : ""; },
+                       [] { return false; }));
+  EXPECT_EQ(b.queued(), 5);
+  EXPECT_FALSE(asked);  // asked at the request's turn, not before
+  b.close();
+  EXPECT_TRUE(asked);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].error, "");
+  EXPECT_EQ(kept[0].top.size(), 1u);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].file, "c");
+  EXPECT_EQ(gone[0].error, Batcher::kDropped);
+  ASSERT_EQ(gone_embeddings.size(), 1u);
+  EXPECT_EQ(gone_embeddings[0].error, Batcher::kDropped);
+  EXPECT_TRUE(gone_embeddings[0].embedding.empty());
+  EXPECT_EQ(gone_rows_error, Batcher::kDropped);
+  EXPECT_EQ(ran, 2);  // only the wanted request's images went through a pass
+  EXPECT_EQ(b.dropped(), 3);
+  EXPECT_EQ(b.queued(), 0);
 }
 
 TEST_F(BatcherTest, BadOptionsAndTensorsAreErrors) {

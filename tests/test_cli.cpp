@@ -15,6 +15,8 @@
 
 #include "cli_util.h"
 #include "model_files.h"
+#include "models/families.h"
+#include "models/vit_config.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/text.h"
 
@@ -208,6 +210,46 @@ TEST_F(Cli, MaxPatchesOnASquareModelNamesTheModelsThatTakeIt) {
   }
 }
 
+// A tiny SigLIP 2 NaFlex tower in the names of timm's naflexvit.py: the tiny model's tensors without class token
+// and head, its patch embedding a linear layer over channels-last patches (random, so the order of its columns
+// does not matter), its position table [1, h, w, D], and an attention pool.
+void write_tiny_naflex(const std::string& dir) {
+  TinySpec s;
+  s.class_token = false;
+  TensorMap t = tiny_vit_tensors(s, 3);
+  add_attn_pool(t, s.D, s.mlp, 4);
+  const int64_t side = s.img / s.patch;
+  t["embeds.proj.weight"] = {{s.D, 3 * s.patch * s.patch}, t.at("patch_embed.proj.weight").second};
+  t["embeds.proj.bias"] = t.at("patch_embed.proj.bias");
+  t["embeds.pos_embed"] = {{1, side, side, s.D}, t.at("pos_embed").second};
+  for (const char* old : {"patch_embed.proj.weight", "patch_embed.proj.bias", "pos_embed", "head.weight", "head.bias"})
+    t.erase(old);
+  write_tensors(dir + "/model.safetensors", t);
+  const nlohmann::json cfg = {
+      {"architecture", "naflexvit_base_patch16_siglip"}, {"num_classes", 0}, {"global_pool", "map"},
+      {"model_args", {{"embed_dim", s.D}, {"depth", s.depth}, {"num_heads", s.heads}, {"patch_size", s.patch},
+                      {"pos_embed_grid_size", {side, side}}}},
+      {"pretrained_cfg", {{"interpolation", "bicubic"}, {"mean", {0.5, 0.5, 0.5}}, {"std", {0.5, 0.5, 0.5}}}}};
+  write_file(dir + "/config.json", cfg.dump(2));
+}
+
+// --tokens of a NaFlex model, whose images each have a grid of their own, is not given yet: a usage error
+// before any work (exit 2, naming the flag), not a run that failed (exit 4); without it the model embeds.
+TEST_F(Cli, NaflexTokensAreAUsageError) {
+  TempDir naflex;
+  write_tiny_naflex(naflex.path());
+  Result r = run_vit("embed -m " + naflex.path() + " --tokens " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("error: --tokens: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" is a NaFlex model (SigLIP 2 NaFlex image tower): its token sequences are not given yet (each "
+                       "image has a grid of its own); embed it without --tokens\n"),
+            std::string::npos) << r.err;
+  r = run_vit("embed -m " + naflex.path() + " " + images_.file("a.jpg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json_lines(r.out).at(0)["embedding"].size(), 32u) << r.out;
+}
+
 TEST_F(Cli, LabelsFileNamesClasses) {
   std::string labels;
   for (int i = 0; i < 10; ++i) labels += "thing " + std::to_string(i) + "\n";
@@ -278,8 +320,37 @@ TEST(CliBench, PeakAndProfileMeasureEachPrecision) {
   }
 }
 
-// The families beyond the classic ViT by their timm names (test_model.cpp runs each), here two small ones
-// at --img-size 56 to stay quick.
+// `vit bench --arch` takes every name docs/MODELS.md lists as running (one list: test_model.cpp builds each,
+// shrunk; tests/test_arch_walk.cpp, label walk, left out of scripts/test.sh, benches each at full size): here the
+// smallest of each family row's names, through the command at two patches a side. A name MODELS.md refuses gets its reason there, as `vit embed`
+// gives it for a checkpoint naming it, not "unknown architecture".
+TEST(CliBench, ArchTakesEveryFamilysNamesAndRefusesWithModelsMdsReason) {
+  std::map<const FamilyRow*, std::pair<int64_t, std::string>> smallest;  // per row: (parameters, name)
+  for (const ModelsMdRow& row : models_md()) {
+    if (!row.runs) {
+      if (row.why.rfind("timm itself cannot", 0) == 0) continue;
+      const Result r = run_vit("bench --arch " + row.arch + " --iters 1 -b 1");
+      EXPECT_EQ(r.code, 2) << row.arch;
+      EXPECT_EQ(r.err, "error: --arch: " + row.why + "\n") << row.arch;
+      continue;
+    }
+    const int64_t parameters = config_for_arch(row.arch).parameters();
+    auto [it, added] = smallest.try_emplace(family_of_arch(row.arch), parameters, row.arch);
+    if (!added && parameters < it->second.first) it->second = {parameters, row.arch};
+  }
+  EXPECT_GT(smallest.size(), 20u);
+  for (const auto& [family, small] : smallest) {
+    const std::string& arch = small.second;
+    const Result r = run_vit("bench --arch " + arch + " --img-size " + std::to_string(2 * config_for_arch(arch).patch) +
+                             " -b 1 --iters 1 --warmup 0 --json");
+    ASSERT_EQ(r.code, 0) << arch << ": " << r.err;
+    const auto lines = json_lines(r.out);
+    ASSERT_EQ(lines.size(), 1u) << r.out;
+    EXPECT_EQ(lines[0]["model"], arch);
+  }
+}
+
+// The families beyond the classic ViT by their timm names, at --img-size 56 to stay quick.
 TEST(CliBench, ArchTakesTheNewFamiliesAndImgSize) {
   for (const std::string arch : {"vit_small_patch14_reg4_dinov2", "eva02_tiny_patch14_224"}) {
     const Result r = run_vit("bench --arch " + arch + " --img-size 56 --batch 1 --iters 1 --json");
@@ -292,23 +363,20 @@ TEST(CliBench, ArchTakesTheNewFamiliesAndImgSize) {
 }
 
 TEST(CliBench, ArgumentErrors) {
-  Result r = run_vit("bench --arch vit_gigantic_patch3_999 --iters 1");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("unknown architecture 'vit_gigantic_patch3_999'"), std::string::npos) << r.err;
-  for (const char* known : {"vit_base_patch16_224", "vit_small_patch14_dinov2", "vit_base_patch16_clip_224",
-                            "vit_base_patch16_siglip_224", "beit_base_patch16_224", "eva02_base_patch14_224"})
-    EXPECT_NE(r.err.find(known), std::string::npos) << known << ": " << r.err;
-  r = run_vit("bench --arch vit_small_patch14_dinov2 --img-size 100 --iters 1");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("image size 100 is not a multiple of the model's patch size 14"), std::string::npos) << r.err;
-  r = run_vit("bench --arch vit_tiny_patch16_224 --batch 0 --iters 1");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("batch size 0 is out of range"), std::string::npos) << r.err;
-  r = run_vit("bench --arch vit_tiny_patch16_224 --batch 1,x --iters 1");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("'x' is not a number"), std::string::npos) << r.err;
-  r = run_vit("bench --arch vit_tiny_patch16_224 --seconds 1 --iters 3");
-  EXPECT_EQ(r.code, 2);
+  const std::pair<std::string, std::string> cases[] = {
+      {"--arch vit_gigantic_patch3_999", "--arch: architecture 'vit_gigantic_patch3_999': not supported (docs/MODELS.md "
+                                         "lists the timm architectures the engine runs"},
+      {"--arch vit_tiny_patch16_224 --config " VIT_SOURCE_DIR "/README.md",
+       "--config describes a checkpoint: give --model too, or drop it"},
+      {"--arch vit_small_patch14_dinov2 --img-size 100", "image size 100 is not a multiple of the model's patch size 14"},
+      {"--arch vit_tiny_patch16_224 --batch 0", "batch size 0 is out of range"},
+      {"--arch vit_tiny_patch16_224 --batch 1,x", "'x' is not a number"},
+      {"--arch vit_tiny_patch16_224 --seconds 1", "--seconds excludes --iters"}};
+  for (const auto& [args, message] : cases) {
+    const Result r = run_vit("bench " + args + " --iters 1");
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
 }
 
 
@@ -449,7 +517,12 @@ TEST_F(Cli, QuantizeRefusesBadCalibrationOutputsAndMismatchedFolders) {
   EXPECT_FALSE(std::filesystem::exists(out.file("q")));
   r = run_vit("quantize " + model() + " --calib " + images_.file("a.jpg") + " -o " + images_.path());
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("exists and is not an empty folder"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("error: " + images_.path() + ": exists as a folder that is not empty: pick a new folder for the "
+                       "quantized model"), std::string::npos) << r.err;
+  r = run_vit("quantize " + model() + " --calib " + images_.file("a.jpg") + " -o " + images_.file("notes.txt"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("error: " + images_.file("notes.txt") + ": exists as a file, not a folder: pick a new folder for the "
+                       "quantized model"), std::string::npos) << r.err;
   r = run_vit("quantize " + model() + " --calib " + images_.file("a.jpg") + " -o /nonexistent/q");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("its folder /nonexistent does not exist"), std::string::npos) << r.err;
@@ -528,9 +601,64 @@ TEST_F(Cli, EvalScoresALabelledFolder) {
   r = run_vit("eval " + model() + " --labels-csv " + model_.file("bad.csv") + " " + images_.file("a.jpg"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("bad.csv: line 1: 'eleven' is not a class index (0 to 9)"), std::string::npos) << r.err;
-  r = run_vit("eval " + model() + " " + images_.file("a.jpg"));  // no synset in the name, no CSV
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("no ImageNet synset id"), std::string::npos) << r.err;
+}
+
+// Without --labels-csv, a photo's class comes from what the model's classes are. Unnamed classes that are not
+// ImageNet-1k's (the tiny model's class_0 ... class_9) are refused before any work, even for a photo named by an
+// ImageNet synset (the tench is not class_0); classes with names of their own are read from the folder named
+// as one of them; a 1000-class model's from the synset, a synset outside ImageNet-1k named as such.
+TEST_F(Cli, EvalTakesEachPhotosClassFromWhatTheModelsClassesAre) {
+  TempDir photos;
+  std::filesystem::copy_file(images_.file("a.jpg"), photos.file("n01440764_tench.jpg"));
+  Result r = run_vit("eval " + model() + " " + photos.file("n01440764_tench.jpg") + " " + images_.file("a.jpg"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("its 10 classes are not ImageNet-1k's and have no names (class_0 to class_9), so no file or "
+                       "folder name can say a photo's class: give each photo's class index with --labels-csv"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("synset"), std::string::npos) << r.err;
+
+  // Named classes: photos/<label>/..., each photo filed under the model's own answer for it.
+  TempDir named;
+  write_tiny_model(named.path(), TinySpec{});
+  auto cfg = nlohmann::json::parse(read_file(named.file("config.json")));
+  std::vector<std::string> labels;
+  for (int i = 0; i < 10; ++i) labels.push_back("thing " + std::to_string(i));
+  cfg["label_names"] = labels;
+  write_file(named.file("config.json"), cfg.dump());
+  const Result c = run_vit("classify -m " + named.path() + " --json " + images_.file("a.jpg") + " " +
+                           images_.file("b.PNG") + " " + images_.file("c.bmp"));
+  ASSERT_EQ(c.code, 0) << c.err;
+  TempDir tree;
+  for (const auto& j : json_lines(c.out)) {
+    const std::filesystem::path file = j["file"].get<std::string>();
+    std::filesystem::create_directories(tree.file(j["top"][0]["label"].get<std::string>() + "/inner"));
+    std::filesystem::copy_file(file, tree.file(j["top"][0]["label"].get<std::string>() + "/inner/" + file.filename().string()));
+  }
+  std::filesystem::create_directories(tree.file("other"));
+  std::filesystem::copy_file(images_.file("a.jpg"), tree.file("other/n01440764_tench.jpg"));
+  r = run_vit("eval -m " + named.path() + " --json " + tree.path());
+  EXPECT_EQ(r.code, 1) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["images"], 3) << r.out;
+  EXPECT_EQ(j["top1"], 1.0) << r.out;
+  ASSERT_EQ(j["failures"].size(), 1u) << r.out;
+  EXPECT_EQ(j["failures"][0]["file"], tree.file("other/n01440764_tench.jpg"));
+  EXPECT_EQ(j["failures"][0]["error"], "no folder named as one of the model's classes (thing 0, thing 1, ...), and no "
+                                       "--labels-csv");
+
+  // 1000 classes: ImageNet-1k's, by synset; one of ImageNet-21k's alone is not among them.
+  TempDir imagenet;
+  TinySpec wide;
+  wide.classes = 1000;
+  write_tiny_model(imagenet.path(), wide);
+  std::filesystem::copy_file(images_.file("a.jpg"), photos.file("n00004475_organism.jpg"));
+  r = run_vit("eval -m " + imagenet.path() + " --json " + photos.path());
+  EXPECT_EQ(r.code, 1) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["images"], 1) << r.out;
+  ASSERT_EQ(j["failures"].size(), 1u) << r.out;
+  EXPECT_EQ(j["failures"][0]["error"], "its synset n00004475 is not one of ImageNet-1k's 1000 classes");
 }
 
 // --labels-csv is CSV as spreadsheets write it: quoted fields (a comma or a quote inside one), CRLF

@@ -88,3 +88,53 @@ def test_debian_package_must_be_installed(tmp_path):
     (src / "scripts" / "setup.sh").write_text("$sudo apt-get install -y -q \\\n  make python3-pytest\n")
     r = audit(src, build)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def fake_distribution(site, name, requires=()):
+    """A module `name` and its pip metadata (RECORD, Requires-Dist) in a site-packages folder."""
+    (site / name).mkdir(parents=True)
+    (site / name / "__init__.py").write_text("")
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n" +
+                                   "".join(f"Requires-Dist: {r}\n" for r in requires))
+    (info / "RECORD").write_text(f"{name}/__init__.py,,\n{name}-1.0.dist-info/METADATA,,\n")
+
+
+def test_module_of_another_venv(tmp_path):
+    """A module that only another venv scripts/setup.sh makes has (as .venv-kserve has KServe's) is found by that
+    venv's Python, and its distribution and their requirements are accepted from that venv's metadata once
+    setup.sh installs it there; without that pip line it is a failure."""
+    src, build = source_tree(tmp_path, "", None, str(tmp_path / "src" / "tests" / "uses_other.py"))
+    venv = src / ".venv-other"
+    site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    fake_distribution(site, "fakeowner", ["fakedep>=1"])
+    fake_distribution(site, "fakedep")
+    (venv / "bin").mkdir()
+    os.symlink("/usr/bin/python3", venv / "bin" / "python")
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")
+    (src / "tests" / "uses_other.py").write_text("import fakeowner\nimport fakedep\n")
+    (src / "tests" / "requirements-other.txt").write_text("fakeowner==1.0\n")
+    r = audit(src, build)
+    assert r.returncode == 1 and "module fakeowner: no Python of scripts/setup.sh's" in r.stdout, r.stdout + r.stderr
+    (src / "scripts" / "setup.sh").write_text(".venv-other/bin/python -m pip install -r tests/requirements-other.txt\n")
+    r = audit(src, build)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_pip_probes_under_python_c(tmp_path):
+    """pip runs rustc and lsb_release, when present, only to write its user agent; ensurepip runs pip under
+    `python -c` when `python -m venv` seeds a venv. Those probes are not the suite's: a process that imported
+    pip._internal is let off them, and any other process that runs them is not."""
+    src, build = source_tree(tmp_path, "", None, "/nonexistent")
+    record = {"argv": ["-c"], "cwd": str(src), "executable": "/usr/bin/python3", "stdlib": ["/usr/lib/python3.11"],
+              "modules": {}, "commands": [{"argv": ["rustc", "--version"]}, {"argv": ["lsb_release", "-a"]}]}
+    (build / "models" / "imports" / "1.json").write_text(json.dumps(record))
+    r = audit(src, build)
+    assert r.returncode == 1 and "program rustc" in r.stdout and "used by python -c (ran)" in r.stdout, \
+        r.stdout + r.stderr
+    pip_internal = os.path.join(os.path.dirname(pytest.__file__), "__init__.py")  # any file that exists
+    record["modules"] = {"pip._internal": pip_internal}
+    (build / "models" / "imports" / "1.json").write_text(json.dumps(record))
+    r = audit(src, build)
+    assert "program rustc" not in r.stdout and "lsb_release" not in r.stdout, r.stdout + r.stderr

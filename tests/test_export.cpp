@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include "models/vit.h"
 #include "test_util.h"
@@ -51,14 +52,22 @@ TEST_F(Export, RandomTorchvisionViTsMatchPyTorch) {
   ASSERT_EQ(run(kPython + " " VIT_SOURCE_DIR "/tests/make_torch_models.py " + d.path() + " " + deit() +
                 "/model.safetensors >/dev/null"),
             0);
-  for (const std::string name :
-       {"vit_small_patch16_224_depth4", "vit_base_patch32_224_depth2", "vit_tiny_patch8_224_depth2"}) {
+  for (const auto& [name, heads] : {std::pair<std::string, int>{"vit_small_patch16_224_depth4", 6},
+                                    {"vit_base_patch32_224_depth2", 12}, {"vit_tiny_patch8_224_depth2", 3}}) {
     const std::string dir = d.file("random/" + name);
     const SafeTensors ref(dir + "/reference.safetensors");
     const auto input = ref.to_f32("input");
+    // The heads are in no tensor (and these depths are none of torchvision's own ViTs'): refused without them.
+    const std::string err = d.file("err");
+    EXPECT_EQ(run(export_cmd(dir + "/model.pth", dir + "/guessed", "2>" + err)), 1);
+    EXPECT_NE(read_file(err).find("error: the number of heads is not in the tensors: give --num-heads H, or --arch NAME"),
+              std::string::npos) << read_file(err);
+    EXPECT_FALSE(std::filesystem::exists(dir + "/guessed"));
     for (const std::string dtype : {"f32", "f16", "bf16"}) {
       const std::string out = dir + "/" + dtype;
-      ASSERT_EQ(run(export_cmd(dir + "/model.pth", out, "--dtype " + dtype + " >/dev/null 2>&1")), 0) << name;
+      ASSERT_EQ(run(export_cmd(dir + "/model.pth", out, "--num-heads " + std::to_string(heads) + " --dtype " + dtype +
+                                                           " >/dev/null 2>&1")),
+                0) << name;
       ViT m = ViT::load(out);
       const float worst = max_abs_diff(forward(m, input, 2), ref.to_f32(dtype == "f32" ? "logits" : "logits_" + dtype));
       EXPECT_LT(worst, 1e-4f) << name << " " << dtype << ": " << m.config().summary();

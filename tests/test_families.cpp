@@ -228,10 +228,10 @@ TEST_F(Families, UnsupportedVariantsRefusedByName) {
   expect_error([&] {
     ViT::load(with_config(d, model("eva02"), "giant", [](nlohmann::json& j) { j["architecture"] = "eva_giant_patch14_224"; }));
   }, "EVA checkpoint: not supported yet (eva_giant_patch14_224)");
-  // EVA-02's rotary embedding is in no tensor: without the config naming the architecture it is refused.
-  const std::string bare = d.file("bare");
-  ASSERT_EQ(run_shell("mkdir -p " + bare + " && ln -s " + model("eva02") + "/model.safetensors " + bare + "/"), 0);
-  expect_error([&] { ViT::load(bare); }, "without a timm config.json naming its architecture");
+  // EVA-02's rotary embedding is in no tensor: a config naming no architecture ("vit_custom") is refused.
+  expect_error([&] {
+    ViT::load(with_config(d, model("eva02"), "eva02_custom", [](nlohmann::json& j) { j["architecture"] = "vit_custom"; }));
+  }, "without a timm config.json naming its architecture");
 }
 
 // A DINOv3 config.json that spells out its timm definition's rotary settings (rope_type 'dinov3', rope_rotate_half,
@@ -419,8 +419,11 @@ TEST_F(Families, PerceptionEncoderRefusedWithoutItsConfig) {
   TempDir d;
   const std::string bare = d.file("bare");
   ASSERT_EQ(run_shell("mkdir -p " + bare + " && ln -s " + model("pe_core") + "/model.safetensors " + bare + "/"), 0);
-  expect_error([&] { ViT::load(bare); }, "an attention-pool head (attn_pool) beside class or register tokens or after "
-                                         "norm_pre (as Perception Encoder has), without a config naming its architecture");
+  expect_error([&] { ViT::load(bare); }, "no config.json: the number of heads, the block order");
+  expect_error([&] {
+    ViT::load(with_config(d, model("pe_core"), "pe_custom", [](nlohmann::json& j) { j["architecture"] = "vit_custom"; }));
+  }, "an attention-pool head (attn_pool) beside class or register tokens or after norm_pre (as Perception Encoder "
+     "has), without a config naming its architecture");
   expect_error([&] { ViT::load(with_config(d, model("pe_core"), "lang", [](nlohmann::json& j) {
                  j["architecture"] = "vit_pe_lang_large_patch14_448";
                })); },
@@ -443,11 +446,12 @@ TEST_F(Families, AIMv2LikeTimm) {
   EXPECT_EQ(c.eps, 1e-5f);
   EXPECT_EQ(c.mlp, 176);  // int(64 * 2.75)
   EXPECT_EQ(c.classes, 0);
-  // Without its config, its tensors (patch_embed.norm) still say AIMv2; RMSNorm is in no tensor but the missing biases.
+  // Described by its tensors and model_args alone ("vit_custom"), its tensors (patch_embed.norm) still say AIMv2;
+  // RMSNorm is in no tensor but the missing biases.
   TempDir d;
-  const std::string bare = d.file("bare");
-  ASSERT_EQ(run_shell("mkdir -p " + bare + " && ln -s " + model("aimv2") + "/model.safetensors " + bare + "/"), 0);
-  EXPECT_EQ(ViT::load(bare).config().family, Family::AIMv2);
+  EXPECT_EQ(ViT::load(with_config(d, model("aimv2"), "aimv2_custom", [](nlohmann::json& j) {
+              j["architecture"] = "vit_custom";
+            })).config().family, Family::AIMv2);
   const test::Result r = run_vit("inspect " + model("aimv2"));
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* want : {"AIMv2, a norm right after the patch embedding (patch_embed.norm), RMSNorm for every norm",
@@ -522,10 +526,73 @@ TEST_F(Families, NaverRopeMixedViTLikeTimm) {
   }, "vit_base_patch16_rope_mixed_224 learns its rotary frequencies, but");
 }
 
+// docs/MODELS.md's reason for refusing an architecture ("" for one it runs).
+std::string models_md_reason(const std::string& arch) {
+  for (const ModelsMdRow& r : models_md())
+    if (r.arch == arch && !r.runs) return r.why;
+  return "";
+}
+
+// No guessed model. A checkpoint without its config.json is refused (exit 2), naming what its tensors do not say
+// and the flags that say it: a post-norm ViT (timm's ResPostBlock, a classic ViT's tensors: once run as a pre-norm
+// one, off by 1.9) and a Perception Encoder spatial tower (a CLIP tower's tensors, its rotary embedding in none:
+// once off by 3.8), both made by timm. Named by --arch or by their own config.json, each is refused naming its
+// family, as docs/MODELS.md gives it.
+TEST_F(Families, CheckpointsWithoutTheirConfigAreRefused) {
+  TempDir d;
+  const std::string photo = reference_photos()[0];
+  for (const auto& [name, arch] : {std::pair<std::string, std::string>{"rpn", "vit_base_patch16_rpn_224"},
+                                   {"pe_spatial", "vit_pe_spatial_tiny_patch16_512"}}) {
+    const std::string bare = d.file(name);
+    ASSERT_EQ(run_shell("mkdir -p " + bare + " && ln -s " + model(name) + "/model.safetensors " + bare + "/"), 0);
+    test::Result r = run_vit("embed -m " + bare + " " + photo);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find(bare + "/model.safetensors: no config.json: the number of heads, the block order (pre- or "
+                         "post-norm), the MLP's activation, the norms' eps, the pooling, any rotary embedding and the "
+                         "preprocessing are not in the tensors; name the architecture (--arch, e.g."),
+              std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+    const std::string why = models_md_reason(arch);
+    ASSERT_NE(why, "") << arch << " is not among docs/MODELS.md's refused names";
+    for (const std::string flags : {"--arch " + arch, "--config " + model(name) + "/config.json"}) {
+      r = run_vit("embed -m " + bare + " " + flags + " " + photo);
+      EXPECT_EQ(r.code, 2) << flags << ": " << r.err;
+      EXPECT_NE(r.err.find(why), std::string::npos) << flags << ": " << r.err;
+    }
+  }
+}
+
+// --arch NAME for a checkpoint without its config: timm's vit_small_patch16_224 shrunk in depth, from the photos
+// through the engine's decoding and preprocessing (the name's default pretrained config: mean and std 0.5, crop
+// 0.9; ImageNet's, the old generic default, put it off by 1.3) equal to timm's data pipeline and model. An --arch
+// its tensors contradict is refused, naming both shapes.
+TEST_F(Families, ArchNamesACheckpointWithoutItsConfig) {
+  TempDir d;
+  const std::string bare = d.file("bare"), out = d.file("out.safetensors");
+  ASSERT_EQ(run_shell("mkdir -p " + bare + " && ln -s " + model("vit_small_depth2") + "/model.safetensors " + bare + "/"), 0);
+  const auto files = reference_photos();
+  const SafeTensors ref(model("vit_small_depth2") + "/reference.safetensors");
+  for (const std::string flags : {"", "--head"}) {
+    const test::Result r = run_vit("embed -m " + bare + " --arch vit_small_patch16_224 " + flags + " -o " + out + " " +
+                                   files[0] + " " + files[1] + " " + files[2]);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const float worst = max_abs_diff(SafeTensors(out).to_f32("embeddings"), ref.to_f32(flags.empty() ? "embeddings" : "outputs"));
+    EXPECT_LT(worst, 1e-4f) << flags;
+    std::printf("vit_small_patch16_224 (2 blocks) with --arch, from the photos%s: max |difference| from timm %.2e\n",
+                flags.empty() ? "" : ", --head", double(worst));
+  }
+  const test::Result r = run_vit("embed -m " + bare + " --arch vit_base_patch16_224 " + files[0]);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--arch vit_base_patch16_224: timm's vit_base_patch16_224 is width 768, patch 16, MLP 3072, a "
+                       "14x14 position table; " + bare + "/model.safetensors is width 384, patch 16, MLP 1536, a 14x14 "
+                       "position table"), std::string::npos) << r.err;
+}
+
 // A timm CLIP tower's head is its projection into the joint image-text space, as OpenCLIP's and Hugging Face's
 // are: no classes to label (a tower's 32 dimensions were classified as 32 classes), unless timm's pretrained tag
 // says the weights were fine-tuned on labels (the clip model's default tag, laion2b_ft_in12k_in1k; the
-// quickgelu one's is metaclip_2pt5b). vit inspect says which, and the embedding width vit embed gives.
+// quickgelu one's is metaclip_2pt5b). vit inspect says which, and the embedding width vit embed gives; the
+// library, `vit bench -m` and Python (python/tests/test_logits.py) count no classes for a projection.
 TEST_F(Families, ACLIPTowersProjectionIsNoClassifier) {
   const std::string tower = model("clip_quickgelu");
   EXPECT_EQ(ViT::load(tower).config().head, HeadKind::Projection);
@@ -540,6 +607,14 @@ TEST_F(Families, ACLIPTowersProjectionIsNoClassifier) {
                            "embedding      64 values per image from vit embed (the pooled features), 32 with --head (the projection)"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   EXPECT_EQ(r.out.find("\nlabels "), std::string::npos) << r.out;
+  // One answer everywhere: no classes, no labels, in the library, `vit inspect` and `vit bench -m` alike.
+  const Classifier c(tower);
+  EXPECT_TRUE(c.labels().empty());
+  EXPECT_EQ(c.info().classes, 0);
+  EXPECT_EQ(c.info().projection, 32);
+  r = run_vit("bench -m " + tower + " --iters 1 -b 1 --warmup 0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(", classes 0, a projection to 32, "), std::string::npos) << r.out;
   // Fine-tuned on labels: a classifier.
   EXPECT_EQ(ViT::load(model("clip")).config().head, HeadKind::Classifier);
   EXPECT_EQ(Classifier(model("clip")).classes(), 32);

@@ -13,6 +13,7 @@
 
 #include "vit/error.h"
 #include "vit/vit.h"
+#include "models/families.h"
 #include "models/vit.h"
 #include "reference.h"
 
@@ -291,20 +292,23 @@ TEST(TinyModel, OtherLayoutsGiveTheSameOutputs) {
   }
 }
 
+// torchvision's names read as timm's. Without a config only torchvision's own ViTs run (vit_b_*, vit_l_*, vit_h_14,
+// known by their width, MLP and depth, which say their heads); a torchvision checkpoint of another shape needs one.
 TEST(TinyModel, TorchvisionLayoutGivesTheSameLogits) {
   TempDir timm_dir, tv_dir;
   TinySpec s;
-  s.D = 64;  // torchvision checkpoints carry no config: heads = width / 64
+  s.D = 64;
   s.heads = 1;
   write_tiny_model(timm_dir.path(), s, 5);
   const TensorMap tv = to_torchvision_layout(tiny_vit_tensors(s, 5), s.depth);
   write_tensors(tv_dir.file("vit_b_16.safetensors"), tv);
-  ViT a = ViT::load(timm_dir.path()), b = ViT::load(tv_dir.file("vit_b_16.safetensors"));
+  expect_error([&] { ViT::load(tv_dir.file("vit_b_16.safetensors")); },
+               "a torchvision checkpoint of width 64, MLP 64 and depth 2 is none of torchvision's ViTs (vit_b_*, "
+               "vit_l_*, vit_h_14), and the number of heads is not in the tensors: give --config");
+  ViT a = ViT::load(timm_dir.path()), b = ViT::load(tv_dir.file("vit_b_16.safetensors"), timm_dir.file("config.json"));
   std::mt19937 rng(6);
   const auto images = random_vector(size_t(2 * 3 * s.img * s.img), rng);
   EXPECT_LT(max_abs_diff(run(a, images, 2), run(b, images, 2)), 1e-5f);
-  EXPECT_EQ(b.config().pre.interpolation, Filter::Bilinear);  // torchvision's resize 256 / crop 224
-  EXPECT_DOUBLE_EQ(b.config().pre.crop_pct, 0.875);
 }
 
 TEST(TinyModel, ConfigHeadsAreUsedEvenWhenTheyEqualTheDefault) {
@@ -335,14 +339,81 @@ TEST(TinyModel, AnArchitecturesOwnHeadsWhenItsConfigNamesNone) {
   EXPECT_EQ(config_for_arch("vit_giant_patch14_clip_224").heads, 16);
 }
 
-TEST(TinyModel, NoConfigUsesDefaults) {
+// What the tensors cannot say is never guessed: without a config, a checkpoint in timm's (or Hugging Face ViT's)
+// names is refused asking for --arch or --config, one in another layout for its own config; a config that names
+// no architecture must name the heads.
+TEST(TinyModel, WhatTheTensorsCannotSayIsRefused) {
+  TempDir d;
+  const TinySpec s;
+  const TensorMap t = tiny_vit_tensors(s, 1);
+  const std::string unknown = "no config.json: the number of heads, the block order (pre- or post-norm), the MLP's "
+                              "activation, the norms' eps, the pooling, any rotary embedding and the preprocessing are "
+                              "not in the tensors; ";
+  write_tensors(d.file("weights.safetensors"), t);
+  expect_error([&] { ViT::load(d.file("weights.safetensors")); },
+               d.file("weights.safetensors") + ": " + unknown + "name the architecture (--arch, e.g. --arch "
+               "vit_base_patch16_224: any that docs/MODELS.md lists as running) or give --config");
+  write_tensors(d.file("hf.safetensors"), to_hf_layout(t, s.depth, s.D));
+  expect_error([&] { ViT::load(d.file("hf.safetensors")); }, unknown + "name the architecture (--arch");
+  write_tensors(d.file("clip.safetensors"), to_hf_clip_layout(t, s.depth, s.D));
+  expect_error([&] { ViT::load(d.file("clip.safetensors")); },
+               unknown + "give its config (--config: the config.json published with the weights)");
+  write_tensors(d.file("openclip.safetensors"), to_openclip_layout(t, s.depth));
+  expect_error([&] { ViT::load(d.file("openclip.safetensors")); }, "(--config: the open_clip_config.json published");
+  write_file(d.file("custom.json"), R"({"architecture": "vit_custom", "num_classes": 10})");
+  expect_error([&] { ViT::load(d.file("weights.safetensors"), d.file("custom.json")); },
+               "custom.json: model_args.num_heads is missing, and the config names no architecture that says it");
+}
+
+// --arch NAME: what timm's create_model(NAME) and its default pretrained config say, for a checkpoint in timm's
+// names of that architecture (any depth): vit_tiny_patch16_224's 3 heads (width / 64 would be 3 as well: its
+// mean and std 0.5 and crop 0.9 tell), the same logits as a config giving its settings. Its tensors must be that
+// architecture's, else both shapes are named; an architecture the engine does not run gets its reason.
+TEST(TinyModel, ArchNamesWhatTheTensorsCannotSay) {
   TempDir d;
   TinySpec s;
-  write_tensors(d.file("weights.safetensors"), tiny_vit_tensors(s, 1));
-  ViT m = ViT::load(d.file("weights.safetensors"));
-  EXPECT_EQ(m.config().heads, 1);  // width 32 / 64, at least one
-  EXPECT_EQ(m.config().img_h(), 32);
-  EXPECT_EQ(m.config().classes, 10);
+  s.D = 192;
+  s.depth = 1;
+  s.heads = 3;
+  s.mlp = 768;
+  s.patch = 16;
+  s.img = 224;
+  s.classes = 1000;
+  const TensorMap t = tiny_vit_tensors(s, 3);
+  write_tensors(d.file("tiny.safetensors"), t);
+  ViT m = ViT::load(d.file("tiny.safetensors"), "", 0, Precision::F32, "vit_tiny_patch16_224");
+  const ViTConfig& c = m.config();
+  EXPECT_EQ(c.arch, "vit_tiny_patch16_224");
+  EXPECT_EQ(c.heads, 3);
+  EXPECT_EQ(c.origin.heads, "timm's defaults for vit_tiny_patch16_224 (--arch)");
+  EXPECT_EQ(c.pre.mean, (std::array<float, 3>{0.5f, 0.5f, 0.5f}));
+  EXPECT_DOUBLE_EQ(c.pre.crop_pct, 0.9);
+  EXPECT_EQ(c.pool, Pool::Token);
+  std::mt19937 rng(4);
+  const auto images = random_vector(size_t(2 * 3 * 224 * 224), rng);
+  EXPECT_LT(max_abs_diff(run(m, images, 2), ref_vit_forward(t, s, images, 2)), 1e-3f);
+  // Contradicting tensors: another width, another structure (DeiT III's layer scale, its table without the class token).
+  expect_error([&] { ViT::load(d.file("tiny.safetensors"), "", 0, Precision::F32, "vit_small_patch16_224"); },
+               "--arch vit_small_patch16_224: timm's vit_small_patch16_224 is width 384, patch 16, MLP 1536, a 14x14 "
+               "position table; " + d.file("tiny.safetensors") + " is width 192, patch 16, MLP 768, a 14x14 position table");
+  expect_error([&] { ViT::load(d.file("tiny.safetensors"), "", 0, Precision::F32, "deit3_small_patch16_224"); },
+               "is width 384, patch 16, MLP 1536, a 14x14 position table, a position table over the patches only, "
+               "layer scale; ");
+  expect_error([&] { ViT::load(d.file("tiny.safetensors"), "", 0, Precision::F32, "vit_base_patch16_rpn_224"); },
+               "--arch: ViT with post-norm residual blocks checkpoint: not supported yet (vit_base_patch16_rpn_224)");
+  expect_error([&] { ViT::load(d.file("tiny.safetensors"), "", 0, Precision::F32, "vit_unheard_of_224"); },
+               "--arch: architecture 'vit_unheard_of_224': not supported");
+  expect_error([&] { ViT::load(d.file("tiny.safetensors"), "", 0, Precision::F32, "vit_tiny_patch16_224.augreg_in21k"); },
+               "an architecture without a pretrained tag ('.augreg_in21k')");
+  // A config naming another architecture, or Hugging Face's layout with its config: one or the other.
+  write_file(d.file("deit.json"), R"({"architecture": "deit_tiny_patch16_224"})");
+  expect_error([&] { ViT::load(d.file("tiny.safetensors"), d.file("deit.json"), 0, Precision::F32, "vit_tiny_patch16_224"); },
+               "deit.json names the architecture deit_tiny_patch16_224: give one or the other");
+  TempDir clip;
+  write_tensors(clip.file("model.safetensors"), to_hf_clip_layout(tiny_vit_tensors(TinySpec{}, 1), 2, 32));
+  write_file(clip.file("config.json"), R"({"model_type": "clip_vision_model", "num_attention_heads": 2})");
+  expect_error([&] { ViT::load(clip.path(), "", 0, Precision::F32, "vit_base_patch16_clip_224"); },
+               "holds Hugging Face CLIP vision names, whose config says what the model is (--config); --arch names");
 }
 
 // The library's in-memory pixels (what classify_video feeds it): a missing buffer, a zero side or more
@@ -407,10 +478,11 @@ void expect_load_error(const std::string& model, const std::string& fragment, co
 // The tiny model's tensors, changed by `edit`, must be refused with `fragment`.
 void expect_tensors_error(const std::function<void(TensorMap&)>& edit, const std::string& fragment) {
   TempDir d;
+  write_tiny_model(d.path(), TinySpec{});
   TensorMap t = tiny_vit_tensors(TinySpec{}, 1);
   edit(t);
   write_tensors(d.file("model.safetensors"), t);
-  expect_load_error(d.file("model.safetensors"), fragment);
+  expect_load_error(d.path(), fragment);
 }
 
 TEST(LoaderErrors, MissingTensor) {
@@ -429,6 +501,7 @@ TEST(LoaderErrors, QueryKeyValueThatDoNotStack) {
   TensorMap t = to_hf_layout(tiny_vit_tensors(TinySpec{}, 1), 2, 32);
   t["vit.encoder.layer.1.attention.attention.key.weight"] = {{32, 16}, std::vector<float>(512, 0.f)};
   write_tensors(d.file("model.safetensors"), t);
+  write_file(d.file("config.json"), R"({"model_type": "vit", "num_attention_heads": 2})");
   expect_load_error(d.file("model.safetensors"),
                     "vit.encoder.layer.1.attention.attention.key.weight has shape [32,16], which does not stack with "
                     "vit.encoder.layer.1.attention.attention.query.weight's [32,32] into blocks.1.attn.qkv.weight");
@@ -587,11 +660,12 @@ TEST(LoaderErrors, MissingModel) {
   expect_load_error(d.path(), "folder has no model.safetensors");
 }
 
-// `vit bench --arch`: each known architecture has the parameters timm gives it (timm 1.0.31's
-// sum(p.numel()) of create_model(arch, num_classes=N), N the count below: CLIP towers their projection,
-// DINOv2, SigLIP and EVA-02 none), so every family setting is the one timm builds; and a random model of
-// each family (and variant), cut to one block at four patches a side, runs.
-TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
+// `vit bench --arch`: architectures of each family have the parameters timm gives them (timm 1.0.31's
+// sum(p.numel()) of create_model(arch, num_classes=N), N its default pretrained config's classes: a CLIP tower's
+// projection (vit_base_patch16_clip_224's default weights are fine-tuned: 1000 classes), DINOv2's, SigLIP's and
+// EVA-02's image models' none), so every family setting is the one timm builds (tests/test_sweep.cpp checks every
+// name); and a random model of each family (and variant), cut to one block at four patches a side, runs.
+TEST(Archs, ArchitecturesAreTimmsShapeAndRun) {
   const std::map<std::string, int64_t> timm = {
       {"vit_tiny_patch16_224", 5717416},           {"vit_small_patch16_224", 22050664},
       {"vit_base_patch16_224", 86567656},          {"vit_base_patch32_224", 88224232},
@@ -601,29 +675,27 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
       {"deit3_base_patch16_224", 86585320},        {"vit_small_patch14_dinov2", 22056192},
       {"vit_base_patch14_dinov2", 86579712},       {"vit_large_patch14_dinov2", 304367616},
       {"vit_small_patch14_reg4_dinov2", 22057344}, {"vit_base_patch14_reg4_dinov2", 86582016},
-      {"vit_base_patch16_clip_224", 86193152},     {"vit_base_patch16_clip_quickgelu_224", 86193152},
-      {"vit_base_patch32_clip_224", 87849728},     {"vit_large_patch14_clip_224", 303966976},
+      {"vit_base_patch16_clip_224", 86568424},     {"vit_base_patch16_clip_quickgelu_224", 86193152},
+      {"vit_base_patch32_clip_224", 88225000},     {"vit_large_patch14_clip_224", 304204776},
       {"vit_base_patch16_siglip_224", 92884224},   {"beit_base_patch16_224", 86530984},
       {"beit_large_patch16_224", 304430568},       {"eva02_tiny_patch14_224", 5502144},
       {"eva02_small_patch14_224", 21621120},       {"eva02_base_patch14_224", 85758720},
-      // timm's counts for these (vit_large_patch16_siglip_256 ...), eva02_base_patch14_448's without its
-      // 1000-class head (87117544 - 769000): the preset has none.
       {"vit_large_patch16_siglip_256", 315956224}, {"vit_large_patch16_siglip_384", 316283904},
       {"vit_so400m_patch14_siglip_224", 427680704}, {"vit_so400m_patch14_siglip_378", 428225600},
-      {"beitv2_large_patch16_224", 304430568},     {"eva02_base_patch14_448", 86348544},
+      {"beitv2_large_patch16_224", 304430568},     {"eva02_base_patch14_448", 87117544},
       {"vit_base_patch16_rope_reg1_gap_256", 86425576},
       // AIMv2 has no head; EVA-02 CLIP's is its 512-wide projection.
       {"aimv2_large_patch14_224", 309197824},      {"eva02_base_patch16_clip_224", 86263040},
       {"vit_base_patch16_rope_224", 86434792},     {"vit_base_patch16_rope_ape_224", 86585320},
       {"vit_base_patch16_rope_mixed_224", 86444008}};
-  EXPECT_EQ(known_archs().size(), timm.size());
   std::mt19937 rng(5);
   std::set<std::string> ran;
-  for (const std::string& arch : known_archs()) {
+  const std::vector<std::string> known = known_archs();
+  for (const auto& [arch, parameters] : timm) {
     SCOPED_TRACE(arch);
-    ASSERT_EQ(timm.count(arch), 1u);
+    EXPECT_TRUE(std::binary_search(known.begin(), known.end(), arch));
     const ViTConfig full = config_for_arch(arch);
-    EXPECT_EQ(full.parameters(), timm.at(arch));
+    EXPECT_EQ(full.parameters(), parameters);
     const std::string variant = family_name(full.family) + std::string(full.reg_tokens ? " registers" : "") +
                                 (full.scale_mlp ? " scale_mlp" : "") + (full.act == Activation::QuickGelu ? " quickgelu" : "") +
                                 (full.rope_kind == RopeKind::Mixed ? " mixed" : "");
@@ -645,8 +717,45 @@ TEST(Archs, EveryKnownArchitectureIsTimmsShapeAndRuns) {
               ran.count("ViT with rotary embedding mixed"));
   EXPECT_EQ(config_for_arch("vit_small_patch14_dinov2", 224).tokens(), 257);
   expect_error([] { config_for_arch("vit_gigantic_patch3_999"); },
-               "unknown architecture 'vit_gigantic_patch3_999' (known: vit_tiny_patch16_224, ");
+               "--arch: architecture 'vit_gigantic_patch3_999': not supported (docs/MODELS.md lists");
   expect_error([] { config_for_arch("vit_small_patch14_dinov2", 100); }, "not a multiple of the model's patch size 14");
+}
+
+// One list decides what --arch takes: every name docs/MODELS.md lists as running is one (known_archs(): the names
+// of models/timm_archs.inc the family rows take), of the family MODELS.md names, and nothing else is; shrunk to 8
+// channels a head, one block and two patches a side, its random-weight model runs. A name MODELS.md lists as
+// refused gets its reason, as loading a checkpoint of it does.
+TEST(Archs, EveryNameDocsModelsMdRunsIsAnArchitecture) {
+  const std::vector<ModelsMdRow> rows = models_md();
+  ASSERT_GT(rows.size(), 240u);
+  std::set<std::string> running;
+  std::mt19937 rng(6);
+  for (const ModelsMdRow& r : rows) {
+    SCOPED_TRACE(r.arch);
+    if (!r.runs) {
+      if (r.why.rfind("timm itself cannot", 0) != 0) expect_error([&] { config_for_arch(r.arch); }, "--arch: " + r.why);
+      continue;
+    }
+    running.insert(r.arch);
+    ViTConfig c = config_for_arch(r.arch);
+    EXPECT_EQ(family_name(c.family), r.why);
+    c = config_for_arch(r.arch, 2 * c.patch);
+    c.depth = 1;
+    c.width = 8 * c.heads;
+    c.mlp = 16;
+    if (c.attn_pool_mlp) c.attn_pool_mlp = 24;
+    if (c.classes) c.classes = 5;
+    ViT m = ViT::random(c, 1);
+    auto plan = m.make_plan(1);
+    const auto image = random_vector(size_t(c.input_floats()), rng);
+    std::memcpy(plan->input(), image.data(), image.size() * sizeof(float));
+    plan->run();
+    const float* f = plan->features();
+    EXPECT_TRUE(std::all_of(f, f + c.width, [](float v) { return std::isfinite(v); }));
+  }
+  for (const std::string& arch : known_archs())
+    if (arch.rfind("naflexvit_", 0) != 0) EXPECT_EQ(running.count(arch), 1u) << arch << " runs, but docs/MODELS.md says not";
+  EXPECT_GT(running.size(), 200u);
 }
 
 // `vit bench --arch` builds the biases timm's model has, no more: DINOv3 without _qkvb none for q, k and v;

@@ -77,21 +77,27 @@ namespace {
 TEST(NoAllocation, ForwardPassAllocatesNothingOfItsOwn) {
   void* warm[4];
   backtrace(warm, 4);  // loads the unwinder before counting starts
-  for (int threads : {1, 2}) {
-    set_threads(threads);
-    ViT model = ViT::random(config_for_arch("deit_tiny_patch16_224"), 3);
-    for (int64_t B : {1, 3}) {
-      const ViT::Plan& plan = model.plan(B);
-      std::fill_n(plan.input(), B * 3 * 224 * 224, 0.5f);
-      plan.run();  // the first run may set up thread pools and scratch space
-      ours = 0;
-      in_onednn = 0;
-      counting = true;
-      for (int i = 0; i < 3; ++i) plan.run();
-      counting = false;
-      EXPECT_EQ(ours.load(), 0) << "batch " << B << ", " << threads << " threads";
-      std::printf("batch %ld, %d threads: %ld allocations per forward inside dnnl_primitive_execute, %zu primitives\n",
-                  long(B), threads, in_onednn.load() / 3, plan.program().steps().size());
+  for (const char* road : {"fused", "matmuls"}) {  // attention on the host kernel and on oneDNN's matmuls
+    for (int threads : {1, 2}) {
+      ::setenv("VIT_ATTENTION", road, 1);
+      set_threads(threads);
+      ViT model = ViT::random(config_for_arch("deit_tiny_patch16_224"), 3);
+      ::unsetenv("VIT_ATTENTION");
+      EXPECT_EQ(std::string(road_name(model.attention_road())), std::string(road) == "fused" ? "fused kernel" : "oneDNN matmuls");
+      for (int64_t B : {1, 3}) {
+        const ViT::Plan& plan = model.plan(B);
+        std::fill_n(plan.input(), B * 3 * 224 * 224, 0.5f);
+        plan.run();  // the first run may set up thread pools and scratch space
+        ours = 0;
+        in_onednn = 0;
+        counting = true;
+        for (int i = 0; i < 3; ++i) plan.run();
+        counting = false;
+        EXPECT_EQ(ours.load(), 0) << "batch " << B << ", " << threads << " threads, attention road " << road;
+        std::printf("batch %ld, %d threads, attention road %s: %ld allocations per forward inside dnnl_primitive_execute, "
+                    "%zu primitives\n",
+                    long(B), threads, road, in_onednn.load() / 3, plan.program().steps().size());
+      }
     }
   }
   ours = 0;

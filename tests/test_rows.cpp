@@ -212,33 +212,36 @@ TEST(Rows, FusedLayerNormQuantizeEqualsLayerNormThenQuantize) {
 }
 
 // fc1 whose pass after the product also quantizes its rows for fc2 (int8's per-row grid) gives what fc1,
-// then fc2 quantizing fc1's f32 output, gives: bit for bit, fc1's f32 output included.
+// then fc2 quantizing fc1's f32 output, gives: bit for bit, fc1's f32 output included, at the token counts of
+// 224, 384 and 512 px images.
 TEST(Rows, Fc1QuantizingForFc2EqualsFc2QuantizingItsInput) {
-  const int64_t B = 2, T = 197, D = 192, M = 768;
+  const int64_t B = 2, D = 192, M = 768;
   std::mt19937 rng(9);
-  const auto x = random_vector(size_t(B * T * D), rng, 2.f), w1 = random_vector(size_t(M * D), rng, 0.1f),
-             b1 = random_vector(size_t(M), rng), w2 = random_vector(size_t(D * M), rng, 0.05f),
-             b2 = random_vector(size_t(D), rng), start = random_vector(size_t(B * T * D), rng);
-  Arena store;
-  const LinearWeights fc1 = make_linear(store, w1.data(), b1.data(), D, M, T, Epilogue::Gelu, Precision::Int8);
-  const LinearWeights fc2 = make_linear(store, w2.data(), b2.data(), M, D, T, Epilogue::AddToDst, Precision::Int8);
-  if (!can_quantize_for(fc1, fc2))
-    GTEST_SKIP() << "this CPU (" << cpu_isa().name << ") runs int8 fused per image, on per-image grids: nothing to fuse";
-  LinearScratch s;
-  BufferTable t;
-  add_linear_scratch(t, &s, Precision::Int8, B, T, M, D);
-  const Arena scratch = t.carve();
-  std::vector<float> h1(size_t(B * T * M)), h2(h1.size()), y1 = start, y2 = start;
-  Program fused, apart;
-  for (Step& st : linear_steps("fc1", fc1, B, T, x.data(), h1.data(), s, LinearInput::F32, LinearOutput::Quantized))
-    fused.add(std::move(st));
-  for (Step& st : linear_steps("fc2", fc2, B, T, h1.data(), y1.data(), s, LinearInput::Quantized)) fused.add(std::move(st));
-  fused.run();
-  for (Step& st : linear_steps("fc1", fc1, B, T, x.data(), h2.data(), s)) apart.add(std::move(st));
-  for (Step& st : linear_steps("fc2", fc2, B, T, h2.data(), y2.data(), s)) apart.add(std::move(st));
-  apart.run();
-  EXPECT_EQ(h1, h2);
-  EXPECT_EQ(y1, y2);
+  const auto w1 = random_vector(size_t(M * D), rng, 0.1f), b1 = random_vector(size_t(M), rng),
+             w2 = random_vector(size_t(D * M), rng, 0.05f), b2 = random_vector(size_t(D), rng);
+  for (const int64_t T : {197, 577, 1025}) {
+    const auto x = random_vector(size_t(B * T * D), rng, 2.f), start = random_vector(size_t(B * T * D), rng);
+    Arena store;
+    const LinearWeights fc1 = make_linear(store, w1.data(), b1.data(), D, M, T, Epilogue::Gelu, Precision::Int8);
+    const LinearWeights fc2 = make_linear(store, w2.data(), b2.data(), M, D, T, Epilogue::AddToDst, Precision::Int8);
+    if (!can_quantize_for(fc1, fc2))
+      GTEST_SKIP() << "this CPU (" << cpu_isa().name << ") runs int8 fused per image, on per-image grids: nothing to fuse";
+    LinearScratch s;
+    BufferTable t;
+    add_linear_scratch(t, &s, Precision::Int8, B, T, M, D);
+    const Arena scratch = t.carve();
+    std::vector<float> h1(size_t(B * T * M)), h2(h1.size()), y1 = start, y2 = start;
+    Program fused, apart;
+    for (Step& st : linear_steps("fc1", fc1, B, T, x.data(), h1.data(), s, LinearInput::F32, LinearOutput::Quantized))
+      fused.add(std::move(st));
+    for (Step& st : linear_steps("fc2", fc2, B, T, h1.data(), y1.data(), s, LinearInput::Quantized)) fused.add(std::move(st));
+    fused.run();
+    for (Step& st : linear_steps("fc1", fc1, B, T, x.data(), h2.data(), s)) apart.add(std::move(st));
+    for (Step& st : linear_steps("fc2", fc2, B, T, h2.data(), y2.data(), s)) apart.add(std::move(st));
+    apart.run();
+    EXPECT_EQ(h1, h2) << "T=" << T;
+    EXPECT_EQ(y1, y2) << "T=" << T;
+  }
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
+#include <sstream>
 
 #include "vit/error.h"
 
@@ -67,6 +69,16 @@ Golden read_golden(const SafeTensors& st, const std::string& name) {
   if (t.dtype == DType::U8) g.u8 = st.bytes(name);
   else g.f32 = st.to_f32(name);
   return g;
+}
+
+std::vector<ModelsMdRow> models_md() {
+  std::vector<ModelsMdRow> rows;
+  std::istringstream in(read_file(VIT_SOURCE_DIR "/docs/MODELS.md"));
+  const std::regex row(R"(\| `([^`]+)` \| (yes|no) \| (.*) \|)");
+  std::smatch m;
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_match(line, m, row)) rows.push_back({m[1], m[2] == "yes", m[3]});
+  return rows;
 }
 
 }  // namespace vit::test

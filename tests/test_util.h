@@ -49,6 +49,14 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 // Runs f, which must throw vit::Error with `fragment` in its message; returns the message ("" after a failure).
 std::string expect_error(const std::function<void()>& f, const std::string& fragment);
 
+// docs/MODELS.md's rows: each timm architecture, whether the engine runs it, and its family or why it is refused.
+struct ModelsMdRow {
+  std::string arch;
+  bool runs = false;
+  std::string why;
+};
+std::vector<ModelsMdRow> models_md();
+
 // The committed goldens of tests/data (Pillow and torch outputs; tests/data/make_goldens.py).
 std::string test_data(const std::string& name);
 

@@ -5,6 +5,12 @@ both layouts), then reads the file back and checks every tensor. Runs with Debia
 no other packages.
 
   weights/export.py vit_b_16.pth out/ [--arch NAME] [--num-heads H] [--img-size S] [--dtype f32|f16|bf16]
+
+The config always says what the tensors cannot: --arch names a timm architecture (its heads, block order,
+eps, pooling and preprocessing are timm's for that name); without it the model is "vit_custom", timm's
+VisionTransformer with the heads --num-heads gives (torchvision's own ViTs need none: their shape says
+them) and the evaluation transform of the layout (timm's bicubic 0.9 crop, torchvision's bilinear 256/224,
+ImageNet's mean and std).
 """
 import argparse
 import json
@@ -23,6 +29,10 @@ KEY_TENSORS = {
     "torchvision": {"patch": "conv_proj.weight", "pos": "encoder.pos_embedding", "cls": "class_token",
                     "head": "heads.head.weight"},
 }
+
+
+# torchvision's ViTs (vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14): (width, MLP width, depth) -> heads.
+TORCHVISION_HEADS = {(768, 3072, 12): 12, (1024, 4096, 24): 16, (1280, 5120, 32): 16}
 
 
 class ExportError(Exception):
@@ -115,6 +125,15 @@ def verify(path, tensors, dtype):
     return len(names)
 
 
+def shape_of(tensors, layout):
+    """(width, MLP width, depth) of the state dict."""
+    fc1 = "blocks.0.mlp.fc1.weight" if layout == "timm" else "encoder.layers.encoder_layer_0.mlp.0.weight"
+    block = re.compile(r"^(blocks|encoder\.layers\.encoder_layer_)\.?(\d+)\.")
+    depth = 1 + max((int(m.group(2)) for m in map(block.match, tensors) if m), default=-1)
+    width = tensors[KEY_TENSORS[layout]["patch"]].shape[0]
+    return width, tensors[fc1].shape[0] if fc1 in tensors else 0, depth
+
+
 def config_for(tensors, layout, args):
     keys = KEY_TENSORS[layout]
     width, _, patch, _ = tensors[keys["patch"]].shape
@@ -122,15 +141,20 @@ def config_for(tensors, layout, args):
     img = args.img_size or int(round(grid ** 0.5)) * patch
     torchvision = layout == "torchvision"
     model_args = {}
-    if args.num_heads:
-        model_args["num_heads"] = args.num_heads
+    heads = args.num_heads or (TORCHVISION_HEADS.get(shape_of(tensors, layout)) if torchvision else None)
+    if heads:
+        model_args["num_heads"] = heads
     elif not args.arch:
-        print("note: no --num-heads or --arch: vit uses its default heads (width / 64, as torchvision's ViTs have)",
-              file=sys.stderr)
+        raise ExportError("the number of heads is not in the tensors: give --num-heads H, or --arch NAME for a timm "
+                          "architecture the model is (its heads, eps, pooling and preprocessing then timm's)")
+    if args.arch:  # the rest is timm's for the architecture
+        if args.img_size:
+            model_args["img_size"] = args.img_size
+        return {"architecture": args.arch, "num_classes": tensors[keys["head"]].shape[0], "model_args": model_args}
     if keys["cls"] not in tensors:
         model_args.update(class_token=False, global_pool="avg")
     return {
-        "architecture": args.arch or "vit_custom",
+        "architecture": "vit_custom",
         "num_classes": tensors[keys["head"]].shape[0],
         "model_args": model_args,
         "pretrained_cfg": {
@@ -150,8 +174,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint", help=".pth / .pt file holding a state dict")
     p.add_argument("out_dir", help="folder to write model.safetensors and config.json into")
-    p.add_argument("--arch", help="timm architecture name for config.json (e.g. vit_base_patch16_224)")
-    p.add_argument("--num-heads", type=int, help="attention heads (default: width / 64)")
+    p.add_argument("--arch", help="the timm architecture the model is (e.g. vit_base_patch16_224): its settings and "
+                                  "preprocessing are timm's")
+    p.add_argument("--num-heads", type=int, help="attention heads (needed without --arch, but for torchvision's own ViTs)")
     p.add_argument("--img-size", type=int, help="input size (default: from the position table)")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="f32", help="storage type (default f32)")
     args = p.parse_args()
@@ -165,12 +190,13 @@ def main():
         for needed in (KEY_TENSORS[layout]["pos"], KEY_TENSORS[layout]["head"]):
             if needed not in tensors:
                 raise ExportError(f"{args.checkpoint}: missing tensor {needed}")
+        config = config_for(tensors, layout, args)
         os.makedirs(args.out_dir, exist_ok=True)
         out = os.path.join(args.out_dir, "model.safetensors")
         write_safetensors(out, tensors, args.dtype)
         count = verify(out, tensors, args.dtype)
         with open(os.path.join(args.out_dir, "config.json"), "w") as f:
-            json.dump(config_for(tensors, layout, args), f, indent=2)
+            json.dump(config, f, indent=2)
         print(f"{out}: {count} tensors in {layout} names, {args.dtype}, read back and checked")
     except (ExportError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

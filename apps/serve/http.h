@@ -3,6 +3,7 @@
 // type, query, multipart form, and a JSON body read within limits (depth, values, bulk arrays streamed).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -20,7 +21,12 @@ struct HttpRequest {
   std::string method, path, query;      // the target, split at '?'
   std::string content_type;
   std::string inference_header_length;  // KServe's Inference-Header-Content-Length, "" if absent
+  std::string origin;                   // the page's origin a browser sends (CORS), "" if absent
+  std::string cors_method, cors_headers;  // a preflight's Access-Control-Request-Method and -Headers
   std::string body;
+  // Whether the client still waits for this request's answer: its connection is open and nothing has
+  // answered it yet. Safe to call from any thread; unset means always.
+  std::function<bool()> wanted;
 };
 
 struct HttpResponse {

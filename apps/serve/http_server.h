@@ -1,8 +1,9 @@
 // `vit serve`'s connections: Boost.Beast on Asio, asynchronous on a few threads, so a slow or silent
 // client costs a socket and a timer, never a thread. The HTTP limits live here: one total deadline per
-// request (its header, body and answer), a body limit checked from Content-Length before the body is read
-// and counted when chunked, a budget for the bodies held at once, and a cap on open connections. Each whole
-// request goes to a Handler; this layer knows no endpoint.
+// request (its header, body and answer: 408 or 503 when it passes unanswered), a body limit checked from
+// Content-Length before the body is read and counted when chunked, a budget for the bodies held at once, a
+// cap on open connections with headroom past it for health checks and metrics, and whether a request's
+// client still waits. Each whole request goes to a Handler; this layer knows no endpoint.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -20,7 +21,7 @@ struct HttpLimits {
   int max_body_mb = 32;       // one body, in MiB (413 past it)
   int max_bodies_mb = 128;    // the bodies held at once (503 past it)
   int timeout_s = 30;         // one request, all of it
-  int max_connections = 256;  // open at once (503 and closed past it)
+  int max_connections = 256;  // open at once; past it, only headroom requests are answered, others get 503
   int threads = 2;            // running the connections
 };
 
@@ -29,10 +30,12 @@ class Handler {
   virtual ~Handler() = default;
   // Answers now or later, exactly once, maybe from another thread.
   virtual void handle(HttpRequest request, std::function<void(HttpResponse)> done) = 0;
-  // How an error met before the request reached handle() (a body too large, a full budget, a bad
-  // header) is written for a path ("-" when the header was not read): the protocols' error forms differ.
-  virtual HttpResponse error(const std::string& peer, const std::string& method, const std::string& path,
-                             const HttpError& e) = 0;
+  // How an error met outside handle() (a body too large, a full budget, a bad header, the deadline) is
+  // written for a request (its peer, method, path and origin; "-" when the header was not read): the
+  // protocols' error forms differ.
+  virtual HttpResponse error(const HttpRequest& head, const HttpError& e) = 0;
+  // Whether a request is answered past max_connections too (health checks, metrics).
+  virtual bool headroom(const std::string& method, const std::string& path) const = 0;
 };
 
 class HttpServer {
@@ -51,6 +54,7 @@ class HttpServer {
   int64_t open_connections() const;
   int64_t refused_connections() const;  // past max_connections
   const Budget& bodies() const;
+  Budget& bodies();  // shared with KServe over gRPC, whose messages count against it too
 
   struct Impl;
 

@@ -74,13 +74,14 @@ class Pending {
   void part_done() {
     if (--left_ > 0) return;
     service_.give_pixels(pixels_);
+    const bool wanted = reply_.wanted();
     if (!error_.empty()) {
-      service_.images_done(m_, 0, 1);
+      if (wanted) service_.images_done(m_, 0, 1);
       HttpError e(status_, error_);
       e.headers = headers_;
       return reply_.fail(e);
     }
-    service_.images_done(m_, x_.batch, 0);
+    if (wanted) service_.images_done(m_, x_.batch, 0);
     if (spec_.wants_classes()) x_.probabilities = m_.classifier->probabilities(x_.logits.data(), x_.batch);
     reply_(infer_answer(spec_, m_.name, x_));
   }
@@ -107,8 +108,20 @@ InferRequest answer_spec(const InferRequest& r) {
   return spec;
 }
 
-void infer(Service& service, HttpRequest& req, const PathParams& params, const Reply& reply) {
-  ServedModel& m = service.model(params.at("name"));
+// The model a /v2/models/{name}[/versions/{version}] path names; a version other than the one each model has
+// ("1") is a 404 naming it.
+ServedModel& versioned_model(const Service& service, const PathParams& p) {
+  ServedModel& m = service.model(p.at("name"));
+  const auto v = p.find("version");
+  if (v != p.end() && v->second != "1")
+    throw HttpError(404, "model '" + m.name + "' has no version '" + v->second + "'; its one version is 1", "version");
+  return m;
+}
+
+}  // namespace
+
+void kserve_infer(Service& service, const std::string& model, HttpRequest& req, const Reply& reply) {
+  ServedModel& m = service.model(model);
   reply.model(m.name);
   InferRequest r = parse_infer(req, m, service.options().max_queue);
   const bool classes = r.wants_classes(), embedding = r.wants(InferOutput::Embedding);
@@ -130,9 +143,10 @@ void infer(Service& service, HttpRequest& req, const PathParams& params, const R
     auto p = std::make_shared<Pending>(service, m, answer_spec(r), reply, parts, pixels);
     if (classes)
       queue(p, true, m.batcher->submit(embedding ? images : std::move(images), int(std::max<int64_t>(r.topk, 1)),
-                                       [p](std::vector<Result> rs) { p->classes(std::move(rs)); }));
+                                       [p](std::vector<Result> rs) { p->classes(std::move(rs)); }, req.wanted));
     if (embedding)
-      queue(p, !classes, m.batcher->submit(std::move(images), embed, [p](std::vector<Embedding> es) { p->embedded(std::move(es)); }));
+      queue(p, !classes, m.batcher->submit(std::move(images), embed, [p](std::vector<Embedding> es) { p->embedded(std::move(es)); },
+                                           req.wanted));
     return;
   }
   if (m.info.max_patches > 0)
@@ -146,11 +160,11 @@ void infer(Service& service, HttpRequest& req, const PathParams& params, const R
   if (classes)
     queue(p, true, m.batcher->submit(embedding ? values : std::move(values), B, [p, B](std::vector<float> rows, std::string e) {
             p->logits(std::move(rows), B, e);
-          }));
+          }, req.wanted));
   if (embedding)
     queue(p, !classes, m.batcher->submit(std::move(values), B, embed, [p, B](std::vector<float> rows, std::string e) {
             p->embedded(std::move(rows), B, e);
-          }));
+          }, req.wanted));
 }
 
 json model_metadata(const ServedModel& m) {
@@ -167,6 +181,8 @@ json model_metadata(const ServedModel& m) {
   }
   return {{"name", m.name}, {"versions", json::array({"1"})}, {"platform", "vit"}, {"inputs", io}, {"outputs", out}};
 }
+
+namespace {
 
 // {"ready": ...}, 503 until ready.
 HttpResponse readiness(json body, bool ready) {
@@ -200,8 +216,9 @@ HttpResponse repository_index(const Service& service, const HttpRequest& req) {
 
 void add_kserve_routes(Service& service, std::vector<Route>* routes) {
   Service* s = &service;
-  const auto route = [&](const char* method, const char* pattern, auto handle) {
-    routes->push_back({method, pattern, ErrorForm::Plain, handle});
+  // headroom: health checks are answered past --max-connections too.
+  const auto route = [&](const char* method, const char* pattern, auto handle, bool headroom = false) {
+    routes->push_back({method, pattern, ErrorForm::Plain, handle, headroom});
   };
   route("GET", "/v2", [](HttpRequest&, const PathParams&, const Reply& reply) {
     reply(json_answer({{"name", "vit"}, {"version", VIT_VERSION},
@@ -209,23 +226,26 @@ void add_kserve_routes(Service& service, std::vector<Route>* routes) {
   });
   route("GET", "/v2/health/live", [](HttpRequest&, const PathParams&, const Reply& reply) {
     reply(json_answer({{"live", true}}));
-  });
+  }, true);
   route("GET", "/v2/health/ready", [s](HttpRequest&, const PathParams&, const Reply& reply) {
     reply(readiness(json::object(), s->ready()));
-  });
-  route("GET", "/v2/models/{name}", [s](HttpRequest&, const PathParams& p, const Reply& reply) {
-    const ServedModel& m = s->model(p.at("name"));
-    reply.model(m.name);
-    reply(json_answer(model_metadata(m)));
-  });
-  route("GET", "/v2/models/{name}/ready", [s](HttpRequest&, const PathParams& p, const Reply& reply) {
-    const ServedModel& m = s->model(p.at("name"));
-    reply.model(m.name);
-    reply(readiness({{"name", m.name}}, m.ready));
-  });
-  route("POST", "/v2/models/{name}/infer", [s](HttpRequest& req, const PathParams& p, const Reply& reply) {
-    infer(*s, req, p, reply);
-  });
+  }, true);
+  // Each model has one version, "1" (its metadata says so): a model's paths and its version's are the same.
+  for (const std::string model : {"/v2/models/{name}", "/v2/models/{name}/versions/{version}"}) {
+    route("GET", model.c_str(), [s](HttpRequest&, const PathParams& p, const Reply& reply) {
+      const ServedModel& m = versioned_model(*s, p);
+      reply.model(m.name);
+      reply(json_answer(model_metadata(m)));
+    });
+    route("GET", (model + "/ready").c_str(), [s](HttpRequest&, const PathParams& p, const Reply& reply) {
+      const ServedModel& m = versioned_model(*s, p);
+      reply.model(m.name);
+      reply(readiness({{"name", m.name}}, m.ready));
+    }, true);
+    route("POST", (model + "/infer").c_str(), [s](HttpRequest& req, const PathParams& p, const Reply& reply) {
+      kserve_infer(*s, versioned_model(*s, p).name, req, reply);
+    });
+  }
   route("POST", "/v2/repository/index", [s](HttpRequest& req, const PathParams&, const Reply& reply) {
     reply(repository_index(*s, req));
   });

@@ -1,6 +1,7 @@
 // Reading `vit serve`'s per-model flags (model_flags.h).
 #include "model_flags.h"
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "vit/error.h"
@@ -40,6 +41,21 @@ std::string value_for(const std::vector<std::string>& values, const std::string&
   return own.empty() ? bare : own;
 }
 
+// A value as a JSON string: quoted, its control characters escaped (\n, \u0007), invalid UTF-8 replaced.
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// A model's name goes into paths, JSON, metrics labels and log lines: a control character in it (a newline
+// would start a false log line) is refused, shown escaped.
+void check_name(const std::string& name, const std::string& from) {
+  for (const char c : name) {
+    if (uint8_t(c) >= 0x20 && c != 0x7f) continue;
+    throw Error(from + ": the model name " + quoted(name) + " holds a control character; name the model with "
+                "-m NAME=PATH in printable characters");
+  }
+}
+
 int whole_number(const std::string& s, const std::string& flag, int lo, int hi) {
   long v = 0;
   if (!parse_whole_number(s, &v)) throw Error(flag + ": '" + s + "' is not a number");
@@ -72,6 +88,7 @@ std::vector<ModelSpec> model_specs(const ModelFlags& f) {
         s.name = p.substr(p.find_last_of('/') + 1);
       }
     }
+    check_name(s.name, name.empty() && !f.name.empty() ? "--name" : "-m " + quoted(m));
     if (!names.insert(s.name).second)
       throw Error("-m: two models named '" + s.name + "': name them apart with -m NAME=PATH");
     specs.push_back(std::move(s));
@@ -90,6 +107,7 @@ std::vector<ModelSpec> model_specs(const ModelFlags& f) {
       s.model.max_patches = whole_number(v, "--max-patches", 0, int(kMaxNaflexPatches));
     if (const std::string v = value(f.threads, "--threads"); !v.empty()) s.model.threads = whole_number(v, "--threads", 0, 4096);
     s.model.config = value(f.config, "--config");
+    s.model.arch = value(f.arch, "--arch");
     s.text_embeddings = value(f.text_embeddings, "--text-embeddings");
     const std::string e = value(f.embedding, "--embedding");
     if (e == "head") s.embedding = EmbeddingChoice::Head;
@@ -115,6 +133,7 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
             "aspect ratio within this many patches (0: 256, SigLIP 2's); the batches mix shapes, each image masked "
             "to its own");
   per_model("--config", &f->config, "config.json overriding the one beside the weights");
+  per_model("--arch", &f->arch, "the timm architecture of a checkpoint without a config.json (as vit classify --arch)");
   per_model("--threads", &f->threads,
             "threads for decoding and inference (0: all cores); the models' forward passes take turns on the cores "
             "unless their threads add up to no more than the cores");

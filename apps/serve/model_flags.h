@@ -1,5 +1,5 @@
 // The models `vit serve` is told to serve: `-m [NAME=]PATH` repeated, and the flags that take a value for
-// one model (`NAME=VALUE`) or for all (a bare `VALUE`): --precision, --img-size, --max-patches, --config,
+// one model (`NAME=VALUE`) or for all (a bare `VALUE`): --precision, --img-size, --max-patches, --config, --arch,
 // --threads, --text-embeddings, --embedding. Read into one spec per model, every mistake an error naming the flag.
 #pragma once
 #include <string>
@@ -16,12 +16,12 @@ enum class EmbeddingChoice { Default, PreLogits, Head };
 struct ModelFlags {
   std::vector<std::string> models;  // -m, each [NAME=]PATH
   std::string name;                 // --name, with one -m only
-  std::vector<std::string> precision, img_size, max_patches, config, threads, text_embeddings, embedding;
+  std::vector<std::string> precision, img_size, max_patches, config, arch, threads, text_embeddings, embedding;
 };
 
 struct ModelSpec {
   std::string name;
-  ModelOptions model;  // path, config, img_size, max_patches, threads, precision
+  ModelOptions model;  // path, config, arch, img_size, max_patches, threads, precision
   std::string text_embeddings;
   EmbeddingChoice embedding = EmbeddingChoice::Default;
 };

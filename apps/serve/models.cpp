@@ -56,6 +56,9 @@ void Service::add(std::unique_ptr<ServedModel> model) {
     metrics_.start(name, m->labels());
   metrics_.read("vit_queue_depth", Metrics::Kind::Gauge, "Images waiting for a forward pass.", m->labels(),
                 [m] { return double(m->batcher->queued()); });
+  metrics_.read("vit_images_dropped_total", Metrics::Kind::Counter,
+                "Images dropped unrun: their client had gone (or their deadline answered them) before their pass.",
+                m->labels(), [m] { return double(m->batcher->dropped()); });
   metrics_.read("vit_model_ready", Metrics::Kind::Gauge, "1 once the model has run every batch size it runs.",
                 m->labels(), [m] { return m->ready ? 1.0 : 0.0; });
   models_.push_back(std::move(model));
@@ -75,6 +78,7 @@ ServedModel& Service::only_model(const std::string& how_to_name) const {
 }
 
 bool Service::ready() const {
+  if (draining_) return false;
   for (const auto& m : models_)
     if (!m->ready) return false;
   return !models_.empty();

@@ -70,7 +70,8 @@ class Service {
   ServedModel& model(const std::string& name) const;
   // The one model a request that names none means; several served: 400 asking for a name.
   ServedModel& only_model(const std::string& how_to_name) const;
-  bool ready() const;
+  bool ready() const;  // false once draining
+  void drain() { draining_ = true; }
   double started() const { return started_; }  // seconds since the epoch
 
   // Prices encoded images in pixels from their headers and takes them from --max-queue-mp: throws 413
@@ -93,6 +94,7 @@ class Service {
   Budget pixels_;
   std::vector<std::unique_ptr<ServedModel>> models_;
   double started_;
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace vit::app

@@ -3,7 +3,9 @@
 // the model's Batcher, and answering OpenAI's list of embeddings.
 #include "openai.h"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstring>
 
 namespace vit::app {
@@ -16,15 +18,45 @@ const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 
 HttpError bad(const std::string& message, const std::string& param) { return HttpError(400, message, param); }
 
-// Input i as an encoded image: a data URI (data:image/...;base64,...) or bare base64.
-std::string input_image(size_t i, const std::string& text) {
+bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+// Whether text (from `from` on) begins with a URL's scheme and "://" (http://, HTTPS://, ftp://, ...).
+bool url(const std::string& text, size_t from) {
+  const size_t sep = text.find("://", from);
+  if (sep == std::string::npos || sep == from || sep - from > 32 || !std::isalpha(uint8_t(text[from]))) return false;
+  return std::all_of(text.begin() + long(from), text.begin() + long(sep),
+                     [](char c) { return std::isalnum(uint8_t(c)) || c == '+' || c == '-' || c == '.'; });
+}
+
+// Whether a string reads as words rather than base64: a space between two of its characters, or a character
+// base64 has not.
+bool words(const std::string& text, size_t from) {
+  const size_t first = text.find_first_not_of(" \t\r\n\f\v", from), last = text.find_last_not_of(" \t\r\n\f\v");
+  if (first == std::string::npos) return false;
+  for (size_t i = first; i <= last; ++i)
+    if (text[i] == ' ' || (!space(text[i]) && !std::isalnum(uint8_t(text[i])) && !std::strchr("+/=", text[i])))
+      return true;
+  return false;
+}
+
+// Input i for model m as an encoded image: a data URI (data:image/...;base64,...) or bare base64, as RFC
+// 2045's decoders read them (whitespace anywhere ignored: line-wrapped base64 too; the scheme and media type
+// in any case).
+std::string input_image(size_t i, const std::string& text, const ServedModel& m) {
   const std::string at = "input[" + std::to_string(i) + "]: ";
-  if (text.rfind("http://", 0) == 0 || text.rfind("https://", 0) == 0)
-    throw bad(at + "URLs are not fetched: send the image as a data URI (data:image/jpeg;base64,...)", "input");
   size_t from = 0;
-  if (text.rfind("data:", 0) == 0) {
-    const size_t comma = text.find(',');
-    const std::string head = text.substr(5, comma == std::string::npos ? 64 : comma - 5);
+  while (from < text.size() && space(text[from])) ++from;
+  if (url(text, from))
+    throw bad(at + "URLs are not fetched: send the image as a data URI (data:image/jpeg;base64,...)", "input");
+  const bool uri = lower(text.substr(from, 5)) == "data:";
+  if (uri) {
+    const size_t comma = text.find(',', from);
+    const std::string head = lower(text.substr(from + 5, comma == std::string::npos ? 64 : comma - from - 5));
     if (comma == std::string::npos || head.size() < 7 || head.compare(head.size() - 7, 7, ";base64") != 0)
       throw bad(at + "a data URI must carry base64 (data:image/jpeg;base64,...)", "input");
     const std::string type = head.substr(0, head.find(';'));
@@ -33,7 +65,11 @@ std::string input_image(size_t i, const std::string& text) {
     from = comma + 1;
   }
   std::string bytes;
-  if (!base64_decode(text, from, &bytes))
+  const bool decoded = base64_decode(text, from, &bytes);
+  if (!uri && words(text, from) && (!decoded || !read_image_header(bytes).image))
+    throw bad(at + "text: model '" + m.name + "' embeds images, not text; send each image as a data URI or base64 "
+                   "of its encoded bytes", "input");
+  if (!decoded)
     throw bad(at + "not base64: send each image as a data URI or bare base64 of its encoded bytes", "input");
   if (bytes.empty()) throw bad(at + "an empty image", "input");
   return bytes;
@@ -90,7 +126,7 @@ EmbeddingsRequest parse_request(const Service& service, HttpRequest& req) {
   }
   if (inputs.empty()) throw bad("'input' holds no images", "input");
   for (size_t i = 0; i < inputs.size(); ++i) {
-    r.images.emplace_back("input[" + std::to_string(i) + "]", input_image(i, inputs[i]));
+    r.images.emplace_back("input[" + std::to_string(i) + "]", input_image(i, inputs[i], *r.model));
     std::string().swap(inputs[i]);
   }
   return r;
@@ -114,17 +150,19 @@ void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
     service.give_pixels(pixels);
     for (size_t i = 0; i < es.size(); ++i)
       if (!es[i].error.empty()) {
-        service.images_done(m, 0, 1);
+        if (reply.wanted()) service.images_done(m, 0, 1);
         return reply.fail(HttpError(400, "input[" + std::to_string(i) + "]: " + es[i].error, "input"));
       }
-    service.images_done(m, int64_t(es.size()), 0);
+    if (reply.wanted()) service.images_done(m, int64_t(es.size()), 0);
     json data = json::array();
-    for (size_t i = 0; i < es.size(); ++i)
+    int64_t tokens = 0;  // the image tokens the model ran (a NaFlex image: its own grid's)
+    for (size_t i = 0; i < es.size(); ++i) {
       data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", embedding_json(es[i], base64)}});
-    const int64_t tokens = int64_t(es.size()) * m.info.tokens;  // the image tokens the model ran
+      tokens += es[i].sequence;
+    }
     reply(json_answer({{"object", "list"}, {"data", std::move(data)}, {"model", m.name},
                        {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}));
-  });
+  }, req.wanted);
   if (!ok) {
     service.give_pixels(pixels);
     throw service.queue_full();
@@ -150,16 +188,18 @@ bool base64_decode(const std::string& text, size_t from, std::string* out) {
     for (int i = 0; i < 64; ++i) t[uint8_t(kAlphabet[i])] = int8_t(i);
     return t;
   }();
-  size_t end = text.size();
-  while (end > from && text[end - 1] == '=' && text.size() - end < 2) --end;  // at most two '=' of padding
-  if ((end - from) % 4 == 1) return false;
   out->clear();
-  out->reserve((end - from) / 4 * 3 + 2);
+  out->reserve((text.size() - std::min(from, text.size())) / 4 * 3 + 2);
   uint32_t acc = 0;
-  int bits = 0;
-  for (size_t i = from; i < end; ++i) {
-    const int8_t v = table[uint8_t(text[i])];
-    if (v < 0) return false;
+  int bits = 0, padding = 0;
+  int64_t digits = 0;
+  for (size_t i = from; i < text.size(); ++i) {
+    const char c = text[i];
+    if (space(c)) continue;
+    if (c == '=' && ++padding <= 2) continue;  // at most two '=', only at the end
+    const int8_t v = table[uint8_t(c)];
+    if (v < 0 || padding > 0) return false;
+    ++digits;
     acc = (acc << 6) | uint32_t(v);
     bits += 6;
     if (bits >= 8) {
@@ -167,7 +207,7 @@ bool base64_decode(const std::string& text, size_t from, std::string* out) {
       out->push_back(char((acc >> bits) & 0xff));
     }
   }
-  return true;
+  return digits % 4 != 1;
 }
 
 std::string base64_encode(const char* data, size_t size) {

@@ -12,7 +12,8 @@ namespace vit::app {
 
 void add_openai_routes(Service& service, std::vector<Route>* routes);
 
-// Standard base64 (RFC 4648 section 4, padding optional) to bytes; false for anything else.
+// Standard base64 (RFC 4648 section 4, padding optional) to bytes, whitespace anywhere ignored as RFC 2045's
+// decoders ignore it; false for anything else.
 bool base64_decode(const std::string& text, size_t from, std::string* out);
 std::string base64_encode(const char* data, size_t size);
 

@@ -1,9 +1,10 @@
-// The route table of routes.h: matching a path segment by segment, answering 404/405, catching what a
-// handler throws, and counting every answer by endpoint and status.
+// The route table of routes.h: matching a path segment by segment (HEAD as GET), answering 404/405 and
+// CORS preflights, catching what a handler throws, and counting every answer by endpoint and status.
 #include "routes.h"
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "vit/error.h"
@@ -43,8 +44,9 @@ std::vector<std::string> segments(const std::string& path) {
 
 }  // namespace
 
-Router::Router(std::vector<Route> routes, Metrics& metrics, std::string not_found)
-    : routes_(std::move(routes)), metrics_(metrics), not_found_(std::move(not_found)) {
+Router::Router(std::vector<Route> routes, Metrics& metrics, std::string not_found, std::vector<std::string> cors_origins)
+    : routes_(std::move(routes)), metrics_(metrics), not_found_(std::move(not_found)),
+      cors_origins_(std::move(cors_origins)) {
   metrics_.counter("vit_requests_total", "HTTP requests answered, by endpoint and status.");
   metrics_.histogram("vit_request_duration_seconds", "Time from a request's last byte read to its answer, by endpoint.",
                      {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30});
@@ -68,7 +70,7 @@ Router::Match Router::match(const std::string& method, const std::string& path) 
     if (!same) continue;
     m.endpoint = r.pattern;
     m.form = r.form;
-    if (r.method == method) {
+    if (r.method == method || (method == "HEAD" && r.method == "GET")) {
       m.route = &r;
       m.params = std::move(params);
       return m;
@@ -89,21 +91,66 @@ void Router::answered(const HttpRequest& req, const std::string& endpoint, const
                 status, seconds * 1e3, model.empty() ? "" : " model ", model);
 }
 
+std::string Router::allow(const Match& m) const {
+  std::string allow;
+  for (const std::string& a : m.allow) allow += (allow.empty() ? "" : ", ") + a;
+  if (std::count(m.allow.begin(), m.allow.end(), "GET")) allow += ", HEAD";
+  if (!cors_origins_.empty()) allow += ", OPTIONS";
+  return allow;
+}
+
+bool Router::allowed(const std::string& origin) const {
+  return std::count(cors_origins_.begin(), cors_origins_.end(), "*") ||
+         std::count(cors_origins_.begin(), cors_origins_.end(), origin);
+}
+
+void Router::allow_origin(const std::string& origin, HttpResponse* r) const {
+  if (origin.empty() || !allowed(origin)) return;
+  const bool any = std::count(cors_origins_.begin(), cors_origins_.end(), "*") > 0;
+  r->headers.push_back({"Access-Control-Allow-Origin", any ? "*" : origin});
+  if (!any) r->headers.push_back({"Vary", "Origin"});
+  r->headers.push_back({"Access-Control-Expose-Headers", "Retry-After, Inference-Header-Content-Length"});
+}
+
+HttpResponse Router::preflight(const HttpRequest& req, const Match& m) const {
+  if (m.allow.empty()) return error_answer(m.form, HttpError(404, "no endpoint " + req.path + " (" + not_found_ + ")"));
+  if (!req.origin.empty() && !allowed(req.origin)) {
+    std::string origins;
+    for (const std::string& o : cors_origins_) origins += (origins.empty() ? "" : ", ") + o;
+    return error_answer(m.form, HttpError(403, "origin " + req.origin + " may not call this server; it answers pages "
+                                               "of " + origins + " (--cors-origin)"));
+  }
+  HttpResponse r;
+  r.status = 204;
+  r.headers.push_back({"Allow", allow(m)});
+  r.headers.push_back({"Access-Control-Allow-Methods", allow(m)});
+  if (!req.cors_headers.empty()) r.headers.push_back({"Access-Control-Allow-Headers", req.cors_headers});
+  r.headers.push_back({"Access-Control-Max-Age", "600"});
+  return r;
+}
+
 void Router::handle(HttpRequest request, std::function<void(HttpResponse)> done) {
   const Clock::time_point started = Clock::now();
   Match m = match(request.method, request.path);
-  const ErrorForm form = m.form;
-  HttpRequest head{request.peer, request.method, request.path, request.query, "", "", ""};  // for the log
-  Reply reply([this, done = std::move(done), endpoint = m.endpoint, started, head](HttpResponse r, const std::string& model) {
-    answered(head, endpoint, model, r.status, std::chrono::duration<double>(Clock::now() - started).count());
+  HttpRequest head;  // for the log and the answer's CORS headers
+  head.peer = request.peer;
+  head.method = request.method;
+  head.path = request.path;
+  head.query = request.query;
+  head.origin = request.origin;
+  Reply reply([this, done = std::move(done), endpoint = m.endpoint, started, head, wanted = request.wanted](
+                  HttpResponse r, const std::string& model) {
+    const int status = wanted && !wanted() ? kClientGone : r.status;
+    answered(head, endpoint, model, status, std::chrono::duration<double>(Clock::now() - started).count());
+    allow_origin(head.origin, &r);
     done(std::move(r));
-  }, form);
+  }, m.form, request.wanted);
+  if (request.method == "OPTIONS" && !cors_origins_.empty()) return reply(preflight(request, m));
   if (!m.route) {
     if (m.allow.empty()) return reply.fail(HttpError(404, "no endpoint " + request.path + " (" + not_found_ + ")"));
-    std::string allow;
-    for (const std::string& a : m.allow) allow += (allow.empty() ? "" : ", ") + a;
-    HttpError e(405, request.method + " is not allowed on " + request.path + "; use " + allow);
-    e.headers.push_back({"Allow", allow});
+    const std::string methods = allow(m);
+    HttpError e(405, request.method + " is not allowed on " + request.path + "; use " + methods);
+    e.headers.push_back({"Allow", methods});
     return reply.fail(e);
   }
   try {
@@ -117,12 +164,17 @@ void Router::handle(HttpRequest request, std::function<void(HttpResponse)> done)
   }
 }
 
-HttpResponse Router::error(const std::string& peer, const std::string& method, const std::string& path,
-                           const HttpError& e) {
+HttpResponse Router::error(const HttpRequest& head, const HttpError& e) {
+  const Match m = match(head.method, head.path);
+  answered(head, m.endpoint, "", e.status(), 0);
+  HttpResponse r = error_answer(m.form, e);
+  allow_origin(head.origin, &r);
+  return r;
+}
+
+bool Router::headroom(const std::string& method, const std::string& path) const {
   const Match m = match(method, path);
-  const ErrorForm form = m.form;
-  answered({peer, method, path, "", "", "", ""}, m.endpoint, "", e.status(), 0);
-  return error_answer(form, e);
+  return m.route && m.route->headroom;
 }
 
 }  // namespace vit::app

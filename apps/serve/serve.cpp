@@ -1,13 +1,14 @@
 // `vit serve`: its flags, start-up and shutdown. Loads the models (model_flags.h), builds the route table
-// (v1.h, openai.h, kserve.h) over the served models (models.h) and the connections (http_server.h), warms
-// every batch size up, and prints the memory bound. SIGINT, SIGTERM and SIGHUP are taken by one sigwait thread (every other thread
+// (v1.h, openai.h, kserve.h) over the served models (models.h) and the connections (http_server.h), starts
+// KServe over gRPC with --grpc-port (grpc_server.h), warms every batch size up, and prints the memory bound. SIGINT, SIGTERM and SIGHUP are taken by one sigwait thread (every other thread
 // keeps them blocked): the server stops accepting, answers what it has read, and exits 0; a second SIGINT
-// exits at once.
+// exits at once. With --drain-grace-s, SIGTERM and SIGHUP first make readiness 503 for that long.
 #include <malloc.h>
 #include <pthread.h>
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "apps/command.h"
 #include "apps/options.h"
 #include "apps/output.h"
+#include "grpc_server.h"
 #include "http_server.h"
 #include "kserve.h"
 #include "model_flags.h"
@@ -38,6 +40,9 @@ struct ServeOptions {
   HttpLimits http;
   int max_batch = 16, max_delay_ms = 0, max_queue = 256, max_queue_mp = 64, max_inputs = 256;
   int64_t max_pixels = 40'000'000;
+  std::vector<std::string> cors_origins;  // pages of these origins may call the server ("*": any)
+  int grpc_port = -1;     // KServe v2 over gRPC: off unless given
+  int drain_grace_s = 0;  // on SIGTERM, not ready for this long while still serving, then the drain
 };
 
 // The bound on the server's memory (docs/SERVING.md), in MiB: what it holds when ready (the model, its
@@ -69,7 +74,20 @@ sigset_t shutdown_signals() {
   return set;
 }
 
+// An origin as a browser sends it: scheme://host[:port], nothing after; or "*".
+void check_origin(const std::string& origin) {
+  const size_t sep = origin.find("://");
+  const bool ok = origin == "*" ||
+                  (sep != std::string::npos && sep > 0 && sep + 3 < origin.size() &&
+                   origin.find_first_of("/?#", sep + 3) == std::string::npos &&
+                   std::all_of(origin.begin(), origin.end(), [](char c) { return c > ' ' && c < 0x7f; }));
+  if (!ok)
+    throw Error("--cors-origin '" + origin + "': not an origin; give one as the browser sends it, "
+                "scheme://host[:port] (http://localhost:3000), or * for any");
+}
+
 void check_options(const ServeOptions& o) {
+  for (const std::string& origin : o.cors_origins) check_origin(origin);
   if (o.max_queue < o.max_batch)
     throw Error("--max-queue (" + std::to_string(o.max_queue) + ") must hold at least --max-batch (" +
                 std::to_string(o.max_batch) + ") images");
@@ -131,13 +149,14 @@ struct Server {
   std::unique_ptr<Service> service;
   std::unique_ptr<Router> router;
   std::unique_ptr<HttpServer> http;
+  std::unique_ptr<GrpcServer> grpc;  // with --grpc-port
   // The thread every model loads and runs its passes on, when they take turns on the cores (and with one
   // model); null when --threads splits the cores, each model then with a thread of its own. Either way a
   // model's loading, warm-up, passes and explanations run on one thread, so the process has one OpenMP
   // team per share of the cores (vit::ComputeThread), as `vit embed` has.
   std::shared_ptr<ComputeThread> compute;
   std::atomic<bool> counting{false};  // the warm-up passes are not counted
-  std::string address;
+  std::string address, grpc_address;
 };
 
 // The cores this process may run on.
@@ -173,6 +192,7 @@ std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, 
   m->path = m->info.file;
   m->explain_options.threads = spec.model.threads;
   m->explain_options.config = spec.model.config;
+  m->explain_options.arch = spec.model.arch;
   m->explain_options.img_size = spec.model.img_size;
   m->explain_options.max_patches = spec.model.max_patches;
   m->explain_options.max_pixels = o.max_pixels;
@@ -208,7 +228,8 @@ std::unique_ptr<Server> make_server(const ServeOptions& o) {
   add_kserve_routes(*s->service, &routes);
   s->router = std::make_unique<Router>(std::move(routes), s->metrics,
                                        "GET / (the page), POST /v1/classify, /v1/explain, /v1/embeddings, GET /v1/models, /metrics, KServe v2 under "
-                                       "/v2: /v2/health/live, /v2/health/ready, /v2/models/NAME[/ready|/infer]");
+                                       "/v2: /v2/health/live, /v2/health/ready, /v2/models/NAME[/versions/1][/ready|/infer]",
+                                       o.cors_origins);
   s->http = std::make_unique<HttpServer>(o.http, *s->router);
   const HttpServer* http = s->http.get();
   using Kind = Metrics::Kind;
@@ -220,6 +241,11 @@ std::unique_ptr<Server> make_server(const ServeOptions& o) {
                   "Bytes of request bodies held now (read, queued or being answered), at most --max-bodies-mb.", {},
                   [http] { return double(http->bodies().used()); });
   s->address = s->http->listen();
+  if (o.grpc_port >= 0) {
+    s->grpc = std::make_unique<GrpcServer>(*s->service, s->http->bodies(),
+                                           GrpcLimits{o.http.host, o.grpc_port, o.http.max_body_mb, o.http.timeout_s});
+    s->grpc_address = s->grpc->listen();
+  }
   return s;
 }
 
@@ -230,6 +256,20 @@ std::string input_line(const ModelInfo& info) {
     return "NaFlex: each image at its own aspect ratio within " + std::to_string(info.max_patches) + " patches of " +
            std::to_string(info.patch) + " pixels (--max-patches)";
   return std::to_string(info.input_height) + "x" + std::to_string(info.input_width);
+}
+
+// SIGTERM or SIGHUP with --drain-grace-s: readiness answers 503 for that long while every request is still
+// served, so that a balancer polling it takes the server out before it stops accepting. SIGINT in the
+// meantime exits at once; another SIGTERM or SIGHUP cuts the grace short. Returns the signal to drain on.
+int drain_grace(Server& s, const sigset_t& signals, int sig) {
+  std::fprintf(stderr, "vit serve: %s: not ready for %d s while serving (--drain-grace-s), then draining\n",
+               sig == SIGHUP ? "SIGHUP" : "SIGTERM", s.opt.drain_grace_s);
+  std::fflush(stderr);
+  s.service->drain();
+  const timespec grace{s.opt.drain_grace_s, 0};
+  const int next = sigtimedwait(&signals, nullptr, &grace);
+  if (next == SIGINT) std::_Exit(kExitInterrupted);
+  return sig;
 }
 
 int run(Server& s) {
@@ -243,9 +283,10 @@ int run(Server& s) {
               answers + ", " + input_line(m->info) + ")";
   }
   std::fprintf(stderr,
-               "vit serve: %s at http://%s, max batch %d, max delay %d ms, queue %d images and %d MP, body %d MB, "
+               "vit serve: %s at http://%s,%s max batch %d, max delay %d ms, queue %d images and %d MP, body %d MB, "
                "bodies %d MB, image %lld pixels, inputs %d, timeout %d s, %d connections, %d threads%s\n",
-               models.c_str(), s.address.c_str(), o.max_batch, o.max_delay_ms, o.max_queue, o.max_queue_mp,
+               models.c_str(), s.address.c_str(), s.grpc ? (" KServe gRPC at " + s.grpc_address + ",").c_str() : "",
+               o.max_batch, o.max_delay_ms, o.max_queue, o.max_queue_mp,
                o.http.max_body_mb, o.http.max_bodies_mb, (long long)o.max_pixels, o.max_inputs, o.http.timeout_s,
                o.http.max_connections, set_threads(0), s.compute && s.service->models().size() > 1 ? ", the models' passes taking turns" : "");
   std::fflush(stderr);
@@ -255,9 +296,11 @@ int run(Server& s) {
     const sigset_t signals = shutdown_signals();
     int sig = 0;
     sigwait(&signals, &sig);
+    if (sig != SIGINT && s.opt.drain_grace_s > 0) sig = drain_grace(s, signals, sig);
     std::fprintf(stderr, "vit serve: %s: answering the requests already read, then exiting (SIGINT again: now)\n",
                  sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
     s.http->stop();
+    if (s.grpc) s.grpc->stop();
     for (;;) {
       sigwait(&signals, &sig);
       if (sig == SIGINT) std::_Exit(kExitInterrupted);
@@ -269,6 +312,7 @@ int run(Server& s) {
   } catch (...) {  // the connections' thread ends before the error does
     s.http->stop();
     connections.join();
+    if (s.grpc) s.grpc->stop();
     throw;
   }
   const int64_t ready_mb = peak_resident_mb();
@@ -280,6 +324,7 @@ int run(Server& s) {
   s.counting = true;
   for (const auto& model : s.service->models()) model->ready = true;
   connections.join();
+  if (s.grpc) s.grpc->wait();
   for (const auto& model : s.service->models()) model->batcher->close();
   std::fprintf(stderr, "vit serve: stopped\n");
   return kExitOk;
@@ -325,8 +370,18 @@ void add_serve_command(CLI::App& app, Prepare* prepare) {
   add_number_option(cmd, "--timeout-s", &o->http.timeout_s, 1, 86400,
                     "total time for one request: reading it, answering it and writing the answer");
   add_number_option(cmd, "--max-connections", &o->http.max_connections, 1, 1 << 20,
-                    "open connections at most; past it, a new one gets 503 and is closed");
+                    "open connections at most; past it, a new one is answered only for health checks and /metrics, "
+                    "anything else gets 503, and it is closed");
+  cmd->add_option("--cors-origin", o->cors_origins,
+                  "ORIGIN whose pages may call the server from a browser (scheme://host[:port], or * for any); "
+                  "repeat for several. Off by default: only pages the server answers itself")
+      ->type_name("ORIGIN");
   add_number_option(cmd, "--http-threads", &o->http.threads, 1, 64, "threads reading and writing HTTP");
+  add_number_option(cmd, "--grpc-port", &o->grpc_port, 0, 65535,
+                    "also serve KServe v2 over gRPC on this port (0: any free one, printed at start-up); off unless given");
+  add_number_option(cmd, "--drain-grace-s", &o->drain_grace_s, 0, 3600,
+                    "on SIGTERM, answer /v2/health/ready with 503 for this long while still serving, then drain (give "
+                    "it more than a balancer's check interval times its fall count)");
   cmd->callback([o, prepare] { *prepare = [o] { return prepare_serve(*o); }; });
 }
 

@@ -63,7 +63,7 @@ void classify(Service& service, HttpRequest& req, const Reply& reply) {
     service.give_pixels(pixels);
     int64_t failed = 0;
     for (const Result& r : rs) failed += !r.error.empty();
-    service.images_done(m, int64_t(rs.size()) - failed, failed);
+    if (reply.wanted()) service.images_done(m, int64_t(rs.size()) - failed, failed);
     if (!multipart) {
       const Result& r = rs[0];
       return r.error.empty() ? reply(json_answer({{"top", top_json(r)}})) : reply.fail(HttpError(400, r.error));
@@ -72,7 +72,7 @@ void classify(Service& service, HttpRequest& req, const Reply& reply) {
     for (const Result& r : rs)
       a.push_back(r.error.empty() ? json{{"file", r.file}, {"top", top_json(r)}} : json{{"file", r.file}, {"error", r.error}});
     reply(json_answer(a));
-  });
+  }, req.wanted);
   if (!ok) {
     service.give_pixels(pixels);
     throw service.queue_full();
@@ -102,6 +102,10 @@ void explain(Service& service, HttpRequest& req, const Reply& reply) {
   const int64_t pixels = service.take_pixels(images);
   auto shared = std::make_shared<EncodedImages>(std::move(images));
   const bool ok = m.batcher->submit([&service, &m, reply, pixels, method, size, shared] {
+    if (!reply.wanted()) {  // its client has gone: not drawn
+      service.give_pixels(pixels);
+      return reply.fail(HttpError(400, Batcher::kDropped));
+    }
     try {
       std::vector<Explanation> e = m.explainer().explain_encoded(*shared, method, size);
       service.give_pixels(pixels);
@@ -149,7 +153,7 @@ void add_v1_routes(Service& service, std::vector<Route>* routes) {
                        r.content_type = "text/plain; version=0.0.4; charset=utf-8";
                        r.body = s->metrics().text();
                        reply(std::move(r));
-                     }});
+                     }, true});
 }
 
 }  // namespace vit::app

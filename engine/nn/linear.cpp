@@ -20,8 +20,6 @@ using dt = memory::data_type;
 
 namespace {
 
-memory view(const memory::desc& md, const void* p) { return memory(md, cpu_engine(), const_cast<void*>(p)); }
-
 memory stored_copy(Arena& store, const memory::desc& md, const void* src) {
   memory m(md, cpu_engine(), store.alloc(md.get_size()));
   std::memcpy(m.get_data_handle(), src, md.get_size());
@@ -125,8 +123,8 @@ double seconds_per_run(LinearForm f, const LinearWeights& lw, int64_t M) {
 // The one place a layer's form is chosen, at T rows (one image's), so every batch size runs the same form.
 // Rules measured per kernel family (docs/PERFORMANCE.md): where oneDNN's matmul is brgemm (AVX-512 and
 // newer) it stays a matmul; where it is gemm:jit (AVX2), the 1x1 convolution (jit_uni_int8_1x1,
-// jit_1x1) runs faster for int8 at every ViT shape measured, and for f32 where the layer is narrow
-// (min(K, N) <= 384: DeiT-Tiny's and ViT-S's layers), not at ViT-B's widths. bf16 stays a matmul.
+// jit_1x1) runs faster at every ViT shape measured, int8 and f32 (ViT-B's f32 layers by 15-23% at one
+// image's rows, 4-7% at eight images' on a Zen 3). bf16 stays a matmul.
 LinearForm choose_form(const LinearWeights& lw, int64_t T, LinearForm asked) {
   if (lw.precision == Precision::BF16) return LinearForm::Matmul;
   const char* env = std::getenv("VIT_LINEAR_FORM");
@@ -146,16 +144,14 @@ LinearForm choose_form(const LinearWeights& lw, int64_t T, LinearForm asked) {
     return seconds_per_run(LinearForm::Conv1x1, lw, T) < seconds_per_run(LinearForm::Matmul, lw, T) ? LinearForm::Conv1x1
                                                                                                   : LinearForm::Matmul;
   const auto matmul = layer_pd(LinearForm::Matmul, lw, any_weights(LinearForm::Matmul, lw, wt), T);
-  if (kernel_kind(impl_name(matmul)) == KernelKind::Brgemm) return LinearForm::Matmul;
-  if (lw.precision == Precision::Int8) return LinearForm::Conv1x1;
-  return std::min(lw.K, lw.N) <= 384 ? LinearForm::Conv1x1 : LinearForm::Matmul;
+  return kernel_kind(impl_name(matmul)) == KernelKind::Brgemm ? LinearForm::Matmul : LinearForm::Conv1x1;
 }
 
 LinearWeights f32_weights(Arena& store, const float* weight, int64_t typical_rows, WeightLayout layout,
                           LinearWeights lw) {
   if (lw.form == LinearForm::Conv1x1) {
     const auto pd = layer_pd(lw.form, lw, any_weights(lw.form, lw, dt::f32), typical_rows);
-    lw.w = stored_reorder(store, view(plain_weights(lw.form, lw, dt::f32), weight), pd.weights_desc());
+    lw.w = stored_reorder(store, memory_view(plain_weights(lw.form, lw, dt::f32), weight), pd.weights_desc());
     return lw;
   }
   const memory::desc plain({lw.K, lw.N}, dt::f32, tag::ba);
@@ -165,7 +161,7 @@ LinearWeights f32_weights(Arena& store, const float* weight, int64_t typical_row
     const memory::desc any({lw.K, lw.N}, dt::f32, tag::any);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any, bias_desc(lw), dst), cpu_engine());
     if (layout == WeightLayout::Blocked || kernel_kind(impl_name(pd)) == KernelKind::Brgemm) {
-      lw.w = stored_reorder(store, view(plain, weight), pd.weights_desc());
+      lw.w = stored_reorder(store, memory_view(plain, weight), pd.weights_desc());
       return lw;
     }
   }
@@ -186,7 +182,7 @@ LinearWeights bf16_weights(Arena& store, const float* weight, int64_t typical_ro
   if (!cpu_isa().bf16 || !pd || kernel_kind(impl_name(pd)) == KernelKind::Reference)
     throw Error("precision bf16 needs a CPU with avx512_bf16 or AMX; oneDNN runs this one as " + cpu_isa().name +
                 ", without bf16 instructions: use --precision int8 or f32");
-  lw.w = stored_reorder(store, view(memory::desc({lw.K, lw.N}, dt::f32, tag::ba), weight), pd.weights_desc());
+  lw.w = stored_reorder(store, memory_view(memory::desc({lw.K, lw.N}, dt::f32, tag::ba), weight), pd.weights_desc());
   return lw;
 }
 
@@ -265,8 +261,8 @@ std::vector<Step> int8_steps(const std::string& name, const LinearWeights& lw, i
   Step st;
   st.name = name;
   st.prim = dnnl::primitive(pd);
-  st.args = {{DNNL_ARG_SRC, view(pd.src_desc(), s.input)}, {DNNL_ARG_WEIGHTS, lw.w},
-             {DNNL_ARG_DST, view(pd.dst_desc(), products)}};
+  st.args = {{DNNL_ARG_SRC, memory_view(pd.src_desc(), s.input)}, {DNNL_ARG_WEIGHTS, lw.w},
+             {DNNL_ARG_DST, memory_view(pd.dst_desc(), products)}};
   st.flops = 2.0 * double(B * T) * double(lw.K) * double(lw.N);
   steps.push_back(std::move(st));
   steps.push_back(dequantize_step(name + ".dequantize", lw, B * T, products, dst, s, out));
@@ -286,7 +282,7 @@ memory store_int8(Arena& store, const int8_t* q, const LinearWeights& lw, int64_
   const memory::desc plain = plain_weights(lw.form, lw, dt::s8);
   const auto pd = layer_pd(lw.form, lw, any_weights(lw.form, lw, dt::s8), T);
   if (lw.form == LinearForm::Conv1x1 || kernel_kind(impl_name(pd)) == KernelKind::Brgemm)
-    return stored_reorder(store, view(plain, q), pd.weights_desc());
+    return stored_reorder(store, memory_view(plain, q), pd.weights_desc());
   return stored_copy(store, plain, q);
 }
 
@@ -298,8 +294,8 @@ Step float_step(const std::string& name, const LinearWeights& lw, int64_t M, con
   Step s;
   s.name = name;
   s.prim = dnnl::primitive(pd);
-  s.args = {{DNNL_ARG_SRC, view(pd.src_desc(), src)}, {DNNL_ARG_WEIGHTS, lw.w}, {DNNL_ARG_DST, view(pd.dst_desc(), dst)}};
-  if (lw.b) s.args[DNNL_ARG_BIAS] = view(pd.weights_desc(1), lw.b.get_data_handle());
+  s.args = {{DNNL_ARG_SRC, memory_view(pd.src_desc(), src)}, {DNNL_ARG_WEIGHTS, lw.w}, {DNNL_ARG_DST, memory_view(pd.dst_desc(), dst)}};
+  if (lw.b) s.args[DNNL_ARG_BIAS] = memory_view(pd.weights_desc(1), lw.b.get_data_handle());
   s.flops = 2.0 * double(M) * double(lw.K) * double(lw.N);
   return s;
 }
@@ -328,7 +324,7 @@ size_t LinearWeights::bytes() const {
 std::vector<float> f32_weights(const LinearWeights& lw) {
   if (lw.precision != Precision::F32) throw Error("internal: f32_weights of a layer that is not f32");
   std::vector<float> w(size_t(lw.N * lw.K));
-  memory from = lw.w, to = view(plain_weights(lw.form, lw, dt::f32), w.data());
+  memory from = lw.w, to = memory_view(plain_weights(lw.form, lw, dt::f32), w.data());
   dnnl::reorder(from, to).execute(cpu_stream(), from, to);
   cpu_stream().wait();
   return w;
@@ -421,8 +417,8 @@ std::vector<Step> linear_steps(const std::string& name, const LinearWeights& lw,
     case Precision::F32:
       return {float_step(name, lw, M, src, dst)};
     case Precision::BF16: {
-      const memory from = view(memory::desc({M, lw.K}, dt::f32, tag::ab), src);
-      const memory to = view(memory::desc({M, lw.K}, dt::bf16, tag::ab), scratch.input);
+      const memory from = memory_view(memory::desc({M, lw.K}, dt::f32, tag::ab), src);
+      const memory to = memory_view(memory::desc({M, lw.K}, dt::bf16, tag::ab), scratch.input);
       Step convert;
       convert.name = name + ".to_bf16";
       convert.prim = dnnl::reorder(from, to);

@@ -31,6 +31,8 @@ dnnl::stream& cpu_stream() {
 
 int max_threads() { return omp_get_max_threads(); }
 
+memory memory_view(const memory::desc& md, const void* p) { return memory(md, cpu_engine(), const_cast<void*>(p)); }
+
 int set_threads(int n) {
   if (n > 0) omp_set_num_threads(n);
   return omp_get_max_threads();
@@ -106,9 +108,6 @@ double Program::flops() const {
 
 namespace {
 
-memory view(const memory::desc& md, const float* p) {
-  return memory(md, cpu_engine(), const_cast<float*>(p));
-}
 
 memory stored_copy(Arena& store, const memory::desc& md, const float* src) {
   memory m(md, cpu_engine(), store.alloc(md.get_size()));
@@ -137,8 +136,8 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
   Step s;
   s.name = name;
   s.prim = dnnl::layer_normalization_forward(pd);
-  s.args = {{DNNL_ARG_SRC, view(md, src)},
-            {DNNL_ARG_DST, view(md, dst)},
+  s.args = {{DNNL_ARG_SRC, memory_view(md, src)},
+            {DNNL_ARG_DST, memory_view(md, dst)},
             {DNNL_ARG_SCALE, ln.gamma},
             {DNNL_ARG_SHIFT, ln.beta}};
   return s;

@@ -19,6 +19,8 @@
 namespace vit {
 
 dnnl::engine& cpu_engine();
+// A memory of md over p, which the caller owns: how a primitive's arguments point into an arena or the store.
+dnnl::memory memory_view(const dnnl::memory::desc& md, const void* p);
 dnnl::stream& cpu_stream();
 int max_threads();
 
@@ -107,6 +109,30 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
                                   const float* qkv, float* heads, float* scores, float* out,
                                   const float* bias = nullptr, Precision products = Precision::F32,
                                   const int32_t* lengths = nullptr, bool causal = false);
+
+// attention_steps' two roads, chosen per shape by attention_road. Fused: the host kernel of attention.h (any
+// bias, lengths, products). Matmuls: the heads copied out of the qkv rows into dense [3, B, H, T, Dh] in the
+// products' type, q k^T as one oneDNN batched matmul (1/sqrt(Dh) as its output scale), oneDNN's softmax in f32,
+// then its product with v as a second matmul written straight into the heads-concatenated output: the road on
+// which oneDNN picks its own kernels per CPU (AMX tiles where there are some). No bias and no lengths on it.
+enum class AttentionRoad { Fused, Matmuls };
+const char* road_name(AttentionRoad r);
+// The faster road for B images of this shape at this many threads, timed once per process on random rows
+// (the matmuls only when a fifth faster, so timing noise seldom changes the choice between runs);
+// VIT_ATTENTION=fused or =matmuls in the environment forces one (anything else but "timed" is an Error).
+AttentionRoad attention_road(int64_t B, int64_t T, int64_t H, int64_t Dh, Precision products);
+// What the matmul road multiplies in for products asked: bf16 for bf16 or int8 where the CPU has bf16
+// instructions, else f32 (its int8 products would need per-row scales that oneDNN 2.6's matmul has no post-op for).
+Precision attention_matmul_products(Precision asked);
+// The matmul road's scratch, in floats, for B images.
+int64_t attention_matmul_floats(int64_t B, int64_t T, int64_t H, int64_t Dh, Precision products);
+// The matmul road's steps: attention_steps' contract without bias or lengths; work: attention_matmul_floats;
+// scores: where the softmax is written out, or null (then it is kept in work). Throws where oneDNN has only
+// its reference kernel for a step.
+std::vector<Step> attention_matmul_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                                         const float* qkv, float* work, float* scores, float* out,
+                                         Precision products = Precision::F32);
+
 // A bias per head looked up through an index over token pairs, written out dense for attention_steps:
 // bias[h, i, j] = table[index[i * T + j] * H + h] (a relative position bias: table [R, H], index [T, T] of
 // values below R), bias [H, T, T].

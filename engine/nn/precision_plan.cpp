@@ -2,6 +2,8 @@
 // into the steps of linear.h and ops.h.
 #include "engine/nn/precision_plan.h"
 
+#include "vit/error.h"
+
 namespace vit {
 
 Precision attention_products(Precision p) { return p; }
@@ -56,7 +58,13 @@ std::vector<Step> PrecisionPlan::norm_linear(const std::string& norm_name, const
 
 std::vector<Step> PrecisionPlan::attention(const std::string& name, int64_t images, int64_t T, int64_t H, int64_t Dh,
                                            const float* qkv, float* heads, float* scores, float* out,
-                                           const float* bias, const int32_t* lengths, bool causal) const {
+                                           const float* bias, const int32_t* lengths, AttentionRoad road,
+                                           bool causal) const {
+  if (road == AttentionRoad::Matmuls) {
+    if (bias || lengths || causal)
+      throw Error(name, "internal: attention through oneDNN matmuls given a bias, lengths or a causal mask");
+    return attention_matmul_steps(name, images, T, H, Dh, qkv, heads, scores, out, attention_products(p_));
+  }
   return attention_steps(name, images, T, H, Dh, qkv, heads, scores, out, bias, attention_products(p_), lengths, causal);
 }
 

@@ -2,8 +2,9 @@
 // thread runs them together, a forward pass as soon as the previous one ends, taking every waiting image
 // up to max_batch. A full queue refuses at once rather than waiting. What `vit serve` and Python's
 // vit.Batcher run on: classification and embeddings of encoded or decoded images, logits and embeddings of
-// tensors, and work of the caller's own (explaining an image) taking its turn. A ComputeThread lets the
-// batchers of several models run every pass on one thread, the one that loaded them.
+// tensors, and work of the caller's own (explaining an image) taking its turn; a request no longer wanted when
+// its turn comes (its client gone) is dropped unrun. A ComputeThread lets the batchers of several models run
+// every pass on one thread, the one that loaded them.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -61,6 +62,11 @@ class Batcher {
   using EmbeddingsDone = std::function<void(std::vector<Embedding>)>;
   // rows [n, logits_size()] or [n, embedding_size()], or empty with the error that stopped the pass.
   using LogitsDone = std::function<void(std::vector<float> rows, std::string error)>;
+  // Whether a request's answer is still wanted (a server: its client has not gone away), asked when its
+  // turn comes, before its pass. false drops it unrun: done gets each image's error, kDropped (tensors: no
+  // rows and kDropped), and dropped() counts its images. Unset: always wanted.
+  using Wanted = std::function<bool()>;
+  static constexpr const char* kDropped = "not run: its answer was no longer wanted when its turn came";
 
   // The classifier must outlive the batcher; made with batch >= options.max_batch, each batch is one
   // forward pass (else several). on_batch, if given, is called after each pass where passes run.
@@ -72,23 +78,27 @@ class Batcher {
 
   // Queues encoded images (name, bytes) for classify_encoded; done gets their Results where passes run,
   // in order. Returns false, queueing nothing, when they do not fit in the queue or after close().
-  bool submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done);
+  bool submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done,
+              Wanted wanted = {});
   // Decoded images for classify_pixels; their pixels must stay valid until done is called.
-  bool submit(std::vector<Pixels> images, int topk, ResultsDone done);
+  bool submit(std::vector<Pixels> images, int topk, ResultsDone done, Wanted wanted = {});
   // Images to embed with these options (their video sampling unused), encoded (as embed_encoded takes
   // them) or decoded (as embed_pixels does; valid until done is called): done gets their Embeddings in
   // order. Requests with the same options share forward passes.
-  bool submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options, EmbeddingsDone done);
-  bool submit(std::vector<Pixels> images, const EmbedOptions& options, EmbeddingsDone done);
+  bool submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options, EmbeddingsDone done,
+              Wanted wanted = {});
+  bool submit(std::vector<Pixels> images, const EmbedOptions& options, EmbeddingsDone done, Wanted wanted = {});
   // Queues n preprocessed images [n, 3, H, W] for logits().
-  bool submit(std::vector<float> pixels, int64_t n, LogitsDone done);
+  bool submit(std::vector<float> pixels, int64_t n, LogitsDone done, Wanted wanted = {});
   // The same for embeddings() with these options (their tokens and video aside): rows [n, embedding_size()].
-  bool submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done);
+  bool submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done,
+              Wanted wanted = {});
   // Work of the caller's own that uses the cores (explaining an image on Plans of its own), counted as
   // `images` in the queue: it runs alone in its turn, where passes run (the batching or compute thread).
   bool submit(std::function<void()> work, int64_t images);
 
-  int64_t queued() const;  // images waiting
+  int64_t queued() const;   // images waiting
+  int64_t dropped() const;  // images dropped unrun so far, their answers no longer wanted (Wanted)
   // Refuses new requests, answers every queued one, and stops the batching thread.
   void close();
 

@@ -18,9 +18,10 @@ namespace vit {
 class Benchmark {
  public:
   // A model as vit::Classifier loads it: a .safetensors file or its folder, a config.json overriding the
-  // one beside it ("" for none), an S x S input (0: the model's own), the precision of its linear layers.
+  // one beside it ("" for none), an S x S input (0: the model's own), the precision of its linear layers, the
+  // timm architecture of a checkpoint without a config ("" for none: ClassifierOptions::arch).
   explicit Benchmark(const std::string& model, const std::string& config = "", int img_size = 0,
-                     Precision precision = Precision::F32);
+                     Precision precision = Precision::F32, const std::string& arch = "");
   // A timm architecture (vit_base_patch16_224, ...) with random weights; an architecture the engine does
   // not run is refused by name.
   static Benchmark random(const std::string& arch, int img_size = 0, Precision precision = Precision::F32);

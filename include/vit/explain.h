@@ -28,6 +28,7 @@ struct ExplainOptions {
   std::string labels;              // a labels file, one per line; "" for the checkpoint's, else ImageNet-1k's
   std::string text_embeddings;     // a CLIP or SigLIP tower's zero-shot labels, as ClassifierOptions takes them
   std::string config;              // a config.json overriding the one beside the weights
+  std::string arch;                // the timm architecture of a checkpoint without a config, as ClassifierOptions::arch
   int img_size = 0;                // run at S x S (0: the model's own size)
   int max_patches = 0;             // NaFlex models: each image at its own aspect ratio within this many patches (0: 256)
   int64_t max_pixels = kDefaultMaxPixels;  // larger images are refused from their header, before decoding

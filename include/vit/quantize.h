@@ -14,6 +14,8 @@ namespace vit {
 struct QuantizeOptions {
   std::string model;        // a checkpoint file or folder, as ViT::load takes it
   std::string config;       // a config.json overriding the one beside the weights ("" for none)
+  std::string arch;         // the timm architecture of a checkpoint without a config ("" for none), as
+                            // ClassifierOptions::arch; the folder written gets a config.json naming it
   std::vector<std::string> calib;  // image files or folders (searched as vit classify does)
   std::string out;          // the folder to create; must not exist, or be empty
   int64_t max_images = 256; // calibration images used at most (the first, in name order)

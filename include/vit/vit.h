@@ -90,6 +90,8 @@ struct ClassifierOptions {
   int threads = 0;                   // threads for decoding and inference (0: all cores)
   std::string labels;                // a labels file, one per line; "" for the checkpoint's, else ImageNet-1k's
   std::string config;                // a config.json overriding the one beside the weights
+  std::string arch;                  // the timm architecture of a checkpoint in timm's names without a config
+                                     // (timm's create_model(arch) and its default pretrained config); "" for none
   int img_size = 0;                  // run at S x S, the position table resampled as timm does (0: the model's)
   int max_patches = 0;               // NaFlex models (SigLIP 2's naflexvit_*): each image at its own aspect ratio
                                      // within this many patches (0: 256, SigLIP 2's); refused for other models
@@ -126,6 +128,7 @@ struct Embedding {
   std::string error;             // empty when it worked
   std::vector<float> embedding;  // [E]
   std::vector<float> tokens;     // [T, D] with EmbedOptions::tokens
+  int64_t sequence = 0;          // the tokens it ran as: prefix tokens and patches (a NaFlex image: its own grid's)
 };
 
 // Called by a long call between its batches (never while a forward pass runs): return false to stop the
@@ -182,8 +185,10 @@ struct ModelInfo {
   std::string family;  // ViT, DeiT, DeiT III, DINOv2, CLIP image tower, ...
   HeadKind head = HeadKind::None;
   int64_t embedding = 0;  // the width of Classifier::embed's rows (the pooled features)
+  int64_t classes = 0;     // a classifier's classes, 0 for any other head (labels() has as many)
+  int64_t projection = 0;  // a projection's width into its image-text space (embed's rows with head), else 0
   std::string file, arch, stored_as, precision, pool, interpolation, crop_mode;
-  int64_t patch, width, depth, heads, mlp, classes, input_height, input_width, tokens, parameters;
+  int64_t patch, width, depth, heads, mlp, input_height, input_width, tokens, parameters;
   double crop_pct;
   int resize;
   float mean[3], std[3];

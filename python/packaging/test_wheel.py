@@ -10,6 +10,7 @@ type stubs installed."""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -138,3 +139,14 @@ def test_the_wheel_in_a_fresh_environment(tag, interpreter, numpy, photos, cli, 
     assert (package / "_vit.pyi").is_file() and (package / "py.typed").is_file()
     print(f"\n{whl.name} in a fresh environment of {python} with numpy {got['numpy']}: 250 photos as the CLI's, "
           f"bin/vit runs")
+
+
+def test_the_source_distribution_is_the_size_docs_python_says():
+    """docs/PYTHON.md gives the sdist's size; the one build_wheels.sh made for this run is within a fifth of it."""
+    sdists = sorted(WHEELS.glob("vit-*.tar.gz"))
+    require(sdists, f"no source distribution in {WHEELS} (the python_wheel test makes it)")
+    said = re.search(r"the engine's sources, about ([\d.]+) (KB|MB)", (REPO / "docs" / "PYTHON.md").read_text())
+    assert said, "docs/PYTHON.md gives no size of the source distribution"
+    documented = float(said.group(1)) * (1e3 if said.group(2) == "KB" else 1e6)
+    size = sdists[-1].stat().st_size
+    assert abs(size - documented) <= 0.2 * documented, f"{sdists[-1].name}: {size / 1e3:.0f} KB; docs/PYTHON.md: {said.group(0)}"

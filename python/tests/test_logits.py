@@ -209,14 +209,20 @@ def test_logits_are_model_x_for_every_kind_of_model(kind, images, tmp_path):
     if what == "features":  # no head: model(x) is the pooled features, embed()'s default rows
         np.testing.assert_allclose(logits, c.embed(images)["embeddings"], rtol=1e-5, atol=1e-5)
     assert c.logits(np.zeros((0, 3, IMG, IMG), np.float32)).shape == (0, width)
+    # One answer everywhere: classes, labels and config say the same; a projection has outputs, not classes.
+    assert len(c.labels) == c.classes == c.config["classes"], (kind, len(c.labels), c.classes, c.config["classes"])
+    assert c.config["projection"] == (width if what == "projection" else 0), (kind, c.config["projection"])
     if what == "logits":
         assert c.classes == width
     else:
-        assert c.classes == 0 or kind == "timm_clip", (kind, c.classes)  # timm's CLIP head: issue of its own
-        if c.classes == 0:
-            with pytest.raises(vit.Error, match="no classifier head"):
-                c.classify(images)
-            assert f"embeddings of {width}" in repr(c)
+        assert c.classes == 0, (kind, c.classes)
+        with pytest.raises(vit.Error, match="no classifier head"):
+            c.classify(images)
+        assert f"embeddings of {width}" in repr(c)
+        value_error_labels = tmp_path / "labels.txt"
+        value_error_labels.write_text("".join(f"l{i}\n" for i in range(width)))
+        with pytest.raises(ValueError, match="labels name a classifier's classes, and the model has none"):
+            vit.Classifier(write(tmp_path / (kind + "_again")), labels=value_error_labels)
 
 
 def text_embeddings(path, classes, width, bias=None):
@@ -279,6 +285,6 @@ def test_logits_of_a_naflex_model_are_refused_naming_what_it_takes(images, tmp_p
     assert together.shape == (3, D) and np.isfinite(together).all()
     for i, f in enumerate(images):
         np.testing.assert_array_equal(c.embed([f])["embeddings"][0], together[i])
-    with pytest.raises(ValueError, match="--max-patches applies to NaFlex models") as refused:
+    with pytest.raises(ValueError, match="^max_patches applies to NaFlex models") as refused:
         vit.Classifier(timm_siglip(tmp_path / "square"), max_patches=12)
     assert "timm's naflexvit_*" in str(refused.value) and "use_naflex=True" in str(refused.value), refused.value

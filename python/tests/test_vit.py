@@ -388,6 +388,30 @@ def test_bytes_paths_are_taken_as_os_fsdecode_takes_them(tiny, tiny_classifier):
     np.testing.assert_array_equal(c.preprocess(os.fsencode(good[0])), c.preprocess(good[0]))
 
 
+def test_the_pip_installed_command_without_a_model_says_how_to_get_one(tiny, tmp_path):
+    """pip installs the engine's program as site-packages/vit/vit, with no weights/ folder and no
+    weights/get_default_model.sh near it: `vit classify PHOTO` without --model names --model and where the default
+    model's files are, not a script the user does not have. A source checkout still points to its script."""
+    package = tmp_path / "site-packages" / "vit"
+    package.mkdir(parents=True)
+    program = package / "vit"
+    program.write_bytes(pathlib.Path(VIT_BINARY).read_bytes())
+    program.chmod(0o755)
+    photo = str(tiny[1][0])
+    run = subprocess.run([str(program), "classify", photo], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr == ("error: no --model given, and this vit has no default model beside it: pass --model FOLDER, a "
+                          "folder holding model.safetensors and config.json; the default is timm's "
+                          "deit_tiny_patch16_224.fb_in1k, whose two files are on the Hugging Face hub: "
+                          "https://huggingface.co/timm/deit_tiny_patch16_224.fb_in1k\n"), run.stderr
+    checkout = tmp_path / "checkout"
+    (checkout / "weights").mkdir(parents=True)
+    (checkout / "weights" / "get_default_model.sh").write_text("#!/bin/sh\n")
+    run = subprocess.run([str(program), "classify", photo], cwd=checkout, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert "default model not found; fetch it with weights/get_default_model.sh or pass --model" in run.stderr, run.stderr
+
+
 def test_too_many_threads_warn_through_python_warnings(tiny):
     with pytest.warns(RuntimeWarning, match=r"1000 threads asked for, but this machine has \d+ cores: using"):
         c = vit.Classifier(str(tiny[0]), threads=1000)

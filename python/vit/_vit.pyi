@@ -98,6 +98,7 @@ class Classifier:
         pool: Optional[Literal["cls", "token", "mean", "avg", "map"]] = None,
         text_embeddings: Optional[Path] = None,
         max_patches: int = 0,
+        arch: Optional[str] = None,
     ) -> None: ...
     def classify(self, paths: Iterable[Union[Path, ImageInMemory]], topk: int = 5) -> List[Result]:
         """Image files and images in memory -> one dict per image, in order."""

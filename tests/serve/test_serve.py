@@ -302,6 +302,7 @@ def test_slowloris_and_vanishing_clients_do_not_hold_the_server(serve):
 
 
 def test_max_connections_refuses_the_next_with_503(serve):
+    """Past --max-connections a request gets 503 (health checks and metrics aside: tests/serve/test_serve_proxy.py)."""
     s = serve("--max-connections", "2")
     # The fixture's readiness checks closed their connections, but the server may count one of them for a
     # moment longer: then the second held connection is the one refused and the third request is served
@@ -310,7 +311,7 @@ def test_max_connections_refuses_the_next_with_503(serve):
     while True:
         held = [socket.create_connection(("127.0.0.1", s.port), timeout=10) for _ in range(2)]
         time.sleep(0.2)
-        got = raw_request(s.port, b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        got = raw_request(s.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         if got.startswith(b"HTTP/1.1 503") or time.monotonic() > deadline:
             break
         for h in held:
@@ -394,6 +395,8 @@ def test_bad_flags_exit_2(serve):
                            (["--max-pixels", "9000000", "--max-queue-mp", "8"], "--max-queue-mp (8) must hold"),
                            (["--max-pixels", "0"], "--max-pixels"),
                            (["--host", "localhost.invalid"], "--host"),
+                           (["-m", "a\nb=" + str(DEIT)], 'the model name "a\\nb" holds a control character'),
+                           (["--name", "deit\x07"], '--name: the model name "deit\\u0007" holds a control character'),
                            (["--port", str(busy.port)], "cannot listen"),
                            (["--max-patches", "64"], "--max-patches applies to NaFlex models (timm's naflexvit_*, and "
                             "SigLIP towers vit_*_siglip_* made with use_naflex=True, their config.json saying model_args "
@@ -401,6 +404,8 @@ def test_bad_flags_exit_2(serve):
         r = subprocess.run([VIT_BINARY, "serve", "-m", str(photos()[0].parents[2] / "models" / NAME), *args],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and fragment in r.stderr, (args, r.stderr)
+        if "model name" in fragment:  # one line: the name's newline is shown escaped, never written raw
+            assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr
 
 
 def processes_in_session(sid):

@@ -2,6 +2,7 @@
 byte for byte, through the model's queue; an int8 model explained from an f32 copy; a CLIP tower with text
 embeddings explained with their labels; a NaFlex model's panorama and portrait over their own grids at --max-patches;
 and every refusal a 400 naming the problem, the server answering the next request."""
+import base64
 import io
 import json
 import os
@@ -154,3 +155,23 @@ def test_naflex_model_is_explained_over_each_images_own_grid(serve, tmp_path):
         pytest.skip("PIL is not installed")
     with Image.open(io.BytesIO(want)) as im:
         assert im.size[1] > im.size[0], "the portrait is drawn taller than wide"
+
+
+def test_naflex_usage_counts_the_tokens_each_image_ran(serve, tmp_path):
+    """/v1/embeddings on a NaFlex model: usage.prompt_tokens is the sum of the tokens each image ran as (its own grid
+    within --max-patches, as `vit inspect --image` gives it: a panorama or a 20x12 image runs fewer than the budget),
+    not the budget times the images."""
+    model, images = naflex_classifier(tmp_path)
+    s = serve("-m", f"flex={model}", "--max-patches", "flex=64", model=None)
+    files = [images / f"{name}.png" for name in ("panorama", "portrait", "small", "pixel")]
+    want = 0
+    for f in files:
+        out = subprocess.run([VIT_BINARY, "inspect", str(model), "--max-patches", "64", "--image", str(f)],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+        want += int(re.search(r"\((\d+) tokens\)", out).group(1))
+    inputs = ["data:image/png;base64," + base64.b64encode(f.read_bytes()).decode() for f in files]
+    r = requests.post(s.url + "/v1/embeddings", json={"model": "flex", "input": inputs}, timeout=300)
+    assert r.status_code == 200, r.text[:300]
+    usage = r.json()["usage"]
+    assert usage["prompt_tokens"] == usage["total_tokens"] == want, (usage, want)
+    assert want < len(files) * 64

@@ -168,10 +168,13 @@ def test_model_repository_extension(serve):
     assert r.status_code == 400 and r.json()["error"]["param"] == "model"
 
 
-def test_per_model_flags_and_start_up_errors(serve):
+def test_per_model_flags_and_start_up_errors(serve, tmp_path):
     """NAME=VALUE flags reach their model only; the same weights at f32 and int8 under two names answer as
     `vit classify` does at each; start-up refuses --name with several -m, two models of one name, a NAME= that
-    names none, and a model that cannot be loaded, each exit 2 naming it."""
+    names none, and a model that cannot be loaded (weights without their config.json; an --arch its config
+    contradicts), each exit 2 naming it."""
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "model.safetensors").symlink_to(DEIT / "model.safetensors")
     s = serve("-m", f"deit-int8={DEIT}", "--precision", "deit-int8=int8")
     line = s.stderr()
     assert f"model {NAME} (" in line and ", f32, 1000 classes" in line and "model deit-int8 (" in line and ", int8, 1000 classes" in line
@@ -185,9 +188,16 @@ def test_per_model_flags_and_start_up_errors(serve):
                            (["-m", f"a={DEIT}", "--precision", "b=int8"], "--precision b=int8: no model named 'b'"),
                            (["-m", f"a={DEIT}", "--embedding", "a=cls"], "--embedding: 'cls' is not pre-logits or head"),
                            (["-m", f"a={DEIT}", "-m", "broken=/nonexistent/model"], "model broken: /nonexistent/model"),
-                           (["-m", f"a={DEIT}", "--text-embeddings", "a=/nonexistent.safetensors"], "model a: ")):
+                           (["-m", f"a={DEIT}", "--text-embeddings", "a=/nonexistent.safetensors"], "model a: "),
+                           (["-m", f"a={DEIT}", "-m", f"bare={tmp_path / 'bare'}"], "no config.json: the number of heads"),
+                           (["-m", f"a={DEIT}", "--arch", "a=vit_tiny_patch16_224"],
+                            "names the architecture deit_tiny_patch16_224: give one or the other")):
         r = subprocess.run([VIT_BINARY, "serve", "--port", "0", *args], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and fragment in r.stderr, (args, r.stderr)
+    # --arch NAME=ARCH names the architecture of that model's weights: DeiT-Tiny's alone answer as with its config.
+    s = serve("-m", f"bare={tmp_path / 'bare'}", "--arch", "bare=deit_tiny_patch16_224")
+    r = requests.post(s.url + "/v1/classify?model=bare", data=f.read_bytes(), timeout=30)
+    assert [(t["index"], t["prob"]) for t in r.json()["top"]] == [(i, pytest.approx(p, abs=1e-6)) for i, _, p in cli_top(DEIT, [f])[f.name]]
 
 
 def test_zero_shot_labels_over_http(serve):

@@ -8,6 +8,7 @@ import base64
 import json
 import random
 import socket
+import subprocess
 import threading
 import time
 
@@ -225,3 +226,49 @@ def test_hostile_clients_on_embeddings_get_a_400_and_the_server_goes_on(serve):
         r = requests.post(s.url + EMBEDDINGS, json=good, timeout=60)
         assert r.status_code == 200 and len(r.json()["data"][0]["embedding"]) == 192
     assert s.proc.poll() is None
+
+
+def test_base64_as_rfc_2045_decoders_read_it(serve):
+    """Line-wrapped base64 (what `base64` writes without -w0), whitespace around and inside, and the data URI's scheme
+    and media type in any case are the image they encode; an upper-case URL is still a URL, not base64; a sentence
+    sent to a model without a text tower is told the model embeds images."""
+    s = serve()
+    f = photos()[0]
+    want = cli_embed(DEIT, [f], "--normalize")[f.name]
+    plain = base64.b64encode(f.read_bytes()).decode()
+    wrapped = subprocess.run(["base64"], input=f.read_bytes(), capture_output=True, check=True).stdout.decode()
+    assert "\n" in wrapped.strip()
+    crlf = "\r\n".join(plain[i:i + 64] for i in range(0, len(plain), 64))
+    for text in (wrapped, "  " + plain + "\n", crlf, "DATA:IMAGE/JPEG;BASE64," + wrapped, "Data:image/jpeg;Base64, " + crlf):
+        r = requests.post(s.url + EMBEDDINGS, json={"model": NAME, "input": [text], "encoding_format": "float"}, timeout=60)
+        assert r.status_code == 200, (text[:40], r.text[:300])
+        assert close_to(r.json()["data"][0]["embedding"], want, 1e-6), text[:40]
+    cases = [
+        ("HTTP://EXAMPLE.COM/cat.jpg", "input[0]: URLs are not fetched"),
+        (" ftp://example.com/cat.jpg", "input[0]: URLs are not fetched"),
+        ("a photo of a cat", "input[0]: text: model 'deit_tiny_patch16_224.fb_in1k' embeds images, not text"),
+        ("What is in this picture?", "embeds images, not text"),
+        (plain[:100] + "!" + plain[100:], "embeds images, not text"),
+        (plain + "===", "not base64"),
+        ("data:image/jpeg;base64," + plain[:101], "not base64"),
+    ]
+    for text, fragment in cases:
+        openai_error(requests.post(s.url + EMBEDDINGS, json={"model": NAME, "input": [text]}, timeout=60), 400, fragment,
+                     "input")
+
+
+def test_embeddings_past_max_connections_in_openai_form(serve):
+    """Past --max-connections, /v1/embeddings answers 503 in OpenAI's error form, as every error on that route."""
+    s = serve("--max-connections", "1")
+    deadline = time.monotonic() + 20
+    while True:  # hold the one connection, once the server counts it alone
+        held = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        time.sleep(0.2)
+        r = raw_post(s.port, EMBEDDINGS, body=json.dumps({"model": NAME, "input": [data_uri(photos()[0])]}).encode())
+        if r.status_code == 503 or time.monotonic() > deadline:
+            break
+        held.close()
+        time.sleep(0.2)
+    openai_error(r, 503, "too many connections (1, --max-connections)")
+    assert r.headers["Retry-After"] == "1"
+    held.close()

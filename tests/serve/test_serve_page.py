@@ -2,7 +2,9 @@
 (Debian's chromium, chromium-driver and python3-selenium, from scripts/setup.sh) on a real server serving DeiT-Tiny
 and a DINOv2 folder. Photos go in through the page's file input; the labels and probabilities it shows are
 `vit classify --json`'s, the similarity figures of its heat map those of `vit embed --normalize`'s rows; a text
-file shows an error message. Screenshots land beside the vit binary (serve_page_*.png) for people to look at."""
+file shows its refusal on its own card; phone photos of 14 MB are scaled down in the browser, not refused. A page
+of another origin calls the server only when --cors-origin names it. Screenshots land beside the vit binary
+(serve_page_*.png) for people to look at."""
 import json
 import os
 import pathlib
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import DEIT, NAME, VIT_BINARY, cli_embed, layout_models, photos
+from conftest import DEIT, NAME, VIT_BINARY, cli_embed, data_uri, layout_models, photos
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
 SHOTS = pathlib.Path(VIT_BINARY).parent
@@ -115,7 +117,8 @@ def test_page_classifies_and_explains_in_a_browser(serve, browser, tmp_path):
 
 def test_page_shows_embedding_similarity_in_a_browser(serve, browser, tmp_path):
     """Four photos with the DINOv2 folder picked: the heat map's printed figures are the cosines of `vit embed
-    --normalize`'s rows (to the 3 decimals printed); a text among photos fails the request naming it."""
+    --normalize`'s rows (to the 3 decimals printed); a text among photos gets a card with its refusal, and the
+    photos are compared all the same."""
     dino = layout_models() / "hf_dinov2"
     s = serve("-m", f"dino={dino}")
     files = photos()[3:7]
@@ -133,6 +136,104 @@ def test_page_shows_embedding_similarity_in_a_browser(serve, browser, tmp_path):
 
     text = tmp_path / "notes.txt"
     text.write_text("not a photo\n")
-    upload(browser, [files[0], text])
+    upload(browser, [files[0], text, *files[1:3]])
+    cells = browser.find_elements("css selector", "#similarity td")
+    assert len(cells) == 9, len(cells)  # the three photos, compared
+    for c in cells:
+        i, j = int(c.get_attribute("data-i")), int(c.get_attribute("data-j"))
+        assert abs(float(c.text) - want[i, j]) <= 5e-4 + 1e-6, (i, j, c.text, want[i, j])
+    card = browser.find_element("css selector", '.card[data-file="notes.txt"]')
+    refusal = card.find_element("css selector", ".error").text
+    assert "HTTP 400" in refusal and "data URI of text/plain is not an image" in refusal, refusal
     message = browser.find_element("id", "message").text
-    assert "input[1]" in message and "notes.txt" in message and "HTTP 400" in message, message
+    assert message.startswith("notes.txt: ") and "HTTP 400" in message, message
+    browser.save_screenshot(str(SHOTS / "serve_page_similarity_refused.png"))
+
+
+GRAIN = 12  # the grain's amplitude, chosen so that each photo is about 14 MB at quality 92
+
+
+def phone_photos(tmp_path, n=3):
+    """n JPEGs as a phone takes them at full size: 8000x6000 (48 megapixels, over the server's --max-pixels default)
+    and about 14 MB each (three of them over --max-body-mb's 32 MB as base64), made from sample photos with grain."""
+    from PIL import Image
+    rng = np.random.default_rng(7)
+    out = []
+    for k, f in enumerate(photos()[:n]):
+        big = np.asarray(Image.open(f).convert("RGB").resize((8000, 6000), Image.BICUBIC), np.int16)
+        grain = rng.integers(-GRAIN, GRAIN + 1, big.shape, dtype=np.int16)
+        path = tmp_path / f"phone_{k}.jpg"
+        Image.fromarray(np.clip(big + grain, 0, 255).astype(np.uint8)).save(path, quality=92)
+        out.append(path)
+    return out
+
+
+def test_page_scales_phone_photos_down_before_sending(serve, browser, tmp_path):
+    """Three 14 MB, 48-megapixel phone photos (together 42 MB, 56 MB as base64): on a classifier each card gets its
+    bars and attention picture, on an embedder the heat map compares them; no refusal (413 for the body, 400 for the
+    pixels), each card saying how far its photo was scaled down in the browser."""
+    dino = layout_models() / "hf_dinov2"
+    s = serve("-m", f"dino={dino}")
+    files = phone_photos(tmp_path)
+    sizes = [f.stat().st_size for f in files]
+    assert all(12e6 <= n <= 17e6 for n in sizes), sizes
+    open_page(browser, s.url, NAME)
+    upload(browser, files)
+    assert browser.find_element("id", "message").text == ""
+    cards = browser.find_elements("css selector", ".card")
+    assert len(cards) == 3
+    for card in cards:
+        assert len(card.find_elements("css selector", ".bars li")) == 5, card.text
+        assert card.find_elements("css selector", "img.attention"), card.text
+        note = card.find_element("css selector", ".note").text
+        assert note.startswith("scaled down here from 8000x6000") and "to 2048x1536" in note, note
+    browser.save_screenshot(str(SHOTS / "serve_page_phone_photos.png"))
+    open_page(browser, s.url, "dino")
+    upload(browser, files)
+    assert browser.find_element("id", "message").text == ""
+    cells = browser.find_elements("css selector", "#similarity td")
+    assert len(cells) == 9
+    assert all(abs(float(c.text) - 1) <= 1e-3 for c in cells if c.get_attribute("data-i") == c.get_attribute("data-j"))
+    assert len(browser.find_elements("css selector", ".card .note")) == 3
+    browser.save_screenshot(str(SHOTS / "serve_page_phone_similarity.png"))
+
+
+def test_a_page_of_another_origin_calls_the_server_only_with_cors_origin(serve, browser):
+    """A page served from another loopback port (another origin) fetches /v1/embeddings with JSON, which the browser
+    preflights: refused by the browser while the server answers no CORS (the default), answered with
+    --cors-origin naming that origin."""
+    import http.server
+    import threading
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            body = b"<!doctype html><title>elsewhere</title><p>a page of another origin</p>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    page = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+    thread = threading.Thread(target=page.serve_forever, daemon=True)
+    thread.start()
+    try:
+        origin = f"http://127.0.0.1:{page.server_port}"
+        script = """const [url, input, done] = arguments;
+          fetch(url + "/v1/embeddings", {method: "POST", headers: {"Content-Type": "application/json"},
+                                         body: JSON.stringify({input: [input], encoding_format: "float"})})
+            .then((r) => r.json()).then((j) => done(j.data[0].embedding.length)).catch((e) => done("failed: " + e));"""
+        browser.set_script_timeout(120)
+        image = data_uri(photos()[0])
+        for flags, want in (((), "failed: TypeError: Failed to fetch"), (("--cors-origin", origin), 192)):
+            s = serve(*flags)
+            browser.get(origin + "/")
+            assert browser.execute_async_script(script, s.url, image) == want, flags
+            s.kill()
+    finally:
+        page.shutdown()
+        page.server_close()
+        thread.join(10)

@@ -88,3 +88,32 @@ def test_tritonclient_embedding_output(serve):
     with pytest.raises(Exception, match="models are fixed at start"):
         client.load_model("dino")
     client.close()
+
+
+def test_tritonclient_with_model_version_1(serve):
+    """The version every model's metadata lists, "1", through the client's model_version: readiness, metadata and
+    infer answer as without it; another version is refused by name."""
+    if httpclient is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but tritonclient is not installed (scripts/setup.sh puts it into .venv)")
+        pytest.skip("tritonclient is not installed (scripts/setup.sh puts it into .venv)")
+    s = serve()
+    client = httpclient.InferenceServerClient(url=f"127.0.0.1:{s.port}")
+    assert client.is_model_ready(NAME, "1")
+    assert client.get_model_metadata(NAME, "1") == client.get_model_metadata(NAME)
+    assert client.get_model_metadata(NAME)["versions"] == ["1"]
+    files = photos()[:2]
+    images = np.array([f.read_bytes() for f in files], dtype=np.object_)
+    inp = httpclient.InferInput("image", [len(files)], "BYTES")
+    inp.set_data_from_numpy(images, binary_data=True)
+    out = [httpclient.InferRequestedOutput("top_indices", binary_data=True)]
+    versioned = client.infer(NAME, [inp], outputs=out, model_version="1", parameters={"topk": 3})
+    plain = client.infer(NAME, [inp], outputs=out, parameters={"topk": 3})
+    assert versioned.as_numpy("top_indices").tolist() == plain.as_numpy("top_indices").tolist()
+    assert versioned.get_response()["model_version"] == "1"
+    assert not client.is_model_ready(NAME, "2")
+    with pytest.raises(Exception, match="has no version '2'"):
+        client.get_model_metadata(NAME, "2")
+    with pytest.raises(Exception, match="has no version '2'"):
+        client.infer(NAME, [inp], outputs=out, model_version="2")
+    client.close()
