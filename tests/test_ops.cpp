@@ -445,16 +445,20 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) { expect_naive_masked_soft
 // CLIP text's causal mask, over texts of different lengths and at full length, odd shapes (T = 1, 77, 129).
 TEST_P(MaskedAttention, CausalMatchesTheNaiveCausalSoftmax) { expect_naive_masked_softmax(GetParam(), true); }
 
+// With every image full length, the lengths change nothing at all, under a causal mask or none.
+void expect_full_lengths_change_nothing(int64_t B, int64_t T, int64_t H, int64_t Dh, const std::vector<float>& qkv,
+                                        Precision products, bool causal) {
+  const std::vector<int32_t> full(static_cast<size_t>(B), int32_t(T));
+  const MaskedRun masked = run_attention(B, T, H, Dh, qkv.data(), full.data(), products, nullptr, causal);
+  const MaskedRun plain = run_attention(B, T, H, Dh, qkv.data(), nullptr, products, nullptr, causal);
+  EXPECT_EQ(masked.out, plain.out);
+  EXPECT_EQ(masked.scores, plain.scores);
+}
+
 // Without lengths, a causal mask over full rows is the masked softmax of a batch whose lengths are all T.
 TEST_P(MaskedAttention, CausalWithoutLengthsIsTheFullLengthOne) {
-  const int64_t B = 2, T = 77, H = 2, Dh = 32;
   std::mt19937 rng(14);
-  const auto qkv = random_vector(size_t(B * T * 3 * H * Dh), rng);
-  const std::vector<int32_t> full(static_cast<size_t>(B), int32_t(T));
-  const MaskedRun plain = run_attention(B, T, H, Dh, qkv.data(), nullptr, GetParam(), nullptr, true);
-  const MaskedRun masked = run_attention(B, T, H, Dh, qkv.data(), full.data(), GetParam(), nullptr, true);
-  EXPECT_EQ(plain.out, masked.out);
-  EXPECT_EQ(plain.scores, masked.scores);
+  expect_full_lengths_change_nothing(2, 77, 2, 32, random_vector(size_t(2 * 77 * 3 * 2 * 32), rng), GetParam(), true);
 }
 
 // Each image of a padded batch gets bit for bit the answer it gets alone (its own length, no padding),
@@ -477,11 +481,7 @@ TEST_P(MaskedAttention, EachImageAsAloneBitForBit) {
                                batch.scores.begin() + ((b * H + h) * T + i) * T))
             << "image " << b << " head " << h << " row " << i;
   }
-  const std::vector<int32_t> full(static_cast<size_t>(B), int32_t(T));
-  const MaskedRun masked = run_attention(B, T, H, Dh, qkv.data(), full.data(), products);
-  const MaskedRun plain = run_attention(B, T, H, Dh, qkv.data(), nullptr, products);
-  EXPECT_EQ(masked.out, plain.out);
-  EXPECT_EQ(masked.scores, plain.scores);
+  expect_full_lengths_change_nothing(B, T, H, Dh, qkv, products, false);
 }
 
 // A bias over the padded batch's tokens is read in each image's own corner: as alone with that corner.

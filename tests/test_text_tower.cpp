@@ -74,14 +74,15 @@ class TextTowers : public GeneratedSuite<TextModels> {
   }
 };
 
-TEST_F(TextTowers, OpenClipClipLikeEncodeText) { expect_like_reference("oc_clip"); }
-TEST_F(TextTowers, OpenClipQuickGeluLikeEncodeText) { expect_like_reference("oc_clip_quickgelu"); }
-TEST_F(TextTowers, OpenClipEva02LikeEncodeText) { expect_like_reference("oc_eva02"); }
-TEST_F(TextTowers, OpenClipSiglipLikeEncodeText) { expect_like_reference("oc_siglip"); }
-TEST_F(TextTowers, OpenClipSiglip2LikeEncodeText) { expect_like_reference("oc_siglip2"); }
-TEST_F(TextTowers, HfClipLikeGetTextFeatures) { expect_like_reference("hf_clip"); }
-TEST_F(TextTowers, HfClipArgmaxPoolingLikeGetTextFeatures) { expect_like_reference("hf_clip_eos2"); }
-TEST_F(TextTowers, HfSiglipLikeGetTextFeatures) { expect_like_reference("hf_siglip"); }
+// open_clip's CLIP with GELU and with QuickGELU, EVA02-B-16, ViT-B-16-SigLIP, ViT-B-32-SigLIP2-256.
+TEST_F(TextTowers, OpenClipTowersLikeEncodeText) {
+  for (const char* name : {"oc_clip", "oc_clip_quickgelu", "oc_eva02", "oc_siglip", "oc_siglip2"})
+    expect_like_reference(name);
+}
+// CLIPModel pooled at the first eos_token_id, and with the older configs' eos_token_id 2 at the largest id; SiglipModel.
+TEST_F(TextTowers, HuggingFaceTowersLikeGetTextFeatures) {
+  for (const char* name : {"hf_clip", "hf_clip_eos2", "hf_siglip"}) expect_like_reference(name);
+}
 
 TEST_F(TextTowers, RealShapesLikeEncodeText) {
   expect_like_reference("oc_clip_b32_shape");
