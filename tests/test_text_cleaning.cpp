@@ -39,6 +39,7 @@ TEST(TextCleaning, InvalidUtf8IsNamed) {
   expect_error([] { utf8_to_u32("ok \xff"); }, "not valid UTF-8: byte 3 (0xff)");
   expect_error([] { utf8_to_u32("\xed\xa0\x80"); }, "not valid UTF-8: byte 0");  // a surrogate
   expect_error([] { utf8_to_u32("\xc0\xaf"); }, "not valid UTF-8: byte 0");      // overlong
+  expect_error([] { utf8_to_u32("ab\xe2\x82"); }, "not valid UTF-8: byte 2 (0xe2) starts no valid character");  // cut short
   EXPECT_EQ(utf8_to_u32(std::string("a\0b", 3)).size(), 3u);                 // NUL is a character
 }
 

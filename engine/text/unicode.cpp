@@ -50,7 +50,7 @@ std::u32string utf8_to_u32(std::string_view text) {
     UChar32 c;
     U8_NEXT(s, i, n, c);
     if (c < 0) throw Error("not valid UTF-8: byte " + std::to_string(at) + " (0x" + "0123456789abcdef"[s[at] >> 4] +
-                           "0123456789abcdef"[s[at] & 15] + ") starts no character");
+                           "0123456789abcdef"[s[at] & 15] + ") starts no valid character");
     out.push_back(char32_t(c));
   }
   return out;
