@@ -79,7 +79,13 @@ TextTower TextTower::load(const std::string& model, Precision precision, const s
 std::vector<Tokens> TextTower::tokenize(const std::vector<std::string>& texts) const {
   std::vector<Tokens> out;
   out.reserve(texts.size());
-  for (const std::string& s : texts) out.push_back(tokenizer_->encode(s));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    try {
+      out.push_back(tokenizer_->encode(texts[i]));
+    } catch (const Error& e) {
+      throw Error("text " + std::to_string(i), e.what());
+    }
+  }
   return out;
 }
 

@@ -35,7 +35,8 @@ class TextTower {
   int64_t embedding_size() const { return cfg_.embed; }
   const std::string& source() const { return source_; }
 
-  // The texts' tokens, as the checkpoint's reference tokenizer makes them (Tokenizer::encode).
+  // The texts' tokens, as the checkpoint's reference tokenizer makes them (Tokenizer::encode); a text it refuses
+  // (not UTF-8) is named by its place: "text 3: not valid UTF-8: ...".
   std::vector<Tokens> tokenize(const std::vector<std::string>& texts) const;
   // The row of each sequence the embedding is read from (the config's pooling over its ids), and so the tokens it
   // needs: under a causal mask the tokens after that row change nothing of it.

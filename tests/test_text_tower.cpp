@@ -124,6 +124,7 @@ TEST_F(TextTowers, BadInputIsNamed) {
   expect_error([&] { tower.embed({t}); }, "text 0: token " + std::to_string(tower.config().vocab) +
                                                " is outside the tower's vocabulary of " +
                                                std::to_string(tower.config().vocab));
+  expect_error([&] { tower.tokenize({"a dog", "", "a cat \xff"}); }, "text 2: not valid UTF-8: byte 6 (0xff)");
   TempDir d;
   write_tiny_model(d.path(), TinySpec{});
   expect_error([&] { TextTower::load(d.path()); }, "has no text tower");
