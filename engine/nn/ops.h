@@ -114,7 +114,7 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
 // bias, lengths, products). Matmuls: the heads copied out of the qkv rows into dense [3, B, H, T, Dh] in the
 // products' type, q k^T as one oneDNN batched matmul (1/sqrt(Dh) as its output scale), oneDNN's softmax in f32,
 // then its product with v as a second matmul written straight into the heads-concatenated output: the road on
-// which oneDNN picks its own kernels per CPU (AMX tiles where there are some). No bias and no lengths on it.
+// which oneDNN picks its own kernels per CPU (AMX tiles where there are some). No bias, lengths or causal mask on it.
 enum class AttentionRoad { Fused, Matmuls };
 const char* road_name(AttentionRoad r);
 // The faster road for B images of this shape at this many threads, timed once per process on random rows
