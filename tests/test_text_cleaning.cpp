@@ -1,8 +1,10 @@
-// The text cleaning's parts against the answers of Python's html.unescape, ftfy and str.lower (tests/test_tokenizers.cpp
-// checks whole tokenizers against their libraries); text that is not UTF-8 and tokenizer files that are not what
-// their names say, refused naming the byte or the file. No Python needed: label unit.
+// The text cleaning's parts against the answers of Python's html.unescape, ftfy and str.lower, and CLIP's BPE on a
+// small merges file of its own: its pattern, and the two orders of merging (tests/test_tokenizers.cpp checks whole
+// tokenizers against their libraries); text that is not UTF-8 and tokenizer files that are not what their names
+// say, refused naming the byte or the file. No Python needed: label unit.
 #include <gtest/gtest.h>
 
+#include "engine/text/bpe.h"
 #include "engine/text/clean.h"
 #include "engine/text/html.h"
 #include "engine/text/tokenizer.h"
@@ -33,6 +35,43 @@ TEST(TextCleaning, FixTextAsFtfy) {
   const auto lower_all = [](const std::string& s) { return u32_to_utf8(lower(utf8_to_u32(s))); };
   EXPECT_EQ(lower_all("\xce\xa3\xce\x91\xce\xa3"), "\xcf\x83\xce\xb1\xcf\x82");  // ΣΑΣ: the final sigma
   EXPECT_EQ(u32_to_utf8(lower_each(utf8_to_u32("\xce\xa3\xce\x91\xce\xa3"))), "\xcf\x83\xce\xb1\xcf\x83");
+}
+
+// open_clip's bpe() merges every occurrence of the lowest-ranked pair, then looks again; Hugging Face tokenizers
+// merges one (rank, position) pair at a time, a pair it has just made going first when it ranks lower. Merges
+// ranked "aa a" before "a a" tell them apart on "aaaab": [aa, aa, b</w>] against [aaa, a, b</w>], as each library
+// answers on these merges.
+TEST(TextCleaning, ClipBpeMergesInEachLibrarysOrder) {
+  TempDir d;
+  write_file(d.file("merges.txt"), "#version: 0.2\naa a\na a\n");
+  const ClipBpe bpe = ClipBpe::from_merges(d.file("merges.txt"), {"<start_of_text>", "<end_of_text>"});
+  EXPECT_EQ(bpe.size(), 512 + 2 + 2);
+  std::vector<int32_t> batch, single;
+  bpe.encode_piece("aaaab", ClipBpe::Order::Batch, &batch);
+  bpe.encode_piece("aaaab", ClipBpe::Order::Single, &single);
+  EXPECT_EQ(batch, (std::vector<int32_t>{bpe.id("aa"), bpe.id("aa"), bpe.id("b</w>")}));
+  EXPECT_EQ(single, (std::vector<int32_t>{bpe.id("aaa"), bpe.id("a"), bpe.id("b</w>")}));
+  std::vector<int32_t> word;
+  bpe.encode_piece("aa", ClipBpe::Order::Batch, &word);  // "a a</w>" is not "a a": no merge
+  EXPECT_EQ(word, (std::vector<int32_t>{bpe.id("a"), bpe.id("a</w>")}));
+  expect_error([&] { bpe.id("zz"); }, "the vocabulary has no token \"zz\"");
+  write_file(d.file("bad.txt"), "#version: 0.2\naa\n");
+  expect_error([&] { ClipBpe::from_merges(d.file("bad.txt"), {}); }, "line 2 is not a merge of two symbols: aa");
+}
+
+// CLIP's pattern: contractions, letters, single digits, runs of the rest; whitespace dropped; the special tokens
+// whole. open_clip matches the contractions ignoring case; tokenizers' pattern does not.
+TEST(TextCleaning, ClipPatternSplitsAsTheReferences) {
+  const auto split = [](const std::string& s, bool ignore_case) {
+    std::vector<std::string> out;
+    for (const ClipPiece& p : clip_pieces(utf8_to_u32(s), {U"<|endoftext|>"}, ignore_case, false))
+      out.push_back(u32_to_utf8(p.text) + (p.special >= 0 ? "*" : ""));
+    return out;
+  };
+  EXPECT_EQ(split("It's 42 caf\xc3\xa9s!!  ok<|endoftext|>x", true),
+            (std::vector<std::string>{"It", "'s", "4", "2", "caf\xc3\xa9s", "!!", "ok", "<|endoftext|>*", "x"}));
+  EXPECT_EQ(split("DOG'S", true), (std::vector<std::string>{"DOG", "'S"}));
+  EXPECT_EQ(split("DOG'S", false), (std::vector<std::string>{"DOG", "'", "S"}));
 }
 
 TEST(TextCleaning, InvalidUtf8IsNamed) {
