@@ -151,6 +151,23 @@ TEST_F(TextTowers, BadInputIsNamed) {
   expect_error([&] { TextTower::load(oc.path()); }, "has no bpe_simple_vocab_16e6.txt.gz");
 }
 
+// A Hugging Face config whose text settings the engine does not run, or that contradict the tensors, is refused.
+TEST_F(TextTowers, HuggingFaceTextSettingsTheEngineCannotRunAreNamed) {
+  TempDir d;
+  for (const auto& e : std::filesystem::directory_iterator(model("hf_clip")))
+    write_file(d.file(e.path().filename().string()), read_file(e.path().string()));
+  const nlohmann::json config = nlohmann::json::parse(read_file(model("hf_clip") + "/config.json"));
+  const auto refused = [&](const char* key, const nlohmann::json& value, const std::string& fragment) {
+    nlohmann::json c = config;
+    c["text_config"][key] = value;
+    write_file(d.file("config.json"), c.dump());
+    expect_error([&] { TextTower::load(d.path()); }, fragment);
+  };
+  refused("hidden_act", "relu", "text_config.hidden_act 'relu' is not supported");
+  refused("num_hidden_layers", 3, "num_hidden_layers is 3, but the checkpoint's text blocks is 2");
+  refused("max_position_embeddings", 64, "max_position_embeddings is 64, but the checkpoint's position table's rows is 77");
+}
+
 // A SigLIP checkpoint whose folder holds the fast tokenizer's tokenizer.json but not the SentencePiece model it is
 // run from is refused when the tower loads, naming the missing file: OpenCLIP's SigLIP and SigLIP 2, and SiglipModel.
 TEST_F(TextTowers, SentencePieceModelMissingBesideTokenizerJsonIsNamed) {
