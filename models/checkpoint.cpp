@@ -11,10 +11,17 @@
 
 namespace vit {
 
-Checkpoint::Checkpoint(const std::string& path) : st_(std::make_unique<SafeTensors>(path)) {
+Checkpoint::Checkpoint(const std::string& path, Tower tower) : st_(std::make_unique<SafeTensors>(path)), tower_(tower) {
   const std::string family = unsupported_family(*st_);
   if (!family.empty()) throw Error(path, family + " checkpoint: not supported yet");
   layout_ = detect_layout(*st_, path);
+  if (tower == Tower::Text && !text_tower_prefix(layout_, *st_, &text_prefix_))
+    throw Error(path, std::string("has no text tower: a ") + layout_name(layout_) +
+                          " checkpoint of an image tower alone (a whole OpenCLIP model, CLIPModel or SiglipModel has one)");
+}
+
+StoredTensor Checkpoint::resolve(const std::string& name) const {
+  return tower_ == Tower::Text ? text_layout_tensor(layout_, text_prefix_, name) : layout_tensor(layout_, name);
 }
 
 namespace {
@@ -77,7 +84,7 @@ std::vector<float> Checkpoint::read_part(const StoredPart& p) {
 }
 
 bool Checkpoint::has(const std::string& timm_name) const {
-  const StoredTensor t = layout_tensor(layout_, timm_name);
+  const StoredTensor t = resolve(timm_name);
   if (t.parts.empty()) return false;
   for (const auto* list : {&t.parts, &t.add})
     for (const StoredPart& p : *list)
@@ -86,7 +93,7 @@ bool Checkpoint::has(const std::string& timm_name) const {
 }
 
 std::vector<int64_t> Checkpoint::shape(const std::string& timm_name) const {
-  const StoredTensor t = layout_tensor(layout_, timm_name);
+  const StoredTensor t = resolve(timm_name);
   if (!has(timm_name)) throw Error(path(), "missing tensor " + timm_name);
   // Stacked parts (Hugging Face's q, k, v on dim 0) must agree in every other dimension, else the stacked
   // values would not fill the shape claimed.
@@ -104,7 +111,7 @@ std::vector<int64_t> Checkpoint::shape(const std::string& timm_name) const {
 }
 
 Checkpoint::Tensor Checkpoint::take(const std::string& timm_name, const std::vector<int64_t>& expected) {
-  const StoredTensor t = layout_tensor(layout_, timm_name);
+  const StoredTensor t = resolve(timm_name);
   if (!has(timm_name)) {
     const std::string& first = t.parts.empty() ? timm_name : t.parts[0].name;
     throw Error(path(), "missing tensor " + (first == timm_name ? timm_name : first + " (" + timm_name + ")"));
@@ -133,12 +140,14 @@ void Checkpoint::check_all_used() const {
   std::string unused;
   int count = 0;
   for (const auto& [name, t] : st_->tensors()) {
-    if (used_.count(name) || layout_ignores(layout_, name)) continue;
+    const bool theirs = tower_ == Tower::Text ? !text_layout_holds(layout_, text_prefix_, name) : layout_ignores(layout_, name);
+    if (used_.count(name) || theirs) continue;
     if (count++ < 5) unused += (unused.empty() ? "" : ", ") + name;
   }
   if (count)
     throw Error(path(), "" + std::to_string(count) + " tensor(s) the model does not use: " + unused +
-                (count > 5 ? ", ..." : "") + " (not a ViT layout this engine knows)");
+                (count > 5 ? ", ..." : "") +
+                (tower_ == Tower::Text ? " (not a text tower this engine knows)" : " (not a ViT layout this engine knows)"));
 }
 
 std::string Checkpoint::dtypes() const {

@@ -14,9 +14,15 @@
 
 namespace vit {
 
+// Which of a checkpoint's towers a Checkpoint reads: the image tower, by timm's names (layout_tensor), or the text
+// tower beside it (CLIP's and SigLIP's), by the text tower's names (text_layout_tensor); the other tower's tensors
+// are not its to use.
+enum class Tower { Image, Text };
+
 class Checkpoint : public TensorSource {
  public:
-  explicit Checkpoint(const std::string& path);
+  // Throws when a text tower is asked of a file that holds none.
+  explicit Checkpoint(const std::string& path, Tower tower = Tower::Image);
 
   const std::string& path() const { return st_->path(); }
   Layout layout() const override { return layout_; }
@@ -29,12 +35,16 @@ class Checkpoint : public TensorSource {
   void check_all_used() const;
   int64_t count_blocks() const;
   std::string dtypes() const;  // the stored dtypes, "F32" or "BF16, F32"
+  const std::string& text_prefix() const { return text_prefix_; }  // Tower::Text: "text." or ""
 
  private:
+  StoredTensor resolve(const std::string& name) const;  // where a tensor of this tower is stored
   std::vector<int64_t> part_shape(const StoredPart& p) const;
   std::vector<float> read_part(const StoredPart& p);
   std::unique_ptr<SafeTensors> st_;
   Layout layout_ = Layout::Timm;
+  Tower tower_ = Tower::Image;
+  std::string text_prefix_;
   std::set<std::string> used_;
 };
 

@@ -129,6 +129,34 @@ const Table kOpenClip = {"visual.transformer.resblocks.{i}.",
                           {"mlp.fc2", {"mlp.c_proj"}},
                           {"ls2.gamma", {"ls_2.gamma"}, kTensor}}};
 
+// The text towers beside the image towers, in the engine's names for a text tower (text_tower.h: token_embedding,
+// position_embedding, the blocks as timm's, norm, proj or proj_matrix). open_clip's TextTransformer (and CLIP's
+// text side, kept at the top level): token_embedding, positional_embedding, the resblocks as the visual ones,
+// ln_final, text_projection (a Parameter [D, E], x @ text_projection; with proj_bias a Linear).
+const Table kOpenClipText = {"transformer.resblocks.{i}.",
+                             {{"token_embedding", {"token_embedding.weight"}, kTensor},
+                              {"position_embedding", {"positional_embedding"}, kTensor},
+                              {"norm", {"ln_final"}},
+                              {"proj_matrix", {"text_projection"}, kTensor | kTranspose},
+                              {"proj", {"text_projection"}}},
+                             kOpenClip.block};
+// CLIPTextTransformer and SiglipTextTransformer: embeddings, the encoder's layers as the vision ones,
+// final_layer_norm; CLIPModel's text_projection (no bias), SiglipTextTransformer's head.
+const std::vector<Rule> kHfTextTop = {
+    {"token_embedding", {"text_model.embeddings.token_embedding.weight"}, kTensor},
+    {"position_embedding", {"text_model.embeddings.position_embedding.weight"}, kTensor},
+    {"norm", {"text_model.final_layer_norm"}}};
+const Table kHfClipText = {"text_model.encoder.layers.{i}.", [] {
+                             auto top = kHfTextTop;
+                             top.push_back({"proj", {"text_projection"}});
+                             return top;
+                           }(), kHfBlock};
+const Table kHfSiglipText = {"text_model.encoder.layers.{i}.", [] {
+                               auto top = kHfTextTop;
+                               top.push_back({"proj", {"text_model.head"}});
+                               return top;
+                             }(), kHfBlock};
+
 // open_clip's TimmModel keeps the timm model as `trunk`, and its own head (empty without timm_proj 'linear' or
 // 'mlp' or an attention pool of its own, which its config reader refuses) beside it.
 const std::string kTrunkPrefix = "visual.trunk.";
@@ -207,19 +235,17 @@ Layout detect_layout(const SafeTensors& st, const std::string& path) {
               "vit.embeddings.patch_embeddings.projection.weight or conv_proj.weight)");
 }
 
-StoredTensor layout_tensor(Layout l, const std::string& timm_name) {
+namespace {
+
+// Where a name is in a table's layout: each stored name after `top` (and for a block's, its block prefix).
+StoredTensor from_table(const Table& t, const std::string& top, const std::string& timm_name) {
   StoredTensor out;
-  if (l == Layout::Timm || l == Layout::OpenClipTimm) {  // timm's own names: the engine's
-    out.parts.push_back(StoredPart{(l == Layout::OpenClipTimm ? kTrunkPrefix : "") + timm_name});
-    return out;
-  }
   static const std::regex re(R"(^(blocks\.(\d+)\.)?(.+)$)");
   std::smatch m;
   if (!std::regex_match(timm_name, m, re)) return out;
-  const Table& t = table(l);
-  std::string prefix;
+  std::string prefix = top;
   if (m[1].matched) {
-    prefix = t.block_prefix;
+    prefix += t.block_prefix;
     prefix.replace(prefix.find("{i}"), 3, m[2].str());
   }
   const std::string rest = m[3];
@@ -238,12 +264,66 @@ StoredTensor layout_tensor(Layout l, const std::string& timm_name) {
       out.parts.push_back(part(name, r.flags));
     }
     out.lead_ones = r.lead_ones;
-    if (l == Layout::HfDinov2Registers && rest == "cls_token")
-      out.add.push_back(StoredPart{"embeddings.position_embeddings", 1, 0, 1});
-    if (l == Layout::HfDinov2Registers && rest == "pos_embed") out.parts[0] = {out.parts[0].name, 1, 1, -1};
     return out;
   }
   return out;
+}
+
+}  // namespace
+
+StoredTensor layout_tensor(Layout l, const std::string& timm_name) {
+  if (l == Layout::Timm || l == Layout::OpenClipTimm) {  // timm's own names: the engine's
+    StoredTensor out;
+    out.parts.push_back(StoredPart{(l == Layout::OpenClipTimm ? kTrunkPrefix : "") + timm_name});
+    return out;
+  }
+  StoredTensor out = from_table(table(l), "", timm_name);
+  if (l == Layout::HfDinov2Registers && timm_name == "cls_token" && !out.parts.empty())
+    out.add.push_back(StoredPart{"embeddings.position_embeddings", 1, 0, 1});
+  if (l == Layout::HfDinov2Registers && timm_name == "pos_embed" && !out.parts.empty())
+    out.parts[0] = {out.parts[0].name, 1, 1, -1};
+  return out;
+}
+
+bool text_tower_prefix(Layout l, const SafeTensors& st, std::string* prefix) {
+  switch (l) {
+    case Layout::OpenClip:
+    case Layout::OpenClipTimm:  // CustomTextCLIP's tower under `text.`, CLIP's at the top level
+      for (const char* p : {"text.", ""})
+        if (st.has(std::string(p) + "token_embedding.weight")) {
+          *prefix = p;
+          return true;
+        }
+      return false;
+    case Layout::HfClip:
+    case Layout::HfSiglip: *prefix = ""; return st.has("text_model.embeddings.token_embedding.weight");
+    default: return false;
+  }
+}
+
+StoredTensor text_layout_tensor(Layout l, const std::string& prefix, const std::string& name) {
+  switch (l) {
+    case Layout::OpenClip:
+    case Layout::OpenClipTimm: return from_table(kOpenClipText, prefix, name);
+    case Layout::HfClip: return from_table(kHfClipText, prefix, name);
+    case Layout::HfSiglip: return from_table(kHfSiglipText, prefix, name);
+    default: return {};
+  }
+}
+
+bool text_layout_holds(Layout l, const std::string& prefix, const std::string& n) {
+  const auto starts = [&](const std::string& p) { return n.rfind(p, 0) == 0; };
+  if (n == "text_model.embeddings.position_ids" || n == prefix + "attn_mask") return false;  // buffers, not weights
+  switch (l) {
+    case Layout::OpenClip:
+    case Layout::OpenClipTimm:
+      if (!prefix.empty()) return starts(prefix);
+      return starts("transformer.") || starts("token_embedding.") || starts("ln_final.") || n == "positional_embedding" ||
+             starts("text_projection");
+    case Layout::HfClip:
+    case Layout::HfSiglip: return starts("text_model.") || starts("text_projection.");
+    default: return false;
+  }
 }
 
 bool layout_ignores(Layout l, const std::string& n) {

@@ -47,6 +47,14 @@ bool layout_family(Layout l, Family* f);
 // Where a timm tensor is in such a checkpoint; no parts when the layout has no counterpart.
 StoredTensor layout_tensor(Layout l, const std::string& timm_name);
 
+// The text tower beside an image tower (OpenCLIP's and Hugging Face's CLIP and SigLIP models): whether the file
+// holds one, and the prefix of its names (OpenCLIP's CustomTextCLIP: "text.", else ""); where a text tower's tensor
+// is, by the engine's names for it (text_tower.h), as layout_tensor for the image tower; and whether a stored tensor
+// belongs to the text tower (its buffers, position_ids and attn_mask, do not).
+bool text_tower_prefix(Layout l, const SafeTensors& st, std::string* prefix);
+StoredTensor text_layout_tensor(Layout l, const std::string& prefix, const std::string& name);
+bool text_layout_holds(Layout l, const std::string& prefix, const std::string& stored_name);
+
 // Stored tensors the image model never reads: a text tower beside it (OpenCLIP's, or a whole
 // CLIPModel's or SiglipModel's), DINOv2's mask token for masked training, position_ids buffers, Hugging
 // Face ViT's pooler (it feeds no classifier).

@@ -63,17 +63,6 @@ std::vector<float> affine(const float* w, const float* b, const float* x, int64_
   return y;
 }
 
-// The activation fused into fc1 (and into the attention pool's MLP): SwiGLU's comes after fc1, on its halves.
-Epilogue activation_epilogue(Activation a) {
-  switch (a) {
-    case Activation::Gelu: return Epilogue::Gelu;
-    case Activation::GeluTanh: return Epilogue::GeluTanh;
-    case Activation::QuickGelu: return Epilogue::QuickGelu;
-    case Activation::SwiGLU: break;
-  }
-  return Epilogue::None;
-}
-
 // A linear layer's weight [N, K] and bias [N] assembled from several tensors.
 struct Dense {
   std::vector<float> w, b;
@@ -123,6 +112,16 @@ constexpr std::pair<const char*, LinearWeights BlockWeights::*> kBlockLinears[] 
     {"mlp.fc2", &BlockWeights::fc2}};
 
 }  // namespace
+
+Epilogue activation_epilogue(Activation a) {
+  switch (a) {
+    case Activation::Gelu: return Epilogue::Gelu;
+    case Activation::GeluTanh: return Epilogue::GeluTanh;
+    case Activation::QuickGelu: return Epilogue::QuickGelu;
+    case Activation::SwiGLU: break;
+  }
+  return Epilogue::None;
+}
 
 int usable_threads(int requested) {
   const int cores = omp_get_num_procs();

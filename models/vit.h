@@ -21,6 +21,9 @@ namespace vit {
 class RoundedWeights;
 class TensorSource;
 
+// The activation fused into an MLP's fc1 (and the attention pool's): SwiGLU's comes after fc1, on its halves (None).
+Epilogue activation_epilogue(Activation a);
+
 // Which precision a layer runs at: the model's (the blocks' linear layers, 99% of the FLOPs), or always
 // f32 (the patch embedding takes raw pixels, the attention pool and heads give the outputs: docs/PERFORMANCE.md).
 enum class PrecisionClass { Model, F32 };

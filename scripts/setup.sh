@@ -16,12 +16,14 @@ $sudo apt-get install -y -q --no-install-recommends \
   libopencv-dev libavutil-dev libwebp-dev libcsv-dev zlib1g-dev python3-pil python3-dev python3-numpy python3-pybind11 python3-pytest python3-venv python3-build \
   libboost-dev python3-requests python3-prometheus-client wrk openjdk-17-jre-headless ccache \
   chromium chromium-driver python3-selenium python3-pygments \
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc haproxy iproute2
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc haproxy iproute2 \
+  libicu-dev libsentencepiece-dev
 # (python3-build makes the source distribution the wheel tests build from: python/packaging/build_wheels.sh;
 # chromium, its driver and Selenium show vit serve's page in the tests; gRPC and protobuf build vit serve's
 # KServe v2 over gRPC; HAProxy balances the replicas of deploy/haproxy; iproute2 brings up loopback in the
 # network namespace the Ray test runs in; httpx, under the openai client, imports Pygments once Ray's click is
-# there.)
+# there; ICU and SentencePiece are the text towers' tokenizers': Unicode classes and normal forms, and
+# SigLIP's SentencePiece models.)
 # The Spark job (scripts/spark-classify.sh): PySpark and what its pandas functions need, from the Python
 # package index into .venv, which sees Debian's packages (pytest, numpy, PIL) too.
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv

@@ -324,14 +324,14 @@ struct MaskedRun {
   std::vector<float> out, scores;
 };
 MaskedRun run_attention(int64_t B, int64_t T, int64_t H, int64_t Dh, const float* qkv, const int32_t* lengths,
-                        Precision products, const float* bias = nullptr) {
+                        Precision products, const float* bias = nullptr, bool causal = false) {
   MaskedRun r;
   std::vector<float> heads(size_t(attention_scratch_floats(B, T, H, Dh)), 9.f);
   r.out.assign(size_t(B * T * H * Dh), -3.f);
   r.scores.assign(size_t(B * H * T * T), -4.f);
   Program p;
   for (Step& s : attention_steps("attn", B, T, H, Dh, qkv, heads.data(), r.scores.data(), r.out.data(), bias, products,
-                                 lengths))
+                                 lengths, causal))
     p.add(std::move(s));
   p.run();
   return r;
@@ -357,9 +357,11 @@ class MaskedAttention : public ::testing::TestWithParam<Precision> {};
 // padding (random qkv rows there) cannot matter. With bf16 or int8 products the reference takes the
 // operands rounded as the kernel rounds them (Bf16ProductsAreTheAttentionOfBf16Operands,
 // Int8ProductsAreTheAttentionOfInt8Operands), int8's grids over the image's own keys and values.
-TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
-  const Precision here = products_here(GetParam());
-  const int64_t shapes[][4] = {{3, 50, 2, 16}, {4, 197, 3, 64}, {2, 257, 1, 40}, {5, 17, 2, 8}, {2, 33, 2, 72}};
+// causal: row i's softmax over keys 0..i only (and within its image's length).
+void expect_naive_masked_softmax(Precision products, bool causal) {
+  const Precision here = products_here(products);
+  const int64_t shapes[][4] = {{3, 50, 2, 16}, {4, 197, 3, 64}, {2, 257, 1, 40}, {5, 17, 2, 8}, {2, 33, 2, 72},
+                               {3, 77, 2, 32}, {2, 64, 3, 24}, {3, 1, 1, 8}, {2, 129, 2, 12}};
   for (const auto& [B, T, H, Dh] : shapes) {
     SCOPED_TRACE("B " + std::to_string(B) + " T " + std::to_string(T) + " H " + std::to_string(H) + " Dh " +
                  std::to_string(Dh));
@@ -370,7 +372,7 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
     std::vector<int32_t> lengths(static_cast<size_t>(B));
     for (int64_t b = 0; b < B; ++b)
       lengths[size_t(b)] = b == 0 ? int32_t(T) : b == 1 ? 1 : int32_t(1 + rng() % uint32_t(T));
-    const MaskedRun got = run_attention(B, T, H, Dh, qkv.data(), lengths.data(), GetParam());
+    const MaskedRun got = run_attention(B, T, H, Dh, qkv.data(), lengths.data(), products, nullptr, causal);
     const auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t d) {
       return qkv[size_t(((b * T + t) * 3 + part) * D + h * Dh + d)];
     };
@@ -401,9 +403,10 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
             continue;
           }
           const SymmetricGrid q_grid = grid_over([&](int64_t d) { return at(b, i, 0, h, d); }, Dh, 127.f);
-          std::vector<double> p(static_cast<size_t>(n));
+          const int64_t m = causal ? std::min(n, i + 1) : n;  // the keys row i attends to
+          std::vector<double> p(static_cast<size_t>(m));
           double top = -1e300, sum = 0;
-          for (int64_t j = 0; j < n; ++j) {
+          for (int64_t j = 0; j < m; ++j) {
             double dot = 0;
             for (int64_t d = 0; d < Dh; ++d) {
               const float x = at(b, i, 0, h, d);
@@ -415,13 +418,13 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
             top = std::max(top, p[size_t(j)] = dot);
           }
           for (auto& e : p) sum += (e = std::exp(e - top));
-          for (int64_t j = 0; j < n; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - probs[j]));
-          for (int64_t j = n; j < T; ++j) ASSERT_EQ(probs[j], 0.f) << "padded key " << j << " of row " << i;
+          for (int64_t j = 0; j < m; ++j) worst_p = std::max(worst_p, std::fabs(p[size_t(j)] / sum - probs[j]));
+          for (int64_t j = m; j < T; ++j) ASSERT_EQ(probs[j], 0.f) << "masked or padded key " << j << " of row " << i;
           // With bf16 or int8 products, the output from the kernel's own f32 softmax, rounded (int8: on its row's grid).
           const SymmetricGrid p_grid = grid_over([&](int64_t j) { return probs[j]; }, n, 255.f);
           for (int64_t d = 0; d < Dh; ++d) {
             double o = 0;
-            for (int64_t j = 0; j < n; ++j) {
+            for (int64_t j = 0; j < m; ++j) {
               const double w = here == Precision::BF16   ? double(round_bf16(probs[j]))
                                : here == Precision::Int8 ? p_grid(probs[j])
                                                          : p[size_t(j)] / sum;
@@ -435,6 +438,27 @@ TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) {
     EXPECT_LT(worst_p, 5e-6);
     EXPECT_LT(worst_o, 2e-5);
   }
+}
+
+TEST_P(MaskedAttention, MatchesTheNaiveMaskedSoftmax) { expect_naive_masked_softmax(GetParam(), false); }
+
+// CLIP text's causal mask, over texts of different lengths and at full length, odd shapes (T = 1, 77, 129).
+TEST_P(MaskedAttention, CausalMatchesTheNaiveCausalSoftmax) { expect_naive_masked_softmax(GetParam(), true); }
+
+// With every image full length, the lengths change nothing at all, under a causal mask or none.
+void expect_full_lengths_change_nothing(int64_t B, int64_t T, int64_t H, int64_t Dh, const std::vector<float>& qkv,
+                                        Precision products, bool causal) {
+  const std::vector<int32_t> full(static_cast<size_t>(B), int32_t(T));
+  const MaskedRun masked = run_attention(B, T, H, Dh, qkv.data(), full.data(), products, nullptr, causal);
+  const MaskedRun plain = run_attention(B, T, H, Dh, qkv.data(), nullptr, products, nullptr, causal);
+  EXPECT_EQ(masked.out, plain.out);
+  EXPECT_EQ(masked.scores, plain.scores);
+}
+
+// Without lengths, a causal mask over full rows is the masked softmax of a batch whose lengths are all T.
+TEST_P(MaskedAttention, CausalWithoutLengthsIsTheFullLengthOne) {
+  std::mt19937 rng(14);
+  expect_full_lengths_change_nothing(2, 77, 2, 32, random_vector(size_t(2 * 77 * 3 * 2 * 32), rng), GetParam(), true);
 }
 
 // Each image of a padded batch gets bit for bit the answer it gets alone (its own length, no padding),
@@ -457,11 +481,7 @@ TEST_P(MaskedAttention, EachImageAsAloneBitForBit) {
                                batch.scores.begin() + ((b * H + h) * T + i) * T))
             << "image " << b << " head " << h << " row " << i;
   }
-  const std::vector<int32_t> full(static_cast<size_t>(B), int32_t(T));
-  const MaskedRun masked = run_attention(B, T, H, Dh, qkv.data(), full.data(), products);
-  const MaskedRun plain = run_attention(B, T, H, Dh, qkv.data(), nullptr, products);
-  EXPECT_EQ(masked.out, plain.out);
-  EXPECT_EQ(masked.scores, plain.scores);
+  expect_full_lengths_change_nothing(B, T, H, Dh, qkv, products, false);
 }
 
 // A bias over the padded batch's tokens is read in each image's own corner: as alone with that corner.

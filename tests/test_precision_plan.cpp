@@ -119,5 +119,24 @@ TEST(PrecisionPlan, AttentionTakesProductsOfItsOwnPrecision) {
   EXPECT_EQ(attention_products(Precision::Int8), Precision::Int8);
 }
 
+// The oneDNN matmul road has no mask: attention asked of it with a bias, lengths or a causal mask is refused
+// (the fused road takes all three).
+TEST(PrecisionPlan, TheMatmulRoadRefusesWhatOnlyTheFusedKernelMasks) {
+  const int64_t B = 2, T = 5, H = 1, Dh = 8;
+  std::vector<float> qkv(size_t(B * T * 3 * H * Dh)), heads(1 << 12), out(size_t(B * T * H * Dh)), bias(size_t(H * T * T));
+  const std::vector<int32_t> lengths(static_cast<size_t>(B), int32_t(T));
+  const PrecisionPlan plan(Precision::F32, B);
+  const auto ask = [&](const float* b, const int32_t* l, bool causal) {
+    plan.attention("attn", B, T, H, Dh, qkv.data(), heads.data(), nullptr, out.data(), b, l, AttentionRoad::Matmuls,
+                   causal);
+  };
+  for (int i = 0; i < 3; ++i)
+    expect_error([&] { ask(i == 0 ? bias.data() : nullptr, i == 1 ? lengths.data() : nullptr, i == 2); },
+                 "attn: internal: attention through oneDNN matmuls given a bias, lengths or a causal mask");
+  EXPECT_FALSE(plan.attention("attn", B, T, H, Dh, qkv.data(), heads.data(), nullptr, out.data(), nullptr,
+                              lengths.data(), AttentionRoad::Fused, true)
+                   .empty());
+}
+
 }  // namespace
 }  // namespace vit::test

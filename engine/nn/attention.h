@@ -24,6 +24,10 @@ struct AttendArgs {
   float* out;          // row r's result at out + r * ldo, Dh floats
   int64_t ldo;
   float* work;         // kAttendWorkRows * (Tp + Dh) floats
+  // A causal mask (CLIP's text tower): query row r, the image's token first + r, attends to keys 0 .. first + r
+  // only (open_clip's attn_mask, -inf above the diagonal); the softmax past them is zero.
+  bool causal = false;
+  int64_t first = 0;
 };
 
 // The most query rows a kernel computes at once, for sizing AttendArgs::work.

@@ -7,6 +7,7 @@
 // avx512_bf16) the two products take bf16 operands: q, k, v and the softmax rows rounded to nearest even,
 // two products per 32-bit lane summed in f32 (vdpbf16ps). With ATTN_INT8 (attention_vnni.cpp, avx512_vnni)
 // they take u8 x s8 operands, four products per lane summed in s32 (vpdpbusd); the softmax stays f32.
+#include <algorithm>
 #include <cstdint>
 
 #include "engine/nn/attention.h"
@@ -121,8 +122,12 @@ inline void value_block(const typename P::In* S, int64_t Tp, int64_t Ts, const t
     }
 }
 
-// Row s [Tp] in place: + bias, then e^(s - max) over its first T entries, zeros after them; returns their sum.
-float exp_row(float* s, int64_t T, const float* bias) {
+// The keys query row r of a call attends to: all T, or under a causal mask those up to its own token.
+inline int64_t row_keys(const AttendArgs& a, int64_t r) { return a.causal ? std::min(a.T, a.first + r + 1) : a.T; }
+
+// Row s [Tp] in place: + bias, then e^(s - max) over its first T entries, zeros after them up to Tp; returns
+// their sum.
+float exp_row(float* s, int64_t T, int64_t Tp, const float* bias) {
   vi lane;
   for (int l = 0; l < W; ++l) lane[l] = l;
   vf top = bc(-3.4e38f);
@@ -145,14 +150,15 @@ float exp_row(float* s, int64_t T, const float* bias) {
     st(s + j, z);
     sum += z;
   }
+  for (int64_t j = (T + W - 1) / W * W; j < Tp; ++j) s[j] = 0.f;  // scores a causal mask left out
   float total = 0.f;
   for (int l = 0; l < W; ++l) total += sum[l];
   return total;
 }
 
-// Row s [Tp] in place: + bias, softmax over its first T entries, zeros after them.
-inline void softmax_row(float* s, int64_t T, const float* bias) {
-  const vf inv = bc(1.f / exp_row(s, T, bias));
+// Row s [Tp] in place: + bias, softmax over its first T entries, zeros after them up to Tp.
+inline void softmax_row(float* s, int64_t T, int64_t Tp, const float* bias) {
+  const vf inv = bc(1.f / exp_row(s, T, Tp, bias));
   for (int64_t j = 0; j < T; j += W) st(s + j, ld(s + j) * inv);
 }
 
@@ -244,7 +250,7 @@ void tile(const AttendArgs& a, int64_t r0) {
   for (; j + CS * W <= a.Tp; j += CS * W) score_block<Bf16Product, NR, CS>(q2, Dh2, kt2, a.Tp, j, S);
   for (; j < a.Tp; j += W) score_block<Bf16Product, NR, 1>(q2, Dh2, kt2, a.Tp, j, S);
   for (int r = 0; r < NR; ++r) {
-    softmax_row(S + r * a.Tp, a.T, a.bias ? a.bias + (r0 + r) * a.ldp : nullptr);
+    softmax_row(S + r * a.Tp, row_keys(a, r0 + r), a.Tp, a.bias ? a.bias + (r0 + r) * a.ldp : nullptr);
     if (a.probs) __builtin_memcpy(a.probs + (r0 + r) * a.ldp, S + r * a.Tp, a.T * sizeof(float));
     row_to_bf16_pairs(S + r * a.Tp, a.Tp);
   }
@@ -394,8 +400,8 @@ inline void value_block(const uint32_t* P4, int64_t Tp, int64_t T4, const uint32
 // divided by their sum), written out into probs [T] when asked, then rewritten in place as Tp bytes: u8 on
 // 0 .. the row's largest probability (1 / sum, as e^0 = 1) in 255 steps, in the same sweep. Returns the
 // grid's step. Each vector is read before its 16 bytes are written over the row's first quarter.
-inline float softmax_to_u8(float* s, int64_t T, int64_t Tp, const float* bias, float* probs) {
-  const float inv = 1.f / exp_row(s, T, bias), to_u8 = 255.f / inv;
+inline float softmax_to_u8(float* s, int64_t T, int64_t keys, int64_t Tp, const float* bias, float* probs) {
+  const float inv = 1.f / exp_row(s, keys, Tp, bias), to_u8 = 255.f / inv;
   uint8_t* b = reinterpret_cast<uint8_t*>(s);
   for (int64_t j = 0; j < Tp; j += W) {
     const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(s + j), _mm512_set1_ps(inv));
@@ -431,7 +437,7 @@ void tile(const AttendArgs& a, int64_t r0) {
   for (; j + CS * W <= a.Tp; j += CS * W) score_block<NR, CS>(q4, Dh4, kt4, l, sq, a.Tp, j, S);
   for (; j < a.Tp; j += W) score_block<NR, 1>(q4, Dh4, kt4, l, sq, a.Tp, j, S);
   for (int r = 0; r < NR; ++r)
-    sp[r] = softmax_to_u8(S + r * a.Tp, a.T, a.Tp, a.bias ? a.bias + (r0 + r) * a.ldp : nullptr,
+    sp[r] = softmax_to_u8(S + r * a.Tp, a.T, row_keys(a, r0 + r), a.Tp, a.bias ? a.bias + (r0 + r) * a.ldp : nullptr,
                           a.probs ? a.probs + (r0 + r) * a.ldp : nullptr);
   const uint32_t* P4 = reinterpret_cast<const uint32_t*>(S);
   const uint32_t* vp4 = reinterpret_cast<const uint32_t*>(a.vp);
@@ -447,17 +453,19 @@ void tile(const AttendArgs& a, int64_t r0) {
   float* qs = a.work + kAttendWorkRows * a.Tp;
   for (int r = 0; r < NR; ++r)
     for (int64_t d = 0; d < a.Dh; ++d) qs[r * a.Dh + d] = a.q[(r0 + r) * a.ld + d] * a.scale;
+  // Under a causal mask, only the blocks of keys the tile's last row attends to (the softmax zeroes the rest).
+  const int64_t keys = row_keys(a, r0 + NR - 1);
   int64_t j = 0;
-  for (; j + CS * W <= a.Tp; j += CS * W) score_block<F32Product, NR, CS>(qs, a.Dh, a.kt, a.Tp, j, S);
-  for (; j < a.Tp; j += W) score_block<F32Product, NR, 1>(qs, a.Dh, a.kt, a.Tp, j, S);
+  for (; j + CS * W <= a.Tp && j < keys; j += CS * W) score_block<F32Product, NR, CS>(qs, a.Dh, a.kt, a.Tp, j, S);
+  for (; j < a.Tp && j < keys; j += W) score_block<F32Product, NR, 1>(qs, a.Dh, a.kt, a.Tp, j, S);
   for (int r = 0; r < NR; ++r) {
-    softmax_row(S + r * a.Tp, a.T, a.bias ? a.bias + (r0 + r) * a.ldp : nullptr);
+    softmax_row(S + r * a.Tp, row_keys(a, r0 + r), a.Tp, a.bias ? a.bias + (r0 + r) * a.ldp : nullptr);
     if (a.probs) __builtin_memcpy(a.probs + (r0 + r) * a.ldp, S + r * a.Tp, a.T * sizeof(float));
   }
   float* out = a.out + r0 * a.ldo;
   int64_t d = 0;
-  for (; d + CV * W <= a.Dhp; d += CV * W) value_block<F32Product, NR, CV>(S, a.Tp, a.T, a.vp, a.Dhp, d, a.Dh, out, a.ldo);
-  for (; d < a.Dhp; d += W) value_block<F32Product, NR, 1>(S, a.Tp, a.T, a.vp, a.Dhp, d, a.Dh, out, a.ldo);
+  for (; d + CV * W <= a.Dhp; d += CV * W) value_block<F32Product, NR, CV>(S, a.Tp, keys, a.vp, a.Dhp, d, a.Dh, out, a.ldo);
+  for (; d < a.Dhp; d += W) value_block<F32Product, NR, 1>(S, a.Tp, keys, a.vp, a.Dhp, d, a.Dh, out, a.ldo);
 }
 
 #endif

@@ -171,7 +171,7 @@ void check_lengths(const std::string& name, int64_t B, int64_t lo, int64_t T, co
 
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                   const float* qkv, float* heads, float* scores, float* out, const float* bias,
-                                  Precision products, const int32_t* lengths) {
+                                  Precision products, const int32_t* lengths, bool causal) {
   const int64_t D = H * Dh, Tp = round_up(T, 16), Dhp = round_up(Dh, 16), per_head = packed_head_floats(T, Dh);
   const AttentionKernels& k = attention_kernels(products);
   // Query rows per task: enough tasks for every thread even at one image, few enough to keep the tiles full.
@@ -215,6 +215,8 @@ std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T,
         a.out = o;
         a.ldo = D;
         a.work = work.data();
+        a.causal = causal;
+        a.first = r0;
         k.attend(a);
       }
       // Padding (none without lengths): zero weight on padded keys, zeros for padded queries.

@@ -102,17 +102,19 @@ Step layer_norm_step(const std::string& name, const LayerNormWeights& ln, int64_
 // alone with T = lengths[b] (the same kernel, loop order and blocking: its answer is bit-identical): padded
 // keys get no weight, padded query rows are written as zeros, and its scores hold its softmax in their top
 // left lengths[b] x lengths[b] corner, zeros elsewhere; a bias is read in that corner.
+// causal: each token attends to itself and the tokens before it only (CLIP's text tower: open_clip's attn_mask,
+// -inf above the diagonal, which adds nothing elsewhere); its scores past them are zero.
 int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t Dh);
 std::vector<Step> attention_steps(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t Dh,
                                   const float* qkv, float* heads, float* scores, float* out,
                                   const float* bias = nullptr, Precision products = Precision::F32,
-                                  const int32_t* lengths = nullptr);
+                                  const int32_t* lengths = nullptr, bool causal = false);
 
 // attention_steps' two roads, chosen per shape by attention_road. Fused: the host kernel of attention.h (any
 // bias, lengths, products). Matmuls: the heads copied out of the qkv rows into dense [3, B, H, T, Dh] in the
 // products' type, q k^T as one oneDNN batched matmul (1/sqrt(Dh) as its output scale), oneDNN's softmax in f32,
 // then its product with v as a second matmul written straight into the heads-concatenated output: the road on
-// which oneDNN picks its own kernels per CPU (AMX tiles where there are some). No bias and no lengths on it.
+// which oneDNN picks its own kernels per CPU (AMX tiles where there are some). No bias, lengths or causal mask on it.
 enum class AttentionRoad { Fused, Matmuls };
 const char* road_name(AttentionRoad r);
 // The faster road for B images of this shape at this many threads, timed once per process on random rows

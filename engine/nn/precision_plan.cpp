@@ -58,12 +58,14 @@ std::vector<Step> PrecisionPlan::norm_linear(const std::string& norm_name, const
 
 std::vector<Step> PrecisionPlan::attention(const std::string& name, int64_t images, int64_t T, int64_t H, int64_t Dh,
                                            const float* qkv, float* heads, float* scores, float* out,
-                                           const float* bias, const int32_t* lengths, AttentionRoad road) const {
+                                           const float* bias, const int32_t* lengths, AttentionRoad road,
+                                           bool causal) const {
   if (road == AttentionRoad::Matmuls) {
-    if (bias || lengths) throw Error(name, "internal: attention through oneDNN matmuls given a bias or lengths");
+    if (bias || lengths || causal)
+      throw Error(name, "internal: attention through oneDNN matmuls given a bias, lengths or a causal mask");
     return attention_matmul_steps(name, images, T, H, Dh, qkv, heads, scores, out, attention_products(p_));
   }
-  return attention_steps(name, images, T, H, Dh, qkv, heads, scores, out, bias, attention_products(p_), lengths);
+  return attention_steps(name, images, T, H, Dh, qkv, heads, scores, out, bias, attention_products(p_), lengths, causal);
 }
 
 }  // namespace vit

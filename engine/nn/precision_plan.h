@@ -48,12 +48,13 @@ class PrecisionPlan {
                                 float* normed, const std::string& name, const LinearWeights& lw, int64_t rows,
                                 float* dst, const LinearWeights* next = nullptr);
   // attention_steps (ops.h) for `images` images, with the products this precision takes; lengths: the
-  // images' own lengths when they are padded to T (NaFlex), else null.
-  // road: attention_road's choice (Matmuls takes neither bias nor lengths; heads then holds
-  // attention_matmul_floats).
+  // images' own lengths when they are padded to T (NaFlex, texts), else null. road: attention_road's choice
+  // (Matmuls takes no bias, lengths or causal mask; heads then holds attention_matmul_floats). causal: CLIP
+  // text's mask.
   std::vector<Step> attention(const std::string& name, int64_t images, int64_t T, int64_t H, int64_t Dh,
                               const float* qkv, float* heads, float* scores, float* out, const float* bias,
-                              const int32_t* lengths = nullptr, AttentionRoad road = AttentionRoad::Fused) const;
+                              const int32_t* lengths = nullptr, AttentionRoad road = AttentionRoad::Fused,
+                              bool causal = false) const;
 
  private:
   // Whether a layer runs image by image (bf16 and int8 models' layers that are not int8).
