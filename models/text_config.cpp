@@ -6,27 +6,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
 
 #include "checkpoint.h"
+#include "engine/io/json_file.h"
 #include "config_json.h"
-#include "vit/vit.h"
+#include "vit/model_files.h"
 
 namespace vit {
 namespace {
 
 using json = nlohmann::json;
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path, "cannot open");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(path, std::string("invalid JSON: ") + e.what());
-  }
-}
 
 // The shape the tensors give: V, context, D, L, M and the projection's width.
 void read_shapes(const Checkpoint& ck, TextConfig* c) {
@@ -199,7 +190,7 @@ TextConfig resolve_text_config(const Checkpoint& ck, const ModelFiles& files, co
   c.layout = ck.layout();
   read_shapes(ck, &c);
   const std::string where = files.config.empty() ? ck.path() : files.config;
-  const json config = files.config.empty() ? json::object() : read_json(files.config);
+  const json config = files.config.empty() ? json::object() : read_json_file(files.config);
   if (c.layout == Layout::HfClip || c.layout == Layout::HfSiglip) {
     if (files.config.empty()) throw Error(files.folder, "has no config.json: a Hugging Face model's text tower needs it");
     apply_hf_text(config, c.layout, where, &c);

@@ -10,7 +10,7 @@
 #include "checkpoint.h"
 #include "vit/error.h"
 #include "vit/limits.h"
-#include "vit/vit.h"
+#include "vit/model_files.h"
 
 namespace vit {
 

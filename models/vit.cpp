@@ -12,6 +12,7 @@
 #include "random_weights.h"
 #include "positions.h"
 #include "engine/io/files.h"
+#include "engine/io/json_file.h"
 #include "engine/nn/attention.h"
 #include "models/int8_weights.h"
 #include "vit/error.h"
@@ -21,18 +22,6 @@
 
 namespace vit {
 namespace {
-
-// A config.json or preprocessor_config.json: a few KB (a label list makes one larger).
-constexpr uint64_t kMaxConfigBytes = uint64_t(64) << 20;
-
-nlohmann::json read_json(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file_bytes(path, kMaxConfigBytes);  // no FIFO or device
-  try {
-    return nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path, std::string("invalid JSON: ") + e.what());
-  }
-}
 
 // The stored position table at the input's grid: timm's resample_abs_pos_embed (bicubic, antialiased,
 // prefix tokens kept as they are) when the grid differs from the one it was trained at; for the layouts
@@ -142,13 +131,13 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
   nlohmann::json cfg_json, pre_json;
   ConfigSources src;
   if (!files.config.empty()) {
-    cfg_json = read_json(files.config);
+    cfg_json = read_json_file(files.config);
     src.config = &cfg_json;
     src.config_name = files.config;
   }
   if (!files.preprocessor.empty()) {
     src.preprocessor_name = files.preprocessor;
-    pre_json = read_json(src.preprocessor_name);
+    pre_json = read_json_file(src.preprocessor_name);
     src.preprocessor = &pre_json;
   }
   src.arch = arch;

@@ -9,6 +9,7 @@
 #include <queue>
 
 #include "engine/io/files.h"
+#include "engine/io/json_file.h"
 #include "engine/text/unicode.h"
 #include "vit/error.h"
 
@@ -85,13 +86,6 @@ std::vector<std::pair<std::string, std::string>> parse_merges(const std::string&
   return merges;
 }
 
-nlohmann::json read_json(const std::string& path) {
-  try {
-    return nlohmann::json::parse(read_text(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path, std::string("invalid JSON: ") + e.what());
-  }
-}
 
 std::unordered_map<std::string, int32_t> vocab_from_json(const nlohmann::json& v, const std::string& path) {
   if (!v.is_object()) throw Error(path, "the vocabulary is not a JSON object of tokens and ids");
@@ -124,7 +118,7 @@ ClipBpe ClipBpe::from_merges(const std::string& merges_file, const std::vector<s
 ClipBpe ClipBpe::from_vocab(const std::string& vocab_json, const std::string& merges_txt) {
   ClipBpe b;
   b.file_ = vocab_json;
-  b.vocab_ = vocab_from_json(read_json(vocab_json), vocab_json);
+  b.vocab_ = vocab_from_json(read_json_file(vocab_json), vocab_json);
   std::string text = read_text(merges_txt);  // CLIPTokenizer: read().strip().split("\n")[1:49152-256-2+1]
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   b.set_merges(parse_merges(text, merges_txt));
@@ -132,7 +126,7 @@ ClipBpe ClipBpe::from_vocab(const std::string& vocab_json, const std::string& me
 }
 
 ClipBpe ClipBpe::from_tokenizer_json(const std::string& path) {
-  const nlohmann::json t = read_json(path);
+  const nlohmann::json t = read_json_file(path);
   const nlohmann::json& m = t.contains("model") ? t["model"] : nlohmann::json();
   if (!m.is_object() || m.value("type", "") != "BPE" || !m.contains("vocab") || !m.contains("merges"))
     throw Error(path, "not a BPE tokenizer (its model is not of type BPE with a vocab and merges)");

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/io/files.h"
+#include "engine/io/json_file.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/unicode.h"
 #include "vit/error.h"
@@ -20,16 +21,12 @@ bool is_file(const std::string& p) {
 
 std::string join(const std::string& folder, const char* name) { return folder + "/" + name; }
 
-nlohmann::json read_json_file(const std::string& path) {
+// A settings file of the folder, {} when it has none.
+nlohmann::json read_json_object(const std::string& path) {
   if (!is_file(path)) return nlohmann::json::object();
-  const std::vector<uint8_t> bytes = read_file_bytes(path, 256ull << 20);
-  try {
-    nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end());
-    if (!j.is_object()) throw Error(path, "not a JSON object");
-    return j;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path, std::string("invalid JSON: ") + e.what());
-  }
+  nlohmann::json j = vit::read_json_file(path);
+  if (!j.is_object()) throw Error(path, "not a JSON object");
+  return j;
 }
 
 // The folder's tokenizer settings: special_tokens_map.json over tokenizer_config.json.
@@ -87,7 +84,7 @@ void sentencepiece_pipeline(const std::string& path, bool gemma, TokenizerSpec* 
     spec->metaspace = !gemma;
     return;
   }
-  const nlohmann::json t = read_json_file(path);
+  const nlohmann::json t = read_json_object(path);
   const nlohmann::json n = t.contains("normalizer") ? t["normalizer"] : nlohmann::json();
   std::vector<nlohmann::json> steps;
   if (n.is_object() && n.value("type", "") == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array())
@@ -122,7 +119,7 @@ void sentencepiece_pipeline(const std::string& path, bool gemma, TokenizerSpec* 
 // tokenizer.json's added token `content`'s "normalized" (whether it is found in the normalized text), else
 // tokenizer_config.json's, else true (as transformers' CLIPTokenizer makes its tokens).
 bool added_token_normalized(const std::string& folder, const Settings& s, const std::string& content) {
-  const nlohmann::json t = read_json_file(join(folder, "tokenizer.json"));
+  const nlohmann::json t = read_json_object(join(folder, "tokenizer.json"));
   if (t.contains("added_tokens") && t["added_tokens"].is_array())
     for (const auto& a : t["added_tokens"])
       if (a.is_object() && a.value("content", "") == content && a.contains("normalized")) return a.value("normalized", true);
@@ -150,7 +147,7 @@ TokenizerSpec find_tokenizer_files(TokenizerKind kind, const std::string& folder
   TokenizerSpec spec;
   spec.kind = kind;
   spec.context = context;
-  Settings s{read_json_file(join(folder, "tokenizer_config.json")), read_json_file(join(folder, "special_tokens_map.json"))};
+  Settings s{read_json_object(join(folder, "tokenizer_config.json")), read_json_object(join(folder, "special_tokens_map.json"))};
   switch (kind) {
     case TokenizerKind::OpenClipBpe:
       for (const char* name : {"bpe_simple_vocab_16e6.txt.gz", "merges.txt"})
