@@ -15,7 +15,7 @@
 #include "library/runner.h"
 #include "library/video.h"
 #include "library/zero_shot.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "vit/vit.h"
 
 namespace vit {

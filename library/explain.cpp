@@ -16,7 +16,7 @@
 #include "library/model_info.h"
 #include "library/runner.h"
 #include "library/zero_shot.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "vit/topk.h"
 
 namespace vit {

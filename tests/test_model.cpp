@@ -14,7 +14,7 @@
 #include "vit/error.h"
 #include "vit/vit.h"
 #include "models/families.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "reference.h"
 
 namespace vit::test {
