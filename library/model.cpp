@@ -1,22 +1,110 @@
-// vit::Model (vit/model.h): the one place a model is loaded. Its options are checked once, the network
-// loaded at their precision, its labels or zero-shot text embeddings read; Classifier and Explainer then
-// share it (library/model_impl.h).
+// vit::Model (vit/model.h): the one place a model is loaded, and the table of its options (vit/load_options.h).
+// Its options are checked once, the network loaded at their precision, its labels or zero-shot text embeddings
+// read; Classifier and Explainer then share it (library/model_impl.h).
 #include "library/model_impl.h"
+
+#include <algorithm>
 
 #include "engine/nn/ops.h"
 #include "library/labels.h"
+#include "vit/load_options.h"
 #include "vit/threads.h"
 
 namespace vit {
 
+const std::vector<LoadOption>& load_option_table() {
+  using K = OptionKind;
+  using O = LoadOptions;
+  static const std::vector<LoadOption> table{
+      {"precision", "precision", K::Precision, nullptr, 0, 0, "", nullptr,
+       "arithmetic of the linear layers: f32 (as timm), bf16 (CPUs with avx512_bf16) or int8"},
+      {"threads", "threads", K::Number, &O::threads, 0, 4096, "all cores", nullptr,
+       "threads for decoding and inference; 0: all cores (more than the cores: the cores, with a warning)"},
+      {"img_size", "image size", K::Number, &O::img_size, 0, int(kMaxInputSize), "the model's own", nullptr,
+       "run at SxS pixels instead of the model's size (position table resampled as timm does); 0: the model's size"},
+      {"max_patches", "max patches", K::Number, &O::max_patches, 0, int(kMaxNaflexPatches), "256", nullptr,
+       "NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at its own aspect "
+       "ratio, resized to at most this many patches; 0: 256, SigLIP 2's"},
+      {"config", "config", K::Text, nullptr, 0, 0, "", &O::config,
+       "config.json (timm or Hugging Face form) overriding the one beside the weights"},
+      {"arch", "architecture", K::Text, nullptr, 0, 0, "", &O::arch,
+       "the timm architecture of a checkpoint in timm's names without a config.json (any that docs/MODELS.md lists "
+       "as running, e.g. vit_base_patch16_224): timm's create_model(NAME) and its default pretrained config say what "
+       "the tensors cannot (heads, block order, eps, pooling, preprocessing); its tensors must be that architecture's"},
+      {"labels", "labels", K::Text, nullptr, 0, 0, "", &O::labels,
+       "class names, one per line (default: the checkpoint's, else ImageNet-1k)"},
+      {"text_embeddings", "text embeddings", K::Text, nullptr, 0, 0, "", &O::text_embeddings,
+       "zero-shot labels for a CLIP or SigLIP image tower: a safetensors file of class names and their text "
+       "embeddings (scripts/export_text_embeddings.py); its classes replace the model's"},
+  };
+  return table;
+}
+
+const LoadOption& load_option(const std::string& name) {
+  for (const LoadOption& o : load_option_table())
+    if (name == o.name) return o;
+  throw Error("internal: no model option named '" + name + "'");
+}
+
+std::string option_flag(const LoadOption& option) {
+  std::string flag = std::string("--") + option.name;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+namespace {
+
+// A Number's value, refused unless in its range.
+void check_number(const LoadOption& option, int64_t v) {
+  if (v >= option.lo && v <= option.hi) return;
+  throw ArgumentError(std::string(option.what) + " " + std::to_string(v) + " is out of range (0 for " + option.zero +
+                      ", or 1 to " + std::to_string(option.hi) + ")");
+}
+
+}  // namespace
+
+void set_load_option(LoadOptions* o, const LoadOption& option, const std::string& value) {
+  switch (option.kind) {
+    case OptionKind::Number: {
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(value, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != value.size())
+        throw ArgumentError(std::string(option.what) + ": '" + value + "' is not a whole number");
+      check_number(option, v);
+      o->*option.number = int(v);
+      return;
+    }
+    case OptionKind::Text:
+      if (value.empty()) throw ArgumentError(std::string(option.what) + ": an empty name names nothing");
+      o->*option.text = value;
+      return;
+    case OptionKind::Precision:
+      try {
+        o->precision = precision_from_name(value);
+      } catch (const Error& e) {
+        throw ArgumentError(e.what());
+      }
+      return;
+  }
+}
+
+std::string load_option_value(const LoadOptions& o, const LoadOption& option) {
+  switch (option.kind) {
+    case OptionKind::Number: return std::to_string(o.*option.number);
+    case OptionKind::Text: return o.*option.text;
+    case OptionKind::Precision: return precision_name(o.precision);
+  }
+  return "";
+}
+
 void check_load_options(const LoadOptions& o) {
-  if (o.threads < 0) throw ArgumentError("threads must be 0 (all cores) or more, got " + std::to_string(o.threads));
-  if (o.img_size < 0 || o.img_size > kMaxInputSize)
-    throw ArgumentError("image size " + std::to_string(o.img_size) + " is out of range (0 for the model's own, or 1 to " +
-                        std::to_string(kMaxInputSize) + ")");
-  if (o.max_patches < 0 || o.max_patches > kMaxNaflexPatches)
-    throw ArgumentError("max patches " + std::to_string(o.max_patches) + " is out of range (0 for 256, or 1 to " +
-                        std::to_string(kMaxNaflexPatches) + ")");
+  for (const LoadOption& option : load_option_table())
+    if (option.kind == OptionKind::Number) check_number(option, o.*option.number);
   if (!o.text_embeddings.empty() && !o.labels.empty())
     throw ArgumentError("labels and text embeddings both name the classes: give one");
 }

@@ -451,7 +451,7 @@ TEST(Library, ClassifierAndExplainerShareOneModel) {
   EXPECT_EQ(x[0].picture.substr(1, 3), "PNG");
   LoadOptions bad;
   bad.threads = -1;
-  expect_error([&] { Model(d.path(), bad); }, "threads must be 0 (all cores) or more, got -1");
+  expect_error([&] { Model(d.path(), bad); }, "threads -1 is out of range (0 for all cores, or 1 to 4096)");
   bad = {};
   bad.labels = d.file("labels.txt");
   bad.text_embeddings = d.file("text.safetensors");

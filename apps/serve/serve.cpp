@@ -179,7 +179,6 @@ std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, 
   co.batch = o.max_batch;
   co.keep_logits = true;
   co.max_pixels = o.max_pixels;
-  co.text_embeddings = spec.text_embeddings;
   auto m = std::make_unique<ServedModel>();
   m->name = spec.name;
   const std::shared_ptr<ComputeThread> compute = server->compute ? server->compute : std::make_shared<ComputeThread>();
