@@ -17,6 +17,7 @@
 #include "models/vit.h"
 #include "reference_models.h"
 #include "test_util.h"
+#include "vit/vit.h"
 
 namespace vit::test {
 namespace {

@@ -24,6 +24,7 @@
 #include "library/zero_shot.h"
 #include "reference_models.h"
 #include "test_util.h"
+#include "vit/vit.h"
 
 namespace vit::test {
 namespace {
