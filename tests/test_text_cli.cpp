@@ -1,0 +1,132 @@
+// `vit embed --text` / `--text-file` on tests/make_text_models.py's random-weight models: the text embeddings are
+// open_clip's encode_text within 1e-5, as JSON lines and in an -o file; bad texts are named and the others embedded;
+// a model without a text tower or without its tokenizer is refused by name.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "engine/io/safetensors.h"
+#include "model_files.h"
+#include "test_util.h"
+#include "text_models.h"
+#include "vit/text.h"
+
+namespace vit::test {
+namespace {
+
+class TextCli : public GeneratedSuite<TextModels> {
+ protected:
+  static std::string m(const std::string& name) { return "--model " + model(name); }
+  // Row i of the reference embeddings of model `name` (text_reference.safetensors, TOWER_STRINGS's order).
+  static std::vector<float> reference_row(const std::string& name, size_t i) {
+    const SafeTensors ref(model(name) + "/text_reference.safetensors");
+    const std::vector<float> all = ref.to_f32("embeddings");
+    const size_t E = size_t(ref.get("embeddings").shape[1]);
+    return std::vector<float>(all.begin() + long(i * E), all.begin() + long((i + 1) * E));
+  }
+};
+
+// TOWER_STRINGS[0] and [4]: "a photo of a dog", "café crème"; [6]: "tench " * 120, cut to 77 tokens.
+TEST_F(TextCli, EmbedTextLikeEncodeText) {
+  for (const char* name : {"oc_clip", "oc_siglip", "hf_clip"}) {
+    const Result r = run_vit("embed " + m(name) + " --text 'a photo of a dog' --text 'café crème'");
+    ASSERT_EQ(r.code, 0) << name << ": " << r.err;
+    const auto lines = json_lines(r.out);
+    ASSERT_EQ(lines.size(), 2u) << r.out;
+    EXPECT_EQ(lines[0]["text"], "a photo of a dog");
+    EXPECT_EQ(lines[1]["text"], "café crème");
+    float worst = 0;
+    for (size_t i = 0; i < 2; ++i)
+      worst = std::max(worst, max_abs_diff(lines[i]["embedding"].get<std::vector<float>>(), reference_row(name, i * 4)));
+    EXPECT_LT(worst, 1e-5f) << name;
+    std::printf("vit embed --text, %s: max |difference| from the reference %.2e\n", name, double(worst));
+  }
+}
+
+// The same texts from a file (CRLF endings, a byte order mark) into -o: rows and names in order.
+TEST_F(TextCli, TextFileToSafetensors) {
+  const TempDir d;
+  std::string tench;
+  for (int i = 0; i < 120; ++i) tench += "tench ";
+  write_file(d.file("texts.txt"), "\xef\xbb\xbf" "a photo of a dog\r\ncafé crème\n" + tench + "\n");
+  const Result r = run_vit("embed " + m("oc_clip") + " --text-file " + d.file("texts.txt") + " -o " + d.file("t.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("line 3: 720 bytes, more tokens than the text tower's context of 77: cut"), std::string::npos) << r.err;
+  const SafeTensors st(d.file("t.safetensors"));
+  ASSERT_EQ(st.get("embeddings").shape, (std::vector<int64_t>{3, 32}));
+  const std::vector<float> rows = st.to_f32("embeddings");
+  const size_t refs[] = {0, 4, 6};
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_LT(max_abs_diff(std::vector<float>(rows.begin() + long(i * 32), rows.begin() + long((i + 1) * 32)),
+                           reference_row("oc_clip", refs[i])), 1e-5f) << "row " << i;
+  const auto texts = nlohmann::json::parse(st.metadata().at("texts"));
+  EXPECT_EQ(texts[1], "café crème");
+  EXPECT_EQ(st.metadata().at("written_by"), "vit embed");
+}
+
+// An empty text, invalid UTF-8, NUL: each named with its place, the good texts embedded (exit 1); 100,000
+// characters cut and said; a model without a text tower, a missing or corrupt tokenizer file: exit 2 naming it.
+TEST_F(TextCli, BadTextsAreNamed) {
+  const TempDir d;
+  const char bad[] = "a dog\ncaf\xc3\na\0b\n\na cat\n";
+  write_file(d.file("bad.txt"), std::string(bad, sizeof bad - 1));
+  Result r = run_vit("embed " + m("oc_clip") + " --text-file " + d.file("bad.txt"));
+  EXPECT_EQ(r.code, 1) << r.err;
+  // The text that is not UTF-8 is written as file names are (Python's surrogate escape: "caf\udcc3"), which
+  // nlohmann's parser refuses: that line is read as it is, the others as JSON.
+  std::vector<std::string> raw;
+  for (size_t a = 0, b; (b = r.out.find('\n', a)) != std::string::npos; a = b + 1) raw.push_back(r.out.substr(a, b - a));
+  ASSERT_EQ(raw.size(), 5u) << r.out;
+  EXPECT_EQ(raw[1], "{\"text\":\"caf\\udcc3\",\"error\":\"" + d.file("bad.txt") +
+                        " line 2: not valid UTF-8: byte 3 (0xc3) starts no valid character\"}");
+  std::vector<nlohmann::json> lines;
+  for (size_t i : {0, 2, 3, 4}) lines.push_back(nlohmann::json::parse(raw[i]));
+  EXPECT_TRUE(lines[0].contains("embedding"));
+  EXPECT_NE(lines[1]["error"].get<std::string>().find("bad.txt line 3: holds a NUL byte (at byte 1)"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2]["error"].get<std::string>().find("line 4: empty"), std::string::npos) << lines[2];
+  EXPECT_TRUE(lines[3].contains("embedding"));
+  EXPECT_NE(r.err.find("2 of 5 texts embedded, 3 failed"), std::string::npos) << r.err;
+
+  r = run_vit("embed " + m("oc_clip") + " --text ''");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--text 1: empty"), std::string::npos) << r.out;
+
+  write_file(d.file("long.txt"), std::string(100000, 'a') + "\n");
+  r = run_vit("embed " + m("oc_siglip") + " --text-file " + d.file("long.txt"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("100000 bytes, more tokens than the text tower's context of 64: cut to it"), std::string::npos) << r.err;
+  lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  EXPECT_EQ(lines[0]["truncated"], true);
+  EXPECT_EQ(lines[0]["tokens"], 64);
+
+  const TempDir image_only;
+  write_tiny_model(image_only.path(), TinySpec{});
+  r = run_vit("embed --model " + image_only.path() + " --text 'a dog'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("has no text tower"), std::string::npos) << r.err;
+
+  const std::string copy = d.file("oc_clip");
+  std::filesystem::copy(model("oc_clip"), copy);
+  write_file(copy + "/bpe_simple_vocab_16e6.txt.gz", "not gzip");
+  r = run_vit("embed --model " + copy + " --text 'a dog'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bpe_simple_vocab_16e6.txt.gz"), std::string::npos) << r.err;
+  std::filesystem::remove(copy + "/bpe_simple_vocab_16e6.txt.gz");
+  r = run_vit("embed --model " + copy + " --text 'a dog'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bpe_simple_vocab_16e6.txt.gz"), std::string::npos) << r.err;
+
+  r = run_vit("embed " + m("oc_clip") + " --text 'a dog' " + d.file("bad.txt"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("give no PATH"), std::string::npos) << r.err;
+  r = run_vit("embed " + m("oc_clip") + " --text-file " + d.file("missing.txt"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--text-file " + d.file("missing.txt")), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace vit::test
