@@ -1,6 +1,8 @@
-// `vit embed --text` / `--text-file` on tests/make_text_models.py's random-weight models: the text embeddings are
-// open_clip's encode_text within 1e-5, as JSON lines and in an -o file; bad texts are named and the others embedded;
-// a model without a text tower or without its tokenizer is refused by name.
+// `vit embed --text` / `--text-file` and `vit classify --labels-text` on tests/make_text_models.py's random-weight
+// models: the text embeddings are open_clip's encode_text within 1e-5, as JSON lines and in an -o file; bad texts are
+// named and the others embedded; a model without a text tower or without its tokenizer is refused by name; the
+// zero-shot probabilities are open_clip's own zero-shot classifier's within 1e-5 and those of the same run with
+// scripts/export_text_embeddings.py's file.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -126,6 +128,97 @@ TEST_F(TextCli, BadTextsAreNamed) {
   r = run_vit("embed " + m("oc_clip") + " --text-file " + d.file("missing.txt"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--text-file " + d.file("missing.txt")), std::string::npos) << r.err;
+}
+
+class ZeroShotCli : public TextCli {
+ protected:
+  void SetUp() override {
+    TextCli::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    REQUIRE_SHARED_DATA();
+    ref_ = nlohmann::json::parse(read_file(model("oc_clip") + "/zero_shot.json"));
+    for (const auto& p : ref_["photos"]) photos_ += " " + p.get<std::string>();
+  }
+  // `vit classify ARGS --json -k all` on the photos: each photo's probabilities, in class order.
+  std::vector<std::vector<float>> probabilities(const std::string& args) const {
+    const Result r = run_vit("classify " + m("oc_clip") + " --json -k 100 " + args + photos_);
+    EXPECT_EQ(r.code, 0) << r.err;
+    std::vector<std::vector<float>> out;
+    std::map<std::string, size_t> index;
+    for (size_t c = 0; c < ref_["classes"].size(); ++c) index[ref_["classes"][c]] = c;
+    for (const auto& line : json_lines(r.out)) {
+      std::vector<float> p(index.size(), -1);
+      for (const auto& t : line["top"]) p.at(index.at(t["label"].get<std::string>())) = t["prob"];
+      out.push_back(p);
+    }
+    return out;
+  }
+  static float max_diff(const std::vector<std::vector<float>>& a, const nlohmann::json& b) {
+    float worst = 0;
+    EXPECT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+      worst = std::max(worst, max_abs_diff(a[i], b[i].get<std::vector<float>>()));
+    return worst;
+  }
+  nlohmann::json ref_;
+  std::string photos_;
+};
+
+// --labels-text-file with each template set: open_clip's zero-shot classifier's class embeddings and probabilities.
+TEST_F(ZeroShotCli, ProbabilitiesLikeOpenClips) {
+  const std::string classes = model("oc_clip") + "/classes.txt";
+  const TextModel text(model("oc_clip"));
+  for (const auto& [name, templates] : {std::pair{"imagenet", PromptTemplates::ImageNet}, std::pair{"simple", PromptTemplates::Simple}}) {
+    std::vector<std::string> names = ref_["classes"];
+    const std::vector<float> ours = text.class_embeddings(names, templates);
+    std::vector<float> theirs;
+    for (const auto& row : ref_[name]["classifier"])
+      for (float x : row.get<std::vector<float>>()) theirs.push_back(x);
+    const float classifier = max_abs_diff(ours, theirs);
+    EXPECT_LT(classifier, 1e-5f) << name;
+    const float probs = max_diff(probabilities("--labels-text-file " + classes + " --templates " + name), ref_[name]["probs"]);
+    EXPECT_LT(probs, 1e-5f) << name;
+    std::printf("zero-shot, %s templates: class embeddings max |difference| %.2e, probabilities %.2e\n", name,
+                double(classifier), double(probs));
+  }
+  // The names given on the command line: the same classes, in the same order, without the one holding a comma.
+  const auto given = probabilities("--labels-text 'tench, goldfish,great white shark' --templates simple");
+  ASSERT_EQ(given.size(), ref_["photos"].size());
+  EXPECT_GE(given[0][0], 0.0f);
+  EXPECT_GE(given[0][2], 0.0f);
+}
+
+// The same probabilities as the same run with scripts/export_text_embeddings.py's file (open_clip's 80 templates).
+TEST_F(ZeroShotCli, SameAsAnExportedTextEmbeddingsFile) {
+  const TempDir d;
+  const std::string classes = model("oc_clip") + "/classes.txt", file = d.file("classes.safetensors");
+  ASSERT_EQ(run_shell(kVenvPython + " " VIT_SOURCE_DIR "/scripts/export_text_embeddings.py --model " + model("oc_clip") +
+                      " --classes " + classes + " --templates openai -o " + file + " >/dev/null"), 0);
+  const auto exported = probabilities("--text-embeddings " + file);
+  const auto ours = probabilities("--labels-text-file " + classes + " --templates imagenet");
+  ASSERT_EQ(exported.size(), ours.size());
+  float worst = 0;
+  for (size_t i = 0; i < ours.size(); ++i) worst = std::max(worst, max_abs_diff(ours[i], exported[i]));
+  EXPECT_LT(worst, 1e-5f);
+  std::printf("zero-shot: --labels-text against --text-embeddings from scripts/export_text_embeddings.py: %.2e\n",
+              double(worst));
+}
+
+TEST_F(ZeroShotCli, BadClassNamesAreNamed) {
+  Result r = run_vit("classify " + m("oc_clip") + " --labels-text 'tench,,goldfish'" + photos_);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--labels-text name 2: an empty class name"), std::string::npos) << r.err;
+  r = run_vit("classify " + m("oc_clip") + " --labels-text 'tench,goldfish,tench'" + photos_);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--labels-text name 3: the class 'tench' is there twice"), std::string::npos) << r.err;
+  r = run_vit("classify " + m("oc_clip") + " --labels-text tench --templates fancy" + photos_);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("fancy"), std::string::npos) << r.err;
+  const TempDir image_only;
+  write_tiny_model(image_only.path(), TinySpec{});
+  r = run_vit("classify --model " + image_only.path() + " --labels-text tench" + photos_);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("has no text tower"), std::string::npos) << r.err;
 }
 
 }  // namespace
