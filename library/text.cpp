@@ -11,7 +11,9 @@
 
 #include "engine/io/safetensors.h"
 #include "engine/io/text.h"
+#include "models/layouts.h"
 #include "models/text_tower.h"
+#include "vit/model_files.h"
 #include "vit/limits.h"
 #include "vit/threads.h"
 
@@ -145,6 +147,7 @@ struct TextModel::Impl {
     const TextConfig& c = tower.config();
     info.tower = c.family;
     info.tokenizer = tokenizer_kind_name(c.tokenizer.kind);
+    info.tokenizer_file = c.tokenizer.model;
     info.summary = c.summary();
     info.context = c.context;
     info.embedding = c.embed;
@@ -250,6 +253,13 @@ std::vector<float> TextModel::class_embeddings(const std::vector<std::string>& n
     unit_length(row, E);
   }
   return out;
+}
+
+bool has_text_tower(const std::string& model) {
+  const ModelFiles files = find_model_files(model);
+  const SafeTensors st(files.weights);
+  std::string prefix;
+  return text_tower_prefix(detect_layout(st, files.weights), st, &prefix);
 }
 
 void write_text_embeddings(const std::string& path, const std::vector<std::string>& names,

@@ -130,6 +130,29 @@ TEST_F(TextCli, BadTextsAreNamed) {
   EXPECT_NE(r.err.find("--text-file " + d.file("missing.txt")), std::string::npos) << r.err;
 }
 
+// vit inspect names the text tower, its tokenizer and context, or says there is none, or why it cannot run.
+TEST_F(TextCli, InspectNamesTheTextTower) {
+  Result r = run_vit("inspect " + model("oc_siglip"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("text tower     SigLIP text: 2 blocks of width 64, 2 heads"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokenizer      open_clip's SentencePiece (canonicalized) (" + model("oc_siglip") +
+                       "/spiece.model), context 64 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("each class's sigmoid"), std::string::npos) << r.out;
+  r = run_vit("inspect " + model("oc_clip"));
+  EXPECT_NE(r.out.find("context 77 tokens"), std::string::npos) << r.out;
+  const TempDir image_only, d;
+  write_tiny_model(image_only.path(), TinySpec{});
+  r = run_vit("inspect " + image_only.path());
+  EXPECT_NE(r.out.find("text tower     none (an image tower alone)"), std::string::npos) << r.out;
+  const std::string copy = d.file("oc_clip");
+  std::filesystem::copy(model("oc_clip"), copy);
+  std::filesystem::remove(copy + "/bpe_simple_vocab_16e6.txt.gz");
+  r = run_vit("inspect " + copy);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("text tower     cannot be run: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bpe_simple_vocab_16e6.txt.gz"), std::string::npos) << r.out;
+}
+
 class ZeroShotCli : public TextCli {
  protected:
   void SetUp() override {

@@ -28,6 +28,7 @@ struct TextOptions {
 struct TextInfo {
   std::string tower;      // "CLIP", "EVA-02 CLIP", "SigLIP", "SigLIP 2"
   std::string tokenizer;  // "open_clip's CLIP BPE", ... (docs/TEXT.md's table)
+  std::string tokenizer_file;  // the file its vocabulary or model is read from
   std::string summary;    // blocks, width, heads, activation, mask, pooling, projection in one line
   int64_t context = 0;    // the most tokens a text has, start and end tokens included (77 CLIP, 64 SigLIP)
   int64_t embedding = 0;  // the width of an embedding
@@ -88,6 +89,10 @@ class TextModel {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Whether a model's weights hold a text tower beside the image tower (read from the file's tensor names alone; what
+// a TextModel of it makes of the tower is for its constructor to say). Throws vit::Error when the file cannot be read.
+bool has_text_tower(const std::string& model);
 
 // Writes class names and their embeddings [C, E] as the zero-shot labels file `vit classify --text-embeddings`
 // reads (scripts/export_text_embeddings.py's format): text_embeddings [C, E] and the model's scale, bias and
