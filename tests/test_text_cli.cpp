@@ -5,6 +5,8 @@
 // scripts/export_text_embeddings.py's file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -242,6 +244,56 @@ TEST_F(ZeroShotCli, BadClassNamesAreNamed) {
   r = run_vit("classify --model " + image_only.path() + " --labels-text tench" + photos_);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("has no text tower"), std::string::npos) << r.err;
+}
+
+// Search end to end: the 250 sample photos by `vit embed --head`, 20 queries by `vit embed --text-file`, ranked by
+// cosine; open_clip's ranking of the same photos (its own preprocessing) for the same queries on the same model
+// (tests/retrieval_reference.py): the same top 10, in the same order, for every query.
+TEST_F(TextCli, SearchPhotosLikeOpenClip) {
+  REQUIRE_SHARED_DATA();
+  const TempDir d;
+  const std::vector<std::string> queries = {
+      "a photo of a dog", "a cat", "tench", "goldfish", "a red car", "an airliner in the sky", "a beach",
+      "a bird on a branch", "food on a plate", "a snake", "a person", "a house", "a boat on the water", "a flower",
+      "a monkey", "a spider", "café crème", "猫と犬", "A PHOTO OF A TRUCK!!!", "mountains at dusk"};
+  std::string lines;
+  for (const std::string& q : queries) lines += q + "\n";
+  write_file(d.file("queries.txt"), lines);
+  Result r = run_vit("embed " + m("oc_clip") + " --head --normalize -o " + d.file("photos.safetensors") + " " +
+                     shared_data() + "/images/imagenet-samples");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_vit("embed " + m("oc_clip") + " --normalize --text-file " + d.file("queries.txt") + " -o " +
+              d.file("queries.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const SafeTensors photos(d.file("photos.safetensors")), texts(d.file("queries.safetensors"));
+  const std::vector<std::string> files = nlohmann::json::parse(photos.metadata().at("files"));
+  ASSERT_EQ(files.size(), 250u);
+  std::string args;
+  for (const std::string& f : files) args += " " + f;
+  ASSERT_EQ(run_shell(kVenvPython + " " VIT_SOURCE_DIR "/tests/retrieval_reference.py " + model("oc_clip") + " " +
+                      d.file("queries.txt") + " " + d.file("reference.json") + args), 0);
+  const nlohmann::json ref = nlohmann::json::parse(read_file(d.file("reference.json")));
+  const std::vector<float> p = photos.to_f32("embeddings"), t = texts.to_f32("embeddings");
+  const size_t E = size_t(photos.get("embeddings").shape[1]);
+  ASSERT_EQ(t.size(), queries.size() * E);
+  float worst = 0;
+  for (size_t q = 0; q < queries.size(); ++q) {
+    std::vector<std::pair<float, int>> scored;
+    for (size_t i = 0; i < files.size(); ++i) {
+      float dot = 0;
+      for (size_t e = 0; e < E; ++e) dot += t[q * E + e] * p[i * E + e];
+      scored.push_back({-dot, int(i)});
+    }
+    std::partial_sort(scored.begin(), scored.begin() + 10, scored.end());
+    std::vector<int> top;
+    for (int k = 0; k < 10; ++k) {
+      top.push_back(scored[size_t(k)].second);
+      worst = std::max(worst, std::abs(-scored[size_t(k)].first - ref["scores"][q][k].get<float>()));
+    }
+    EXPECT_EQ(top, ref["top"][q].get<std::vector<int>>()) << "query " << q << ": " << queries[q];
+  }
+  std::printf("search: 20 queries over 250 photos ranked against open_clip's top 10; the largest cosine difference %.2e\n",
+              double(worst));
 }
 
 }  // namespace
