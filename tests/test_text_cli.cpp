@@ -155,6 +155,26 @@ TEST_F(TextCli, InspectNamesTheTextTower) {
   EXPECT_NE(r.out.find("bpe_simple_vocab_16e6.txt.gz"), std::string::npos) << r.out;
 }
 
+// vit bench --text: one JSON line per batch size with its strings/s (no timing is asserted), and its refusals.
+TEST_F(TextCli, BenchTimesTheTextTower) {
+  Result r = run_vit("bench " + m("oc_siglip") + " --text -b 1,3 --iters 2 --warmup 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_EQ(lines[1]["batch"], 3);
+  EXPECT_EQ(lines[1]["tower"], "text");
+  EXPECT_EQ(lines[1]["runs"], 2);
+  EXPECT_GT(lines[1]["strings_per_sec"].get<double>(), 0);
+  r = run_vit("bench --text --arch vit_base_patch16_224");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--text times a model's text tower: give --model"), std::string::npos) << r.err;
+  const TempDir image_only;
+  write_tiny_model(image_only.path(), TinySpec{});
+  r = run_vit("bench --text -m " + image_only.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("has no text tower"), std::string::npos) << r.err;
+}
+
 class ZeroShotCli : public TextCli {
  protected:
   void SetUp() override {
