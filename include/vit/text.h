@@ -64,9 +64,11 @@ const std::vector<std::string>& prompt_templates(PromptTemplates t);
 class TextModel {
  public:
   // model: a whole CLIP or SigLIP checkpoint (an OpenCLIP folder, a Hugging Face CLIPModel or SiglipModel folder, or
-  // its weights file). Throws vit::Error naming the problem: a model with no text tower, a tokenizer file missing or
+  // its weights file), with its tokenizer's files beside the weights (docs/TEXT.md) unless options.tokenizer names
+  // their folder. Throws vit::Error naming the problem: a model with no text tower, a tokenizer file missing or
   // unreadable, a text tower the engine does not run; vit::ArgumentError for options out of range.
   explicit TextModel(const std::string& model, const TextOptions& options = {});
+  const TextInfo& info() const;
   ~TextModel();
   TextModel(TextModel&&) noexcept;
   TextModel& operator=(TextModel&&) noexcept;
@@ -82,8 +84,6 @@ class TextModel {
   // each template, each embedding normalized, their mean per name normalized again. Throws vit::ArgumentError
   // naming the class whose texts cannot be embedded.
   std::vector<float> class_embeddings(const std::vector<std::string>& names, PromptTemplates templates) const;
-
-  const TextInfo& info() const;
 
  private:
   struct Impl;
