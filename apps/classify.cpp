@@ -192,6 +192,10 @@ int classify_all(const ClassifyOptions& o, Batches& batches, const Classifier& c
   return out.failed() ? kExitSomeFailed : kExitOk;
 }
 
+// The --templates words, each to the library's prompt templates: the one place the command reads them.
+const std::map<std::string, PromptTemplates> kTemplateWords = {{"imagenet", PromptTemplates::ImageNet},
+                                                               {"simple", PromptTemplates::Simple}};
+
 // --labels-text and --labels-text-file: the class names, each once, none empty.
 std::vector<std::string> class_names(const ClassifyOptions& o) {
   std::vector<TextInput> names;
@@ -301,11 +305,10 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   CLI::Option* names_file = add_name_option(cmd, "--labels-text-file", &o->labels_text_file,
                                             "the same with the class names in a UTF-8 file, one per line");
   for (CLI::Option* opt : {names, names_file}) opt->excludes(labels)->excludes("--text-embeddings");
-  const std::map<std::string, PromptTemplates> templates{{"imagenet", PromptTemplates::ImageNet},
-                                                         {"simple", PromptTemplates::Simple}};
-  cmd->add_option("--templates", o->templates, "the prompts of --labels-text: imagenet (CLIP's 80, \"a bad photo of a "
-                                               "{}.\", ...; the default) or simple (the 7 CLIP's paper kept)")
-      ->transform(CLI::CheckedTransformer(templates, CLI::ignore_case));
+  cmd->add_option_function<std::string>("--templates", [o](const std::string& w) { o->templates = kTemplateWords.at(w); },
+                                        "the prompts of --labels-text: imagenet (CLIP's 80, \"a bad photo of a {}.\", ...; "
+                                        "the default) or simple (the 7 CLIP's paper kept)")
+      ->check(CLI::IsMember(kTemplateWords));
   add_number_option(cmd, "-k,--topk", &o->topk, 1, 100000, "classes to print per image");
   add_batch_option(cmd, &o->batch);
   cmd->add_flag("--json", o->json, "one JSON object per line");
