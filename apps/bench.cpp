@@ -1,9 +1,11 @@
 // `vit bench`: throughput and latency of the whole forward pass per batch size, on preprocessed input
-// (the model's own work, no image decoding), as a table, JSON lines, CSV and an SVG plot.
+// (the model's own work, no image decoding), as a table, JSON lines, CSV and an SVG plot; with --text, of a
+// CLIP or SigLIP checkpoint's text tower (tokenizing included), strings/s per batch size.
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -17,6 +19,7 @@
 #include "vit/bench.h"
 #include "vit/cpu.h"
 #include "vit/error.h"
+#include "vit/text.h"
 #include "vit/threads.h"
 
 namespace vit::app {
@@ -27,7 +30,7 @@ struct BenchOptions {
   std::string batches = "1,2,4,8,16,32", csv, plot;
   double seconds = 3.0;
   int iters = 0, warmup = 3;
-  bool json = false, peak = false, profile = false;
+  bool json = false, peak = false, profile = false, text = false;
 };
 
 struct Row {
@@ -263,9 +266,61 @@ int run_bench(const BenchOptions& o, const std::vector<int>& batches, Benchmark&
   return kExitOk;
 }
 
+// --text: each batch of B prompts ("a photo of a tench.", ...: the lengths zero-shot labels have) embedded, tokenizing
+// included, timed as the image passes are; strings/s and latency per batch size.
+int run_text_bench(const BenchOptions& o, const std::vector<int>& batches, const TextModel& model) {
+  static const char* const kNames[] = {"tench", "goldfish", "great white shark", "tiger shark", "hammerhead", "electric ray",
+                                       "stingray", "cock", "hen", "ostrich", "brambling", "goldfinch"};
+  const int threads = set_threads(0);
+  const TextInfo& info = model.info();
+  if (!o.json)
+    std::printf("%s (%s), %d threads\n%6s %10s %9s %9s %9s\n", info.summary.c_str(), precision_name(o.model.precision),
+                threads, "batch", "strings/s", "p50 ms", "p90 ms", "p99 ms");
+  for (int B : batches) {
+    std::vector<std::string> texts;
+    for (int i = 0; i < B; ++i) texts.push_back(std::string("a photo of a ") + kNames[i % 12] + ".");
+    for (int i = 0; i < o.warmup; ++i) model.embed(texts);
+    std::vector<double> ms;
+    const auto start = std::chrono::steady_clock::now();
+    double total = 0;
+    while (o.iters ? int(ms.size()) < o.iters : total < o.seconds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      model.embed(texts);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    const double per_sec = double(B) * double(ms.size()) / total;
+    if (o.json)
+      std::printf("%s\n", nlohmann::json{{"engine", "vit"}, {"model", model_path(o.model)}, {"tower", "text"},
+                                         {"precision", precision_name(o.model.precision)}, {"batch", B},
+                                         {"threads", threads}, {"strings_per_sec", per_sec},
+                                         {"ms_p50", percentile(ms, 0.5)}, {"ms_p90", percentile(ms, 0.9)},
+                                         {"ms_p99", percentile(ms, 0.99)}, {"runs", ms.size()}}
+                                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    else
+      std::printf("%6d %10.2f %9.2f %9.2f %9.2f\n", B, per_sec, percentile(ms, 0.5), percentile(ms, 0.9),
+                  percentile(ms, 0.99));
+    check_stdout();
+  }
+  return kExitOk;
+}
+
+std::function<int()> prepare_text_bench(const BenchOptions& o, std::shared_ptr<std::vector<int>> batches) {
+  if (o.model.model.empty()) throw Error("--text times a model's text tower: give --model (a CLIP or SigLIP checkpoint)");
+  if (!o.csv.empty() || !o.plot.empty() || o.peak || o.profile || !o.model.arch.empty() || o.model.img_size)
+    throw Error("--csv, --plot, --peak, --profile, --arch and --img-size time image towers, not --text");
+  TextOptions to;
+  to.precision = o.model.precision;
+  to.threads = o.model.threads;
+  to.batch = *std::max_element(batches->begin(), batches->end());
+  auto model = std::make_shared<TextModel>(model_path(o.model), to);
+  return [o, batches, model] { return run_text_bench(o, *batches, *model); };
+}
+
 std::function<int()> prepare_bench(const BenchOptions& o) {
   auto batches = std::make_shared<std::vector<int>>(parse_batch_list(o.batches, "--batch"));
   set_threads(usable_threads(o.model.threads));
+  if (o.text) return prepare_text_bench(o, batches);
   auto out = std::make_shared<BenchOutputs>();
   if (o.csv == "-" && o.json) throw Error("--csv - and --json both write to stdout: pick one");
   out->csv_stdout = o.csv == "-";
@@ -298,6 +353,8 @@ void add_bench_command(CLI::App& app, Prepare* prepare) {
   cmd->add_flag("--json", o->json, "one JSON line per batch size");
   cmd->add_option("--csv", o->csv, "also write the rows to a CSV file ('-': to stdout, instead of the table)");
   cmd->add_option("--plot", o->plot, "draw images/s and latency against batch size into an SVG file");
+  cmd->add_flag("--text", o->text, "time the model's text tower instead (a CLIP or SigLIP checkpoint's): strings/s per "
+                                   "batch size of prompts like 'a photo of a tench.', tokenizing included");
   cmd->add_flag("--peak", o->peak, "also measure the machine's matmul peaks in f32, bf16 and int8");
   cmd->add_flag("--profile", o->profile,
                 "print where each batch size's time goes, per step (best of 9 passes), and each matmul's share of its precision's peak");

@@ -1,14 +1,19 @@
 // `vit classify`: images, videos or folders in, top-k labels out (text or JSON lines), optional logits
 // file. A printer on vit::Classifier, which decodes each batch on all cores and runs it as one forward
 // pass; a video's sampled frames are classified in batches the same way, each with its frame and time.
+// Zero-shot labels for CLIP and SigLIP models: a text-embeddings file, or class names whose embeddings the
+// model's own text tower makes (--labels-text), as open_clip's zero-shot classifier makes them.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -20,7 +25,9 @@
 #include "engine/io/text.h"
 #include "apps/inputs.h"
 #include "apps/output.h"
+#include "apps/texts.h"
 #include "engine/io/safetensors.h"
+#include "vit/text.h"
 #include "vit/vit.h"
 
 namespace vit::app {
@@ -29,6 +36,8 @@ namespace {
 struct ClassifyOptions {
   ModelOptions model;
   std::string labels, save_logits, text_embeddings;
+  std::string labels_text, labels_text_file;  // class names for the model's text tower: "a,b,c"; a file of them
+  PromptTemplates templates = PromptTemplates::ImageNet;
   int topk = 5, batch = 8;
   int64_t max_pixels = kDefaultMaxPixels;
   bool json = false, stats = false, force = false, stdin_paths = false, null_separated = false;
@@ -183,6 +192,64 @@ int classify_all(const ClassifyOptions& o, Batches& batches, const Classifier& c
   return out.failed() ? kExitSomeFailed : kExitOk;
 }
 
+// The --templates words, each to the library's prompt templates: the one place the command reads them.
+const std::map<std::string, PromptTemplates> kTemplateWords = {{"imagenet", PromptTemplates::ImageNet},
+                                                               {"simple", PromptTemplates::Simple}};
+
+// --labels-text and --labels-text-file: the class names, each once, none empty.
+std::vector<std::string> class_names(const ClassifyOptions& o) {
+  std::vector<TextInput> names;
+  if (!o.labels_text.empty()) {
+    size_t start = 0, i = 1;
+    for (;; ++i) {
+      const size_t comma = o.labels_text.find(',', start);
+      names.push_back({"--labels-text name " + std::to_string(i), o.labels_text.substr(start, comma - start)});
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (!o.labels_text_file.empty())
+    for (TextInput& t : read_text_lines(o.labels_text_file, "--labels-text-file")) names.push_back(std::move(t));
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (TextInput& n : names) {
+    const size_t a = n.text.find_first_not_of(" \t"), b = n.text.find_last_not_of(" \t");
+    n.text = a == std::string::npos ? "" : n.text.substr(a, b - a + 1);
+    if (n.text.empty()) throw Error(n.name + ": an empty class name");
+    if (!seen.insert(n.text).second) throw Error(n.name + ": the class '" + printable(n.text) + "' is there twice: each class once");
+    out.push_back(n.text);
+  }
+  if (out.empty()) throw Error("--labels-text-file " + printable(o.labels_text_file) + ": no class names in it");
+  return out;
+}
+
+// The class names' embeddings from the model's own text tower (open_clip's build_zero_shot_classifier), written as
+// the text-embeddings file the Classifier takes; removed once it is loaded.
+class ClassEmbeddingsFile {
+ public:
+  explicit ClassEmbeddingsFile(const ClassifyOptions& o) {
+    const std::vector<std::string> names = class_names(o);
+    TextOptions to;
+    to.precision = o.model.precision;
+    to.threads = o.model.threads;
+    const TextModel text(model_path(o.model), to);
+    const std::vector<float> rows = text.class_embeddings(names, o.templates);
+    const char* tmp = std::getenv("TMPDIR");
+    path_ = std::string(tmp && *tmp ? tmp : "/tmp") + "/vit-labels-XXXXXX";
+    const int fd = ::mkstemp(path_.data());
+    if (fd < 0) throw Error(path_, std::string("cannot make a temporary file for the class embeddings: ") + std::strerror(errno));
+    ::close(fd);
+    write_text_embeddings(path_, names, rows, text.info(), model_path(o.model));
+  }
+  ~ClassEmbeddingsFile() { std::remove(path_.c_str()); }
+  ClassEmbeddingsFile(const ClassEmbeddingsFile&) = delete;
+  ClassEmbeddingsFile& operator=(const ClassEmbeddingsFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // Everything checked before the first image: the paths, the model, the labels, the logits file.
 std::function<int()> prepare_classify(ClassifyOptions o) {
   if (o.stdin_paths && !o.paths.empty()) throw Error("--stdin reads the paths from standard input: give no PATH");
@@ -190,7 +257,7 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
   std::vector<Input> inputs = collect_inputs(o.paths, o.videos);
   if (!o.save_logits.empty()) {
-    KeepFiles keep{model_files_to_keep(o.model), {o.labels, o.text_embeddings}};
+    KeepFiles keep{model_files_to_keep(o.model), {o.labels, o.text_embeddings, o.labels_text_file}};
     for (const Input& in : inputs) keep.inputs.push_back(in.file);
     check_output_target(OutputKind::Safetensors, "--save-logits", o.save_logits, keep, o.force);
   }
@@ -204,7 +271,13 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   co.max_pixels = o.max_pixels;
   co.exif_transpose = o.exif_transpose;
   co.keep_logits = !o.save_logits.empty();
+  std::unique_ptr<ClassEmbeddingsFile> class_file;
+  if (!o.labels_text.empty() || !o.labels_text_file.empty()) {
+    class_file = std::make_unique<ClassEmbeddingsFile>(o);
+    co.text_embeddings = class_file->path();
+  }
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
+  class_file.reset();
   require_head(classifier->classes(), classifier->info().file);
   auto out = std::make_shared<Output>(o, classifier->classes(), classifier->labels());
   auto batches = o.stdin_paths ? std::make_shared<Batches>(o.null_separated ? '\0' : '\n', size_t(o.batch))
@@ -225,6 +298,17 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
                   "zero-shot labels for a CLIP or SigLIP image tower: class names and text embeddings in a .safetensors "
                   "file (scripts/export_text_embeddings.py), scored by cosine similarity times the model's logit scale")
       ->excludes(labels);
+  CLI::Option* names = cmd->add_option("--labels-text", o->labels_text,
+                  "zero-shot labels for a CLIP or SigLIP model: class names, comma-separated (\"tench,goldfish\"), "
+                  "embedded by the model's own text tower in each prompt of --templates, as open_clip's zero-shot "
+                  "classifier does");
+  CLI::Option* names_file = add_name_option(cmd, "--labels-text-file", &o->labels_text_file,
+                                            "the same with the class names in a UTF-8 file, one per line");
+  for (CLI::Option* opt : {names, names_file}) opt->excludes(labels)->excludes("--text-embeddings");
+  cmd->add_option_function<std::string>("--templates", [o](const std::string& w) { o->templates = kTemplateWords.at(w); },
+                                        "the prompts of --labels-text: imagenet (CLIP's 80, \"a bad photo of a {}.\", ...; "
+                                        "the default) or simple (the 7 CLIP's paper kept)")
+      ->check(CLI::IsMember(kTemplateWords));
   add_number_option(cmd, "-k,--topk", &o->topk, 1, 100000, "classes to print per image");
   add_batch_option(cmd, &o->batch);
   cmd->add_flag("--json", o->json, "one JSON object per line");

@@ -1,7 +1,8 @@
 // `vit embed`: one embedding per image, as timm computes it: forward_head(forward_features(x),
 // pre_logits=True) by default, model(x) with --head, the token sequence too with --tokens; one per video,
-// the mean over the frames `vit classify` would sample. JSON lines on stdout, or a safetensors file
-// written as --save-logits writes its file (atomically, files listed).
+// the mean over the frames `vit classify` would sample; with --text or --text-file, one per text from a CLIP or
+// SigLIP model's text tower (open_clip's encode_text). JSON lines on stdout, or a safetensors file
+// written as --save-logits writes its file (atomically, files or texts listed).
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,9 +14,11 @@
 #include "apps/inputs.h"
 #include "apps/options.h"
 #include "apps/output.h"
+#include "apps/texts.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/text.h"
 #include "vit/limits.h"
+#include "vit/text.h"
 #include "vit/vit.h"
 
 namespace vit::app {
@@ -29,6 +32,8 @@ struct EmbedCommand {
   int64_t max_pixels = kDefaultMaxPixels;
   bool force = false, stdin_paths = false, null_separated = false, exif_transpose = false, videos = false, stats = false;
   std::vector<std::string> paths;
+  std::vector<std::string> texts;  // --text
+  std::string text_file;           // --text-file
 };
 
 // Where embeddings go: JSON lines on stdout, or the -o file (embeddings [N, E], tokens [N, T, D], the
@@ -128,7 +133,75 @@ int embed_all(const EmbedCommand& o, std::vector<Input>& inputs, const Classifie
 // The --pool words, each to the engine's Pool: the one place the command reads them.
 const std::map<std::string, Pool> kPoolWords = {{"cls", Pool::Token}, {"mean", Pool::Avg}, {"map", Pool::Map}};
 
+// --text and --text-file: each text's embedding, or its error, in order; a text cut to the tower's context is said.
+int embed_texts(const EmbedCommand& o, const std::vector<TextInput>& texts, const TextModel& model) {
+  std::unique_ptr<RowWriter> saved;
+  if (!o.out.empty()) saved = std::make_unique<RowWriter>(o.out, model.info().embedding);
+  std::string names = "[";
+  size_t done = 0, failed = 0;
+  for (size_t first = 0; first < texts.size(); first += size_t(o.batch)) {
+    std::vector<std::string> batch;
+    for (size_t i = first; i < std::min(texts.size(), first + size_t(o.batch)); ++i) batch.push_back(texts[i].text);
+    const std::vector<TextEmbedding> rows = model.embed(batch, o.embed.normalize);
+    for (size_t j = 0; j < rows.size(); ++j) {
+      const TextInput& in = texts[first + j];
+      const TextEmbedding& e = rows[j];
+      if (!e.error.empty()) {
+        ++failed;
+        if (saved) std::fprintf(stderr, "error: %s: %s\n", printable(in.name).c_str(), printable(e.error).c_str());
+        else std::printf("{\"text\":%s,\"error\":%s}\n", json_string(in.text).c_str(), json_string(in.name + ": " + e.error).c_str());
+        continue;
+      }
+      ++done;
+      if (e.truncated)
+        std::fprintf(stderr, "warning: %s: %zu bytes, more tokens than the text tower's context of %lld: cut to it as %s "
+                     "cuts a text\n", printable(in.name).c_str(), in.text.size(),
+                     static_cast<long long>(model.info().context), model.info().tokenizer.c_str());
+      if (saved) {
+        saved->add(e.embedding.data());
+        names += (names.size() > 1 ? "," : "") + json_string(in.text);
+        continue;
+      }
+      nlohmann::json rest = {{"embedding", e.embedding}, {"tokens", e.tokens}};
+      if (e.truncated) rest["truncated"] = true;
+      std::printf("{\"text\":%s,%s\n", json_string(in.text).c_str(), rest.dump().substr(1).c_str());
+    }
+    check_stdout();
+  }
+  if (failed && texts.size() > 1) std::fprintf(stderr, "%zu of %zu texts embedded, %zu failed\n", done, texts.size(), failed);
+  if (saved) saved->finish("embeddings", output_metadata("embed", {{"texts", names + "]"}}));
+  return failed ? kExitSomeFailed : kExitOk;
+}
+
+// The image flags a text has no use for, refused by name rather than ignored.
+void check_text_flags(const EmbedCommand& o) {
+  const std::string why = " goes with images, not with --text or --text-file";
+  if (!o.paths.empty()) throw Error("--text and --text-file embed texts: give no PATH (embed images in another run)");
+  if (o.stdin_paths) throw Error("--stdin" + why);
+  if (o.embed.head) throw Error("--head" + why + " (a text's embedding is always its tower's projection)");
+  if (o.embed.tokens) throw Error("--tokens" + why);
+  if (!o.pool.empty()) throw Error("--pool" + why);
+  if (o.videos) throw Error("--videos" + why);
+  if (o.model.img_size || o.model.max_patches || !o.model.config.empty() || !o.model.arch.empty())
+    throw Error("--img-size, --max-patches, --config and --arch" + why);
+}
+
+std::function<int()> prepare_embed_text(EmbedCommand o) {
+  check_text_flags(o);
+  auto texts = std::make_shared<std::vector<TextInput>>(collect_texts(o.texts, "--text", o.text_file, "--text-file"));
+  if (texts->empty()) throw Error("--text-file " + printable(o.text_file) + ": no lines, so no texts to embed");
+  if (!o.out.empty()) check_output_target(OutputKind::Safetensors, "-o", o.out, KeepFiles{model_files_to_keep(o.model), {o.text_file}}, o.force);
+  o.batch = std::max(1, std::min<int>(o.batch, int(texts->size())));
+  TextOptions to;
+  to.precision = o.model.precision;
+  to.threads = o.model.threads;
+  to.batch = o.batch;
+  auto model = std::make_shared<TextModel>(model_path(o.model), to);
+  return [o, texts, model] { return embed_texts(o, *texts, *model); };
+}
+
 std::function<int()> prepare_embed(EmbedCommand o) {
+  if (!o.texts.empty() || !o.text_file.empty()) return prepare_embed_text(std::move(o));
   if (o.stdin_paths && !o.paths.empty()) throw Error("--stdin reads the paths from standard input: give no PATH");
   if (!o.stdin_paths && o.paths.empty()) throw Error("no PATH: give image files or folders, or --stdin");
   if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
@@ -188,6 +261,11 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
   add_number_option(cmd, "--fps", &o->embed.video.fps, 0.001, 1000.0,
                     "videos: embed this many frames per second of video (default 1)")
       ->excludes(every);
+  cmd->add_option("--text", o->texts, "embed this text with the model's text tower (a CLIP or SigLIP model's), as "
+                                     "open_clip's encode_text does; repeatable: one JSON line per text, {\"text\", "
+                                     "\"embedding\", \"tokens\"}")
+      ->allow_extra_args(false);
+  add_name_option(cmd, "--text-file", &o->text_file, "embed each line of this UTF-8 file as a text (CRLF endings taken)");
   cmd->add_flag("--videos", o->videos, "also take videos from folders (videos named as PATH always are)");
   cmd->add_option("PATH", o->paths,
                   "images (" + image_extensions() + "), videos (" + video_extensions() +

@@ -1,9 +1,15 @@
 // `vit inspect`: what the engine understood of a model file, without running it (the library's
 // ModelInfo): architecture, tokens, parameters, preprocessing, FLOPs per image, storage dtype, the weights
-// at a --precision and how each layer runs on this CPU, and where each setting came from.
+// at a --precision and how each layer runs on this CPU, where each setting came from, and a CLIP or SigLIP
+// checkpoint's text tower (TextInfo): its shape, tokenizer and context.
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "apps/command.h"
 #include "apps/options.h"
 #include "vit/cpu.h"
+#include "vit/text.h"
 #include "vit/vit.h"
 
 namespace vit::app {
@@ -30,9 +36,30 @@ std::string image_line(const std::string& path, const ImageInput& in) {
          std::to_string(in.tokens) + " tokens), as every image";
 }
 
-int print_inspect(const ModelInfo& info, const std::string& image) {
+// The text tower's lines: its shape, its tokenizer and context, how it scores; or why it cannot run.
+std::vector<std::pair<std::string, std::string>> text_lines(const ModelOptions& o) {
+  const std::string path = model_path(o);
+  if (!has_text_tower(path)) return {{"text tower", "none (an image tower alone)"}};
+  try {
+    TextOptions to;
+    to.precision = o.precision;
+    const TextInfo t = TextModel(path, to).info();
+    std::string scores = std::to_string(t.logit_scale) + " * cosine";
+    if (t.logit_bias) scores += " + " + std::to_string(*t.logit_bias) + ", each class's sigmoid";
+    else scores += ", softmax over the classes";
+    return {{"text tower", t.summary},
+            {"tokenizer", t.tokenizer + " (" + t.tokenizer_file + "), context " + std::to_string(t.context) + " tokens"},
+            {"text scores", scores}};
+  } catch (const Error& e) {
+    return {{"text tower", std::string("cannot be run: ") + e.what()}};
+  }
+}
+
+int print_inspect(const ModelInfo& info, const std::string& image,
+                  const std::vector<std::pair<std::string, std::string>>& text) {
   for (const auto& [topic, text] : info.description) std::printf("%-14s %s\n", topic.c_str(), text.c_str());
   if (!image.empty()) std::printf("%-14s %s\n", "image", image.c_str());
+  for (const auto& [topic, line] : text) std::printf("%-14s %s\n", topic.c_str(), line.c_str());
   std::printf("FLOPs/image    %.3g G (multiply-add = 2)\n", info.flops / 1e9);
   std::printf("precision      %s, weights %.1f MB resident\n", info.precision.c_str(), double(info.weight_bytes) / 1e6);
   if (!info.int8_weights.empty())
@@ -70,7 +97,7 @@ void add_inspect_command(CLI::App& app, Prepare* prepare) {
     *prepare = [o, image]() -> std::function<int()> {
       const Classifier model(model_path(*o), classifier_options(*o));
       const std::string line = image->empty() ? "" : image_line(*image, model.image_input(*image));
-      return [info = model.info(), line] { return print_inspect(info, line); };
+      return [info = model.info(), line, text = text_lines(*o)] { return print_inspect(info, line, text); };
     };
   });
 }

@@ -18,7 +18,7 @@ constexpr uint64_t kMaxLabelsCsvBytes = uint64_t(256) << 20;
 
 struct Reader {
   std::string path;
-  int64_t classes;
+  int64_t classes = 0;
   int line = 0;  // the line being fed to the parser: where a record ends
   std::vector<std::string> fields;
   std::map<std::string, int> by_file;
@@ -63,7 +63,9 @@ std::map<std::string, int> read_labels_csv(const std::string& path, int64_t clas
   csv_parser p{};
   if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI) != 0) throw Error(path, "cannot start the CSV parser");
   const std::unique_ptr<csv_parser, void (*)(csv_parser*)> owned(&p, csv_free);
-  Reader r{path, classes};
+  Reader r;
+  r.path = path;
+  r.classes = classes;
   const auto fail = [&] {
     throw Error(path, "line " + std::to_string(r.line) + ": not CSV: " + csv_strerror(csv_error(&p)));
   };

@@ -36,6 +36,8 @@ class Checkpoint : public TensorSource {
   int64_t count_blocks() const;
   std::string dtypes() const;  // the stored dtypes, "F32" or "BF16, F32"
   const std::string& text_prefix() const { return text_prefix_; }  // Tower::Text: "text." or ""
+  // A tensor outside either tower, read as it is stored (CLIP's and SigLIP's logit_scale and logit_bias).
+  const SafeTensors& file() const { return *st_; }
 
  private:
   StoredTensor resolve(const std::string& name) const;  // where a tensor of this tower is stored

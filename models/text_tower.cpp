@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "checkpoint.h"
@@ -59,6 +60,24 @@ struct TextTower::Loader {
   }
 };
 
+namespace {
+
+// logit_scale (stored as its log, as open_clip's and transformers' CLIP and SigLIP hold it) and logit_bias: one number
+// each, beside both towers.
+void read_logit_scale(const SafeTensors& st, float* scale, std::optional<float>* bias) {
+  const auto scalar = [&](const char* name) -> std::optional<float> {
+    if (!st.has(name)) return std::nullopt;
+    const std::vector<float> v = st.to_f32(name);
+    if (v.size() != 1) throw Error(st.path(), std::string(name) + " holds " + std::to_string(v.size()) + " numbers, not one");
+    return v[0];
+  };
+  const std::optional<float> s = scalar("logit_scale");
+  *scale = s ? std::exp(*s) : std::nanf("");
+  *bias = scalar("logit_bias");
+}
+
+}  // namespace
+
 TextTower TextTower::load(const std::string& model, Precision precision, const std::string& tokenizer_folder) {
   const ModelFiles files = find_model_files(model);
   Checkpoint ck(files.weights, Tower::Text);
@@ -73,6 +92,7 @@ TextTower TextTower::load(const std::string& model, Precision precision, const s
   spdlog::debug("{}: {}", files.weights, t.cfg_.summary());
   Loader{t, ck}.load();
   ck.check_all_used();
+  read_logit_scale(ck.file(), &t.logit_scale_, &t.logit_bias_);
   return t;
 }
 

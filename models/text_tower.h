@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ class TextTower {
   Precision precision() const { return precision_; }
   int64_t embedding_size() const { return cfg_.embed; }
   const std::string& source() const { return source_; }
+  // How the model scores an image against a text (its forward): logit_scale.exp() * cosine (+ logit_bias, which
+  // SigLIP's have and whose scores are each a sigmoid's); NaN when the checkpoint holds no logit_scale.
+  float logit_scale() const { return logit_scale_; }
+  const std::optional<float>& logit_bias() const { return logit_bias_; }
 
   // The texts' tokens, as the checkpoint's reference tokenizer makes them (Tokenizer::encode); a text it refuses
   // (not UTF-8) is named by its place: "text 3: not valid UTF-8: ...".
@@ -88,6 +93,8 @@ class TextTower {
   TextConfig cfg_;
   Precision precision_ = Precision::F32;
   std::string source_;
+  float logit_scale_ = 0;
+  std::optional<float> logit_bias_;
   std::unique_ptr<Tokenizer> tokenizer_;
   Arena store_;                     // every weight below (declared first: dies last)
   Stored<float> token_embedding_;   // [V, D]

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "vit/batcher.h"
+#include "vit/text.h"
 #include "vit/vit.h"
 
 namespace py = pybind11;
@@ -640,6 +641,54 @@ py::dict embed_encoded(const vit::Classifier& c, const py::handle& images, bool 
 }
 
 // What `vit inspect` prints, as a dict.
+// The text tower of a Classifier's model (a CLIP or SigLIP checkpoint), loaded on first use at the Classifier's
+// precision and threads and kept on the Python object (its attribute _text_model).
+const vit::TextModel& text_model(const py::object& self) {
+  if (!py::hasattr(self, "_text_model")) {
+    const vit::ModelInfo m = self.cast<const vit::Classifier&>().info();
+    vit::TextOptions o;
+    o.precision = vit::precision_from_name(m.precision);
+    std::unique_ptr<vit::TextModel> t;
+    {
+      py::gil_scoped_release unlocked;  // loading reads the tower's weights and its tokenizer
+      t = std::make_unique<vit::TextModel>(m.file, o);  // threads: the Classifier's, set on this thread at its load
+    }
+    self.attr("_text_model") = py::capsule(t.release(), [](void* p) { delete static_cast<vit::TextModel*>(p); });
+  }
+  return *static_cast<const vit::TextModel*>(self.attr("_text_model").cast<py::capsule>().get_pointer());
+}
+
+// Classifier.embed_text: a list of str -> float32 [n, E]; a text the tokenizer cannot take is a ValueError naming it.
+py::array_t<float> embed_text(const py::object& self, const py::handle& texts, bool normalize) {
+  std::vector<std::string> in;
+  const std::vector<py::object> list = items(texts, "texts");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string item = "texts[" + std::to_string(i) + "]";
+    if (!py::isinstance<py::str>(list[i])) throw py::type_error(item + " must be a str, got " + type_name(list[i]));
+    Py_ssize_t n = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(list[i].ptr(), &n);
+    if (!utf8) {
+      PyErr_Clear();
+      throw py::value_error(item + " cannot be UTF-8 (it holds a lone surrogate)");
+    }
+    in.emplace_back(utf8, size_t(n));
+  }
+  const vit::TextModel& t = text_model(self);
+  std::vector<vit::TextEmbedding> out;
+  {
+    py::gil_scoped_release unlocked;
+    out = t.embed(in, normalize);
+  }
+  const int64_t E = t.info().embedding;
+  std::vector<float> rows;
+  rows.reserve(out.size() * size_t(E));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].error.empty()) throw py::value_error("texts[" + std::to_string(i) + "]: " + out[i].error);
+    rows.insert(rows.end(), out[i].embedding.begin(), out[i].embedding.end());
+  }
+  return to_array(rows, {py::ssize_t(out.size()), py::ssize_t(E)});
+}
+
 py::dict config(const vit::Classifier& c) {
   const vit::ModelInfo m = c.info();
   const std::pair<const char*, py::object> fields[] = {
@@ -700,6 +749,14 @@ void bind_classifier_outputs(py::class_<vit::Classifier>& classifier) {
            "(N = its width; classes is 0); a model without a head (DINOv2, a SigLIP tower) its pooled features,\n"
            "embed()'s rows (N = its width; classes is 0). With text_embeddings: the zero-shot scores\n"
            "(N = classes), logit_scale * cosine similarity + logit_bias, before softmax or sigmoid.")
+      .def("embed_text", &embed_text, py::arg("texts"), py::kw_only(), py::arg("normalize") = false,
+           "A list of str -> float32 ndarray [n, E]: each text's embedding by the model's text tower (a CLIP or\n"
+           "SigLIP checkpoint's: open_clip's encode_text, transformers' get_text_features), in the space of\n"
+           "embed(head=True)'s image rows; normalize: unit rows. Each text is tokenized as the checkpoint's own\n"
+           "library does and cut to its context (77 tokens for CLIP, 64 for SigLIP) as it cuts. The tower is loaded\n"
+           "on the first call, at the Classifier's precision. A model without a text tower, or without its\n"
+           "tokenizer's files, raises vit.Error; a text that is empty, holds NUL or cannot be UTF-8 raises\n"
+           "ValueError naming it (texts[i]); an item that is not a str, TypeError.")
       .def("preprocess", &preprocess, py::arg("path"),
            "An image file as the model is fed it: float32 ndarray [3, H, W] (timm's eval transform).")
       .def_property_readonly("config", &config, "What the engine understood of the model, as `vit inspect` prints it.")
@@ -726,7 +783,7 @@ void bind_classifier_outputs(py::class_<vit::Classifier>& classifier) {
 
 void bind_classifier(py::module_& m) {
   const vit::ClassifierOptions defaults;
-  py::class_<vit::Classifier> classifier(m, "Classifier",
+  py::class_<vit::Classifier> classifier(m, "Classifier", py::dynamic_attr(),
                                         "A ViT image classifier, loaded once. Calls may come from several threads at once.\n\n"
                                         "Signals: while a forward pass runs, the engine's threads hold asynchronous signals back\n"
                                         "(oneDNN's kernels cannot take a signal handler's frame); they are delivered when it ends.\n"

@@ -8,7 +8,8 @@ for SigLIP (a model with a logit_bias) by a sigmoid with that bias. Hugging Face
 SiglipModel: "This is a photo of {}." (transformers' zero-shot pipeline), CLIP's padded to the longest prompt
 with its attention mask, SigLIP's padded to max_length as SigLIP was trained; scored by softmax (CLIP) or by a
 sigmoid with the model's logit bias (SigLIP). Runs with the project's .venv Python (open_clip_torch,
-transformers, sentencepiece and protobuf from tests/requirements.txt); the engine itself stays image-only.
+transformers, sentencepiece and protobuf from tests/requirements.txt); `vit classify --labels-text` makes the
+same classifier with the engine's own text towers.
 
   scripts/export_text_embeddings.py --model DIR -o classes.safetensors tench "Siamese cat" airliner
   scripts/export_text_embeddings.py --model ViT-B-32 --pretrained open_clip_model.safetensors \

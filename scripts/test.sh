@@ -9,8 +9,8 @@
 #   scripts/test.sh --sanitize  the same suite built with AddressSanitizer + UBSan in build-asan/
 #                               (leak reports and undefined behaviour fail the test that caused them); the
 #                               audit, the cluster tests (HAProxy, Ray, the container's release build) and
-#                               KServe over gRPC (tritonclient's load and hostile clients) are left to the
-#                               release run
+#                               KServe over gRPC (tritonclient's load and hostile clients) and the text towers
+#                               against their Python references are left to the release run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # ccache, as scripts/setup.sh uses it: objects shared between build trees and clones.

@@ -31,6 +31,11 @@ OUT_DIR/oc_clip_b32_shape, oc_siglip_b16_shape  text towers of ViT-B-32's and Vi
                              width 512 and 768; random weights in F16), for int8's agreement with f32
 OUT_DIR/<model>/text_reference.safetensors  ids [N, context] (as F32) from the reference tokenizer, embeddings [N, E]
                              from encode_text / get_text_features; metadata "strings" (JSON)
+OUT_DIR/oc_clip/zero_shot.json  open_clip's zero-shot classification of the PHOTOs (when given): the class names
+                             (also in classes.txt), and per template set (imagenet: OPENAI_IMAGENET_TEMPLATES, simple:
+                             SIMPLE_IMAGENET_TEMPLATES) build_zero_shot_classifier's class embeddings [C, E] and the
+                             photos' probabilities softmax(logit_scale.exp() * normalize(encode_image(x)) @ classifier),
+                             each photo through open_clip's own eval transform
 """
 import gzip
 import io
@@ -233,6 +238,7 @@ def oc_clip(out, name, seed, quick_gelu, text=None, embed_dim=32):
     ids = open_clip.tokenizer.SimpleTokenizer()(TOWER_STRINGS)
     with torch.no_grad():
         save_text_reference(d, ids, model.encode_text(ids))
+    return model
 
 
 def oc_timm(out, name, model_name, text_kwargs, tokenizer_folder, seed, shrink_text=True):
@@ -260,6 +266,37 @@ def oc_timm(out, name, model_name, text_kwargs, tokenizer_folder, seed, shrink_t
     ids = tokenizer(TOWER_STRINGS)
     with torch.no_grad():
         save_text_reference(d, ids, model.encode_text(ids))
+
+
+# Class names for the zero-shot references: accents, several words, a comma (read from a file by the test).
+ZERO_SHOT_CLASSES = ["tench", "goldfish", "great white shark", "café crème", "dog, on a beach", "Siamese cat"]
+
+
+def zero_shot(d, model, photos):
+    """open_clip's zero-shot classifier (build_zero_shot_classifier) on the photos, as its zero-shot evaluation runs
+    it, scored with the model's own logit_scale.exp() (CLIP.forward's) rather than the evaluation's fixed 100."""
+    from open_clip.zero_shot_classifier import build_zero_shot_classifier
+    from open_clip.zero_shot_metadata import OPENAI_IMAGENET_TEMPLATES, SIMPLE_IMAGENET_TEMPLATES
+    from PIL import Image
+    photos = [p for p in photos if os.path.exists(p)]  # the shared data's, when it is there
+    if not photos:
+        return
+    with open(os.path.join(d, "classes.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(c + "\n" for c in ZERO_SHOT_CLASSES))
+    transform = open_clip.image_transform(model.visual.image_size, is_train=False)
+    images = torch.stack([transform(Image.open(p).convert("RGB")) for p in photos])
+    ref = {"classes": ZERO_SHOT_CLASSES, "photos": photos, "logit_scale": float(model.logit_scale.exp())}
+    with torch.no_grad():
+        features = torch.nn.functional.normalize(model.encode_image(images), dim=-1)
+        for name, templates in (("imagenet", OPENAI_IMAGENET_TEMPLATES), ("simple", SIMPLE_IMAGENET_TEMPLATES)):
+            classifier = build_zero_shot_classifier(model, tokenizer=open_clip.tokenizer.SimpleTokenizer(),
+                                                    classnames=ZERO_SHOT_CLASSES, templates=templates,
+                                                    num_classes_per_batch=4, device="cpu")
+            probs = (model.logit_scale.exp() * features @ classifier).softmax(dim=-1)
+            ref[name] = {"classifier": classifier.T.tolist(), "probs": probs.tolist()}
+    with open(os.path.join(d, "zero_shot.json"), "w") as f:
+        json.dump(ref, f)
+    print(os.path.basename(d), "zero-shot", len(photos), "photos")
 
 
 def hf_clip(out, name, seed, eos_token_id, hidden_act):
@@ -298,7 +335,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     tokenizers(out)
     token_references(out)
-    oc_clip(out, "oc_clip", 200, quick_gelu=False)
+    zero_shot(os.path.join(out, "oc_clip"), oc_clip(out, "oc_clip", 200, quick_gelu=False), sys.argv[2:])
     oc_clip(out, "oc_clip_quickgelu", 201, quick_gelu=True)
     oc_timm(out, "oc_eva02", "EVA02-B-16", {}, "tok_openclip_bpe", 202)
     oc_timm(out, "oc_siglip", "ViT-B-16-SigLIP", {"vocab_size": VOCAB}, "tok_siglip_t5", 203)

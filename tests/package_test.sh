@@ -34,14 +34,14 @@ install_test() {
   # A package is relocatable: what it says about itself follows it to wherever it is unpacked.
   mkdir -p "$tmp/moved"
   mv "$tmp/installed" "$prefix"
-  local headers="./vit/batcher.h ./vit/bench.h ./vit/cpu.h ./vit/error.h ./vit/explain.h ./vit/imagenet_classes.h ./vit/limits.h ./vit/load_options.h ./vit/model.h ./vit/model_files.h ./vit/model_kinds.h ./vit/precision.h ./vit/quantize.h ./vit/threads.h ./vit/topk.h ./vit/vit.h "
+  local headers="./vit/batcher.h ./vit/bench.h ./vit/cpu.h ./vit/error.h ./vit/explain.h ./vit/imagenet_classes.h ./vit/limits.h ./vit/load_options.h ./vit/model.h ./vit/model_files.h ./vit/model_kinds.h ./vit/precision.h ./vit/quantize.h ./vit/text.h ./vit/threads.h ./vit/topk.h ./vit/vit.h "
   [ "$(cd "$prefix/include" && find . -type f | LC_ALL=C sort | tr '\n' ' ')" = "$headers" ] ||
     fail "installed headers are not exactly $headers: $(cd "$prefix/include" && find . -type f)"
-  # Two shared objects: OpenCV's plugins (WebP, TIFF, JPEG 2000; video), never the Python module.
+  # Three shared objects: OpenCV's plugins (WebP, TIFF, JPEG 2000; video) and SentencePiece's, never the Python module.
   local objects
   objects="$(cd "$prefix" && find . -name '*.so*' | sort | tr '\n' ' ')"
-  [[ "$objects" =~ ^\./(lib[^/]*)/vit/libvit_opencv_image\.so\ \./lib[^/]*/vit/libvit_opencv_video\.so\ $ ]] ||
-    fail "a plain install must install OpenCV's two plugins and no other shared object (the Python module): $objects"
+  [[ "$objects" =~ ^\./(lib[^/]*)/vit/libvit_opencv_image\.so\ \./lib[^/]*/vit/libvit_opencv_video\.so\ \./lib[^/]*/vit/libvit_sentencepiece\.so\ $ ]] ||
+    fail "a plain install must install the three plugins and no other shared object (the Python module): $objects"
   local plugins="$prefix/${BASH_REMATCH[1]}/vit"
   # The public headers stand alone on standard headers, in C++17 (the standard vit::vit asks for): each one.
   for h in $headers; do
@@ -78,6 +78,16 @@ install_test() {
   [ "$loaded" = "$plugins/libvit_opencv_image.so" ] ||
     fail "the WebP plugin loaded was '$loaded', expected the moved package's $plugins/libvit_opencv_image.so"
   echo "the consumer printed '$label' for the WebP, through the plugin in $plugins"
+  # A text tower through the package (ICU and SentencePiece linked from it), on the text tests' CLIP model when the
+  # build made them (tests/make_text_models.py: text embeddings of width 32).
+  local text_model="$build/text_models/oc_clip"
+  if [ -d "$text_model" ]; then
+    label="$("$tmp/consumer/consumer" --text "$text_model" "a photo of a tench")" || fail "the consumer failed on a text"
+    [ "$label" = 32 ] || fail "the consumer printed '$label' for a text's width, expected 32"
+    echo "the consumer embedded a text with $text_model: width $label"
+  else
+    echo "no text models in $build (the text tests make them): the consumer's --text not run"
+  fi
 }
 
 # The optimisation, NDEBUG and marker flags in the compile command of the source file named $2.

@@ -21,7 +21,6 @@
 extern "C" __attribute__((weak)) const char vit_package_plugin_dir[];
 
 namespace vit {
-namespace {
 
 // Where a plugin may be: VIT_OPENCV_PLUGIN_DIR names the folder outright; else the installed package's
 // folder (the engine is a static library, so the program linking it says where the package is), beside
@@ -45,6 +44,8 @@ std::vector<std::string> plugin_dirs() {
   out.push_back(VIT_OPENCV_PLUGIN_BUILD_DIR);
   return out;
 }
+
+namespace {
 
 std::string joined(const std::vector<std::string>& dirs) {
   std::string out;

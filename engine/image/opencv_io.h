@@ -5,12 +5,17 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/image/image.h"
 
 struct VitCvVideoApi;
 
 namespace vit {
+
+// The folders the engine's plugins (OpenCV's two, SentencePiece's) are looked for in, in order; VIT_OPENCV_PLUGIN_DIR
+// names the one folder outright.
+std::vector<std::string> plugin_dirs();
 
 // "WebP", "TIFF" or "JPEG 2000" when the bytes start like one (by content, never by the name), else
 // nullptr. Only these reach OpenCV: its other readers (GDAL, GDCM, OpenEXR...) never see our input.

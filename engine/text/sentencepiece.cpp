@@ -1,17 +1,58 @@
-// tokenizer.h's SentencePiece kinds on the SentencePiece library (Debian's libsentencepiece): open_clip's
+// tokenizer.h's SentencePiece kinds on the SentencePiece library (Debian's libsentencepiece, in the plugin
+// libvit_sentencepiece.so: sentencepiece_plugin.h): open_clip's
 // HFTokenizer with clean='canonicalize' (tokenizer.py) over the fast T5 or Gemma tokenizer its hub folders hold,
 // and transformers' SiglipTokenizer (models/siglip/tokenization_siglip.py, with PreTrainedTokenizer.tokenize).
-#include <sentencepiece_processor.h>
+#include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 
+#include "engine/image/opencv_io.h"
 #include "engine/io/files.h"
 #include "engine/text/clean.h"
+#include "engine/text/sentencepiece_plugin.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/unicode.h"
 #include "vit/error.h"
 
 namespace vit {
+
+std::unique_ptr<SentencePieceProcessor> new_sentencepiece_processor(const std::string& who) {
+  static std::once_flag once;
+  static decltype(&vit_sentencepiece_new) entry = nullptr;
+  static std::string failure;
+  std::call_once(once, [] {
+    // Its own protobuf first for the library and its plugin (RTLD_DEEPBIND), which AddressSanitizer's runtime
+    // refuses: a sanitizer build's programs without another protobuf (all but vit, which links gRPC's) still run.
+#if defined(__SANITIZE_ADDRESS__)
+    const int flags = RTLD_NOW | RTLD_LOCAL;
+#else
+    const int flags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
+#endif
+    for (const std::string& dir : plugin_dirs()) {
+      const std::string path = dir + "/libvit_sentencepiece.so";
+      if (::access(path.c_str(), F_OK) != 0) continue;
+      void* h = ::dlopen(path.c_str(), flags);
+      if (!h) {
+        failure = ::dlerror();
+        continue;
+      }
+      entry = reinterpret_cast<decltype(entry)>(::dlsym(h, "vit_sentencepiece_new"));
+      if (entry) return;
+      failure = path + " is not this build's plugin (rebuild it)";
+    }
+  });
+  SentencePieceProcessor* p = entry ? entry(kSentencePieceAbi) : nullptr;
+  if (!p) {
+    std::string dirs;
+    for (const std::string& d : plugin_dirs()) dirs += (dirs.empty() ? "" : ", ") + d;
+    throw Error(who, "a SentencePiece model needs the engine's plugin libvit_sentencepiece.so, which " +
+                         (failure.empty() ? "is not installed (looked in " + dirs + ")" : "could not be loaded: " + failure));
+  }
+  return std::unique_ptr<SentencePieceProcessor>(p);
+}
+
 namespace {
 
 constexpr uint64_t kMaxModelBytes = 1ull << 30;
@@ -32,23 +73,24 @@ std::string normalizer_override(bool charsmap, bool escape) {
 
 class SentencePieceTokenizer : public Tokenizer {
  public:
-  explicit SentencePieceTokenizer(const TokenizerSpec& s) : Tokenizer(s) {
+  explicit SentencePieceTokenizer(const TokenizerSpec& s)
+      : Tokenizer(s), sp_(new_sentencepiece_processor(s.model)), charsmap_(new_sentencepiece_processor(s.model)) {
     const std::vector<uint8_t> bytes = read_file_bytes(s.model, kMaxModelBytes);
     const std::string proto(bytes.begin(), bytes.end());
     // SiglipTokenizer runs the model with add_dummy_prefix off. open_clip's HFTokenizer runs a fast tokenizer:
     // tokenizers' normalizer and pre-tokenizer (spec.normalizer, the model's character map among them), then the
     // model's segmentation alone, which the model runs here with its own normalizer turned off.
     if (s.kind == TokenizerKind::HfSiglipSentencePiece) {
-      load(&sp_, proto + kNoDummyPrefix);
+      load(sp_.get(), proto + kNoDummyPrefix);
     } else {
-      load(&sp_, proto + normalizer_override(false, true));
-      load(&charsmap_, proto + normalizer_override(true, false));
+      load(sp_.get(), proto + normalizer_override(false, true));
+      load(charsmap_.get(), proto + normalizer_override(true, false));
       std::vector<std::vector<std::string>> probe;  // n-best segmentations: unigram models only
-      unigram_ = sp_.NBestEncode("a", 2, &probe).ok();
+      unigram_ = sp_->NBestEncode("a", 2, &probe).ok();
       min_score_ = 0;
-      for (int id = 0; id < sp_.GetPieceSize(); ++id) min_score_ = std::min(min_score_, double(sp_.GetScore(id)));
+      for (int id = 0; id < sp_->GetPieceSize(); ++id) min_score_ = std::min(min_score_, double(sp_->GetScore(id)));
     }
-    vocab_size_ = sp_.GetPieceSize();
+    vocab_size_ = sp_->GetPieceSize();
     eos_id_ = s.add_eos ? piece_id(s.eos) : -1;
     bos_id_ = s.add_bos ? piece_id(s.bos) : -1;
     pad_id_ = piece_id(s.pad);
@@ -62,19 +104,19 @@ class SentencePieceTokenizer : public Tokenizer {
   }
 
  private:
-  void load(sentencepiece::SentencePieceProcessor* p, const std::string& proto) const {
+  void load(SentencePieceProcessor* p, const std::string& proto) const {
     const auto status = p->LoadFromSerializedProto(proto);
     if (!status.ok()) throw Error(spec_.model, "not a SentencePiece model: " + status.ToString());
   }
   // A special token's id; an error when the model has no such piece.
   int32_t piece_id(const std::string& piece) const {
-    const int id = sp_.PieceToId(piece);
-    if (id < 0 || (sp_.IsUnknown(id) && sp_.IdToPiece(id) != piece))
+    const int id = sp_->PieceToId(piece);
+    if (id < 0 || (sp_->IsUnknown(id) && sp_->IdToPiece(id) != piece))
       throw Error(spec_.model, "the SentencePiece model has no piece \"" + piece + "\", the tokenizer's special token");
     return id;
   }
   void encode_pieces(const std::string& text, std::vector<std::string>* pieces) const {
-    const auto status = sp_.Encode(text, pieces);
+    const auto status = sp_->Encode(text, pieces);
     if (!status.ok()) throw Error(spec_.model, "SentencePiece cannot encode a text: " + status.ToString());
   }
 
@@ -83,7 +125,7 @@ class SentencePieceTokenizer : public Tokenizer {
     const std::string s = u32_to_utf8(fast_pipeline(openclip_canonicalize(openclip_basic_clean(text))));
     std::vector<int> ids;
     if (!unigram_) {
-      const auto status = sp_.Encode(s, &ids);
+      const auto status = sp_->Encode(s, &ids);
       if (!status.ok()) throw Error(spec_.model, "SentencePiece cannot encode a text: " + status.ToString());
       return std::vector<int32_t>(ids.begin(), ids.end());
     }
@@ -93,7 +135,7 @@ class SentencePieceTokenizer : public Tokenizer {
     for (size_t start = 0; start < s.size();) {
       size_t end = s.find(underline, start + 1);
       if (end == std::string::npos) end = s.size();
-      for (const std::string& p : unigram_word(s.substr(start, end - start))) out.push_back(sp_.PieceToId(p));
+      for (const std::string& p : unigram_word(s.substr(start, end - start))) out.push_back(sp_->PieceToId(p));
       start = end;
     }
     return out;
@@ -104,10 +146,10 @@ class SentencePieceTokenizer : public Tokenizer {
   // that reaches an end, gives the one whose pieces start earliest, read from the end.
   std::vector<std::string> unigram_word(const std::string& word) const {
     std::vector<std::vector<std::string>> n;
-    const auto status = sp_.NBestEncode(word, 2, &n);
+    const auto status = sp_->NBestEncode(word, 2, &n);
     if (!status.ok() || n.empty()) throw Error(spec_.model, "SentencePiece cannot encode a text: " + status.ToString());
     if (n.size() < 2 || score(n[1]) < score(n[0])) return n[0];
-    sp_.NBestEncode(word, 32, &n);
+    sp_->NBestEncode(word, 32, &n);
     const double best = score(n[0]);
     std::vector<std::string> pick = n[0];
     for (const auto& c : n)
@@ -118,8 +160,8 @@ class SentencePieceTokenizer : public Tokenizer {
   double score(const std::vector<std::string>& pieces) const {
     double s = 0;
     for (const auto& p : pieces) {
-      const int id = sp_.PieceToId(p);
-      s += sp_.IsUnknown(id) ? min_score_ - 10.0 : double(sp_.GetScore(id));
+      const int id = sp_->PieceToId(p);
+      s += sp_->IsUnknown(id) ? min_score_ - 10.0 : double(sp_->GetScore(id));
     }
     return s;
   }
@@ -143,7 +185,7 @@ class SentencePieceTokenizer : public Tokenizer {
       switch (step.kind) {
         case Step::Charsmap: {  // Precompiled: the model's map alone, its pieces laid end to end
           std::vector<std::string> pieces;
-          const auto status = charsmap_.Encode(u32_to_utf8(s), &pieces);
+          const auto status = charsmap_->Encode(u32_to_utf8(s), &pieces);
           if (!status.ok()) throw Error(spec_.model, "SentencePiece cannot normalize a text: " + status.ToString());
           std::string joined;
           for (const auto& p : pieces) joined += p;
@@ -185,8 +227,8 @@ class SentencePieceTokenizer : public Tokenizer {
   std::vector<int32_t> siglip_tokens(const std::u32string& text) const;
   std::vector<std::pair<std::string, int32_t>> siglip_piece(const std::u32string& chunk) const;
 
-  sentencepiece::SentencePieceProcessor sp_;
-  sentencepiece::SentencePieceProcessor charsmap_;  // OpenClipSentencePiece: the model's normalizer alone
+  std::unique_ptr<SentencePieceProcessor> sp_;
+  std::unique_ptr<SentencePieceProcessor> charsmap_;  // OpenClipSentencePiece: the model's normalizer alone
   bool unigram_ = false;
   double min_score_ = 0;
   int32_t unk_id_ = -1;
@@ -201,7 +243,7 @@ std::vector<std::pair<std::string, int32_t>> SentencePieceTokenizer::siglip_piec
   encode_pieces(spec_.unk + u32_to_utf8(clean), &pieces);
   std::vector<std::pair<std::string, int32_t>> out;
   for (size_t i = pieces.size() >= unk_length_ ? unk_length_ : 0; i < pieces.size(); ++i)
-    out.push_back({pieces[i], sp_.PieceToId(pieces[i])});
+    out.push_back({pieces[i], sp_->PieceToId(pieces[i])});
   return out;
 }
 

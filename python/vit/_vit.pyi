@@ -121,6 +121,8 @@ class Classifier:
         self, images: Iterable[Encoded], *, head: bool = False, tokens: bool = False, normalize: bool = False
     ) -> Embeddings:
         """Encoded image files in memory -> a dict as embed() gives."""
+    def embed_text(self, texts: Iterable[str], *, normalize: bool = False) -> npt.NDArray[np.float32]:
+        """Texts -> their embeddings [n, E] by the model's text tower (a CLIP or SigLIP checkpoint's)."""
     def logits(self, images: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Preprocessed images [B, 3, H, W] -> timm's model(x) [B, N]."""
     def preprocess(self, path: Path) -> npt.NDArray[np.float32]:
