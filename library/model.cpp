@@ -12,30 +12,48 @@
 
 namespace vit {
 
+namespace {
+
+// The table's three kinds of row.
+LoadOption precision_option(const char* help) {
+  return {"precision", "precision", OptionKind::Precision, nullptr, 0, 0, "", nullptr, help};
+}
+// A whole number from 0 (the default, which `zero` names) to hi.
+LoadOption number_option(const char* name, const char* what, int LoadOptions::*field, int hi, const char* zero,
+                         const char* help) {
+  return {name, what, OptionKind::Number, field, 0, hi, zero, nullptr, help};
+}
+LoadOption text_option(const char* name, const char* what, std::string LoadOptions::*field, const char* help) {
+  return {name, what, OptionKind::Text, nullptr, 0, 0, "", field, help};
+}
+
+}  // namespace
+
 const std::vector<LoadOption>& load_option_table() {
-  using K = OptionKind;
   using O = LoadOptions;
   static const std::vector<LoadOption> table{
-      {"precision", "precision", K::Precision, nullptr, 0, 0, "", nullptr,
-       "arithmetic of the linear layers: f32 (as timm), bf16 (CPUs with avx512_bf16) or int8"},
-      {"threads", "threads", K::Number, &O::threads, 0, 4096, "all cores", nullptr,
-       "threads for decoding and inference; 0: all cores (more than the cores: the cores, with a warning)"},
-      {"img_size", "image size", K::Number, &O::img_size, 0, int(kMaxInputSize), "the model's own", nullptr,
-       "run at SxS pixels instead of the model's size (position table resampled as timm does); 0: the model's size"},
-      {"max_patches", "max patches", K::Number, &O::max_patches, 0, int(kMaxNaflexPatches), "256", nullptr,
-       "NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at its own aspect "
-       "ratio, resized to at most this many patches; 0: 256, SigLIP 2's"},
-      {"config", "config", K::Text, nullptr, 0, 0, "", &O::config,
-       "config.json (timm or Hugging Face form) overriding the one beside the weights"},
-      {"arch", "architecture", K::Text, nullptr, 0, 0, "", &O::arch,
-       "the timm architecture of a checkpoint in timm's names without a config.json (any that docs/MODELS.md lists "
-       "as running, e.g. vit_base_patch16_224): timm's create_model(NAME) and its default pretrained config say what "
-       "the tensors cannot (heads, block order, eps, pooling, preprocessing); its tensors must be that architecture's"},
-      {"labels", "labels", K::Text, nullptr, 0, 0, "", &O::labels,
-       "class names, one per line (default: the checkpoint's, else ImageNet-1k)"},
-      {"text_embeddings", "text embeddings", K::Text, nullptr, 0, 0, "", &O::text_embeddings,
-       "zero-shot labels for a CLIP or SigLIP image tower: a safetensors file of class names and their text "
-       "embeddings (scripts/export_text_embeddings.py); its classes replace the model's"},
+      precision_option("arithmetic of the linear layers: f32 (as timm), bf16 (CPUs with avx512_bf16) or int8"),
+      number_option("threads", "threads", &O::threads, 4096, "all cores",
+                    "threads for decoding and inference; 0: all cores (more than the cores: the cores, with a "
+                    "warning)"),
+      number_option("img_size", "image size", &O::img_size, int(kMaxInputSize), "the model's own",
+                    "run at SxS pixels instead of the model's size (position table resampled as timm does); 0: the "
+                    "model's size"),
+      number_option("max_patches", "max patches", &O::max_patches, int(kMaxNaflexPatches), "256",
+                    "NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at its "
+                    "own aspect ratio, resized to at most this many patches; 0: 256, SigLIP 2's"),
+      text_option("config", "config", &O::config,
+                  "config.json (timm or Hugging Face form) overriding the one beside the weights"),
+      text_option("arch", "architecture", &O::arch,
+                  "the timm architecture of a checkpoint in timm's names without a config.json (any that "
+                  "docs/MODELS.md lists as running, e.g. vit_base_patch16_224): timm's create_model(NAME) and its "
+                  "default pretrained config say what the tensors cannot (heads, block order, eps, pooling, "
+                  "preprocessing); its tensors must be that architecture's"),
+      text_option("labels", "labels", &O::labels,
+                  "class names, one per line (default: the checkpoint's, else ImageNet-1k)"),
+      text_option("text_embeddings", "text embeddings", &O::text_embeddings,
+                  "zero-shot labels for a CLIP or SigLIP image tower: a safetensors file of class names and their "
+                  "text embeddings (scripts/export_text_embeddings.py); its classes replace the model's"),
   };
   return table;
 }

@@ -76,8 +76,8 @@ struct ModelInfo {
 };
 
 // Immutable once loaded; copies share it (a copy is a pointer), and calls from several threads at once are
-// safe. Today a model is an image tower; a model with a text tower beside it (CLIP, SigLIP) will load it
-// here too, so that text and images are embedded by the one Model.
+// safe. A Model is the image tower; the text tower of a CLIP or SigLIP checkpoint is loaded from the same
+// path by vit::TextModel (vit/text.h).
 class Model {
  public:
   // path: a .safetensors file or the folder holding model.safetensors (and config.json). Throws vit::Error
