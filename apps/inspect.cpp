@@ -70,6 +70,8 @@ int print_inspect(const ModelInfo& info, const std::string& image,
   for (const ModelInfo::Layer& l : info.layers)
     std::printf("  %-26s %s, %s\n", l.name.c_str(), l.precision.c_str(), l.how.c_str());
   std::printf("attention core %s\n", info.attention.c_str());
+  std::printf("attention maps at %s (vit serve's /v1/explain: the served precision; vit explain: f32)\n",
+              info.precision.c_str());
   std::printf("where each setting came from:\n");
   for (const auto& [what, from] : info.origins) std::printf("  %-14s %s\n", what.c_str(), from.c_str());
   return kExitOk;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "vit/error.h"
+#include "vit/load_options.h"
 
 namespace vit::app {
 
@@ -63,10 +64,13 @@ template CLI::Option* add_number_option<int64_t>(CLI::App*, const std::string&, 
 template CLI::Option* add_number_option<double>(CLI::App*, const std::string&, double*, double, double,
                                                 const std::string&);
 
-void add_threads_option(CLI::App* cmd, int* threads) {
-  add_number_option(cmd, "-t,--threads", threads, 0, 4096,
-                    "threads for decoding and inference; 0: all cores (more than the cores: the cores, with a warning)");
+// A whole-number model option's flag, its range and help from the library's table (vit/load_options.h).
+CLI::Option* add_load_number_option(CLI::App* cmd, const std::string& names, const char* name, int* value) {
+  const LoadOption& option = load_option(name);
+  return add_number_option(cmd, names, value, option.lo, option.hi, option.help);
 }
+
+void add_threads_option(CLI::App* cmd, int* threads) { add_load_number_option(cmd, "-t,--threads", "threads", threads); }
 
 void add_batch_option(CLI::App* cmd, int* batch) {
   add_number_option(cmd, "-b,--batch", batch, 1, int(kMaxBatch), "images per forward pass");
@@ -83,34 +87,25 @@ void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision) {
 }
 
 void add_config_options(CLI::App* cmd, std::string* config, std::string* arch) {
-  cmd->add_option("--config", *config, "config.json (timm or Hugging Face form) overriding the one beside the weights");
-  add_name_option(cmd, "--arch", arch,
-                  "the timm architecture of a checkpoint in timm's names without a config.json (any that "
-                  "docs/MODELS.md lists as running, e.g. vit_base_patch16_224): timm's create_model(NAME) and its "
-                  "default pretrained config say what the tensors cannot (heads, block order, eps, pooling, "
-                  "preprocessing); its tensors must be that architecture's")
-      ->type_name("NAME");
+  cmd->add_option("--config", *config, load_option("config").help);
+  add_name_option(cmd, "--arch", arch, load_option("arch").help)->type_name("NAME");
 }
 
 void add_max_patches_option(CLI::App* cmd, int* max_patches) {
-  add_number_option(cmd, "--max-patches", max_patches, 0, int(kMaxNaflexPatches),
-                    "NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at its "
-                    "own aspect ratio, resized to at most this many patches; 0: 256, SigLIP 2's");
+  add_load_number_option(cmd, "--max-patches", "max_patches", max_patches);
 }
 
 void add_precision_option(CLI::App* cmd, Precision* precision) {
   cmd->add_option_function<std::string>(
          "--precision", [precision](const std::string& s) { *precision = precision_from_name(s); },
-         "arithmetic of the linear layers: f32 (as timm), bf16 (CPUs with avx512_bf16) or int8")
+         load_option("precision").help)
       ->check(CLI::IsMember({"f32", "bf16", "int8"}))
       ->type_name("NAME")
       ->default_str("f32");
 }
 
 void add_img_size_option(CLI::App* cmd, int* img_size) {
-  add_number_option(cmd, "--img-size", img_size, 0, int(kMaxInputSize),
-                    "run at SxS pixels instead of the model's size (position table resampled as timm does); "
-                    "0: the model's size");
+  add_load_number_option(cmd, "--img-size", "img_size", img_size);
 }
 
 std::string model_path(const ModelOptions& o) {
@@ -147,12 +142,7 @@ CLI::Option* add_name_option(CLI::App* cmd, const std::string& names, std::strin
 
 ClassifierOptions classifier_options(const ModelOptions& o) {
   ClassifierOptions co;
-  co.config = o.config;
-  co.arch = o.arch;
-  co.threads = o.threads;
-  co.img_size = o.img_size;
-  co.max_patches = o.max_patches;
-  co.precision = o.precision;
+  static_cast<LoadOptions&>(co) = o;
   return co;
 }
 

@@ -14,14 +14,10 @@
 
 namespace vit::app {
 
-struct ModelOptions {
+// The model a command runs and the library's options for loading it (vit bench without --model: random weights
+// of --arch).
+struct ModelOptions : LoadOptions {
   std::string model;   // .safetensors or folder; default: the DeiT-Tiny folder under weights/
-  std::string config;  // config.json overriding the one beside the weights
-  std::string arch;    // the timm architecture of a checkpoint without a config (vit bench without --model: random weights)
-  int threads = 0;     // 0: all cores
-  int img_size = 0;    // 0: the model's own input size
-  int max_patches = 0; // NaFlex models: the budget of patches per image (0: 256)
-  Precision precision = Precision::F32;
 };
 
 // A number option parsed here rather than by CLI11, so that mistakes read "--topk: 'three' is not a

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "models/vit.h"
+#include "models/network.h"
 #include "vit/error.h"
 
 namespace vit {

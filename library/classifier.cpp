@@ -1,21 +1,18 @@
-// vit::Classifier (include/vit/vit.h): a loaded ViT, its labels, and a pool of Plans. Each call checks
-// out Plans of its own, so calls from several threads run side by side; inputs go through the batch
-// runner (runner.h), which decodes on all threads and runs the good ones of each batch together.
+// vit::Classifier (include/vit/vit.h): calls over a vit::Model (its network, labels and pool of Plans; shared).
+// Each call checks out Plans of its own, so calls from several threads run side by side; inputs go through
+// the batch runner (runner.h), which decodes on all threads and runs the good ones of each batch together.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <mutex>
 
 #include "engine/image/image.h"
 #include "vit/topk.h"
 #include "engine/preprocess/preprocess.h"
-#include "library/labels.h"
-#include "library/model_info.h"
+#include "library/model_impl.h"
 #include "library/runner.h"
 #include "library/video.h"
-#include "library/zero_shot.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "vit/vit.h"
 
 namespace vit {
@@ -46,60 +43,32 @@ ImageHeader read_image_header(const std::string& bytes) {
 }
 
 struct Classifier::Impl {
-  Impl(ViT m, const ClassifierOptions& o) : model(std::move(m)), opt(o), plans(model) {}
-  ViT model;  // declared before the pool, which points at it
-  ClassifierOptions opt;
-  PlanPool plans;
-  std::vector<std::string> labels;
-  std::unique_ptr<ZeroShot> zero_shot;  // with ClassifierOptions::text_embeddings
-  int threads = 1;
-  mutable std::once_flag info_once;  // info, made at the first info() call
-  mutable ModelInfo info;
+  Impl(Model shared, const ClassifierSettings& o) : model(std::move(shared)), m(model.impl()), opt(o) {}
+  Model model;           // shared with whatever else holds it
+  const Model::Impl& m;  // its network, passes, labels
+  ClassifierSettings opt;
 
-  // A projection into a joint image-text space labels nothing without text embeddings.
-  int64_t classes() const {
-    const ViTConfig& c = model.config();
-    return zero_shot ? zero_shot->classes() : c.head == HeadKind::Classifier ? c.classes : 0;
-  }
-  // The width of a row of logits(): the zero-shot scores, else timm's model(x) (the head's output, or
-  // without a head the pooled features).
-  int64_t logits_size() const {
-    const ViTConfig& c = model.config();
-    return zero_shot ? zero_shot->classes() : c.classes > 0 ? c.classes : c.width;
-  }
-  // Row `row` of a batch's logits: timm's model(x) (a classifier's logits, a projection, or the pooled
-  // features of a model without a head), or with zero-shot labels its scores (written into `scores`).
-  const float* logits(const ViT::Plan& plan, int64_t row, std::vector<float>& scores) const {
-    const ViTConfig& c = model.config();
-    const int64_t E = c.classes > 0 ? c.classes : c.width;
-    const float* out = (c.classes > 0 ? plan.logits() : plan.features()) + row * E;
-    if (!zero_shot) return out;
-    scores.resize(size_t(zero_shot->classes()));
-    zero_shot->score(out, scores.data());
-    return scores.data();
-  }
+  int64_t classes() const { return m.classes(); }
+  const ViT& network() const { return m.network; }
+  void use_threads() const { m.use_threads(); }
 
   // Runs preprocessed images [n, 3, H, W] in Plans of the batch size (or powers of two below it): each(plan,
   // b, image) for row b of a Plan, image its place among the n.
   void run_tensors(const float* images, int64_t n, const BetweenBatches& between,
                    const std::function<void(const ViT::Plan&, int64_t, int64_t)>& each) const {
-    if (model.config().naflex) throw ArgumentError(naflex_input_refusal(model));
+    if (network().config().naflex) throw ArgumentError(naflex_input_refusal(network()));
     use_threads();
-    const int64_t per = model.config().input_floats();
+    const int64_t per = network().config().input_floats();
     for (int64_t first = 0, count = 0; first < n; first += count) {
       count = plan_size(n - first, opt.batch);
-      auto plan = plans.take(count);
+      auto plan = m.plans.take(count);
       std::memcpy(plan->input(), images + first * per, size_t(count * per) * sizeof(float));
       plan->run();
       for (int64_t b = 0; b < count; ++b) each(*plan, b, first + b);
-      plans.give_back(std::move(plan));
+      m.plans.give_back(std::move(plan));
       if (first + count < n) check_between(between);
     }
   }
-
-  // Each call runs with the Classifier's thread count, whichever thread it comes from (OpenMP's count
-  // is per thread, and a Plan's primitives are made for one count).
-  void use_threads() const { set_threads(threads); }
 
   // How classify and embed read their inputs: image files, or encoded files in memory (name, bytes).
   DecodeFn files(const std::vector<std::string>& paths) const {
@@ -136,7 +105,7 @@ struct Classifier::Impl {
       r.error = "the model's logits are not numbers (NaN or infinity): its weights hold non-finite values";
       return r;
     }
-    for (const Scored& s : zero_shot ? zero_shot->top(logits, topk) : top_k(logits, C, topk)) r.top.push_back({s.index, labels[size_t(s.index)], s.prob});
+    for (const Scored& s : m.zero_shot ? m.zero_shot->top(logits, topk) : top_k(logits, C, topk)) r.top.push_back({s.index, m.labels[size_t(s.index)], s.prob});
     if (opt.keep_logits) r.logits.assign(logits, logits + C);
     return r;
   }
@@ -145,18 +114,18 @@ struct Classifier::Impl {
   std::vector<Result> run(size_t n, const std::function<std::string(size_t)>& name, const DecodeFn& decode, int topk,
                           const BetweenBatches& between) const {
     if (classes() == 0)
-      throw Error(model.source(), "the model has no classifier head (embeddings only): use embed (vit embed), or for a "
+      throw Error(network().source(), "the model has no classifier head (embeddings only): use embed (vit embed), or for a "
                                   "CLIP or SigLIP tower text embeddings (--text-embeddings)");
     use_threads();
     std::vector<Result> out(n);
-    run_batches(plans, n, {opt.batch, false, {}}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+    run_batches(m.plans, n, {opt.batch, false, {}}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
       std::vector<float> scores;
       for (const BatchItem& item : items) {
         if (item.row < 0) {
           out[item.index].file = name(item.index);
           out[item.index].error = item.error;
         } else {
-          out[item.index] = answer(name(item.index), logits(plan, item.row, scores), topk);
+          out[item.index] = answer(name(item.index), m.logits(plan, item.row, scores), topk);
         }
       }
     }, between);
@@ -168,13 +137,13 @@ struct Classifier::Impl {
   std::vector<Embedding> embed(size_t n, const std::function<std::string(size_t)>& name, const DecodeFn& decode,
                                const EmbedOptions& o, const BetweenBatches& between) const {
     use_threads();
-    const ViTConfig& c = model.config();
+    const ViTConfig& c = network().config();
     if (o.tokens && c.naflex)
       throw ArgumentError(std::string("tokens of a NaFlex model (") + family_name(c.family) + "): not supported yet (each image has a grid of its own)");
     const bool logits = o.head && c.classes > 0;  // without a head, timm's model(x) is the features
     const size_t E = size_t(logits ? c.classes : c.width), TD = size_t(c.tokens() * c.width);
     std::vector<Embedding> out(n);
-    run_batches(plans, n, {opt.batch, false, {}}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
+    run_batches(m.plans, n, {opt.batch, false, {}}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
       for (const BatchItem& item : items) {
         Embedding& e = out[item.index];
         e.file = name(item.index);
@@ -194,42 +163,24 @@ struct Classifier::Impl {
   }
 };
 
-Classifier::Classifier(const std::string& model, const ClassifierOptions& options) {
-  check_batch_size(options.batch);
-  if (options.max_pixels < 1) throw ArgumentError("max_pixels must be positive, got " + std::to_string(options.max_pixels));
-  if (options.threads < 0) throw ArgumentError("threads must be 0 (all cores) or more, got " + std::to_string(options.threads));
-  if (options.img_size < 0 || options.img_size > kMaxInputSize)
-    throw ArgumentError("image size " + std::to_string(options.img_size) + " is out of range (0 for the model's own, or 1 to " +
-                        std::to_string(kMaxInputSize) + ")");
-  const int threads = options.threads > 0 ? usable_threads(options.threads) : max_threads();
-  set_threads(threads);
-  if (options.max_patches < 0 || options.max_patches > kMaxNaflexPatches)
-    throw ArgumentError("max patches " + std::to_string(options.max_patches) + " is out of range (0 for 256, or 1 to " +
-                        std::to_string(kMaxNaflexPatches) + ")");
-  ViT model_ = ViT::load(model, options.config, options.img_size, options.precision, options.arch);
-  if (options.max_patches > 0) model_.set_max_patches(options.max_patches);
-  impl_ = std::make_unique<Impl>(std::move(model_), options);
-  impl_->threads = threads;
-  if (options.pool) {
-    try {
-      impl_->model.set_pool(*options.pool);
-    } catch (const Error& e) {  // a pool the model cannot do: the caller's choice, not a broken model
-      throw ArgumentError(e.what());
-    }
-  }
-  if (!options.text_embeddings.empty()) {
-    const ViTConfig& c = impl_->model.config();
-    if (!options.labels.empty()) throw ArgumentError("labels and text embeddings both name the classes: give one");
-    if (!image_text_family(c.family))
-      throw ArgumentError(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower (or "
-                                                   "EVA-02 CLIP's, Perception Encoder's), and " +
-                                                       impl_->model.source() + " is a " + family_name(c.family));
-    impl_->zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(options.text_embeddings, c.classes > 0 ? c.classes : c.width));
-    impl_->labels = impl_->zero_shot->labels();
-    return;
-  }
-  impl_->labels = resolve_labels(options.labels, impl_->model.config());
+namespace {
+
+// Throws vit::ArgumentError for settings out of range.
+const ClassifierSettings& checked(const ClassifierSettings& o) {
+  check_batch_size(o.batch);
+  if (o.max_pixels < 1) throw ArgumentError("max_pixels must be positive, got " + std::to_string(o.max_pixels));
+  return o;
 }
+
+}  // namespace
+
+Classifier::Classifier(const std::string& model, const ClassifierOptions& options) {
+  checked(options);  // before the model is loaded
+  impl_ = std::make_unique<Impl>(Model(model, options), options);
+}
+
+Classifier::Classifier(const Model& model, const ClassifierSettings& settings)
+    : impl_(std::make_unique<Impl>(model, checked(settings))) {}
 
 Classifier::~Classifier() = default;
 Classifier::Classifier(Classifier&&) noexcept = default;
@@ -291,18 +242,18 @@ std::vector<Embedding> Classifier::embed_encoded(const std::vector<std::pair<std
 }
 
 int64_t Classifier::embedding_size(const EmbedOptions& o) const {
-  const ViTConfig& c = impl_->model.config();
+  const ViTConfig& c = impl_->network().config();
   return o.head && c.classes > 0 ? c.classes : c.width;
 }
-int64_t Classifier::tokens() const { return impl_->model.config().tokens(); }
-int64_t Classifier::width() const { return impl_->model.config().width; }
+int64_t Classifier::tokens() const { return impl_->network().config().tokens(); }
+int64_t Classifier::width() const { return impl_->network().config().width; }
 
 std::vector<float> Classifier::logits(const float* images, int64_t n, const BetweenBatches& between) const {
   if (n < 0) throw Error("logits: a negative image count, " + std::to_string(n));
-  const int64_t C = impl_->logits_size();
+  const int64_t C = impl_->m.logits_size();
   std::vector<float> out(size_t(n * C)), scores;
   impl_->run_tensors(images, n, between, [&](const ViT::Plan& plan, int64_t b, int64_t image) {
-    std::memcpy(out.data() + image * C, impl_->logits(plan, b, scores), size_t(C) * sizeof(float));
+    std::memcpy(out.data() + image * C, impl_->m.logits(plan, b, scores), size_t(C) * sizeof(float));
   });
   return out;
 }
@@ -312,7 +263,7 @@ std::vector<float> Classifier::probabilities(const float* logits, int64_t n) con
   std::vector<float> out(size_t(n * C));
   for (int64_t b = 0; b < n; ++b) {
     const float* row = logits + b * C;
-    for (const Scored& s : impl_->zero_shot ? impl_->zero_shot->top(row, int(C)) : top_k(row, C, int(C)))
+    for (const Scored& s : impl_->m.zero_shot ? impl_->m.zero_shot->top(row, int(C)) : top_k(row, C, int(C)))
       out[size_t(b * C + s.index)] = s.prob;
   }
   return out;
@@ -320,15 +271,15 @@ std::vector<float> Classifier::probabilities(const float* logits, int64_t n) con
 
 std::vector<float> Classifier::preprocess(const std::string& path) const {
   impl_->use_threads();
-  const ViTConfig& c = impl_->model.config();
-  if (c.naflex) throw ArgumentError(naflex_input_refusal(impl_->model));
+  const ViTConfig& c = impl_->network().config();
+  if (c.naflex) throw ArgumentError(naflex_input_refusal(impl_->network()));
   std::vector<float> out(size_t(c.input_floats()));
   vit::preprocess(decode_image_file(path, impl_->opt.max_pixels, impl_->opt.exif_transpose), c.pre, out.data());
   return out;
 }
 
 ImageInput Classifier::image_input(const std::string& path) const {
-  const ViTConfig& c = impl_->model.config();
+  const ViTConfig& c = impl_->network().config();
   const Image image = decode_image_file(path, impl_->opt.max_pixels, impl_->opt.exif_transpose);
   ImageInput in;
   in.width = image.width;
@@ -346,14 +297,15 @@ ImageInput Classifier::image_input(const std::string& path) const {
   return in;
 }
 
-const std::vector<std::string>& Classifier::labels() const { return impl_->labels; }
+const Model& Classifier::model() const { return impl_->model; }
+const std::vector<std::string>& Classifier::labels() const { return impl_->m.labels; }
 int64_t Classifier::classes() const { return impl_->classes(); }
-int64_t Classifier::logits_size() const { return impl_->logits_size(); }
+int64_t Classifier::logits_size() const { return impl_->m.logits_size(); }
 
 std::vector<float> Classifier::embeddings(const float* images, int64_t n, const EmbedOptions& o,
                                           const BetweenBatches& between) const {
   if (n < 0) throw Error("embeddings: a negative image count, " + std::to_string(n));
-  const ViTConfig& c = impl_->model.config();
+  const ViTConfig& c = impl_->network().config();
   const bool logits = o.head && c.classes > 0;  // as Impl::embed chooses
   const int64_t E = logits ? c.classes : c.width;
   std::vector<float> out(size_t(n * E)), row;
@@ -366,12 +318,6 @@ std::vector<float> Classifier::embeddings(const float* images, int64_t n, const 
   return out;
 }
 
-ModelInfo Classifier::info() const {
-  std::call_once(impl_->info_once, [this] {
-    impl_->use_threads();
-    impl_->info = model_info(impl_->model, impl_->plans);
-  });
-  return impl_->info;
-}
+ModelInfo Classifier::info() const { return impl_->m.info(); }
 
 }  // namespace vit

@@ -1,5 +1,5 @@
-// vit::Explainer (vit/explain.h): an f32 ViT whose Plans keep every block's attention, run through the
-// batch runner; each batch's maps (engine/explain/attention_maps.h) and pictures (picture.h) made on all
+// vit::Explainer (vit/explain.h): a vit::Model's Plans that keep every block's attention (at the model's
+// precision), run through the batch runner; each batch's maps (engine/explain/attention_maps.h) and pictures (picture.h) made on all
 // threads, then handed over in input order.
 #include "vit/explain.h"
 
@@ -12,11 +12,9 @@
 #include "engine/explain/picture.h"
 #include "engine/image/image.h"
 #include "engine/preprocess/naflex.h"
-#include "library/labels.h"
-#include "library/model_info.h"
+#include "library/model_impl.h"
 #include "library/runner.h"
-#include "library/zero_shot.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "vit/topk.h"
 
 namespace vit {
@@ -39,58 +37,39 @@ struct Drawing {
   bool heads;
 };
 
-ViT load_f32(const std::string& model, const ExplainOptions& o) {
+// Throws vit::ArgumentError for settings out of range.
+const ExplainerSettings& checked(const ExplainerSettings& o) {
   if (o.max_pixels < 1) throw ArgumentError("max_pixels must be positive, got " + std::to_string(o.max_pixels));
-  if (o.threads < 0) throw ArgumentError("threads must be 0 (all cores) or more, got " + std::to_string(o.threads));
   check_picture_size(o.picture_size);
-  if (o.img_size < 0 || o.img_size > kMaxInputSize)
-    throw ArgumentError("image size " + std::to_string(o.img_size) + " is out of range (0 for the model's own, or 1 to " +
-                        std::to_string(kMaxInputSize) + ")");
-  if (o.max_patches < 0 || o.max_patches > kMaxNaflexPatches)
-    throw ArgumentError("max patches " + std::to_string(o.max_patches) + " is out of range (0 for 256, or 1 to " +
-                        std::to_string(kMaxNaflexPatches) + ")");
-  set_threads(usable_threads(o.threads));
-  ViT m = ViT::load(model, o.config, o.img_size, Precision::F32, o.arch);
-  if (o.max_patches > 0) m.set_max_patches(o.max_patches);
-  return m;
+  return o;
 }
 
 }  // namespace
 
 struct Explainer::Impl {
-  Impl(ViT m, const ExplainOptions& o)
-      : model(std::move(m)), opt(o), plans(model, ViT::PlanOptions{true}), threads(set_threads(0)) {
-    const ViTConfig& c = model.config();
+  Impl(Model shared, const ExplainerSettings& o)
+      : model(std::move(shared)), m(model.impl()), network(m.network), opt(o), plans(m.attention_plans()) {
+    const ViTConfig& c = network.config();
     const int64_t per_image = c.depth * c.heads * c.tokens() * c.tokens() * int64_t(sizeof(float));
     batch = std::clamp<int64_t>(kAttentionBudget / per_image, 1, kMaxExplainBatch);
     query = c.class_token ? Query::ClassToken : Query::MeanOfRows;
-    if (!o.text_embeddings.empty()) {
-      zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(o.text_embeddings, c.classes > 0 ? c.classes : c.width));
-      labels = zero_shot->labels();
-    } else {
-      labels = resolve_labels(o.labels, c);
-    }
   }
-  ViT model;  // declared before the pool, which points at it
-  ExplainOptions opt;
-  PlanPool plans;  // Plans that keep every block's attention
-  int threads;
+  Model model;           // shared with whatever else holds it
+  const Model::Impl& m;  // its network, labels and passes
+  const ViT& network;
+  ExplainerSettings opt;
+  const PlanPool& plans;  // the model's Plans that keep every block's attention
   int64_t batch = 1;
   Query query = Query::ClassToken;
-  std::vector<std::string> labels;
-  std::unique_ptr<ZeroShot> zero_shot;  // with ExplainOptions::text_embeddings
 
   Drawing drawing() const { return {opt.method, opt.picture_size, opt.heads}; }
 
   // A projection into a joint image-text space has no classes to explain but text embeddings' labels.
-  int64_t classes() const {
-    if (zero_shot) return zero_shot->classes();
-    return model.config().head == HeadKind::Classifier ? model.config().classes : 0;
-  }
+  int64_t classes() const { return m.classes(); }
 
   // Image k of the batch just run: its top class, maps and pictures (drawn as `d` says), into *e.
   void explain_one(const ViT::Plan& plan, int64_t k, const Image& photo, const Drawing& d, Explanation* e) const {
-    const ViTConfig& c = model.config();
+    const ViTConfig& c = network.config();
     const int64_t H = c.heads, T = c.tokens(), C = classes();
     // The image's own grid and tokens: a NaFlex image's (its attention the top left corner of the padded
     // batch's, ops.h), else the model's square.
@@ -103,15 +82,11 @@ struct Explainer::Impl {
                   " tokens, its grid of " + std::to_string(gh) + "x" + std::to_string(gw) + " has " + std::to_string(Ti));
     e->grid_rows = gh;
     e->grid_cols = gw;
-    if (zero_shot) {  // the scores of the image embedding (the projection, or the pooled features) against the texts
-      const int64_t E = c.classes > 0 ? c.classes : c.width;
-      e->logits.resize(size_t(C));
-      zero_shot->score((c.classes > 0 ? plan.logits() : plan.features()) + k * E, e->logits.data());
-    } else {
-      e->logits.assign(plan.logits() + k * C, plan.logits() + (k + 1) * C);
-    }
-    const Scored top = zero_shot ? zero_shot->top(e->logits.data(), 1)[0] : top_k(e->logits.data(), C, 1)[0];
-    e->top = {top.index, labels[size_t(top.index)], top.prob};
+    std::vector<float> scores;  // the zero-shot scores of the image embedding against the texts
+    const float* logits = m.logits(plan, k, scores);
+    e->logits.assign(logits, logits + C);
+    const Scored top = m.zero_shot ? m.zero_shot->top(e->logits.data(), 1)[0] : top_k(e->logits.data(), C, 1)[0];
+    e->top = {top.index, m.labels[size_t(top.index)], top.prob};
     std::vector<const float*> blocks;
     std::vector<std::vector<float>> own;  // a padded image's [H, Ti, Ti] cut from [H, T, T]
     for (int64_t l = 0; l < c.depth; ++l) {
@@ -162,9 +137,9 @@ struct Explainer::Impl {
   void run(size_t n, const std::function<std::string(size_t)>& name, const DecodeFn& decode, const Drawing& d,
            const std::function<void(std::vector<Explanation>&)>& on_batch, const BetweenBatches& between) const {
     if (classes() == 0)
-      throw Error(model.source(), "the model has no classifier head (embeddings only, or a projection into a joint "
+      throw Error(network.source(), "the model has no classifier head (embeddings only, or a projection into a joint "
                                   "image-text space without text embeddings): there is no class to explain");
-    set_threads(threads);
+    m.use_threads();
     run_batches(plans, n, {batch, true, {}}, decode, [&](const ViT::Plan& plan, std::vector<BatchItem>& items) {
       std::vector<Explanation> done = explain_batch(plan, items, name, d);
       on_batch(done);
@@ -194,12 +169,16 @@ struct Explainer::Impl {
   }
 };
 
-Explainer::Explainer(const std::string& model, const ExplainOptions& options)
-    : impl_(std::make_unique<Impl>(load_f32(model, options), options)) {}
-
 Explainer::~Explainer() = default;
 Explainer::Explainer(Explainer&&) noexcept = default;
 Explainer& Explainer::operator=(Explainer&&) noexcept = default;
+
+// The settings are checked before the model is loaded.
+Explainer::Explainer(const std::string& model, const ExplainOptions& options)
+    : Explainer(Model(model, (checked(options), options)), options) {}
+
+Explainer::Explainer(const Model& model, const ExplainerSettings& settings)
+    : impl_(std::make_unique<Impl>(model, checked(settings))) {}
 
 void Explainer::explain(const std::vector<ImagePath>& inputs,
                         const std::function<void(std::vector<Explanation>&)>& on_batch,
@@ -235,13 +214,11 @@ std::vector<Explanation> Explainer::explain_encoded(const std::vector<std::pair<
 }
 
 int64_t Explainer::classes() const { return impl_->classes(); }
-int64_t Explainer::heads() const { return impl_->model.config().heads; }
-int64_t Explainer::grid_h() const { return impl_->model.config().naflex ? 0 : impl_->model.config().grid_h(); }
-int64_t Explainer::grid_w() const { return impl_->model.config().naflex ? 0 : impl_->model.config().grid_w(); }
-const std::vector<std::string>& Explainer::labels() const { return impl_->labels; }
-ModelInfo Explainer::info() const {
-  set_threads(impl_->threads);
-  return model_info(impl_->model, impl_->plans);
-}
+int64_t Explainer::heads() const { return impl_->network.config().heads; }
+int64_t Explainer::grid_h() const { return impl_->network.config().naflex ? 0 : impl_->network.config().grid_h(); }
+int64_t Explainer::grid_w() const { return impl_->network.config().naflex ? 0 : impl_->network.config().grid_w(); }
+const std::vector<std::string>& Explainer::labels() const { return impl_->m.labels; }
+Precision Explainer::precision() const { return impl_->network.precision(); }
+ModelInfo Explainer::info() const { return impl_->m.info(); }
 
 }  // namespace vit

@@ -2,7 +2,7 @@
 // Classifier::info(), Explainer::info() and `vit inspect` report.
 #pragma once
 #include "library/runner.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "vit/vit.h"
 
 namespace vit {

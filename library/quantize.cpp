@@ -22,7 +22,7 @@
 #include "engine/nn/quantize.h"
 #include "models/int8_weights.h"
 #include "library/runner.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "vit/error.h"
 #include "vit/vit.h"
 

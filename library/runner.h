@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/image/image.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "vit/vit.h"
 
 namespace vit {

@@ -15,7 +15,7 @@
 #include "engine/nn/precision_plan.h"
 #include "engine/text/tokenizer.h"
 #include "text_config.h"
-#include "vit.h"
+#include "network.h"
 
 namespace vit {
 

@@ -640,7 +640,6 @@ py::dict embed_encoded(const vit::Classifier& c, const py::handle& images, bool 
   return embed_dict(c, r, o);
 }
 
-// What `vit inspect` prints, as a dict.
 // The text tower of a Classifier's model (a CLIP or SigLIP checkpoint), loaded on first use at the Classifier's
 // precision and threads and kept on the Python object (its attribute _text_model).
 const vit::TextModel& text_model(const py::object& self) {
@@ -689,6 +688,7 @@ py::array_t<float> embed_text(const py::object& self, const py::handle& texts, b
   return to_array(rows, {py::ssize_t(out.size()), py::ssize_t(E)});
 }
 
+// What `vit inspect` prints, as a dict.
 py::dict config(const vit::Classifier& c) {
   const vit::ModelInfo m = c.info();
   const std::pair<const char*, py::object> fields[] = {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/io/safetensors.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "test_util.h"
 
 namespace vit::test {

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "engine/nn/ops.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "model_files.h"
 #include "reference.h"
 

@@ -11,7 +11,7 @@
 #include "engine/image/image.h"
 #include "engine/preprocess/preprocess.h"
 #include "library/runner.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "test_util.h"
 #include "vit/error.h"
 

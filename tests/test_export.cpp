@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "models/vit.h"
+#include "models/network.h"
 #include "test_util.h"
 
 namespace vit::test {

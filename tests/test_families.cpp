@@ -14,7 +14,7 @@
 
 #include "cli_util.h"
 #include "models/families.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "reference_models.h"
 #include "test_util.h"
 #include "vit/vit.h"

@@ -101,30 +101,30 @@ TEST(Floors, TheCheckFindsEachKindOfCrossing) {
     std::ofstream(root / rel) << text;
   };
   for (const char* h : {"include/vit/vit.h", "include/vit/error.h", "include/vit/model_kinds.h", "engine/io/files.h",
-                        "engine/nn/ops.h", "models/vit.h", "library/runner.h", "apps/options.h"})
+                        "engine/nn/ops.h", "models/network.h", "library/runner.h", "apps/options.h"})
     write(h, "#pragma once\n");
   write("apps/ok.cpp", "#include \"options.h\"\n#include \"vit/vit.h\"\n#include \"engine/io/files.h\"\n#include <vector>\n");
-  write("library/ok.cpp", "#include \"models/vit.h\"\n#include \"engine/nn/ops.h\"\n#include \"runner.h\"\n");
+  write("library/ok.cpp", "#include \"models/network.h\"\n#include \"engine/nn/ops.h\"\n#include \"runner.h\"\n");
   EXPECT_TRUE(floor_violations(root).empty());
-  write("apps/a.cpp", "#include \"models/vit.h\"\n#include \"library/runner.h\"\n  #  include \"engine/nn/ops.h\"\n");
-  write("python/p.cpp", "#include \"models/vit.h\"\n");
+  write("apps/a.cpp", "#include \"models/network.h\"\n#include \"library/runner.h\"\n  #  include \"engine/nn/ops.h\"\n");
+  write("python/p.cpp", "#include \"models/network.h\"\n");
   write("models/m.h", "#include \"library/runner.h\"\n#include \"vit/vit.h\"\n#include \"vit/model_kinds.h\"\n");
-  write("engine/nn/e.cpp", "#include \"models/vit.h\"\n#include \"vit/vit.h\"\n#include \"vit/error.h\"\n");
+  write("engine/nn/e.cpp", "#include \"models/network.h\"\n#include \"vit/vit.h\"\n#include \"vit/error.h\"\n");
   write("include/vit/x.h", "#include <oneapi/dnnl/dnnl.hpp>\n#include \"engine/nn/ops.h\"\n#include \"missing.h\"\n");
   std::vector<std::string> bad = floor_violations(root);
   std::sort(bad.begin(), bad.end());
   EXPECT_EQ(bad, (std::vector<std::string>{
                      "apps/a.cpp: includes \"engine/nn/ops.h\" (engine/nn/ops.h)",
                      "apps/a.cpp: includes \"library/runner.h\" (library/runner.h)",
-                     "apps/a.cpp: includes \"models/vit.h\" (models/vit.h)",
-                     "engine/nn/e.cpp: includes \"models/vit.h\" (models/vit.h)",
+                     "apps/a.cpp: includes \"models/network.h\" (models/network.h)",
+                     "engine/nn/e.cpp: includes \"models/network.h\" (models/network.h)",
                      "engine/nn/e.cpp: includes \"vit/vit.h\" (include/vit/vit.h)",
                      "include/vit/x.h: includes \"engine/nn/ops.h\" (engine/nn/ops.h)",
                      "include/vit/x.h: includes \"missing.h\" (not found)",
                      "include/vit/x.h: includes <oneapi/dnnl/dnnl.hpp>, not a standard header",
                      "models/m.h: includes \"library/runner.h\" (library/runner.h)",
                      "models/m.h: includes \"vit/vit.h\" (include/vit/vit.h)",
-                     "python/p.cpp: includes \"models/vit.h\" (models/vit.h)",
+                     "python/p.cpp: includes \"models/network.h\" (models/network.h)",
                  }));
 }
 

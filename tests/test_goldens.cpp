@@ -14,7 +14,7 @@
 #include "engine/preprocess/preprocess.h"
 #include "engine/nn/ops.h"
 #include "vit/quantize.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "test_util.h"
 
 namespace vit::test {

@@ -20,7 +20,7 @@
 #include "engine/io/safetensors.h"
 #include "models/families.h"
 #include "vit/topk.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "library/zero_shot.h"
 #include "reference_models.h"
 #include "test_util.h"

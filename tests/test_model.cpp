@@ -11,10 +11,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/explain/picture.h"
 #include "vit/error.h"
+#include "vit/explain.h"
 #include "vit/vit.h"
 #include "models/families.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "reference.h"
 
 namespace vit::test {
@@ -414,6 +416,46 @@ TEST(TinyModel, ArchNamesWhatTheTensorsCannotSay) {
   write_file(clip.file("config.json"), R"({"model_type": "clip_vision_model", "num_attention_heads": 2})");
   expect_error([&] { ViT::load(clip.path(), "", 0, Precision::F32, "vit_base_patch16_clip_224"); },
                "holds Hugging Face CLIP vision names, whose config says what the model is (--config); --arch names");
+}
+
+// One loaded Model shared by a Classifier and an Explainer (what `vit serve` does): one copy of the weights,
+// kept alive by the objects over it; the maps from passes at the model's precision, with the Classifier's top
+// class; the model's options checked once, by the Model.
+TEST(Library, ClassifierAndExplainerShareOneModel) {
+  TempDir d;
+  write_tiny_model(d.path(), TinySpec{}, 3);
+  LoadOptions lo;
+  lo.precision = Precision::Int8;
+  std::unique_ptr<Model> m = std::make_unique<Model>(d.path(), lo);
+  const Classifier c(*m);
+  ExplainerSettings es;
+  es.picture_size = 128;
+  const Explainer e(*m, es);
+  EXPECT_EQ(&c.model().impl(), &m->impl()) << "the Classifier holds the Model, not a copy of its weights";
+  EXPECT_EQ(c.info().precision, "int8");
+  EXPECT_EQ(e.precision(), Precision::Int8);
+  m.reset();  // the Classifier and the Explainer keep it
+  Image img;
+  img.width = img.height = 40;
+  for (int k = 0; k < 40 * 40 * 3; ++k) img.rgb.push_back(uint8_t((k * 7) % 251));
+  const std::vector<std::pair<std::string, std::string>> in{{"a", encode_png(img)}};
+  const std::vector<Result> r = c.classify_encoded(in, 1);
+  const std::vector<Explanation> x = e.explain_encoded(in);
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_EQ(x.size(), 1u);
+  ASSERT_EQ(r[0].error, "");
+  ASSERT_EQ(x[0].error, "");
+  EXPECT_EQ(x[0].top.index, r[0].top[0].index);
+  EXPECT_NEAR(x[0].top.prob, r[0].top[0].prob, 1e-4);
+  EXPECT_EQ(x[0].rollout.size(), size_t(x[0].grid_rows * x[0].grid_cols));
+  EXPECT_EQ(x[0].picture.substr(1, 3), "PNG");
+  LoadOptions bad;
+  bad.threads = -1;
+  expect_error([&] { Model(d.path(), bad); }, "threads -1 is out of range (0 for all cores, or 1 to 4096)");
+  bad = {};
+  bad.labels = d.file("labels.txt");
+  bad.text_embeddings = d.file("text.safetensors");
+  expect_error([&] { Model(d.path(), bad); }, "labels and text embeddings both name the classes: give one");
 }
 
 // The library's in-memory pixels (what classify_video feeds it): a missing buffer, a zero side or more

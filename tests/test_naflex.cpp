@@ -13,7 +13,7 @@
 #include "engine/preprocess/naflex.h"
 #include "engine/preprocess/position_tables.h"
 #include "model_files.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "test_util.h"
 
 namespace vit::test {

@@ -19,7 +19,7 @@
 #include "engine/image/image.h"
 #include "engine/preprocess/naflex.h"
 #include "engine/preprocess/position_tables.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "vit/cpu.h"
 #include "vit/explain.h"
 #include "vit/vit.h"

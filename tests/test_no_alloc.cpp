@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "models/vit.h"
+#include "models/network.h"
 
 extern "C" {
 void* __libc_malloc(size_t);

@@ -18,7 +18,7 @@
 #include "engine/image/image.h"
 #include "engine/preprocess/preprocess.h"
 #include "models/families.h"
-#include "models/vit.h"
+#include "models/network.h"
 #include "reference_models.h"
 #include "test_util.h"
 #include "vit/vit.h"

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "vit/error.h"
+#include "vit/load_options.h"
 #include "vit/vit.h"
 
 namespace vit::app {
@@ -56,14 +57,6 @@ void check_name(const std::string& name, const std::string& from) {
   }
 }
 
-int whole_number(const std::string& s, const std::string& flag, int lo, int hi) {
-  long v = 0;
-  if (!parse_whole_number(s, &v)) throw Error(flag + ": '" + s + "' is not a number");
-  if (v < lo || v > hi)
-    throw Error(flag + ": " + s + " is out of range (" + std::to_string(lo) + " to " + std::to_string(hi) + ")");
-  return int(v);
-}
-
 }  // namespace
 
 std::vector<ModelSpec> model_specs(const ModelFlags& f) {
@@ -94,23 +87,18 @@ std::vector<ModelSpec> model_specs(const ModelFlags& f) {
     specs.push_back(std::move(s));
   }
   for (ModelSpec& s : specs) {
-    const auto value = [&](const std::vector<std::string>& v, const char* flag) { return value_for(v, flag, s.name, names); };
-    if (const std::string p = value(f.precision, "--precision"); !p.empty()) {
+    for (const LoadOption& option : load_option_table()) {
+      const auto given = f.load.find(option.name);
+      if (given == f.load.end()) continue;
+      const std::string flag = option_flag(option), v = value_for(given->second, flag, s.name, names);
+      if (v.empty()) continue;
       try {
-        s.model.precision = precision_from_name(p);
+        set_load_option(&s.model, option, v);
       } catch (const Error& e) {
-        throw Error("--precision: " + std::string(e.what()));
+        throw Error(flag + ": " + e.what());
       }
     }
-    if (const std::string v = value(f.img_size, "--img-size"); !v.empty())
-      s.model.img_size = whole_number(v, "--img-size", 0, int(kMaxInputSize));
-    if (const std::string v = value(f.max_patches, "--max-patches"); !v.empty())
-      s.model.max_patches = whole_number(v, "--max-patches", 0, int(kMaxNaflexPatches));
-    if (const std::string v = value(f.threads, "--threads"); !v.empty()) s.model.threads = whole_number(v, "--threads", 0, 4096);
-    s.model.config = value(f.config, "--config");
-    s.model.arch = value(f.arch, "--arch");
-    s.text_embeddings = value(f.text_embeddings, "--text-embeddings");
-    const std::string e = value(f.embedding, "--embedding");
+    const std::string e = value_for(f.embedding, "--embedding", s.name, names);
     if (e == "head") s.embedding = EmbeddingChoice::Head;
     else if (e == "pre-logits") s.embedding = EmbeddingChoice::PreLogits;
     else if (!e.empty()) throw Error("--embedding: '" + e + "' is not pre-logits or head");
@@ -127,20 +115,17 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   const auto per_model = [&](const char* flag, std::vector<std::string>* values, const char* help) {
     cmd->add_option(flag, *values, std::string(help) + "; NAME=VALUE for one model, VALUE for all")->type_name("[NAME=]VALUE");
   };
-  per_model("--precision", &f->precision, "arithmetic of the linear layers: f32, bf16 or int8 (default f32)");
-  per_model("--img-size", &f->img_size, "run at SxS pixels instead of the model's size (0: the model's)");
-  per_model("--max-patches", &f->max_patches,
-            "NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at its own "
-            "aspect ratio within this many patches (0: 256, SigLIP 2's); the batches mix shapes, each image masked "
-            "to its own");
-  per_model("--config", &f->config, "config.json overriding the one beside the weights");
-  per_model("--arch", &f->arch, "the timm architecture of a checkpoint without a config.json (as vit classify --arch)");
-  per_model("--threads", &f->threads,
-            "threads for decoding and inference (0: all cores); the models' forward passes take turns on the cores "
-            "unless their threads add up to no more than the cores");
-  per_model("--text-embeddings", &f->text_embeddings,
-            "zero-shot labels for a CLIP or SigLIP tower (scripts/export_text_embeddings.py): /v1/classify and KServe's "
-            "probabilities answer the file's labels");
+  // What serving adds to an option's help.
+  const std::map<std::string, std::string> served{
+      {"threads", "; the models' forward passes take turns on the cores unless their threads add up to no more than "
+                  "the cores"}};
+  for (const LoadOption& option : load_option_table()) {
+    const auto more = served.find(option.name);
+    const std::string dflt = load_option_value(LoadOptions{}, option);
+    per_model(option_flag(option).c_str(), &f->load[option.name],
+              (option.help + (dflt.empty() ? "" : " (default " + dflt + ")") +
+               (more == served.end() ? "" : more->second)).c_str());
+  }
   per_model("--embedding", &f->embedding,
             "pre-logits or head: the embedding served (default: a CLIP-like tower's projection, else timm's pre-logits)");
 }

@@ -1,7 +1,9 @@
 // The models `vit serve` is told to serve: `-m [NAME=]PATH` repeated, and the flags that take a value for
-// one model (`NAME=VALUE`) or for all (a bare `VALUE`): --precision, --img-size, --max-patches, --config, --arch,
-// --threads, --text-embeddings, --embedding. Read into one spec per model, every mistake an error naming the flag.
+// one model (`NAME=VALUE`) or for all (a bare `VALUE`): one for each of the library's load options
+// (vit/load_options.h: --precision, --threads, --img-size, ...), and --embedding. Read into one spec per model,
+// every mistake an error naming the flag.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,13 +18,13 @@ enum class EmbeddingChoice { Default, PreLogits, Head };
 struct ModelFlags {
   std::vector<std::string> models;  // -m, each [NAME=]PATH
   std::string name;                 // --name, with one -m only
-  std::vector<std::string> precision, img_size, max_patches, config, arch, threads, text_embeddings, embedding;
+  std::map<std::string, std::vector<std::string>> load;  // a flag per option of vit/load_options.h, by its name
+  std::vector<std::string> embedding;
 };
 
 struct ModelSpec {
   std::string name;
-  ModelOptions model;  // path, config, arch, img_size, max_patches, threads, precision
-  std::string text_embeddings;
+  ModelOptions model;  // its path and load options
   EmbeddingChoice embedding = EmbeddingChoice::Default;
 };
 

@@ -110,7 +110,7 @@ HttpError Service::queue_full() const {
 const Explainer& ServedModel::explainer() {
   if (!explainer_ && explainer_error_.empty()) {
     try {
-      explainer_ = std::make_unique<Explainer>(path, explain_options);
+      explainer_ = std::make_unique<Explainer>(classifier->model(), explain_settings);
       if (explainer_->classes() == 0) throw Error("model has no classes to explain");
     } catch (const std::exception& e) {
       explainer_.reset();

@@ -30,12 +30,10 @@ struct ServedModel {
   bool head_embedding = false;  // the embedding it serves is its head's output (else the pre-logits)
   int64_t embedding_size = 0;
   std::atomic<bool> ready{false};
-  // /v1/explain: an f32 copy of the model whose Plans keep every block's attention, loaded from `path`
-  // with `explain_options` at the model's first explain request, on the thread its passes run on.
-  std::string path;
-  ExplainOptions explain_options;
-  // The explainer, loaded at the first call (where its passes run, one at a time); throws
-  // HttpError 400 for a model it cannot explain.
+  // /v1/explain: an Explainer over the classifier's Model (the same weights, at the served precision),
+  // whose Plans keep every block's attention, made at the model's first explain request, on the thread its
+  // passes run on (one at a time); throws HttpError 400 for a model it cannot explain.
+  ExplainerSettings explain_settings;
   const Explainer& explainer();
   std::unique_ptr<Explainer> explainer_;
   std::string explainer_error_;  // why it could not be loaded, answered to every explain request

@@ -123,7 +123,8 @@ void Router::allow_origin(const std::string& origin, HttpResponse* r) const {
   const bool any = std::count(cors_origins_.begin(), cors_origins_.end(), "*") > 0;
   r->headers.push_back({"Access-Control-Allow-Origin", any ? "*" : origin});
   if (!any) r->headers.push_back({"Vary", "Origin"});
-  r->headers.push_back({"Access-Control-Expose-Headers", "Retry-After, Inference-Header-Content-Length"});
+  r->headers.push_back(
+      {"Access-Control-Expose-Headers", "Retry-After, Inference-Header-Content-Length, X-Attention-Precision"});
 }
 
 HttpResponse Router::preflight(const HttpRequest& req, const Match& m) const {

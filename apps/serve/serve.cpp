@@ -179,7 +179,6 @@ std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, 
   co.batch = o.max_batch;
   co.keep_logits = true;
   co.max_pixels = o.max_pixels;
-  co.text_embeddings = spec.text_embeddings;
   auto m = std::make_unique<ServedModel>();
   m->name = spec.name;
   const std::shared_ptr<ComputeThread> compute = server->compute ? server->compute : std::make_shared<ComputeThread>();
@@ -189,15 +188,8 @@ std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, 
     throw Error("model " + spec.name + ": " + e.what());
   }
   m->info = m->classifier->info();
-  m->path = m->info.file;
-  m->explain_options.threads = spec.model.threads;
-  m->explain_options.config = spec.model.config;
-  m->explain_options.arch = spec.model.arch;
-  m->explain_options.img_size = spec.model.img_size;
-  m->explain_options.max_patches = spec.model.max_patches;
-  m->explain_options.max_pixels = o.max_pixels;
-  m->explain_options.text_embeddings = spec.text_embeddings;
-  m->explain_options.picture_software = kPngSoftware;
+  m->explain_settings.max_pixels = o.max_pixels;
+  m->explain_settings.picture_software = kPngSoftware;
   m->classes = m->classifier->classes();
   m->head_embedding = spec.embedding == EmbeddingChoice::Head ||
                       (spec.embedding == EmbeddingChoice::Default && m->info.head == HeadKind::Projection);

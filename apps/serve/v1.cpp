@@ -107,6 +107,7 @@ void explain(Service& service, HttpRequest& req, const Reply& reply) {
       if (!e[0].error.empty()) return reply.fail(HttpError(400, e[0].error));
       HttpResponse r;
       r.content_type = "image/png";
+      r.headers.push_back({"X-Attention-Precision", precision_name(m.explainer().precision())});
       r.body = std::move(e[0].picture);
       reply(std::move(r));
     } catch (const HttpError& e) {

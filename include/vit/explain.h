@@ -1,6 +1,7 @@
 // What a classifier looked at: per image its top class, attention rolled out through every block (Abnar
 // & Zuidema 2020) and the last block's attention of the answering token per head, and pictures of them
-// over the photo. What `vit explain` runs; always f32, every block's attention kept. Standard types only;
+// over the photo. What `vit explain` runs (in f32) and `vit serve`'s /v1/explain (at the served model's
+// precision, over its one copy of the weights); every block's attention kept. Standard types only;
 // errors are vit::Error (vit/error.h).
 //
 //   vit::Explainer e("model_dir");
@@ -26,14 +27,8 @@ enum class ExplainMethod { Rollout, Last };
 // The range of a picture's longer side (ExplainOptions::picture_size, `vit explain --size`, /v1/explain's size).
 constexpr int kMinPictureSize = 64, kMaxPictureSize = 8192;
 
-struct ExplainOptions {
-  int threads = 0;                 // threads for decoding, inference and drawing (0: all cores)
-  std::string labels;              // a labels file, one per line; "" for the checkpoint's, else ImageNet-1k's
-  std::string text_embeddings;     // a CLIP or SigLIP tower's zero-shot labels, as ClassifierOptions takes them
-  std::string config;              // a config.json overriding the one beside the weights
-  std::string arch;                // the timm architecture of a checkpoint without a config, as ClassifierOptions::arch
-  int img_size = 0;                // run at S x S (0: the model's own size)
-  int max_patches = 0;             // NaFlex models: each image at its own aspect ratio within this many patches (0: 256)
+// How an Explainer's calls draw, whatever the model (what is fixed at load is the Model's LoadOptions).
+struct ExplainerSettings {
   int64_t max_pixels = kDefaultMaxPixels;  // larger images are refused from their header, before decoding
   bool exif_transpose = false;     // turn images as their EXIF orientation says (PIL's exif_transpose)
   ExplainMethod method = ExplainMethod::Rollout;
@@ -41,6 +36,9 @@ struct ExplainOptions {
   bool heads = false;              // also heads_picture
   std::string picture_software;    // named in each picture's "Software" text chunk, as image editors name themselves ("" for none)
 };
+
+// Both, for an Explainer that loads its own Model (at LoadOptions::precision, f32 unless asked otherwise).
+struct ExplainOptions : LoadOptions, ExplainerSettings {};
 
 // One input's explanation, or the error that kept it from being explained.
 struct Explanation {
@@ -60,10 +58,12 @@ struct Explanation {
 
 class Explainer {
  public:
-  // model: as vit::Classifier takes it; always f32. A model without classes (embeddings only, or a
-  // projection into a joint image-text space without text_embeddings) has none to explain: explain()
-  // refuses it.
+  // model: as vit::Classifier takes it. A model without classes (embeddings only, or a projection into a
+  // joint image-text space without text_embeddings) has none to explain: explain() refuses it.
   explicit Explainer(const std::string& model, const ExplainOptions& options = {});
+  // Over a loaded Model, sharing its weights: the maps come from passes at the model's precision (an int8
+  // model's attention is its int8 passes' attention; Explainer::precision() says which).
+  explicit Explainer(const Model& model, const ExplainerSettings& settings = {});
   ~Explainer();
   Explainer(Explainer&&) noexcept;
   Explainer& operator=(Explainer&&) noexcept;
@@ -89,6 +89,8 @@ class Explainer {
   int64_t grid_h() const;
   int64_t grid_w() const;
   const std::vector<std::string>& labels() const;
+  // The precision of the passes the maps come from: the model's.
+  Precision precision() const;
   ModelInfo info() const;
 
   struct Impl;

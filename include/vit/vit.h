@@ -1,5 +1,5 @@
-// The engine as a library: load a ViT image classifier once, then classify image files, encoded images
-// in memory, decoded pixels or preprocessed tensors. What `vit classify`, the Python module and the Spark
+// The engine as a library: load a ViT image classifier once (a vit::Model, vit/model.h), then classify image
+// files, encoded images in memory, decoded pixels or preprocessed tensors. What `vit classify`, the Python module and the Spark
 // job all call. Only standard types here; errors are vit::Error (vit/error.h).
 //
 //   vit::Classifier c("model_dir");
@@ -25,6 +25,7 @@
 
 #include "vit/error.h"
 #include "vit/limits.h"
+#include "vit/model.h"
 #include "vit/model_files.h"
 #include "vit/model_kinds.h"
 #include "vit/precision.h"
@@ -52,27 +53,17 @@ bool is_video_name(const std::string& path);
 std::string image_extensions();
 std::string video_extensions();
 
-struct ClassifierOptions {
-  Precision precision = Precision::F32;
-  int threads = 0;                   // threads for decoding and inference (0: all cores)
-  std::string labels;                // a labels file, one per line; "" for the checkpoint's, else ImageNet-1k's
-  std::string config;                // a config.json overriding the one beside the weights
-  std::string arch;                  // the timm architecture of a checkpoint in timm's names without a config
-                                     // (timm's create_model(arch) and its default pretrained config); "" for none
-  int img_size = 0;                  // run at S x S, the position table resampled as timm does (0: the model's)
-  int max_patches = 0;               // NaFlex models (SigLIP 2's naflexvit_*): each image at its own aspect ratio
-                                     // within this many patches (0: 256, SigLIP 2's); refused for other models
+// How a Classifier's calls run, whatever the model (what is fixed at load is the Model's LoadOptions).
+struct ClassifierSettings {
   int batch = 8;                     // images per forward pass
   int64_t max_pixels = kDefaultMaxPixels;  // larger images are refused from their header, before decoding
   bool keep_logits = false;          // fill Result::logits
   bool exif_transpose = false;       // turn images as their EXIF orientation says (PIL's exif_transpose;
                                      // timm does not, so off by default)
-  std::optional<Pool> pool;          // pool otherwise than the checkpoint (unset: its own)
-  // Zero-shot labels for a CLIP or SigLIP image tower: a safetensors file of class names and their text
-  // embeddings (scripts/export_text_embeddings.py). Its classes replace the model's: each image is scored
-  // by the cosine similarity of its embedding (timm's model(x)) with theirs times the model's logit scale.
-  std::string text_embeddings;
 };
+
+// Both, for a Classifier that loads its own Model.
+struct ClassifierOptions : LoadOptions, ClassifierSettings {};
 
 // Which frames of a video are classified or embedded: every Nth (every > 0), else the first frame at or after each
 // multiple of 1/fps seconds.
@@ -146,45 +137,14 @@ struct ImageInput {
   int64_t tokens = 0;                     // prefix tokens and patches: the image's own sequence
 };
 
-// What the engine understood of the model, as `vit inspect` prints it.
-struct ModelInfo {
-  std::string name;    // the model folder's name (of a lone weights file: the file's name without .safetensors)
-  std::string family;  // ViT, DeiT, DeiT III, DINOv2, CLIP image tower, ...
-  HeadKind head = HeadKind::None;
-  int64_t embedding = 0;  // the width of Classifier::embed's rows (the pooled features)
-  int64_t classes = 0;     // a classifier's classes, 0 for any other head (labels() has as many)
-  int64_t projection = 0;  // a projection's width into its image-text space (embed's rows with head), else 0
-  std::string file, arch, stored_as, precision, pool, interpolation, crop_mode;
-  int64_t patch, width, depth, heads, mlp, input_height, input_width, tokens, parameters;
-  double crop_pct;
-  int resize;
-  float mean[3], std[3];
-  int64_t max_patches = 0;  // a NaFlex model's budget of patches per image (each at its own aspect ratio), else 0
-  // The rest of what `vit inspect` prints. The model in words, a topic and its line each, in order
-  // ("tokens", "197 = 196 patches (14x14) + class token"; "position table", ...).
-  std::vector<std::pair<std::string, std::string>> description;
-  // How it runs on this CPU: FLOPs per image (2 x multiply-adds), the weights' resident size at the
-  // precision, the int8.safetensors `vit quantize` made beside them ("" for none), each linear layer
-  // (the blocks' as blocks.*) and attention's products.
-  double flops = 0;
-  int64_t weight_bytes = 0;
-  std::string int8_weights;
-  struct Layer {
-    std::string name, precision, how;  // "blocks.*.mlp.fc1", "int8", "matmul, s32 product, then dequantized per row"
-  };
-  std::vector<Layer> layers;
-  std::string attention;
-  // Where each setting came from, for those whose origin is known: ("heads", a config file's path),
-  // ("patch", "file (tensor shapes)"), ("input size", "--img-size"), ...
-  std::vector<std::pair<std::string, std::string>> origins;
-};
-
 class Classifier {
  public:
   // model: a .safetensors file or the folder holding model.safetensors (and config.json). Throws
   // vit::Error when the model, the config or the labels cannot be used, vit::ArgumentError (a vit::Error)
   // when an option is out of range or does not suit the model (img_size not a multiple of its patch).
   explicit Classifier(const std::string& model, const ClassifierOptions& options = {});
+  // Over a loaded Model, sharing its weights with whatever else holds it.
+  explicit Classifier(const Model& model, const ClassifierSettings& settings = {});
   ~Classifier();
   Classifier(Classifier&&) noexcept;
   Classifier& operator=(Classifier&&) noexcept;
@@ -246,6 +206,7 @@ class Classifier {
   // What an image file becomes for this model (`vit inspect --image`): the grid of patches it gets.
   ImageInput image_input(const std::string& path) const;
 
+  const Model& model() const;
   const std::vector<std::string>& labels() const;
   // The classes classify() ranks: the head's, or the text embeddings'; 0 for a model without a classifier
   // head (a projection or none), which classify() refuses.

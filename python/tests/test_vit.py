@@ -364,7 +364,7 @@ def test_bad_arguments_raise_clearly(tiny, tiny_classifier):
     # Options out of range, or not suiting the model: ValueError, in the library's words, not the CLI's flags.
     for kwargs, message in [({"batch": 0}, "batch size 0 is out of range"),
                             ({"max_pixels": 0}, "max_pixels must be positive, got 0"),
-                            ({"threads": -1}, "threads must be 0"),
+                            ({"threads": -1}, r"threads -1 is out of range \(0 for all cores"),
                             ({"img_size": -16}, r"image size -16 is out of range \(0 for the model's own"),
                             ({"img_size": 36}, "image size 36 is not a multiple of the model's patch size 8")]:
         with pytest.raises(ValueError, match=message) as e:

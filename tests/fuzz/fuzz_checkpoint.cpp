@@ -11,7 +11,7 @@
 
 #include "vit/error.h"
 #include "engine/nn/ops.h"
-#include "models/vit.h"
+#include "models/network.h"
 
 namespace {
 // An in-memory file reachable by path, rewritten for each input.

@@ -1,5 +1,5 @@
 // ViT loading and the forward pass; each step names the timm line it mirrors.
-#include "vit.h"
+#include "network.h"
 
 #include <omp.h>
 #include <spdlog/spdlog.h>

@@ -40,7 +40,7 @@ struct BlockWeights {
 };
 
 class ViT {
-  struct PlanBuilder;  // builds a Plan's steps (vit.cpp)
+  struct PlanBuilder;  // builds a Plan's steps (network.cpp)
 
  public:
   // model: a .safetensors file or the folder holding model.safetensors (and config.json, and for
@@ -97,7 +97,7 @@ class ViT {
    private:
     friend class ViT;
     friend struct ViT::PlanBuilder;
-    // One forward pass's activations. Sized and placed by one table (activation_table in vit.cpp).
+    // One forward pass's activations. Sized and placed by one table (activation_table in network.cpp).
     struct Activations {
       float* input;        // [B, 3, H, W]
       float* patches;      // [B*N, C*P*P]
@@ -171,7 +171,7 @@ class ViT {
 
  private:
   ViT() = default;
-  struct WeightLoader;  // fills the weights below from a TensorSource (vit.cpp)
+  struct WeightLoader;  // fills the weights below from a TensorSource (network.cpp)
   void load_weights(TensorSource& src, RoundedWeights* rounded);
   // attention_road_ for this model: the road that times faster at a batch of 8's attention pass, one for
   // every batch size, so that an image's answer does not depend on its batch; always the fused kernel where

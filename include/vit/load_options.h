@@ -1,0 +1,38 @@
+// The model-wide options (vit::LoadOptions, vit/model.h) as data, each declared once: its name (the Python
+// keyword; the command-line flag is the name with '-' for '_'), what it takes, its range, its help. The
+// library's one range check, the CLI's flags and `vit serve`'s per-model NAME=VALUE flags are made from it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "vit/model.h"
+
+namespace vit {
+
+enum class OptionKind { Number, Text, Precision };
+
+struct LoadOption {
+  const char* name;  // "img_size"
+  const char* what;  // "image size": how its refusals name it
+  OptionKind kind;
+  int LoadOptions::*number;       // Number: the field, its range, what 0 means
+  int lo, hi;
+  const char* zero;
+  std::string LoadOptions::*text;  // Text: the field (a path or a name; empty: none)
+  const char* help;
+};
+
+// Every model-wide option, in the order --help lists them.
+const std::vector<LoadOption>& load_option_table();
+// The option of that name; throws vit::Error for another.
+const LoadOption& load_option(const std::string& name);
+// "--img-size" for img_size.
+std::string option_flag(const LoadOption& option);
+// Reads a value given as text (a flag's, a NAME=VALUE's) into the options: throws vit::ArgumentError naming what is
+// wrong with it ("image size: 'x' is not a whole number", "image size 9000 is out of range (0 for the model's own,
+// or 1 to 8192)", "precision 'f16' is not one of f32, bf16, int8").
+void set_load_option(LoadOptions* options, const LoadOption& option, const std::string& value);
+// The value as text (on LoadOptions{}: its default, as --help shows it).
+std::string load_option_value(const LoadOptions& options, const LoadOption& option);
+
+}  // namespace vit
