@@ -140,6 +140,14 @@ TEST(Quantize, ActivationGridHoldsZeroAndSaturates) {
   EXPECT_EQ(activation_affine(0.f, 0.f).scale, 1.f);
   const float bad[2] = {std::nanf(""), -std::nanf("")};
   quantize_u8(bad, 2, a, q);  // no undefined behaviour
+  // The 7-bit grid (0..127) of a CPU without VNNI whose weights keep 8 bits.
+  const Affine a7 = activation_affine(-0.64f, 0.63f, 127);
+  EXPECT_FLOAT_EQ(a7.scale, 0.01f);
+  EXPECT_EQ(a7.zero, 64);
+  quantize_u8(x, 6, a7, q, 127);
+  EXPECT_EQ(q[0], 64);
+  EXPECT_EQ(q[2], 127);  // 1.27 saturates at the top
+  EXPECT_EQ(q[5], 127);
 }
 
 struct Case {
@@ -163,9 +171,10 @@ std::vector<float> naive(const std::vector<float>& x, const std::vector<float>& 
 
 std::vector<float> run_linear(Precision p, const std::vector<float>& x, const std::vector<float>& w,
                               const std::vector<float>& b, const Case& c, std::vector<float> y,
-                              LinearForm form = LinearForm::Auto, LinearForm* chosen = nullptr) {
+                              LinearForm form = LinearForm::Auto, LinearForm* chosen = nullptr,
+                              Int8Split split = Int8Split::SevenBitWeights) {
   Arena store;
-  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.T, c.ep, p, WeightLayout::Auto, form);
+  const LinearWeights lw = make_linear(store, w.data(), b.data(), c.K, c.N, c.T, c.ep, p, WeightLayout::Auto, form, split);
   if (chosen) *chosen = lw.form;
   LinearScratch s;
   BufferTable t;
@@ -179,44 +188,55 @@ std::vector<float> run_linear(Precision p, const std::vector<float>& x, const st
 
 class Int8Linear : public ::testing::TestWithParam<Case> {};
 
-// Inputs on an exact u8 grid in every row (each row spans -1.28 to 1.27 in steps of 0.01) and weights
-// on an exact int8 grid per output channel: the int8 layer must give the f32 answer.
+const Int8Split kSplits[] = {Int8Split::SevenBitWeights, Int8Split::SevenBitInputs};
+
+// Inputs on an exact u8 grid in every row (each row spans the grid's whole range in steps of 0.01: -1.28 to 1.27
+// on 0..255) and weights on an exact int8 grid per output channel: the int8 layer must give the f32 answer, on
+// either split of the bits.
 TEST_P(Int8Linear, ExactOnRepresentableValues) {
-  const Case c = GetParam();
-  const int qmax = int8_weight_max();
-  std::mt19937 rng(uint32_t(c.K * 31 + c.N));
-  std::uniform_int_distribution<int> xq(0, 255), wq(-qmax, qmax);
-  std::vector<float> x(size_t(c.B * c.T * c.K)), w(size_t(c.N * c.K));
-  for (int64_t r = 0; r < c.B * c.T; ++r)
-    for (int64_t k = 0; k < c.K; ++k)
-      x[size_t(r * c.K + k)] = 0.01f * float((k == 0 ? 0 : k == 1 ? 255 : xq(rng)) - 128);
-  for (int64_t n = 0; n < c.N; ++n) {
-    const float s = 0.001f * float(1 + n % 7);
-    for (int64_t k = 0; k < c.K; ++k) w[size_t(n * c.K + k)] = s * float(k == 0 ? qmax : wq(rng));
+  for (const Int8Split split : kSplits) {
+    const Case c = GetParam();
+    const Int8Grid grid = int8_grid(split);
+    const int qmax = grid.weight_max, top = grid.input_max;
+    std::mt19937 rng(uint32_t(c.K * 31 + c.N));
+    std::uniform_int_distribution<int> xq(0, top), wq(-qmax, qmax);
+    std::vector<float> x(size_t(c.B * c.T * c.K)), w(size_t(c.N * c.K));
+    for (int64_t r = 0; r < c.B * c.T; ++r)
+      for (int64_t k = 0; k < c.K; ++k)
+        x[size_t(r * c.K + k)] = 0.01f * float((k == 0 ? 0 : k == 1 ? top : xq(rng)) - (top + 1) / 2);
+    for (int64_t n = 0; n < c.N; ++n) {
+      const float s = 0.001f * float(1 + n % 7);
+      for (int64_t k = 0; k < c.K; ++k) w[size_t(n * c.K + k)] = s * float(k == 0 ? qmax : wq(rng));
+    }
+    const auto b = random_vector(size_t(c.N), rng), start = random_vector(size_t(c.B * c.T * c.N), rng);
+    const auto want = naive(x, w, b, c, start);
+    const auto got = run_linear(Precision::Int8, x, w, b, c, c.ep == Epilogue::AddToDst ? start : std::vector<float>(want.size(), -7.f),
+                                LinearForm::Auto, nullptr, split);
+    float mag = 0;
+    for (float v : want) mag = std::max(mag, std::fabs(v));
+    EXPECT_LT(max_abs_diff(got, want), 2e-5f * std::max(1.f, mag)) << "weights to " << qmax << ", inputs to " << top;
   }
-  const auto b = random_vector(size_t(c.N), rng), start = random_vector(size_t(c.B * c.T * c.N), rng);
-  const auto want = naive(x, w, b, c, start);
-  const auto got = run_linear(Precision::Int8, x, w, b, c, c.ep == Epilogue::AddToDst ? start : std::vector<float>(want.size(), -7.f));
-  float mag = 0;
-  for (float v : want) mag = std::max(mag, std::fabs(v));
-  EXPECT_LT(max_abs_diff(got, want), 2e-5f * std::max(1.f, mag));
 }
 
 // Random data: the error stays within what the two grids' rounding allows.
 TEST_P(Int8Linear, WithinRoundingOnRandomValues) {
-  const Case c = GetParam();
-  std::mt19937 rng(uint32_t(c.K * 17 + c.N));
-  const auto x = random_vector(size_t(c.B * c.T * c.K), rng, 2.f), w = random_vector(size_t(c.N * c.K), rng, 0.1f),
-             b = random_vector(size_t(c.N), rng), start = random_vector(size_t(c.B * c.T * c.N), rng);
-  const auto want = naive(x, w, b, c, start);
-  const auto got = run_linear(Precision::Int8, x, w, b, c, c.ep == Epilogue::AddToDst ? start : std::vector<float>(want.size(), 0.f));
-  // Each product is off by at most half a step of the input's grid times |w|, plus half a step of the
-  // weight's grid times |x|; random signs add like sqrt(K), 4 of those is far beyond chance.
-  float xmax = 0, wmax = 0;
-  for (float v : x) xmax = std::max(xmax, std::fabs(v));
-  for (float v : w) wmax = std::max(wmax, std::fabs(v));
-  const float per_term = 0.5f * (2 * xmax / 255.f) * wmax + 0.5f * (wmax / float(int8_weight_max())) * xmax;
-  EXPECT_LT(max_abs_diff(got, want), 4.f * std::sqrt(float(c.K)) * per_term);
+  for (const Int8Split split : kSplits) {
+    const Case c = GetParam();
+    const Int8Grid grid = int8_grid(split);
+    std::mt19937 rng(uint32_t(c.K * 17 + c.N));
+    const auto x = random_vector(size_t(c.B * c.T * c.K), rng, 2.f), w = random_vector(size_t(c.N * c.K), rng, 0.1f),
+               b = random_vector(size_t(c.N), rng), start = random_vector(size_t(c.B * c.T * c.N), rng);
+    const auto want = naive(x, w, b, c, start);
+    const auto got = run_linear(Precision::Int8, x, w, b, c, c.ep == Epilogue::AddToDst ? start : std::vector<float>(want.size(), 0.f),
+                                LinearForm::Auto, nullptr, split);
+    // Each product is off by at most half a step of the input's grid times |w|, plus half a step of the
+    // weight's grid times |x|; random signs add like sqrt(K), 4 of those is far beyond chance.
+    float xmax = 0, wmax = 0;
+    for (float v : x) xmax = std::max(xmax, std::fabs(v));
+    for (float v : w) wmax = std::max(wmax, std::fabs(v));
+    const float per_term = 0.5f * (2 * xmax / float(grid.input_max)) * wmax + 0.5f * (wmax / float(grid.weight_max)) * xmax;
+    EXPECT_LT(max_abs_diff(got, want), 4.f * std::sqrt(float(c.K)) * per_term) << "weights to " << grid.weight_max;
+  }
 }
 
 // ViT shapes (DeiT-Tiny's four layers, ViT-B's qkv) and odd ones.

@@ -35,11 +35,13 @@ TEST(Rows, RangeAndQuantizeEqualTheScalarCode) {
       k->range(x.data(), n, &got_lo, &got_hi);
       EXPECT_EQ(got_lo, lo) << k->isa << " n=" << n;
       EXPECT_EQ(got_hi, hi) << k->isa << " n=" << n;
-      const Affine a = activation_affine(lo, hi);
-      std::vector<uint8_t> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
-      quantize_u8(x.data(), n, a, want.data());
-      k->quantize(x.data(), n, 1.f / a.scale, float(a.zero), got.data());
-      EXPECT_EQ(got, want) << k->isa << " n=" << n;
+      for (const int top : {255, 127}) {
+        const Affine a = activation_affine(lo, hi, top);
+        std::vector<uint8_t> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+        quantize_u8(x.data(), n, a, want.data(), top);
+        k->quantize(x.data(), n, 1.f / a.scale, float(a.zero), float(top), got.data());
+        EXPECT_EQ(got, want) << k->isa << " n=" << n << " top=" << top;
+      }
     }
 }
 
@@ -50,7 +52,7 @@ TEST(Rows, QuantizeRoundsHalfToEvenAndSaturatesAsTheScalarCode) {
   std::vector<uint8_t> want(x.size()), got(x.size());
   quantize_u8(x.data(), int64_t(x.size()), a, want.data());
   for (const RowKernels* k : variants()) {
-    k->quantize(x.data(), int64_t(x.size()), 1.f / a.scale, float(a.zero), got.data());
+    k->quantize(x.data(), int64_t(x.size()), 1.f / a.scale, float(a.zero), 255.f, got.data());
     EXPECT_EQ(got, want) << k->isa;
   }
 }

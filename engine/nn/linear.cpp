@@ -201,21 +201,23 @@ Step host_pass(const std::string& name, std::function<void()> loop) {
 
 // Row r of K floats at x, whose range is [lo, hi], quantized to u8 on that range's grid into the scratch's
 // row r, its grid in scale[r] and zero[r].
-void quantize_row(const RowKernels& k, const float* x, int64_t K, float lo, float hi, int64_t r, const LinearScratch& s) {
-  const Affine a = activation_affine(lo, hi);
+void quantize_row(const RowKernels& k, const float* x, int64_t K, float lo, float hi, int top, int64_t r,
+                  const LinearScratch& s) {
+  const Affine a = activation_affine(lo, hi, top);
   s.scale[r] = a.scale;
   s.zero[r] = a.zero;
-  k.quantize(x, K, 1.f / a.scale, float(a.zero), s.input + r * K);
+  k.quantize(x, K, 1.f / a.scale, float(a.zero), float(top), s.input + r * K);
 }
 
 // Each row quantized to u8 on the grid of its own range, while it sits in L1: scale[r] and zero[r].
-Step quantize_step(const std::string& name, int64_t rows, int64_t K, const float* src, const LinearScratch& s) {
+Step quantize_step(const std::string& name, int64_t rows, int64_t K, int top, const float* src,
+                   const LinearScratch& s) {
   return host_pass(name, [=] {
     const RowKernels& k = row_kernels();
     parallel_for(rows, [&](int64_t r) {
       float lo, hi;
       k.range(src + r * K, K, &lo, &hi);
-      quantize_row(k, src + r * K, K, lo, hi, r, s);
+      quantize_row(k, src + r * K, K, lo, hi, top, r, s);
     });
   });
 }
@@ -233,6 +235,7 @@ Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t r
   const float* w_scale = lw.w_scale.data();
   const int32_t* colsum = lw.w_colsum.data();
   const float* bias = lw.b ? static_cast<const float*>(lw.b.get_data_handle()) : nullptr;
+  const int top = lw.input_max;  // the next layer's too: can_quantize_for
   return host_pass(name, [=] {
     const RowKernels& k = row_kernels();
     parallel_for(rows, [&](int64_t r) {
@@ -241,7 +244,7 @@ Step dequantize_step(const std::string& name, const LinearWeights& lw, int64_t r
       if (out == LinearOutput::Quantized) {
         float lo, hi;
         k.range(dst + r * N, N, &lo, &hi);
-        quantize_row(k, dst + r * N, N, lo, hi, r, s);
+        quantize_row(k, dst + r * N, N, lo, hi, top, r, s);
       }
     });
   });
@@ -257,7 +260,7 @@ std::vector<Step> int8_steps(const std::string& name, const LinearWeights& lw, i
   // The products go to dst when the epilogue overwrites it, else to the scratch rows.
   void* products = lw.epilogue == Epilogue::AddToDst ? static_cast<void*>(s.out) : static_cast<void*>(dst);
   std::vector<Step> steps;
-  if (in == LinearInput::F32) steps.push_back(quantize_step(name + ".quantize", B * T, lw.K, src, s));
+  if (in == LinearInput::F32) steps.push_back(quantize_step(name + ".quantize", B * T, lw.K, lw.input_max, src, s));
   Step st;
   st.name = name;
   st.prim = dnnl::primitive(pd);
@@ -330,16 +333,19 @@ std::vector<float> f32_weights(const LinearWeights& lw) {
   return w;
 }
 
-int int8_weight_max() { return cpu_isa().vnni ? 127 : 64; }
+int int8_weight_max() { return int8_grid(Int8Split::SevenBitWeights).weight_max; }
 
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
                           int64_t typical_rows, Epilogue ep, Precision precision, WeightLayout layout,
-                          LinearForm form) {
+                          LinearForm form, Int8Split split) {
   if (precision == Precision::Int8) {  // rounded to nearest here, then as weights rounded ahead of time
+    const Int8Grid grid = int8_grid(split);
     std::vector<int8_t> q(size_t(N * K));
     std::vector<float> scale(static_cast<size_t>(N));
-    quantize_weights(weight, N, K, int8_weight_max(), q.data(), scale.data());
-    return make_int8_linear(store, {q.data(), scale.data()}, bias, K, N, typical_rows, ep, form);
+    quantize_weights(weight, N, K, grid.weight_max, q.data(), scale.data());
+    LinearWeights lw = make_int8_linear(store, {q.data(), scale.data()}, bias, K, N, typical_rows, ep, form);
+    lw.input_max = grid.input_max;
+    return lw;
   }
   LinearWeights lw;
   lw.precision = precision;
@@ -373,7 +379,7 @@ LinearWeights make_int8_linear(Arena& store, const Int8Weights& weight, const fl
 
 bool can_quantize_for(const LinearWeights& lw, const LinearWeights& next) {
   return lw.precision == Precision::Int8 && lw.epilogue != Epilogue::AddToDst && next.precision == Precision::Int8 &&
-         next.K == lw.N;
+         next.K == lw.N && next.input_max == lw.input_max;
 }
 
 Step norm_quantize_step(const std::string& name, const LayerNormWeights& ln, const LinearWeights& lw, int64_t B,
@@ -384,13 +390,14 @@ Step norm_quantize_step(const std::string& name, const LayerNormWeights& ln, con
   const float* gamma = static_cast<const float*>(ln.gamma.get_data_handle());
   const float* beta = static_cast<const float*>(ln.beta.get_data_handle());
   const float eps = ln.eps;
+  const int top = lw.input_max;
   // Each row normalized and quantized on its own grid while it sits in L1.
   return host_pass(name, [=] {
     const RowKernels& k = row_kernels();
     parallel_for(rows, [&](int64_t r) {
       float lo, hi;
       k.layer_norm(src + r * K, K, gamma, beta, eps, h + r * K, &lo, &hi);
-      quantize_row(k, h + r * K, K, lo, hi, r, s);
+      quantize_row(k, h + r * K, K, lo, hi, top, r, s);
     });
   });
 }

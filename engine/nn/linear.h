@@ -9,6 +9,7 @@
 
 #include "engine/nn/arena.h"
 #include "engine/nn/ops.h"
+#include "engine/nn/quantize.h"
 #include "vit/precision.h"
 
 namespace vit {
@@ -43,6 +44,7 @@ struct LinearWeights {
   dnnl::memory b;              // f32 [1, N]; empty when the layer has no bias
   Stored<float> w_scale;     // Int8: [N], W[n, k] = w_scale[n] * w[k, n]
   Stored<int32_t> w_colsum;  // Int8: [N], sum over k of w[k, n], to take an input's zero point out
+  int input_max = 255;       // Int8: the top of its inputs' u8 grid (int8_grid's input_max)
   size_t bytes() const;        // resident size of the weights and bias
 };
 // How a layer runs, for `vit inspect`: "matmul", "1x1 convolution, s32 product, then dequantized per row", ...
@@ -51,8 +53,8 @@ std::string linear_summary(const LinearWeights& lw);
 // An f32 layer's weights back as nn.Linear stores them, [N, K] row-major.
 std::vector<float> f32_weights(const LinearWeights& lw);
 
-// The largest |q| of int8 weights on this CPU: 127 with VNNI (u8 x s8 products summed in 32 bits);
-// 64 without, where oneDNN's int8 kernels add pairs of products in saturating 16 bits (2 x 255 x 64 fits).
+// The largest |q| of int8 weights with 8-bit inputs on this CPU: 127 with VNNI, 64 without
+// (int8_grid(Int8Split::SevenBitWeights)); the grid of `vit quantize`'s rounded weights.
 int int8_weight_max();
 
 // weight [N, K] row-major as nn.Linear stores it, bias [N] or nullptr; ep: what follows the product;
@@ -61,7 +63,8 @@ int int8_weight_max();
 // without avx512_bf16 or AMX, int8 with only oneDNN's reference matmul).
 LinearWeights make_linear(Arena& store, const float* weight, const float* bias, int64_t K, int64_t N,
                           int64_t typical_rows, Epilogue ep, Precision precision = Precision::F32,
-                          WeightLayout layout = WeightLayout::Auto, LinearForm form = LinearForm::Auto);
+                          WeightLayout layout = WeightLayout::Auto, LinearForm form = LinearForm::Auto,
+                          Int8Split split = Int8Split::SevenBitWeights);
 
 // An int8 layer from weights rounded ahead of time (GPTQ, `vit quantize`) on the grid of
 // int8_weight_max(): q [N, K] row-major, |q| <= that maximum, W[n, k] ~ scale[n] * q[n, k].

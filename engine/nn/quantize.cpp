@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "vit/cpu.h"
+
 namespace vit {
 namespace {
 
@@ -30,18 +32,23 @@ void quantize_weights(const float* w, int64_t N, int64_t K, int qmax, int8_t* q,
   }
 }
 
-Affine activation_affine(float lo, float hi) {
+Int8Grid int8_grid(Int8Split split) {
+  if (cpu_isa().vnni) return {127, 255};
+  return split == Int8Split::SevenBitWeights ? Int8Grid{64, 255} : Int8Grid{127, 127};
+}
+
+Affine activation_affine(float lo, float hi, int top) {
   lo = std::min(lo, 0.f);
   hi = std::max(hi, 0.f);
   if (!(hi > lo)) return {1.f, 0};  // all zeros (or not finite: the result is garbage either way)
-  const float scale = (hi - lo) / 255.f;
+  const float scale = (hi - lo) / float(top);
   const float zero = std::nearbyint(-lo / scale);
-  return {scale, int32_t(std::min(std::max(zero, 0.f), 255.f))};
+  return {scale, int32_t(std::min(std::max(zero, 0.f), float(top)))};
 }
 
-void quantize_u8(const float* x, int64_t n, Affine a, uint8_t* q) {
-  const float inv = 1.f / a.scale, zero = float(a.zero);
-  for (int64_t i = 0; i < n; ++i) q[i] = uint8_t(std::min(255.f, std::max(0.f, round_even(x[i] * inv) + zero)));
+void quantize_u8(const float* x, int64_t n, Affine a, uint8_t* q, int top) {
+  const float inv = 1.f / a.scale, zero = float(a.zero), t = float(top);
+  for (int64_t i = 0; i < n; ++i) q[i] = uint8_t(std::min(t, std::max(0.f, round_even(x[i] * inv) + zero)));
 }
 
 }  // namespace vit

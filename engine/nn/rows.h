@@ -14,8 +14,8 @@ struct RowKernels {
   const char* isa;  // "avx512", "avx2", "sse2": for profiles
   // lo, hi = the minimum and maximum of x[0, n), n >= 1.
   void (*range)(const float* x, int64_t n, float* lo, float* hi);
-  // q = min(255, max(0, round_even(x / scale) + zero)), as quantize_u8; inv = 1 / scale.
-  void (*quantize)(const float* x, int64_t n, float inv, float zero, uint8_t* q);
+  // q = min(top, max(0, round_even(x / scale) + zero)), as quantize_u8; inv = 1 / scale.
+  void (*quantize)(const float* x, int64_t n, float inv, float zero, float top, uint8_t* q);
   // The int8 matmul's s32 sums made real: v = float(acc - zero * colsum) * w_scale * sa + bias (bias may
   // be null); then y = act(v), or y += v (add; act None). GELU and QuickGELU are within 1e-6 relative of
   // their double references.

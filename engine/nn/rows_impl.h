@@ -33,19 +33,19 @@ void range(const float* x, int64_t n, float* lo, float* hi) {
   *hi = h;
 }
 
-inline float quantize1(float x, float inv, float zero) {
+inline float quantize1(float x, float inv, float zero, float top) {
   const float r = ((x * inv + kRound) - kRound) + zero;
-  return smin(255.f, smax(0.f, r));
+  return smin(top, smax(0.f, r));
 }
 
-void quantize(const float* x, int64_t n, float inv, float zero, uint8_t* q) {
+void quantize(const float* x, int64_t n, float inv, float zero, float top, uint8_t* q) {
   int64_t i = 0;
   for (; i + W <= n; i += W) {
     const vf r = ((ld(x + i) * bc(inv) + bc(kRound)) - bc(kRound)) + bc(zero);
-    const vf c = vmin(bc(255.f), vmax(bc(0.f), r));
+    const vf c = vmin(bc(top), vmax(bc(0.f), r));
     store_u8(q + i, __builtin_convertvector(c, vi));
   }
-  for (; i < n; ++i) q[i] = uint8_t(int32_t(quantize1(x[i], inv, zero)));
+  for (; i < n; ++i) q[i] = uint8_t(int32_t(quantize1(x[i], inv, zero, top)));
 }
 
 // erf: below |x| = 1 its Taylor series to x^21 (terms alternate and shrink, the last below 2e-8);
