@@ -178,7 +178,9 @@ json read_json(std::string_view text, const JsonLimits& limits, JsonBulk* bulk) 
   try {
     return json::parse(text.begin(), text.end(), callback);
   } catch (const json::parse_error& e) {
-    throw HttpError(400, std::string("malformed JSON: ") + e.what());
+    // Inside a bulk array, the element being read is named: `"input"[3]: ... ill-formed UTF-8 byte`.
+    const std::string at = bulk_depth >= 0 ? "'" + bulk->key + "'[" + std::to_string(bulk->strings.size() + bulk->numbers.size()) + "]: " : "";
+    throw HttpError(400, "malformed JSON: " + at + e.what());
   }
 }
 

@@ -121,6 +121,11 @@ const Explainer& ServedModel::explainer() {
   return *explainer_;
 }
 
+const TextModel& ServedModel::text_model() const {
+  if (!text) throw HttpError(400, text_error, "input");
+  return *text;
+}
+
 void Service::require_classes(const ServedModel& m) {
   if (m.classes > 0) return;
   throw HttpError(400, "model '" + m.name + "' has no classifier head (embeddings only): ask POST /v1/embeddings or "

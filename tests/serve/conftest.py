@@ -60,6 +60,43 @@ def layout_models():
     return folder
 
 
+TEXT_SCRIPTS = [REPO / "tests" / "make_text_models.py", REPO / "tests" / "make_layout_models.py",
+                REPO / "tests" / "record_imports.py"]
+
+
+def text_models():
+    """The shrunk CLIP and SigLIP models with both towers of tests/make_text_models.py, made as the text tests make
+    them (tests/reference_models.cpp): once per build tree beside the vit binary, again when the generators change,
+    under the same lock, their imports recorded for the dependency audit. Skips without the .venv's transformers,
+    open_clip, ftfy and sentencepiece (fails under CI=true)."""
+    require_shared_data()
+    folder = pathlib.Path(VIT_BINARY).parent / "text_models"
+
+    def same():
+        return all((folder / s.name).is_file() and (folder / s.name).read_bytes() == s.read_bytes()
+                   for s in TEXT_SCRIPTS)
+
+    if same():
+        return folder
+    if not VENV_PYTHON.exists() or subprocess.run(
+            [str(VENV_PYTHON), "-c", "import transformers, open_clip, ftfy, sentencepiece"],
+            capture_output=True).returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {VENV_PYTHON} lacks transformers, open_clip, ftfy or sentencepiece")
+        pytest.skip(f"{VENV_PYTHON} lacks transformers, open_clip, ftfy or sentencepiece; skipping")
+    tmp = f"{folder}.tmp"
+    photos3 = [str(PHOTOS / n) for n in ("n01440764_tench.JPEG", "n02123597_Siamese_cat.JPEG",
+                                         "n02690373_airliner.JPEG")]
+    same_sh = " && ".join(f"cmp -s {s} {folder}/{s.name}" for s in TEXT_SCRIPTS)
+    userbase = pathlib.Path(VIT_BINARY).parent / "python-imports" / "userbase"
+    make = (f"{same_sh} || {{ rm -rf {tmp} && PYTHONUSERBASE={userbase} VIT_IMPORT_LOG={tmp}/imports {VENV_PYTHON} "
+            f"{TEXT_SCRIPTS[0]} {tmp} {' '.join(photos3)} && cp {' '.join(map(str, TEXT_SCRIPTS))} {tmp}/ && "
+            f"rm -rf {folder} && mv {tmp} {folder}; }}")
+    r = subprocess.run(["flock", f"{folder}.lock", "sh", "-c", make], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and same(), "tests/make_text_models.py failed:\n" + r.stderr[-3000:]
+    return folder
+
+
 def sanitized_binary():
     """Whether vit is the AddressSanitizer build (scripts/test.sh --sanitize)."""
     return b"__asan_init" in pathlib.Path(VIT_BINARY).read_bytes()

@@ -1,0 +1,130 @@
+"""`vit serve` on CLIP and SigLIP models with both towers (tests/make_text_models.py's shrunk random-weight models):
+POST /v1/embeddings through OpenAI's own client with texts and images in one request, each answer equal to the
+CLI's (`vit embed --text` for a text, `vit embed --head` for an image, as JSON lines; normalised or not as asked),
+in input order; Infinity's `modality` field; a text longer than the tower's context cut as the reference cuts it
+and marked "truncated"; every bad text (empty, a NUL, invalid UTF-8 raw or as a lone surrogate escape, too many)
+a 400 in OpenAI's error form naming the input; a model served with its pre-logits refusing texts with the reason
+(CTest serve_text, label serve)."""
+import json
+import subprocess
+
+import numpy as np
+import pytest
+import requests
+
+from conftest import VIT_BINARY, cli_embed, data_uri, photos, require_module, text_models
+
+EMBEDDINGS = "/v1/embeddings"
+TEXTS = ["a dog on a beach", "a photo of a Siamese cat", "Café in Zürich, 東京タワー 🐶", "an AIRLINER!!!"]
+# The CLI prints 17 significant digits of each f32 (round trip): its numbers are the server's bit for bit.
+TOL = 1e-7
+
+
+def client(s):
+    openai = require_module("openai", "scripts/setup.sh puts it into .venv from tests/requirements.txt")
+    return openai.OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+def cli_text(model, texts, *args):
+    """`vit embed --text` on each text as JSON lines: [(embedding, tokens, truncated)] in order."""
+    cmd = [VIT_BINARY, "embed", "-m", str(model), *args]
+    for t in texts:
+        cmd += ["--text", t]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True).stdout
+    rows = [json.loads(l) for l in out.splitlines()]
+    return [(r["embedding"], r["tokens"], r.get("truncated", False)) for r in rows]
+
+
+def max_delta(got, want):
+    got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
+    assert got.shape == want.shape
+    return float(np.max(np.abs(got - want)))
+
+
+def openai_error(r, status, text, param="input"):
+    assert r.status_code == status, r.text
+    e = r.json()["error"]
+    assert text in e["message"] and e["param"] == param and e["type"] == "invalid_request_error", e
+    return e["message"]
+
+
+# The image side's embedding: CLIP's projection (`vit embed --head`), SigLIP's pooled features (it has no head).
+@pytest.mark.parametrize("kind,head", [("oc_clip", ["--head"]), ("oc_siglip", [])])
+def test_openai_client_texts_and_images_in_one_request_equal_the_cli(serve, kind, head):
+    model = text_models() / kind
+    s = serve(model=model)
+    c = client(s)
+    files = photos()[:3]
+    texts = cli_text(model, TEXTS, "--normalize")
+    images = cli_embed(model, files, *head, "--normalize")
+    # Texts and images interleaved, answered in input order.
+    inputs = [TEXTS[0], data_uri(files[0]), TEXTS[1], data_uri(files[1]), TEXTS[2], data_uri(files[2]), TEXTS[3]]
+    want = [texts[0][0], images[files[0].name], texts[1][0], images[files[1].name], texts[2][0], images[files[2].name],
+            texts[3][0]]
+    worst = 0.0
+    for fmt in ({}, {"encoding_format": "float"}):  # the client asks for base64 and decodes it, unless told
+        r = c.embeddings.create(model=model.name, input=inputs, **fmt)
+        assert r.model == model.name and [d.index for d in r.data] == list(range(len(inputs)))
+        for d, w in zip(r.data, want):
+            worst = max(worst, max_delta(d.embedding, w))
+            assert abs(np.linalg.norm(d.embedding) - 1) < 1e-5
+    assert worst <= TOL, worst
+    # The usage counts the texts' tokens beside the images'.
+    image_tokens = r.usage.prompt_tokens - sum(t[1] for t in texts)
+    assert image_tokens > 0 and image_tokens % 3 == 0
+    # One string is a text; unnormalised as `vit embed --text` without --normalize.
+    raw = cli_text(model, TEXTS[:1])
+    r = c.embeddings.create(model=model.name, input=TEXTS[0], extra_body={"normalize": False})
+    assert max_delta(r.data[0].embedding, raw[0][0]) <= TOL and abs(np.linalg.norm(r.data[0].embedding) - 1) > 1e-3
+    # Infinity's modality decides: "text" takes a data URI as words, "image" a text as an image (and refuses it).
+    r = c.embeddings.create(model=model.name, input=[TEXTS[1]], extra_body={"modality": "text"})
+    assert max_delta(r.data[0].embedding, texts[1][0]) <= TOL
+    r = requests.post(s.url + EMBEDDINGS, json={"model": model.name, "input": [TEXTS[0]], "modality": "image"},
+                      timeout=60)
+    openai_error(r, 400, "input[0]: ")
+    print(f"{kind}: max |delta| to the CLI {worst:.3g} over {len(inputs)} inputs in both encodings")
+
+
+def test_bad_texts_are_refused_naming_the_input(serve):
+    model = text_models() / "oc_clip"
+    s = serve("--max-inputs", "8", model=model)
+    url = s.url + EMBEDDINGS
+
+    def post(inputs, **extra):
+        return requests.post(url, json={"model": model.name, "input": inputs, **extra}, timeout=60)
+
+    openai_error(post(["a dog", ""]), 400, "input[1] (text): empty")
+    openai_error(post(["a\0dog"]), 400, "input[0] (text): holds a NUL byte")
+    openai_error(post(["a"] * 9), 400, "more than 8 inputs in one request (--max-inputs)", None)
+    openai_error(post(["a dog"], modality="video"), 400, "'modality': \"video\"", "modality")
+    # Invalid UTF-8 cannot be a JSON string: raw bytes and a lone surrogate escape are refused, naming the input.
+    body = b'{"model": "oc_clip", "input": ["a dog", "caf\xe9"]}'
+    r = requests.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=60)
+    msg = openai_error(r, 400, "'input'[1]", None)
+    assert "UTF-8" in msg, msg
+    body = b'{"model": "oc_clip", "input": ["a dog", "cat", "\\udc80 x"]}'
+    r = requests.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=60)
+    msg = openai_error(r, 400, "'input'[2]", None)
+    assert "surrogate" in msg, msg
+    # 100,000 characters: cut to the context as open_clip's tokenizer cuts it, marked, and equal to the CLI's.
+    long = "a dog on a beach " * 5883
+    assert len(long) > 100_000
+    r = post([long, "a cat"], encoding_format="float")
+    assert r.status_code == 200, r.text
+    d = r.json()["data"]
+    assert d[0]["truncated"] is True and "truncated" not in d[1]
+    want = cli_text(model, [long], "--normalize")[0]
+    assert want[2] and max_delta(d[0]["embedding"], want[0]) <= TOL
+    # The server answers the next request.
+    assert post(["a dog"]).status_code == 200
+
+
+def test_a_model_served_with_its_pre_logits_refuses_texts_saying_why(serve):
+    model = text_models() / "oc_clip"
+    s = serve("--embedding", "pre-logits", model=model)
+    r = requests.post(s.url + EMBEDDINGS, json={"input": ["a dog"]}, timeout=60)
+    openai_error(r, 400, "--embedding pre-logits")
+    r = requests.post(s.url + EMBEDDINGS, json={"input": ["a dog"], "modality": "text"}, timeout=60)
+    openai_error(r, 400, "--embedding pre-logits", "modality")
+    r = requests.post(s.url + EMBEDDINGS, json={"input": [data_uri(photos()[0])]}, timeout=60)
+    assert r.status_code == 200
