@@ -115,6 +115,8 @@ def test_bad_texts_are_refused_naming_the_input(serve):
     assert d[0]["truncated"] is True and "truncated" not in d[1]
     want = cli_text(model, [long], "--normalize")[0]
     assert want[2] and max_delta(d[0]["embedding"], want[0]) <= TOL
+    r = client(s).embeddings.create(model=model.name, input=[long])
+    assert r.data[0].truncated is True  # the client keeps the field
     # The server answers the next request.
     assert post(["a dog"]).status_code == 200
 
