@@ -130,3 +130,46 @@ def test_a_model_served_with_its_pre_logits_refuses_texts_saying_why(serve):
     openai_error(r, 400, "--embedding pre-logits", "modality")
     r = requests.post(s.url + EMBEDDINGS, json={"input": [data_uri(photos()[0])]}, timeout=60)
     assert r.status_code == 200
+
+
+def test_kserve_text_input_through_tritonclient(serve):
+    """KServe v2's `text` BYTES input [B] gives `embedding` [B, E], each row `vit embed --text`'s; texts in binary and
+    JSON form; a bad element is a 400 naming it; a model without a text tower lists no such input."""
+    httpclient = require_module("tritonclient.http", "scripts/setup.sh puts tritonclient into .venv")
+    from tritonclient.utils import InferenceServerException
+    model = text_models() / "oc_clip"
+    s = serve(model=model)
+    client = httpclient.InferenceServerClient(url=f"127.0.0.1:{s.port}")
+    meta = client.get_model_metadata(model.name)
+    assert {"name": "text", "datatype": "BYTES", "shape": [-1]} in meta["inputs"]
+    want = cli_text(model, TEXTS, "--normalize")
+    raw = cli_text(model, TEXTS)
+    worst = 0.0
+    for binary in (True, False):
+        inp = httpclient.InferInput("text", [len(TEXTS)], "BYTES")
+        inp.set_data_from_numpy(np.array([t.encode() for t in TEXTS], dtype=np.object_), binary_data=binary)
+        out = [httpclient.InferRequestedOutput("embedding", binary_data=binary)]
+        got = client.infer(model.name, [inp], outputs=out).as_numpy("embedding")
+        assert got.shape == (len(TEXTS), len(want[0][0])) and got.dtype == np.float32
+        worst = max(worst, max(max_delta(g, w[0]) for g, w in zip(got, want)))
+        got = client.infer(model.name, [inp], outputs=out, parameters={"normalize": False}).as_numpy("embedding")
+        worst = max(worst, max(max_delta(g, w[0]) for g, w in zip(got, raw)))
+    assert worst <= TOL, worst
+    # The default output of a text input is its embedding; a class output or top-k is refused.
+    inp = httpclient.InferInput("text", [1], "BYTES")
+    inp.set_data_from_numpy(np.array([b"a dog"], dtype=np.object_), binary_data=True)
+    assert client.infer(model.name, [inp]).as_numpy("embedding").shape == (1, len(want[0][0]))
+    with pytest.raises(InferenceServerException, match="gives embedding only"):
+        client.infer(model.name, [inp], parameters={"topk": 3})
+    bad = httpclient.InferInput("text", [3], "BYTES")
+    bad.set_data_from_numpy(np.array([b"a dog", b"caf\xe9", b""], dtype=np.object_), binary_data=True)
+    with pytest.raises(InferenceServerException, match=r"input 'text' element 1: not valid UTF-8"):
+        client.infer(model.name, [bad])
+    print(f"KServe text: max |delta| to the CLI {worst:.3g}")
+
+
+def test_kserve_text_on_an_image_only_model_says_it_has_no_text_tower(serve):
+    r = serve().url + "/v2/models/deit_tiny_patch16_224.fb_in1k/infer"
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a dog"]}]}
+    r = requests.post(r, json=body, timeout=60)
+    assert r.status_code == 400 and "has no text tower" in r.json()["error"], r.text
