@@ -6,6 +6,7 @@ and marked "truncated"; every bad text (empty, a NUL, invalid UTF-8 raw or as a 
 a 400 in OpenAI's error form naming the input; a model served with its pre-logits refusing texts with the reason
 (CTest serve_text, label serve)."""
 import json
+import re
 import subprocess
 
 import numpy as np
@@ -134,11 +135,11 @@ def test_a_model_served_with_its_pre_logits_refuses_texts_saying_why(serve):
 
 def test_kserve_text_input_through_tritonclient(serve):
     """KServe v2's `text` BYTES input [B] gives `embedding` [B, E], each row `vit embed --text`'s; texts in binary and
-    JSON form; a bad element is a 400 naming it; a model without a text tower lists no such input."""
+    JSON form, and over gRPC; a bad element is a 400 naming it."""
     httpclient = require_module("tritonclient.http", "scripts/setup.sh puts tritonclient into .venv")
     from tritonclient.utils import InferenceServerException
     model = text_models() / "oc_clip"
-    s = serve(model=model)
+    s = serve("--grpc-port", "0", model=model)
     client = httpclient.InferenceServerClient(url=f"127.0.0.1:{s.port}")
     meta = client.get_model_metadata(model.name)
     assert {"name": "text", "datatype": "BYTES", "shape": [-1]} in meta["inputs"]
@@ -154,6 +155,16 @@ def test_kserve_text_input_through_tritonclient(serve):
         worst = max(worst, max(max_delta(g, w[0]) for g, w in zip(got, want)))
         got = client.infer(model.name, [inp], outputs=out, parameters={"normalize": False}).as_numpy("embedding")
         worst = max(worst, max(max_delta(g, w[0]) for g, w in zip(got, raw)))
+    grpcclient = require_module("tritonclient.grpc", "scripts/setup.sh puts tritonclient[grpc] into .venv")
+    port = int(re.search(r"KServe gRPC at 127\.0\.0\.1:(\d+),", s.stderr()).group(1))
+    g = grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}")
+    try:
+        inp = grpcclient.InferInput("text", [len(TEXTS)], "BYTES")
+        inp.set_data_from_numpy(np.array([t.encode() for t in TEXTS], dtype=np.object_))
+        got = g.infer(model.name, [inp], outputs=[grpcclient.InferRequestedOutput("embedding")]).as_numpy("embedding")
+        worst = max(worst, max(max_delta(g_, w[0]) for g_, w in zip(got, want)))
+    finally:
+        g.close()
     assert worst <= TOL, worst
     # The default output of a text input is its embedding; a class output or top-k is refused.
     inp = httpclient.InferInput("text", [1], "BYTES")
