@@ -184,3 +184,53 @@ def test_kserve_text_on_an_image_only_model_says_it_has_no_text_tower(serve):
     body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a dog"]}]}
     r = requests.post(r, json=body, timeout=60)
     assert r.status_code == 400 and "has no text tower" in r.json()["error"], r.text
+
+
+def cli_labels(model, files, labels, templates):
+    out = subprocess.run([VIT_BINARY, "classify", "--json", "-k", str(len(labels)), "-m", str(model), "--labels-text",
+                          ",".join(labels), "--templates", templates, *map(str, files)],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    return {json.loads(l)["file"].rsplit("/", 1)[-1]: json.loads(l)["top"] for l in out.splitlines()}
+
+
+@pytest.mark.parametrize("kind", ["oc_clip", "oc_siglip"])
+def test_classify_with_labels_of_the_request_equals_labels_text(serve, kind):
+    """POST /v1/classify?labels=...&templates=...: each photo's classes and probabilities those of `vit classify
+    --labels-text` with the same templates (softmax for CLIP, each class's sigmoid for SigLIP)."""
+    model = text_models() / kind
+    s = serve(model=model)
+    files = photos()[:4]
+    labels = ["tench", "Siamese cat", "airliner", "a dog + a ball"]
+    worst = 0.0
+    for templates in ("simple", "imagenet"):
+        want = cli_labels(model, files, labels, templates)
+        form = [("file", (f.name, f.read_bytes(), "image/jpeg")) for f in files]
+        r = requests.post(s.url + "/v1/classify", params={"labels": ",".join(labels), "templates": templates,
+                                                          "topk": len(labels)}, files=form, timeout=300)
+        assert r.status_code == 200, r.text
+        for got in r.json():
+            w = want[got["file"]]
+            assert [(t["index"], t["label"]) for t in got["top"]] == [(t["index"], t["label"]) for t in w]
+            worst = max(worst, max(abs(a["prob"] - b["prob"]) for a, b in zip(got["top"], w)))
+    assert worst <= 1e-6, worst
+    # One image in the body, the default templates (imagenet) and top 5 cut to the 4 classes.
+    r = requests.post(s.url + "/v1/classify", params={"labels": ",".join(labels)}, data=files[0].read_bytes(),
+                      headers={"Content-Type": "image/jpeg"}, timeout=300)
+    assert r.status_code == 200 and len(r.json()["top"]) == 4, r.text
+    assert [t["label"] for t in r.json()["top"]] == [t["label"] for t in cli_labels(model, files[:1], labels, "imagenet")[files[0].name]]
+    for params, text in [({"labels": "tench,,airliner"}, "class 2 is empty"),
+                         ({"labels": "tench,tench"}, "'tench' is there twice"),
+                         ({"labels": "tench", "templates": "fancy"}, "neither imagenet nor simple"),
+                         ({"templates": "simple"}, "templates: the prompt templates of ?labels"),
+                         ({"labels": "tench,cat", "topk": 3}, "topk: '3' is not a number from 1 to 2")]:
+        r = requests.post(s.url + "/v1/classify", params=params, data=files[0].read_bytes(), timeout=60)
+        assert r.status_code == 400 and text in r.json()["error"], (params, r.text)
+    print(f"{kind}: zero-shot probabilities max |delta| to --labels-text {worst:.3g}")
+
+
+def test_labels_on_an_image_only_model_say_it_has_no_text_tower(serve):
+    s = serve()
+    r = requests.post(s.url + "/v1/classify", params={"labels": "tench,goldfish"}, data=photos()[0].read_bytes(),
+                      timeout=60)
+    assert r.status_code == 400 and "zero-shot labels need a text tower" in r.json()["error"], r.text
+    assert "has no text tower" in r.json()["error"]
