@@ -266,14 +266,22 @@ void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
   }
 }
 
+// A model's text tower as /v1/models names it: its kind, tokenizer and context; null for a model without one.
+json text_tower(const ServedModel& m) {
+  if (!m.text) return nullptr;
+  const TextInfo& t = m.text->info();
+  return {{"tower", t.tower}, {"tokenizer", t.tokenizer}, {"context", t.context}};
+}
+
 // A model in OpenAI's form, with what it answers under "vit" (for the web page's picker and other tools); a
-// NaFlex model's max_patches (its budget of patches, each image at its own aspect ratio), else 0 and input_size.
+// NaFlex model's max_patches (its budget of patches, each image at its own aspect ratio), else 0 and input_size;
+// its text tower (the page's search box), else null.
 json model_entry(const Service& service, const ServedModel& m) {
   return {{"id", m.name}, {"object", "model"}, {"created", int64_t(service.started())}, {"owned_by", "vit"},
           {"vit", {{"classes", m.classes}, {"embedding_size", m.embedding_size}, {"precision", m.info.precision},
                    {"family", m.info.family}, {"input_size", {m.info.input_height, m.info.input_width}},
                    {"max_patches", m.info.max_patches}, {"patch", m.info.patch},
-                   {"ready", bool(m.ready)}}}};
+                   {"ready", bool(m.ready)}, {"text_tower", text_tower(m)}}}};
 }
 
 }  // namespace
