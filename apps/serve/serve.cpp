@@ -118,6 +118,26 @@ std::string warm_up_pass(const ServedModel& m, int64_t n, int side, const std::v
   return ran.get_future().get();
 }
 
+// The text tower's largest pass, where the passes run: a batch of texts (its --max-batch) each cut to the whole
+// context, so that what a text request holds is counted before the server says it is ready.
+void warm_up_text(const ServedModel& m, int max_batch) {
+  std::string long_text;
+  for (int64_t i = 0; i < m.text->info().context; ++i) long_text += "a photo ";
+  std::promise<std::string> ran;
+  const bool queued = m.batcher->submit([&] {
+    try {
+      const std::vector<TextEmbedding> es = m.text->embed(std::vector<std::string>(size_t(max_batch), long_text), true);
+      ran.set_value(es.front().error);
+    } catch (const std::exception& e) {
+      ran.set_value(e.what());
+    }
+  }, max_batch);
+  const std::string error = queued ? ran.get_future().get() : "its queue refused it";
+  if (!error.empty())
+    throw Error("model " + m.name + ": the warm-up pass of its text tower on " + std::to_string(max_batch) +
+                " texts failed: " + error);
+}
+
 // Runs a forward pass of every batch size the model's Batcher runs (--max-batch and the powers
 // of two below it) where its passes run: no request pays for the engine's set-up, and what the process holds
 // from here on is the model's, its Plans' and its threads'. A pass that cannot run (its memory, say) stops
@@ -139,6 +159,7 @@ void warm_up(const ServedModel& m, int max_batch) {
       throw Error("model " + m.name + ": the warm-up pass of a batch of " + std::to_string(n) + " images" +
                   (n == max_batch ? " (--max-batch " + std::to_string(n) + ")" : "") + " failed: " + error);
   }
+  if (m.text) warm_up_text(m, max_batch);
 }
 
 // Everything the server runs on, made and bound before the work starts so that a busy port is a usage
