@@ -1,6 +1,6 @@
 // The OpenAI-compatible routes of openai.h: reading an embeddings request within limits (its inputs streamed
-// out of the JSON tree, at most --max-inputs), decoding each input into an encoded image, queueing them on
-// the model's Batcher, and answering OpenAI's list of embeddings.
+// out of the JSON tree, at most --max-inputs), each input an encoded image or, on a model with a text tower, a
+// text; queueing them on the model's Batcher, and answering OpenAI's list of embeddings in input order.
 #include "openai.h"
 
 #include <algorithm>
