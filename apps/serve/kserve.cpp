@@ -4,6 +4,7 @@
 // model's text tower in the same queue.
 #include "kserve.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "kserve_tensors.h"
@@ -48,6 +49,8 @@ class Pending {
   }
   // The `text` input's embeddings (texts are not counted as images).
   void texts(const std::vector<TextEmbedding>& es) {
+    const int64_t bad = std::count_if(es.begin(), es.end(), [](const TextEmbedding& e) { return !e.error.empty(); });
+    if (reply_.wanted()) service_.texts_done(m_, int64_t(es.size()) - bad, bad);
     std::lock_guard<std::mutex> lock(mu_);
     text_ = true;
     for (size_t i = 0; i < es.size() && error_.empty(); ++i)

@@ -92,6 +92,7 @@ class Service {
 
   // The work done, for /metrics.
   void images_done(const ServedModel& m, int64_t done, int64_t failed);
+  void texts_done(const ServedModel& m, int64_t done, int64_t failed);
   void batch_done(const ServedModel& m, const BatchStats& stats);
 
  private:

@@ -220,6 +220,8 @@ struct Answers {
     done();
   }
   void texts(const std::vector<TextEmbedding>& es) {
+    const int64_t bad = std::count_if(es.begin(), es.end(), [](const TextEmbedding& e) { return !e.error.empty(); });
+    if (reply.wanted()) service.texts_done(m, int64_t(es.size()) - bad, bad);
     for (size_t j = 0; j < es.size(); ++j)
       if (!es[j].error.empty())
         return fail(HttpError(400, "input[" + std::to_string(text_at[j]) + "] (text): " + es[j].error, "input"));

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import VIT_BINARY, cli_embed, data_uri, photos, require_module, text_models
+from conftest import VIT_BINARY, cli_embed, data_uri, metrics, photos, require_module, text_models
 
 EMBEDDINGS = "/v1/embeddings"
 TEXTS = ["a dog on a beach", "a photo of a Siamese cat", "Café in Zürich, 東京タワー 🐶", "an AIRLINER!!!"]
@@ -118,8 +118,11 @@ def test_bad_texts_are_refused_naming_the_input(serve):
     assert want[2] and max_delta(d[0]["embedding"], want[0]) <= TOL
     r = client(s).embeddings.create(model=model.name, input=[long])
     assert r.data[0].truncated is True  # the client keeps the field
-    # The server answers the next request.
+    # The server answers the next request; /metrics counts the texts answered and refused.
     assert post(["a dog"]).status_code == 200
+    m = metrics(s.url)
+    key = (("model", model.name),)
+    assert m[("vit_texts_embedded_total", key)] == 5 and m[("vit_texts_failed_total", key)] == 2, m
 
 
 def test_a_model_served_with_its_pre_logits_refuses_texts_saying_why(serve):
