@@ -1,4 +1,5 @@
-"""`vit serve` on CLIP and SigLIP models with both towers (tests/make_text_models.py's shrunk random-weight models):
+"""`vit serve` on CLIP, EVA-02 CLIP, SigLIP and SigLIP 2 models with both towers, OpenCLIP's and Hugging Face's
+(tests/make_text_models.py's shrunk random-weight models):
 POST /v1/embeddings through OpenAI's own client with texts and images in one request, each answer equal to the
 CLI's (`vit embed --text` for a text, `vit embed --head` for an image, as JSON lines; normalised or not as asked),
 in input order; Infinity's `modality` field; a text longer than the tower's context cut as the reference cuts it
@@ -50,7 +51,8 @@ def openai_error(r, status, text, param="input"):
 
 
 # The image side's embedding: CLIP's projection (`vit embed --head`), SigLIP's pooled features (it has no head).
-@pytest.mark.parametrize("kind,head", [("oc_clip", ["--head"]), ("oc_siglip", [])])
+@pytest.mark.parametrize("kind,head", [("oc_clip", ["--head"]), ("oc_siglip", []), ("hf_clip", ["--head"]),
+                                       ("hf_siglip", []), ("oc_siglip2", []), ("oc_eva02", ["--head"])])
 def test_openai_client_texts_and_images_in_one_request_equal_the_cli(serve, kind, head):
     model = text_models() / kind
     s = serve(model=model)
