@@ -239,3 +239,16 @@ def test_labels_on_an_image_only_model_say_it_has_no_text_tower(serve):
                       timeout=60)
     assert r.status_code == 400 and "zero-shot labels need a text tower" in r.json()["error"], r.text
     assert "has no text tower" in r.json()["error"]
+
+
+def test_text_tower_runs_at_the_served_precision(serve):
+    """--precision int8: the texts' embeddings are `vit embed --text --precision int8`'s, not f32's."""
+    model = text_models() / "oc_clip_b32_shape"
+    s = serve("--precision", "int8", model=model)
+    want = cli_text(model, TEXTS, "--normalize", "--precision", "int8")
+    f32 = cli_text(model, TEXTS, "--normalize")
+    r = client(s).embeddings.create(model=model.name, input=TEXTS)
+    worst = max(max_delta(d.embedding, w[0]) for d, w in zip(r.data, want))
+    assert worst <= TOL, worst
+    assert max(max_delta(d.embedding, w[0]) for d, w in zip(r.data, f32)) > 1e-5  # int8 indeed
+    print(f"int8 text tower: max |delta| to the CLI's int8 {worst:.3g}")
