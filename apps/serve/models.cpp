@@ -133,7 +133,9 @@ const TextModel& ServedModel::text_model() const {
 void Service::require_classes(const ServedModel& m) {
   if (m.classes > 0) return;
   throw HttpError(400, "model '" + m.name + "' has no classifier head (embeddings only): ask POST /v1/embeddings or "
-                       "KServe's 'embedding' output (a CLIP or SigLIP tower served with --text-embeddings labels images)");
+                       "KServe's 'embedding' output (a CLIP or SigLIP tower served with --text-embeddings labels images" +
+                       std::string(m.text ? ", and this one takes labels per request: /v1/classify?labels=tench,goldfish" : "") +
+                       ")");
 }
 
 void Service::images_done(const ServedModel& m, int64_t done, int64_t failed) {

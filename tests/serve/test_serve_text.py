@@ -218,6 +218,9 @@ def test_classify_with_labels_of_the_request_equals_labels_text(serve, kind):
             assert [(t["index"], t["label"]) for t in got["top"]] == [(t["index"], t["label"]) for t in w]
             worst = max(worst, max(abs(a["prob"] - b["prob"]) for a, b in zip(got["top"], w)))
     assert worst <= 1e-6, worst
+    # Without labels, a model without classes says it takes them per request.
+    r = requests.post(s.url + "/v1/classify", data=files[0].read_bytes(), timeout=60)
+    assert r.status_code == 400 and "takes labels per request: /v1/classify?labels=" in r.json()["error"], r.text
     # One image in the body, the default templates (imagenet) and top 5 cut to the 4 classes.
     r = requests.post(s.url + "/v1/classify", params={"labels": ",".join(labels)}, data=files[0].read_bytes(),
                       headers={"Content-Type": "image/jpeg"}, timeout=300)
