@@ -16,6 +16,8 @@
 #include "vit/model_files.h"
 #include "vit/limits.h"
 #include "vit/threads.h"
+#include "vit/topk.h"
+#include "zero_shot.h"
 
 namespace vit {
 
@@ -260,6 +262,19 @@ bool has_text_tower(const std::string& model) {
   const SafeTensors st(files.weights);
   std::string prefix;
   return text_tower_prefix(detect_layout(st, files.weights), st, &prefix);
+}
+
+std::vector<std::pair<int, float>> zero_shot_top(const TextInfo& info, const std::vector<std::string>& names,
+                                                 const std::vector<float>& class_embeddings, const float* image, int k) {
+  if (!std::isfinite(info.logit_scale))
+    throw Error("the model holds no logit_scale: its zero-shot scores cannot be made as its own are");
+  const ZeroShot z(names, class_embeddings, info.embedding, info.logit_scale, info.logit_bias.value_or(0.0f),
+                   info.logit_bias.has_value(), "the class embeddings");
+  std::vector<float> scores(names.size());
+  z.score(image, scores.data());
+  std::vector<std::pair<int, float>> out;
+  for (const Scored& s : z.top(scores.data(), k)) out.emplace_back(s.index, s.prob);
+  return out;
 }
 
 void write_text_embeddings(const std::string& path, const std::vector<std::string>& names,

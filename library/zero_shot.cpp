@@ -74,16 +74,20 @@ ZeroShot ZeroShot::load(const std::string& path, int64_t width) {
   if (z.sigmoid_ && !meta.count("logit_bias"))
     throw Error(path, std::string("activation sigmoid (SigLIP) without its logit_bias in the __metadata__") + kHow);
   if (meta.count("logit_bias")) z.bias_ = number(meta, "logit_bias", path);
-  z.text_ = st->to_f32("text_embeddings");
-  for (int64_t c = 0; c < shape[0]; ++c) {  // unit rows, as the classifier's columns are
-    float* row = z.text_.data() + c * width;
+  return ZeroShot(std::move(z.labels_), st->to_f32("text_embeddings"), width, z.scale_, z.bias_, z.sigmoid_, path);
+}
+
+ZeroShot::ZeroShot(std::vector<std::string> labels, std::vector<float> text, int64_t width, float scale, float bias,
+                   bool sigmoid, const std::string& what)
+    : labels_(std::move(labels)), text_(std::move(text)), width_(width), scale_(scale), bias_(bias), sigmoid_(sigmoid) {
+  for (int64_t c = 0; c < classes(); ++c) {  // unit rows, as the classifier's columns are
+    float* row = text_.data() + c * width;
     double ss = 0;
     for (int64_t e = 0; e < width; ++e) ss += double(row[e]) * row[e];
-    if (!(ss > 0) || !std::isfinite(ss)) throw Error(path, "the text embedding of '" + z.labels_[size_t(c)] + "' is zero or not finite");
+    if (!(ss > 0) || !std::isfinite(ss)) throw Error(what, "the text embedding of '" + labels_[size_t(c)] + "' is zero or not finite");
     const double inv = 1.0 / std::sqrt(ss);
     for (int64_t e = 0; e < width; ++e) row[e] = float(row[e] * inv);
   }
-  return z;
 }
 
 void ZeroShot::score(const float* embedding, float* scores) const {

@@ -17,6 +17,10 @@ class ZeroShot {
   // logit_scale, activation ("softmax" or "sigmoid") and, with sigmoid, logit_bias (softmax may have one).
   // E must be `width`, the image embedding's; errors name the file and what is wrong.
   static ZeroShot load(const std::string& path, int64_t width);
+  // The same from memory: labels (C distinct names), text [C, E] (made unit rows here, as load makes them), the
+  // scale (exponentiated), the bias, and whether each class has its own sigmoid. `what` names the rows in errors.
+  ZeroShot(std::vector<std::string> labels, std::vector<float> text, int64_t width, float scale, float bias,
+           bool sigmoid, const std::string& what);
 
   int64_t classes() const { return int64_t(labels_.size()); }
   const std::vector<std::string>& labels() const { return labels_; }
@@ -27,6 +31,7 @@ class ZeroShot {
   std::vector<Scored> top(const float* scores, int k) const;
 
  private:
+  ZeroShot() = default;
   std::vector<std::string> labels_;
   std::vector<float> text_;  // [C, E], unit rows
   int64_t width_ = 0;

@@ -178,7 +178,16 @@ json read_json(std::string_view text, const JsonLimits& limits, JsonBulk* bulk) 
   try {
     return json::parse(text.begin(), text.end(), callback);
   } catch (const json::parse_error& e) {
-    throw HttpError(400, std::string("malformed JSON: ") + e.what());
+    // Inside a bulk array, the element being read is named: `'input'[3]: ... ill-formed UTF-8 byte`; a string that
+    // is not UTF-8 (raw bytes, or a lone surrogate escape such as the \udcXX of Python's surrogateescape) is said to
+    // be that before the parser's words.
+    const std::string at = bulk_depth >= 0 ? "'" + bulk->key + "'[" + std::to_string(bulk->strings.size() + bulk->numbers.size()) + "]: " : "";
+    const std::string what = e.what();
+    const bool surrogate = what.find("surrogate") != std::string::npos, utf8 = what.find("UTF-8") != std::string::npos;
+    const std::string why = surrogate ? "a string holding a lone surrogate escape (\\udcXX), which is no character: "
+                                        "a JSON string carries UTF-8 text only; "
+                            : utf8 ? "a string that is not UTF-8: a JSON string carries UTF-8 text only; " : "";
+    throw HttpError(400, "malformed JSON: " + at + why + what);
   }
 }
 

@@ -1,8 +1,10 @@
 // The KServe v2 routes of kserve.h: health, server and model metadata, the model repository extension
 // (the models are fixed at start), and infer: its images queued on the model's Batcher for the classes
-// and for the embedding the request asks for, the answer written once both are back.
+// and for the embedding the request asks for, the answer written once both are back; its texts embedded by the
+// model's text tower in the same queue.
 #include "kserve.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "kserve_tensors.h"
@@ -45,6 +47,18 @@ class Pending {
     x_.batch = int64_t(es.size());
     part_done();
   }
+  // The `text` input's embeddings (texts are not counted as images).
+  void texts(const std::vector<TextEmbedding>& es) {
+    const int64_t bad = std::count_if(es.begin(), es.end(), [](const TextEmbedding& e) { return !e.error.empty(); });
+    if (reply_.wanted()) service_.texts_done(m_, int64_t(es.size()) - bad, bad);
+    std::lock_guard<std::mutex> lock(mu_);
+    text_ = true;
+    for (size_t i = 0; i < es.size() && error_.empty(); ++i)
+      if (!es[i].error.empty()) fail_locked(HttpError(400, "input 'text' element " + std::to_string(i) + ": " + es[i].error));
+    for (const TextEmbedding& e : es) x_.embeddings.insert(x_.embeddings.end(), e.embedding.begin(), e.embedding.end());
+    x_.batch = int64_t(es.size());
+    part_done();
+  }
   void embedded(std::vector<float> rows, int64_t n, const std::string& error) {
     rows_done(&InferResults::embeddings, std::move(rows), n, error);
   }
@@ -73,7 +87,7 @@ class Pending {
   }
   void part_done() {
     if (--left_ > 0) return;
-    const bool wanted = reply_.wanted();
+    const bool wanted = reply_.wanted() && !text_;
     if (!error_.empty()) {
       if (wanted) service_.images_done(m_, 0, 1);
       HttpError e(status_, error_);
@@ -91,6 +105,7 @@ class Pending {
   const Reply reply_;
   std::mutex mu_;
   int left_;
+  bool text_ = false;
   InferResults x_;
   std::string error_;
   int status_ = 0;
@@ -116,6 +131,26 @@ ServedModel& versioned_model(const Service& service, const PathParams& p) {
   return m;
 }
 
+// The `text` input's embeddings from the model's text tower, in its queue (docs/SERVING.md).
+void infer_texts(Service& service, ServedModel& m, InferRequest& r, const Reply& reply) {
+  if (!m.text) throw HttpError(400, "input 'text': " + m.text_error);
+  EncodedImages elements = infer_bytes(r);
+  service.check_queue_room(int64_t(elements.size()));
+  auto texts = std::make_shared<std::vector<std::string>>();
+  for (auto& e : elements) texts->push_back(std::move(e.second));
+  auto p = std::make_shared<Pending>(service, m, answer_spec(r), reply, 1);
+  const bool normalize = r.normalize;
+  const bool ok = m.batcher->submit([p, texts, normalize, &m, reply] {
+    if (!reply.wanted()) return p->refused(HttpError(400, Batcher::kDropped));
+    try {
+      p->texts(m.text->embed(*texts, normalize));
+    } catch (const std::exception& e) {
+      p->refused(HttpError(400, e.what()));
+    }
+  }, int64_t(texts->size()));
+  if (!ok) throw service.queue_full();
+}
+
 }  // namespace
 
 void kserve_infer(Service& service, const std::string& model, HttpRequest& req, const Reply& reply) {
@@ -132,8 +167,9 @@ void kserve_infer(Service& service, const std::string& model, HttpRequest& req, 
     throw service.queue_full();
   };
   const int parts = int(classes) + int(embedding);
+  if (r.input == InferInput::Text) return infer_texts(service, m, r, reply);
   if (r.input == InferInput::Image) {
-    EncodedImages images = infer_images(r);
+    EncodedImages images = infer_bytes(r);
     service.check_queue_room(int64_t(images.size()));
     reply.hold(service.take_pixels(images));
     auto p = std::make_shared<Pending>(service, m, answer_spec(r), reply, parts);
@@ -166,6 +202,7 @@ void kserve_infer(Service& service, const std::string& model, HttpRequest& req, 
 json model_metadata(const ServedModel& m) {
   // A NaFlex model takes images at their own shape: no fixed pixel_values tensor.
   json io = json::array({json{{"name", "image"}, {"datatype", "BYTES"}, {"shape", {-1}}}});
+  if (m.text) io.push_back(json{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {-1}}});
   if (m.info.max_patches == 0)
     io.push_back(json{{"name", "pixel_values"}, {"datatype", "FP32"}, {"shape", {-1, 3, m.info.input_height, m.info.input_width}}});
   json out = json::array();

@@ -32,13 +32,14 @@ std::string output_list(const std::vector<InferOutput>& outputs) {
 void parse_input(const std::string& body, const json& head, size_t binary_at, InferRequest* r) {
   if (!head.is_object()) throw HttpError(400, "the request is not a JSON object");
   if (!head.contains("inputs") || !head["inputs"].is_array() || head["inputs"].size() != 1)
-    throw HttpError(400, "expected 'inputs' with one input, 'image' (BYTES) or 'pixel_values' (FP32)");
+    throw HttpError(400, "expected 'inputs' with one input, 'image' (BYTES), 'pixel_values' (FP32) or 'text' (BYTES)");
   const json& in = head["inputs"][0];
   if (!in.is_object() || !in.contains("name") || !in["name"].is_string()) throw HttpError(400, "an input without a name");
   const std::string name = in["name"];
-  if (name != "image" && name != "pixel_values")
-    throw HttpError(400, "unknown input '" + name + "'; this model takes 'image' (BYTES) or 'pixel_values' (FP32)");
-  r->input = name == "image" ? InferInput::Image : InferInput::PixelValues;
+  if (name != "image" && name != "pixel_values" && name != "text")
+    throw HttpError(400, "unknown input '" + name + "'; this model takes 'image' (BYTES) or 'pixel_values' (FP32), "
+                         "and 'text' (BYTES) with a text tower");
+  r->input = name == "image" ? InferInput::Image : name == "text" ? InferInput::Text : InferInput::PixelValues;
   r->datatype = in.value("datatype", "");
   if (!in.contains("shape") || !in["shape"].is_array()) throw HttpError(400, "input '" + name + "' has no shape");
   r->shape_json = in["shape"];
@@ -70,6 +71,7 @@ void parse_outputs(const json& head, const ServedModel& m, InferRequest* r) {
   const json rparams = head.value("parameters", json::object());
   if (rparams.is_object() && rparams.contains("topk")) {
     const json& k = rparams["topk"];
+    if (r->input == InferInput::Text) throw HttpError(400, "parameters.topk: input 'text' gives embedding only");
     if (m.classes == 0) throw HttpError(400, "parameters.topk: model '" + m.name + "' has no classes; it gives embedding");
     if (!k.is_number_integer() || k.get<int64_t>() < 1 || k.get<int64_t>() > m.classes)
       throw HttpError(400, "parameters.topk: " + k.dump() + " is not a number from 1 to " + std::to_string(m.classes));
@@ -87,11 +89,13 @@ void parse_outputs(const json& head, const ServedModel& m, InferRequest* r) {
       const auto known = std::find_if(gives.begin(), gives.end(), [&](InferOutput x) { return oname == output_name(x); });
       if (known == gives.end())
         throw HttpError(400, "unknown output '" + oname + "'; this model gives " + output_list(gives));
+      if (r->input == InferInput::Text && *known != InferOutput::Embedding)
+        throw HttpError(400, "output '" + oname + "': input 'text' gives embedding only");
       const json op = o.value("parameters", json::object());
       r->outputs.push_back({*known, all_binary || (op.is_object() && op.value("binary_data", false))});
     }
   } else {
-    r->outputs.push_back({gives.front(), all_binary});
+    r->outputs.push_back({r->input == InferInput::Text ? InferOutput::Embedding : gives.front(), all_binary});
     if (r->topk) {
       r->outputs.push_back({InferOutput::TopIndices, all_binary});
       r->outputs.push_back({InferOutput::TopProbabilities, all_binary});
@@ -196,32 +200,33 @@ InferRequest parse_infer(const HttpRequest& req, const ServedModel& m, int max_q
   return r;
 }
 
-EncodedImages infer_images(InferRequest& r) {
-  if (r.datatype != "BYTES") throw HttpError(400, "input 'image' has datatype '" + r.datatype + "', expected BYTES");
-  if (r.shape.size() != 1) throw HttpError(400, "input 'image' has shape " + r.shape_json.dump() + ", expected [B]");
-  EncodedImages images;
-  const auto name = [&] { return "image[" + std::to_string(images.size()) + "]"; };
+EncodedImages infer_bytes(InferRequest& r) {
+  const std::string input = r.input == InferInput::Text ? "text" : "image";
+  if (r.datatype != "BYTES") throw HttpError(400, "input '" + input + "' has datatype '" + r.datatype + "', expected BYTES");
+  if (r.shape.size() != 1) throw HttpError(400, "input '" + input + "' has shape " + r.shape_json.dump() + ", expected [B]");
+  EncodedImages elements;
+  const auto name = [&] { return input + "[" + std::to_string(elements.size()) + "]"; };
   if (r.binary) {  // each element a 4-byte little-endian length and its bytes
     for (size_t at = 0; at < r.raw.size();) {
-      if (r.raw.size() - at < 4) throw HttpError(400, "input 'image': binary data ends inside an element's length");
+      if (r.raw.size() - at < 4) throw HttpError(400, "input '" + input + "': binary data ends inside an element's length");
       uint32_t len = 0;
       for (int b = 3; b >= 0; --b) len = (len << 8) | uint8_t(r.raw[at + size_t(b)]);
       at += 4;
       if (len > r.raw.size() - at)
-        throw HttpError(400, "input 'image' element " + std::to_string(images.size()) + ": length " +
+        throw HttpError(400, "input '" + input + "' element " + std::to_string(elements.size()) + ": length " +
                                  std::to_string(len) + " runs past the binary data");
-      images.emplace_back(name(), std::string(r.raw.substr(at, len)));
+      elements.emplace_back(name(), std::string(r.raw.substr(at, len)));
       at += len;
     }
   } else {
-    if (!r.data.numbers.empty()) throw HttpError(400, "input 'image' holds numbers, expected strings (BYTES)");
-    for (std::string& e : r.data.strings) images.emplace_back(name(), std::move(e));
+    if (!r.data.numbers.empty()) throw HttpError(400, "input '" + input + "' holds numbers, expected strings (BYTES)");
+    for (std::string& e : r.data.strings) elements.emplace_back(name(), std::move(e));
   }
-  if (int64_t(images.size()) != r.shape[0])
-    throw HttpError(400, "input 'image' has shape [" + std::to_string(r.shape[0]) + "] but holds " +
-                             std::to_string(images.size()) + " elements");
-  if (images.empty()) throw HttpError(400, "input 'image' holds no images");
-  return images;
+  if (int64_t(elements.size()) != r.shape[0])
+    throw HttpError(400, "input '" + input + "' has shape [" + std::to_string(r.shape[0]) + "] but holds " +
+                             std::to_string(elements.size()) + " elements");
+  if (elements.empty()) throw HttpError(400, "input '" + input + "' holds no elements");
+  return elements;
 }
 
 int64_t pixels_batch(const InferRequest& r, int64_t height, int64_t width) {

@@ -1,5 +1,5 @@
-// The tensors of KServe v2's infer: reading a request (its one input, `image` BYTES or `pixel_values`
-// FP32, in JSON or as binary tensor data after the JSON header, and the outputs it names) and writing an
+// The tensors of KServe v2's infer: reading a request (its one input, `image` BYTES, `pixel_values` FP32 or, on
+// a model with a text tower, `text` BYTES, in JSON or as binary tensor data after the JSON header, and the outputs it names) and writing an
 // answer's outputs the same two ways. Protocol only: what the tensors hold comes from kserve.cpp.
 #pragma once
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 namespace vit::app {
 
-enum class InferInput { Image, PixelValues };
+enum class InferInput { Image, PixelValues, Text };
 enum class InferOutput { Probabilities, Logits, TopIndices, TopProbabilities, Embedding };
 
 const char* output_name(InferOutput o);
@@ -44,8 +44,9 @@ struct InferRequest {
 
 // Reads the request's JSON header (and the binary data after it) for model m; throws HttpError 400.
 InferRequest parse_infer(const HttpRequest& req, const ServedModel& m, int max_queue);
-// The `image` input's elements, named image[i], and the `pixel_values` input's batch and values.
-EncodedImages infer_images(InferRequest& r);
+// The BYTES input's elements (`image`'s or `text`'s), named image[i] or text[i], and the `pixel_values` input's
+// batch and values.
+EncodedImages infer_bytes(InferRequest& r);
 int64_t pixels_batch(const InferRequest& r, int64_t height, int64_t width);
 std::vector<float> infer_pixels(InferRequest& r, int64_t n);
 

@@ -44,6 +44,8 @@ Service::Service(const ServiceOptions& options, Metrics& metrics)
                      {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
   metrics_.counter("vit_images_classified_total", "Images answered (classified or embedded).");
   metrics_.counter("vit_images_failed_total", "Images that could not be answered (undecodable, too large).");
+  metrics_.counter("vit_texts_embedded_total", "Texts answered by a model's text tower.");
+  metrics_.counter("vit_texts_failed_total", "Texts that could not be embedded (empty, a NUL byte, not UTF-8).");
   metrics_.read("vit_queued_pixels", Metrics::Kind::Gauge,
                 "Pixels the queued images declare (waiting or being decoded), at most --max-queue-mp.", {},
                 [this] { return double(pixels_.used()); });
@@ -54,6 +56,8 @@ void Service::add(std::unique_ptr<ServedModel> model) {
   for (const char* name : {"vit_queue_wait_seconds", "vit_batch_size", "vit_inference_duration_seconds",
                            "vit_images_classified_total", "vit_images_failed_total"})
     metrics_.start(name, m->labels());
+  if (m->text)
+    for (const char* name : {"vit_texts_embedded_total", "vit_texts_failed_total"}) metrics_.start(name, m->labels());
   metrics_.read("vit_queue_depth", Metrics::Kind::Gauge, "Images waiting for a forward pass.", m->labels(),
                 [m] { return double(m->batcher->queued()); });
   metrics_.read("vit_images_dropped_total", Metrics::Kind::Counter,
@@ -121,15 +125,27 @@ const Explainer& ServedModel::explainer() {
   return *explainer_;
 }
 
+const TextModel& ServedModel::text_model() const {
+  if (!text) throw HttpError(400, text_error, "input");
+  return *text;
+}
+
 void Service::require_classes(const ServedModel& m) {
   if (m.classes > 0) return;
   throw HttpError(400, "model '" + m.name + "' has no classifier head (embeddings only): ask POST /v1/embeddings or "
-                       "KServe's 'embedding' output (a CLIP or SigLIP tower served with --text-embeddings labels images)");
+                       "KServe's 'embedding' output (a CLIP or SigLIP tower served with --text-embeddings labels images" +
+                       std::string(m.text ? ", and this one takes labels per request: /v1/classify?labels=tench,goldfish" : "") +
+                       ")");
 }
 
 void Service::images_done(const ServedModel& m, int64_t done, int64_t failed) {
   metrics_.add("vit_images_classified_total", m.labels(), double(done));
   metrics_.add("vit_images_failed_total", m.labels(), double(failed));
+}
+
+void Service::texts_done(const ServedModel& m, int64_t done, int64_t failed) {
+  metrics_.add("vit_texts_embedded_total", m.labels(), double(done));
+  metrics_.add("vit_texts_failed_total", m.labels(), double(failed));
 }
 
 void Service::batch_done(const ServedModel& m, const BatchStats& s) {

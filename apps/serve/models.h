@@ -15,6 +15,7 @@
 #include "metrics.h"
 #include "vit/batcher.h"
 #include "vit/explain.h"
+#include "vit/text.h"
 #include "vit/vit.h"
 
 namespace vit::app {
@@ -37,6 +38,13 @@ struct ServedModel {
   const Explainer& explainer();
   std::unique_ptr<Explainer> explainer_;
   std::string explainer_error_;  // why it could not be loaded, answered to every explain request
+  // The text tower of a CLIP or SigLIP checkpoint whose served embedding is its image projection (the space
+  // both towers share), loaded beside the image tower at its precision; null, with the reason said to every
+  // text, for a model without one.
+  std::unique_ptr<TextModel> text;
+  std::string text_error;  // "model 'x' has no text tower: ..."
+  // The text tower; throws HttpError 400 with text_error for a model without one.
+  const TextModel& text_model() const;
   Labels labels() const { return {{"model", name}}; }  // its metrics' labels
   // Its embedding options; normalize: unit length.
   EmbedOptions embed(bool normalize) const {
@@ -84,6 +92,7 @@ class Service {
 
   // The work done, for /metrics.
   void images_done(const ServedModel& m, int64_t done, int64_t failed);
+  void texts_done(const ServedModel& m, int64_t done, int64_t failed);
   void batch_done(const ServedModel& m, const BatchStats& stats);
 
  private:

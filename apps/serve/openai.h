@@ -1,5 +1,6 @@
-// OpenAI's embeddings API for images, as the official `openai` client calls it: POST /v1/embeddings (each
-// input an image as a data URI or bare base64; floats or base64 little-endian f32 out) and GET /v1/models.
+// OpenAI's embeddings API for images and texts, as the official `openai` client calls it: POST /v1/embeddings
+// (each input an image as a data URI or bare base64, or on a CLIP or SigLIP model with its text tower a text;
+// floats or base64 little-endian f32 out) and GET /v1/models.
 // Errors in OpenAI's form.
 #pragma once
 #include <string>

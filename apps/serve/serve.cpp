@@ -118,6 +118,26 @@ std::string warm_up_pass(const ServedModel& m, int64_t n, int side, const std::v
   return ran.get_future().get();
 }
 
+// The text tower's largest pass, where the passes run: a batch of texts (its --max-batch) each cut to the whole
+// context, so that what a text request holds is counted before the server says it is ready.
+void warm_up_text(const ServedModel& m, int max_batch) {
+  std::string long_text;
+  for (int64_t i = 0; i < m.text->info().context; ++i) long_text += "a photo ";
+  std::promise<std::string> ran;
+  const bool queued = m.batcher->submit([&] {
+    try {
+      const std::vector<TextEmbedding> es = m.text->embed(std::vector<std::string>(size_t(max_batch), long_text), true);
+      ran.set_value(es.front().error);
+    } catch (const std::exception& e) {
+      ran.set_value(e.what());
+    }
+  }, max_batch);
+  const std::string error = queued ? ran.get_future().get() : "its queue refused it";
+  if (!error.empty())
+    throw Error("model " + m.name + ": the warm-up pass of its text tower on " + std::to_string(max_batch) +
+                " texts failed: " + error);
+}
+
 // Runs a forward pass of every batch size the model's Batcher runs (--max-batch and the powers
 // of two below it) where its passes run: no request pays for the engine's set-up, and what the process holds
 // from here on is the model's, its Plans' and its threads'. A pass that cannot run (its memory, say) stops
@@ -139,6 +159,7 @@ void warm_up(const ServedModel& m, int max_batch) {
       throw Error("model " + m.name + ": the warm-up pass of a batch of " + std::to_string(n) + " images" +
                   (n == max_batch ? " (--max-batch " + std::to_string(n) + ")" : "") + " failed: " + error);
   }
+  if (m.text) warm_up_text(m, max_batch);
 }
 
 // Everything the server runs on, made and bound before the work starts so that a busy port is a usage
@@ -173,6 +194,37 @@ bool take_turns(const std::vector<ModelSpec>& specs) {
   return threads > cores();
 }
 
+// The text tower of a CLIP or SigLIP checkpoint served with its image projection, at the model's precision, on
+// the thread its passes run on; a model without one (or whose tower cannot be loaded: said at start-up) answers
+// every text with why.
+void load_text_tower(const ModelSpec& spec, int batch, ComputeThread& compute, ServedModel* m) {
+  const std::string path = model_path(spec.model), about = "model '" + m->name + "' ";
+  if (!has_text_tower(path)) {
+    m->text_error = about + "has no text tower: it embeds images, not text";
+    return;
+  }
+  // A projection's output is the space both towers share; a tower without a head (SigLIP's) pools into it.
+  if (!m->head_embedding && m->info.head != HeadKind::None) {
+    m->text_error = about + "is served with its image tower's pre-logits (--embedding pre-logits), not in the space "
+                            "of its text tower: serve it without --embedding to embed texts";
+    return;
+  }
+  TextOptions to;
+  to.precision = spec.model.precision;
+  to.threads = spec.model.threads;
+  to.batch = batch;
+  try {
+    compute.run([&] { m->text = std::make_unique<TextModel>(path, to); });
+    if (m->text->info().embedding != m->embedding_size)
+      throw Error("its text embeddings are " + std::to_string(m->text->info().embedding) + " wide, its images' " +
+                  std::to_string(m->embedding_size));
+  } catch (const std::exception& e) {
+    m->text.reset();
+    m->text_error = about + "has a text tower that cannot be loaded: " + e.what();
+    std::fprintf(stderr, "vit serve: warning: %s; it embeds images only\n", m->text_error.c_str());
+  }
+}
+
 // One model loaded, its batching queue running; a model that cannot be loaded stops start-up naming it.
 std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, Server* server) {
   ClassifierOptions co = classifier_options(spec.model);
@@ -194,6 +246,7 @@ std::unique_ptr<ServedModel> load(const ModelSpec& spec, const ServeOptions& o, 
   m->head_embedding = spec.embedding == EmbeddingChoice::Head ||
                       (spec.embedding == EmbeddingChoice::Default && m->info.head == HeadKind::Projection);
   compute->run([&] { m->embedding_size = m->classifier->embedding_size(m->embed(true)); });
+  load_text_tower(spec, o.max_batch, *compute, m.get());
   BatcherOptions bo;
   bo.max_batch = o.max_batch;
   bo.max_delay_ms = o.max_delay_ms;
@@ -268,8 +321,9 @@ int run(Server& s) {
   for (const auto& m : s.service->models()) {
     const std::string answers = m->classes > 0 ? std::to_string(m->classes) + " classes"
                                                 : "embeddings of " + std::to_string(m->embedding_size);
+    const std::string text = m->text ? ", text tower " + m->text->info().tower + " (" + m->text->info().tokenizer + ")" : "";
     models += (models.empty() ? "model " : ", model ") + m->name + " (" + m->info.file + ", " + m->info.precision + ", " +
-              answers + ", " + input_line(m->info) + ")";
+              answers + ", " + input_line(m->info) + text + ")";
   }
   std::fprintf(stderr,
                "vit serve: %s at http://%s,%s max batch %d, max delay %d ms, queue %d images and %d MP, body %d MB, "

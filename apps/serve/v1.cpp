@@ -1,7 +1,10 @@
 // The /v1 routes and /metrics of v1.h: reading a request's images from its body, queueing them on the
-// model's Batcher, and answering each image's top classes or its error, or one image's attention picture;
-// the web page at GET /.
+// model's Batcher, and answering each image's top classes (the model's, or zero-shot labels the request gives)
+// or its error, or one image's attention picture; the web page at GET /.
 #include "v1.h"
+
+#include <algorithm>
+#include <optional>
 
 #include "page.h"
 
@@ -16,6 +19,22 @@ json top_json(const Result& r) {
   json t = json::array();
   for (const Prediction& p : r.top) t.push_back({{"index", p.index}, {"label", p.label}, {"prob", p.prob}});
   return t;
+}
+
+// Each image's top classes, or its error: one image's alone, a form's as a list.
+void answer_results(Service& service, const ServedModel& m, const Reply& reply, bool multipart,
+                    const std::vector<Result>& rs) {
+  int64_t failed = 0;
+  for (const Result& r : rs) failed += !r.error.empty();
+  if (reply.wanted()) service.images_done(m, int64_t(rs.size()) - failed, failed);
+  if (!multipart) {
+    const Result& r = rs[0];
+    return r.error.empty() ? reply(json_answer({{"top", top_json(r)}})) : reply.fail(HttpError(400, r.error));
+  }
+  json a = json::array();
+  for (const Result& r : rs)
+    a.push_back(r.error.empty() ? json{{"file", r.file}, {"top", top_json(r)}} : json{{"file", r.file}, {"error", r.error}});
+  reply(json_answer(a));
 }
 
 // The model a /v1 request names with ?model=NAME; with one model served, naming it is optional.
@@ -46,31 +65,93 @@ EncodedImages request_images(HttpRequest& req, bool* multipart) {
   return images;
 }
 
+// Zero-shot labels a request gives itself: ?labels=tench,goldfish[&templates=imagenet|simple], on a model with a
+// text tower; the class embeddings made as `vit classify --labels-text` makes them.
+struct RequestLabels {
+  std::vector<std::string> names;
+  PromptTemplates templates = PromptTemplates::ImageNet;
+};
+
+// A query value as a form encodes it: '+' a space, %XX a byte.
+std::string form_decode(std::string s) {
+  std::replace(s.begin(), s.end(), '+', ' ');
+  return percent_decode(s);
+}
+
+std::optional<RequestLabels> request_labels(const Service& service, const ServedModel& m, const HttpRequest& req) {
+  const auto labels = query_value(req.query, "labels"), templates = query_value(req.query, "templates");
+  if (!labels) {
+    if (templates) throw HttpError(400, "templates: the prompt templates of ?labels=..., given none");
+    return std::nullopt;
+  }
+  if (!m.text) throw HttpError(400, "labels: zero-shot labels need a text tower, and " + m.text_error);
+  RequestLabels r;
+  if (templates) {
+    const std::string t = form_decode(*templates);
+    if (t == "simple") r.templates = PromptTemplates::Simple;
+    else if (t != "imagenet") throw HttpError(400, "templates: '" + t + "' is neither imagenet nor simple");
+  }
+  const std::string all = form_decode(*labels);
+  for (size_t pos = 0; pos <= all.size();) {
+    const size_t comma = std::min(all.find(',', pos), all.size());
+    const std::string name = all.substr(pos, comma - pos);
+    const size_t a = name.find_first_not_of(" \t"), b = name.find_last_not_of(" \t");
+    if (a == std::string::npos) throw HttpError(400, "labels: class " + std::to_string(r.names.size() + 1) + " is empty");
+    r.names.push_back(name.substr(a, b - a + 1));
+    if (std::count(r.names.begin(), r.names.end(), r.names.back()) > 1)
+      throw HttpError(400, "labels: the class '" + r.names.back() + "' is there twice: each class once");
+    pos = comma + 1;
+  }
+  if (int64_t(r.names.size()) > service.options().max_inputs)
+    throw HttpError(400, "labels: " + std::to_string(r.names.size()) + " classes; at most " +
+                             std::to_string(service.options().max_inputs) + " (--max-inputs)");
+  return r;
+}
+
+// /v1/classify with the request's own labels: each image's embedding scored against the classes' (made where the
+// passes run, after the images'), answered as the model's own classes are.
+void classify_zero_shot(Service& service, ServedModel& m, EncodedImages images, bool multipart, int64_t topk,
+                        RequestLabels labels, const Reply& reply, const std::function<bool()>& wanted) {
+  auto l = std::make_shared<RequestLabels>(std::move(labels));
+  const bool ok = m.batcher->submit(std::move(images), m.embed(false), [&service, &m, reply, multipart, topk, l](
+                                                                           std::vector<Embedding> es) {
+    std::vector<Result> rs(es.size());
+    try {
+      const std::vector<float> classes = m.text->class_embeddings(l->names, l->templates);
+      for (size_t i = 0; i < es.size(); ++i) {
+        rs[i].file = es[i].file;
+        rs[i].error = es[i].error;
+        if (!es[i].error.empty()) continue;
+        for (const auto& [index, prob] : zero_shot_top(m.text->info(), l->names, classes, es[i].embedding.data(), int(topk)))
+          rs[i].top.push_back({index, l->names[size_t(index)], prob});
+      }
+    } catch (const std::exception& e) {
+      return reply.fail(HttpError(400, std::string("labels: ") + e.what()));
+    }
+    answer_results(service, m, reply, multipart, rs);
+  }, wanted);
+  if (!ok) throw service.queue_full();
+}
+
 void classify(Service& service, HttpRequest& req, const Reply& reply) {
   ServedModel& m = model_of(service, req, reply);
-  Service::require_classes(m);
+  std::optional<RequestLabels> labels = request_labels(service, m, req);
+  if (!labels) Service::require_classes(m);
+  const int64_t classes = labels ? int64_t(labels->names.size()) : m.classes;
   int64_t topk = 5;
   if (const auto k = query_value(req.query, "topk")) {
-    const auto n = parse_count(*k, 1, m.classes);
-    if (!n) throw HttpError(400, "topk: '" + *k + "' is not a number from 1 to " + std::to_string(m.classes));
+    const auto n = parse_count(*k, 1, classes);
+    if (!n) throw HttpError(400, "topk: '" + *k + "' is not a number from 1 to " + std::to_string(classes));
     topk = *n;
   }
+  topk = std::min(topk, classes);
   bool multipart = false;
   EncodedImages images = request_images(req, &multipart);
   service.check_queue_room(int64_t(images.size()));
   reply.hold(service.take_pixels(images));
+  if (labels) return classify_zero_shot(service, m, std::move(images), multipart, topk, std::move(*labels), reply, req.wanted);
   const bool ok = m.batcher->submit(std::move(images), int(topk), [&service, &m, reply, multipart](std::vector<Result> rs) {
-    int64_t failed = 0;
-    for (const Result& r : rs) failed += !r.error.empty();
-    if (reply.wanted()) service.images_done(m, int64_t(rs.size()) - failed, failed);
-    if (!multipart) {
-      const Result& r = rs[0];
-      return r.error.empty() ? reply(json_answer({{"top", top_json(r)}})) : reply.fail(HttpError(400, r.error));
-    }
-    json a = json::array();
-    for (const Result& r : rs)
-      a.push_back(r.error.empty() ? json{{"file", r.file}, {"top", top_json(r)}} : json{{"file", r.file}, {"error", r.error}});
-    reply(json_answer(a));
+    answer_results(service, m, reply, multipart, rs);
   }, req.wanted);
   if (!ok) throw service.queue_full();
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vit/error.h"
@@ -89,6 +90,14 @@ class TextModel {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Zero-shot labels from memory: the k most probable of `names` for one image embedding [E] (the image tower's
+// projection, or a headless tower's pooled features, as a Classifier scores it), against their class embeddings
+// [names, E] (TextModel::class_embeddings), scored exactly as a Classifier over write_text_embeddings' file scores
+// them: logit_scale * cosine (+ logit_bias), softmax over the classes or each class's sigmoid (a model with a
+// logit_bias). Throws vit::Error when the model holds no logit_scale.
+std::vector<std::pair<int, float>> zero_shot_top(const TextInfo& info, const std::vector<std::string>& names,
+                                                 const std::vector<float>& class_embeddings, const float* image, int k);
 
 // Whether a model's weights hold a text tower beside the image tower (read from the file's tensor names alone; what
 // a TextModel of it makes of the tower is for its constructor to say). Throws vit::Error when the file cannot be read.

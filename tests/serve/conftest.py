@@ -28,36 +28,51 @@ def photos():
 
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
 LAYOUT_SCRIPTS = [REPO / "tests" / "make_layout_models.py", REPO / "scripts" / "export_text_embeddings.py"]
+TEXT_SCRIPTS = [REPO / "tests" / "make_text_models.py", REPO / "tests" / "make_layout_models.py",
+                REPO / "tests" / "record_imports.py"]
+
+
+def generated(name, scripts, modules, env=""):
+    """The folder beside the vit binary that scripts[0] makes from three sample photos: made once per build tree,
+    again when one of the scripts changes (they are copied into it), under a lock, by the .venv's Python. Skips
+    without its modules (fails under CI=true)."""
+    require_shared_data()
+    folder = pathlib.Path(VIT_BINARY).parent / name
+
+    def same():
+        return all((folder / s.name).is_file() and (folder / s.name).read_bytes() == s.read_bytes() for s in scripts)
+
+    if same():
+        return folder
+    if not VENV_PYTHON.exists() or subprocess.run([str(VENV_PYTHON), "-c", "import " + ", ".join(modules)],
+                                                  capture_output=True).returncode != 0:
+        lacks = f"{VENV_PYTHON} lacks one of {', '.join(modules)}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {lacks} (scripts/setup.sh installs them)")
+        pytest.skip(f"{lacks} (pip install -r tests/requirements.txt); skipping")
+    tmp = f"{folder}.tmp"
+    photos3 = [str(PHOTOS / n) for n in ("n01440764_tench.JPEG", "n02123597_Siamese_cat.JPEG",
+                                         "n02690373_airliner.JPEG")]
+    same_sh = " && ".join(f"cmp -s {s} {folder}/{s.name}" for s in scripts)
+    make = (f"{same_sh} || {{ rm -rf {tmp} && {env.format(tmp=tmp)}{VENV_PYTHON} {scripts[0]} {tmp} {' '.join(photos3)} "
+            f"&& cp {' '.join(map(str, scripts))} {tmp}/ && rm -rf {folder} && mv {tmp} {folder}; }}")
+    r = subprocess.run(["flock", f"{folder}.lock", "sh", "-c", make], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and same(), f"{scripts[0]} failed:\n" + r.stderr[-3000:]
+    return folder
 
 
 def layout_models():
     """The shrunk models of tests/make_layout_models.py (a DINOv2, CLIP and SigLIP towers, OpenCLIP folders with
-    text embeddings), made as the layouts tests make them: once per build tree beside the vit binary, again
-    when the generator changes, under the same lock. Skips without the .venv's transformers and open_clip
-    (fails under CI=true)."""
-    require_shared_data()
-    folder = pathlib.Path(VIT_BINARY).parent / "layout_models"
+    text embeddings), made as the layouts tests make them."""
+    return generated("layout_models", LAYOUT_SCRIPTS, ["transformers", "open_clip"])
 
-    def same():
-        return all((folder / s.name).is_file() and (folder / s.name).read_bytes() == s.read_bytes()
-                   for s in LAYOUT_SCRIPTS)
 
-    if same():
-        return folder
-    if not VENV_PYTHON.exists() or subprocess.run([str(VENV_PYTHON), "-c", "import transformers, open_clip"],
-                                                  capture_output=True).returncode != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {VENV_PYTHON} lacks transformers or open_clip (scripts/setup.sh installs them)")
-        pytest.skip(f"{VENV_PYTHON} lacks transformers or open_clip (pip install -r tests/requirements.txt); skipping")
-    tmp = f"{folder}.tmp"
-    photos3 = [str(PHOTOS / n) for n in ("n01440764_tench.JPEG", "n02123597_Siamese_cat.JPEG",
-                                         "n02690373_airliner.JPEG")]
-    same_sh = " && ".join(f"cmp -s {s} {folder}/{s.name}" for s in LAYOUT_SCRIPTS)
-    make = (f"{same_sh} || {{ rm -rf {tmp} && {VENV_PYTHON} {LAYOUT_SCRIPTS[0]} {tmp} {' '.join(photos3)} && "
-            f"cp {' '.join(map(str, LAYOUT_SCRIPTS))} {tmp}/ && rm -rf {folder} && mv {tmp} {folder}; }}")
-    r = subprocess.run(["flock", f"{folder}.lock", "sh", "-c", make], capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0 and same(), "tests/make_layout_models.py failed:\n" + r.stderr[-3000:]
-    return folder
+def text_models():
+    """The shrunk CLIP and SigLIP models with both towers of tests/make_text_models.py, made as the text tests make
+    them (tests/reference_models.cpp: the same folder), their imports recorded for the dependency audit."""
+    userbase = pathlib.Path(VIT_BINARY).parent / "python-imports" / "userbase"
+    return generated("text_models", TEXT_SCRIPTS, ["transformers", "open_clip", "ftfy", "sentencepiece"],
+                     f"PYTHONUSERBASE={userbase} VIT_IMPORT_LOG={{tmp}}/imports ")
 
 
 def sanitized_binary():

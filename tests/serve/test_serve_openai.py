@@ -150,7 +150,7 @@ def test_embeddings_errors_in_openai_form(serve):
         ({"model": NAME, "input": [good], "encoding_format": "hex"}, 400, "'encoding_format'", "encoding_format"),
         ({"model": NAME, "input": [good], "modality": "text"}, 400, "embeds images", "modality"),
         ({"model": NAME, "input": [good], "normalize": "yes"}, 400, "'normalize'", "normalize"),
-        ({"model": NAME, "input": []}, 400, "'input' holds no images", "input"),
+        ({"model": NAME, "input": []}, 400, "'input' holds no inputs", "input"),
         ({"model": NAME, "input": {"image": good}}, 400, "'input' is object", "input"),
         ({"model": NAME}, 400, "'input' is missing", "input"),
         ({"model": NAME, "input": [good] * 5}, 400, "more than 4 inputs in one request (--max-inputs)", None),
@@ -246,7 +246,7 @@ def test_base64_as_rfc_2045_decoders_read_it(serve):
     cases = [
         ("HTTP://EXAMPLE.COM/cat.jpg", "input[0]: URLs are not fetched"),
         (" ftp://example.com/cat.jpg", "input[0]: URLs are not fetched"),
-        ("a photo of a cat", "input[0]: text: model 'deit_tiny_patch16_224.fb_in1k' embeds images, not text"),
+        ("a photo of a cat", "input[0]: text: model 'deit_tiny_patch16_224.fb_in1k' has no text tower: it embeds images, not text"),
         ("What is in this picture?", "embeds images, not text"),
         (plain[:100] + "!" + plain[100:], "embeds images, not text"),
         (plain + "===", "not base64"),

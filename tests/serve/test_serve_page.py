@@ -2,7 +2,8 @@
 (Debian's chromium, chromium-driver and python3-selenium, from scripts/setup.sh) on a real server serving DeiT-Tiny
 and a DINOv2 folder. Photos go in through the page's file input; the labels and probabilities it shows are
 `vit classify --json`'s, the similarity figures of its heat map those of `vit embed --normalize`'s rows; a text
-file shows its refusal on its own card; phone photos of 14 MB are scaled down in the browser, not refused. A page
+file shows its refusal on its own card; on a CLIP model, the search box ranks the photos by a query as `vit embed
+--text` and `vit embed --head` rank them; phone photos of 14 MB are scaled down in the browser, not refused. A page
 of another origin calls the server only when --cors-origin names it. Screenshots land beside the vit binary
 (serve_page_*.png) for people to look at."""
 import json
@@ -14,7 +15,8 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import DEIT, NAME, VIT_BINARY, cli_embed, data_uri, layout_models, photos
+from conftest import (DEIT, NAME, VIT_BINARY, cli_embed, data_uri, layout_models, photos, sanitized_binary,
+                      text_models)
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
 SHOTS = pathlib.Path(VIT_BINARY).parent
@@ -148,6 +150,46 @@ def test_page_shows_embedding_similarity_in_a_browser(serve, browser, tmp_path):
     message = browser.find_element("id", "message").text
     assert message.startswith("notes.txt: ") and "HTTP 400" in message, message
     browser.save_screenshot(str(SHOTS / "serve_page_similarity_refused.png"))
+
+
+def test_page_search_box_ranks_the_photos_as_the_cli_does(serve, browser):
+    """A CLIP model with its text tower (tests/make_text_models.py's) beside DeiT-Tiny: the search box is shown for
+    it alone; eight photos and a query give the ranking of the cosines of `vit embed --head --normalize`'s rows with
+    `vit embed --text --normalize`'s, each score shown; an empty query is answered with a message."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    if sanitized_binary():
+        pytest.skip("the text towers' suites run in release builds only (docs/TEXT.md)")
+    clip = text_models() / "oc_clip"
+    s = serve("-m", f"clip={clip}")
+    files = photos()[20:28]
+    query = "a photo of a dog on a beach"
+    rows = cli_embed(clip, files, "--head", "--normalize")
+    out = subprocess.run([VIT_BINARY, "embed", "-m", str(clip), "--normalize", "--text", query], capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    q = np.asarray(json.loads(out)["embedding"], np.float64)
+    scores = {f.name: float(np.asarray(rows[f.name], np.float64) @ q) for f in files}
+    want = sorted(scores, key=lambda n: -scores[n])
+    open_page(browser, s.url, NAME)
+    assert not browser.find_element("id", "search").is_displayed()  # DeiT-Tiny has no text tower
+    open_page(browser, s.url, "clip")
+    assert browser.find_element("id", "search").is_displayed()
+    upload(browser, files)
+    browser.find_element("id", "query").send_keys(query)
+    browser.find_element("id", "go").click()
+    WebDriverWait(browser, 120).until(lambda d: len(d.find_elements("css selector", "#ranking li")) == len(files))
+    items = browser.find_elements("css selector", "#ranking li")
+    got = [(i.get_attribute("data-file"), float(i.get_attribute("data-score"))) for i in items]
+    assert [g[0] for g in got] == want, (got, want)
+    worst = max(abs(score - scores[name]) for name, score in got)
+    assert worst <= 1e-6, worst
+    for item, (name, score) in zip(items, got):
+        assert f"cosine {score:.4f}" in item.text and name in item.text
+    browser.save_screenshot(str(SHOTS / "serve_page_search.png"))
+    print(f"search: the page's ranking of {len(files)} photos equals the CLI's; scores max |delta| {worst:.3g}")
+    browser.find_element("id", "query").clear()
+    browser.find_element("id", "go").click()
+    WebDriverWait(browser, 30).until(lambda d: d.find_element("id", "message").text != "")
+    assert "type what to look for" in browser.find_element("id", "message").text
 
 
 GRAIN = 12  # the grain's amplitude, chosen so that each photo is about 14 MB at quality 92
