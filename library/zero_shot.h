@@ -7,15 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "vit/class_embeddings.h"
+
 namespace vit {
 
 struct Scored;
 
 class ZeroShot {
  public:
-  // A safetensors file: `text_embeddings` [C, E], __metadata__ labels (a JSON list of C distinct names),
-  // logit_scale, activation ("softmax" or "sigmoid") and, with sigmoid, logit_bias (softmax may have one).
-  // E must be `width`, the image embedding's; errors name the file and what is wrong.
+  // Class embeddings for a model whose image embeddings have `width`: refused (errors naming `source`, the file
+  // or flag they came from) unless of that width, with distinct labels, a positive scale and rows neither zero
+  // nor infinite.
+  ZeroShot(ClassEmbeddings classes, int64_t width, const std::string& source);
+  // A text-embeddings file (read_class_embeddings, vit/class_embeddings.h), checked as above.
   static ZeroShot load(const std::string& path, int64_t width);
 
   int64_t classes() const { return int64_t(labels_.size()); }

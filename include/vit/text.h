@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "vit/class_embeddings.h"
 #include "vit/error.h"
 #include "vit/precision.h"
 
@@ -84,6 +85,9 @@ class TextModel {
   // each template, each embedding normalized, their mean per name normalized again. Throws vit::ArgumentError
   // naming the class whose texts cannot be embedded.
   std::vector<float> class_embeddings(const std::vector<std::string>& names, PromptTemplates templates) const;
+  // The same with the model's logit scale, bias and activation: the zero-shot classes a vit::Model takes
+  // (LoadOptions::class_embeddings). Throws vit::Error when the checkpoint holds no logit_scale.
+  ClassEmbeddings zero_shot_classes(const std::vector<std::string>& names, PromptTemplates templates) const;
 
  private:
   struct Impl;
@@ -93,11 +97,5 @@ class TextModel {
 // Whether a model's weights hold a text tower beside the image tower (read from the file's tensor names alone; what
 // a TextModel of it makes of the tower is for its constructor to say). Throws vit::Error when the file cannot be read.
 bool has_text_tower(const std::string& model);
-
-// Writes class names and their embeddings [C, E] as the zero-shot labels file `vit classify --text-embeddings`
-// reads (scripts/export_text_embeddings.py's format): text_embeddings [C, E] and the model's scale, bias and
-// activation from `info`. Throws vit::Error naming the file when it cannot be written.
-void write_text_embeddings(const std::string& path, const std::vector<std::string>& names,
-                           const std::vector<float>& embeddings, const TextInfo& info, const std::string& about);
 
 }  // namespace vit
