@@ -145,8 +145,9 @@ void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
   service.check_queue_room(n);
   reply.hold(service.take_pixels(r.images));
   const bool base64 = r.base64;
-  const bool ok = m.batcher->submit(std::move(r.images), m.embed(r.normalize),
-                                    [&service, &m, reply, base64](std::vector<Embedding> es) {
+  const bool ok = m.batcher->submit(Request::of_images(std::move(r.images), Output::Embedding).with_embed(m.embed(r.normalize)),
+                                    [&service, &m, reply, base64](Answer a) {
+    const std::vector<Embedding>& es = a.embeddings;
     for (size_t i = 0; i < es.size(); ++i)
       if (!es[i].error.empty()) {
         if (reply.wanted()) service.images_done(m, 0, 1);

@@ -104,15 +104,16 @@ std::string warm_up_pass(const ServedModel& m, int64_t n, int side, const std::v
   std::promise<std::string> ran;
   bool queued = false;
   if (side > 0) {
-    queued = m.batcher->submit(std::vector<Pixels>(size_t(n), Pixels{"warm-up", side, side, grey.data()}), EmbedOptions{},
-                               [&ran](std::vector<Embedding> es) {
+    queued = m.batcher->submit(Request::of_images(std::vector<Pixels>(size_t(n), Pixels{"warm-up", side, side, grey.data()}),
+                                                  Output::Embedding),
+                               [&ran](Answer a) {
                                  std::string error;
-                                 for (const Embedding& e : es) if (!e.error.empty()) error = e.error;
+                                 for (const Embedding& e : a.embeddings) if (!e.error.empty()) error = e.error;
                                  ran.set_value(error);
                                });
   } else {
     std::vector<float> zeros(size_t(n * 3 * m.info.input_height * m.info.input_width), 0.f);
-    queued = m.batcher->submit(std::move(zeros), n, [&ran](std::vector<float>, std::string error) { ran.set_value(error); });
+    queued = m.batcher->submit(Request::of_tensors(std::move(zeros), n, Output::Logits), [&ran](Answer a) { ran.set_value(a.error); });
   }
   if (!queued) return "its queue refused it";
   return ran.get_future().get();

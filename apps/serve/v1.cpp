@@ -59,7 +59,9 @@ void classify(Service& service, HttpRequest& req, const Reply& reply) {
   EncodedImages images = request_images(req, &multipart);
   service.check_queue_room(int64_t(images.size()));
   reply.hold(service.take_pixels(images));
-  const bool ok = m.batcher->submit(std::move(images), int(topk), [&service, &m, reply, multipart](std::vector<Result> rs) {
+  const bool ok = m.batcher->submit(Request::of_images(std::move(images), Output::Top).with_topk(int(topk)),
+                                    [&service, &m, reply, multipart](Answer answer) {
+    const std::vector<Result>& rs = answer.results;
     int64_t failed = 0;
     for (const Result& r : rs) failed += !r.error.empty();
     if (reply.wanted()) service.images_done(m, int64_t(rs.size()) - failed, failed);
@@ -99,7 +101,7 @@ void explain(Service& service, HttpRequest& req, const Reply& reply) {
   service.check_queue_room(1);
   reply.hold(service.take_pixels(images));
   auto shared = std::make_shared<EncodedImages>(std::move(images));
-  const bool ok = m.batcher->submit([&service, &m, reply, method, size, shared] {
+  const bool ok = m.batcher->take_turn([&service, &m, reply, method, size, shared] {
     if (!reply.wanted()) return reply.fail(HttpError(400, Batcher::kDropped));  // its client has gone: not drawn
     try {
       std::vector<Explanation> e = m.explainer().explain_encoded(*shared, method, size);
