@@ -31,9 +31,9 @@ float number(const std::map<std::string, std::string>& meta, const char* key, co
   throw Error(path, std::string(key) + " '" + it->second + "' is not a number");
 }
 
-}  // namespace
-
-ClassEmbeddings read_class_embeddings(const std::string& path) {
+// The file's class embeddings; with width > 0, refused first when of another width (the likeliest mistake: a
+// file made for another model).
+ClassEmbeddings read_file(const std::string& path, int64_t width) {
   std::unique_ptr<SafeTensors> st;
   try {
     st = std::make_unique<SafeTensors>(path);
@@ -45,6 +45,9 @@ ClassEmbeddings read_class_embeddings(const std::string& path) {
   const auto shape = st->get("text_embeddings").shape;
   if (shape.size() != 2 || shape[0] < 1)
     throw Error(path, "text_embeddings has shape " + shape_string(shape) + ", expected [classes, width]");
+  if (width > 0 && shape[1] != width)
+    throw ArgumentError(path, "text embeddings of width " + std::to_string(shape[1]) + ", but the model's image embeddings "
+                        "have width " + std::to_string(width) + " (made for another model?)");
   ClassEmbeddings z;
   z.width = shape[1];
   const auto& meta = st->metadata();
@@ -73,6 +76,10 @@ ClassEmbeddings read_class_embeddings(const std::string& path) {
   return z;
 }
 
+}  // namespace
+
+ClassEmbeddings read_class_embeddings(const std::string& path) { return read_file(path, 0); }
+
 void write_class_embeddings(const std::string& path, const ClassEmbeddings& classes, const std::string& about) {
   const int64_t E = classes.width;
   if (classes.labels.empty() || E < 1 || classes.rows.size() != classes.labels.size() * size_t(E))
@@ -95,7 +102,7 @@ void write_class_embeddings(const std::string& path, const ClassEmbeddings& clas
   w.finish("text_embeddings", meta);
 }
 
-ZeroShot ZeroShot::load(const std::string& path, int64_t width) { return ZeroShot(read_class_embeddings(path), width, path); }
+ZeroShot ZeroShot::load(const std::string& path, int64_t width) { return ZeroShot(read_file(path, width), width, path); }
 
 ZeroShot::ZeroShot(ClassEmbeddings classes, int64_t width, const std::string& source)
     : labels_(std::move(classes.labels)), text_(std::move(classes.rows)), width_(width), scale_(classes.logit_scale),
