@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "vit/batcher.h"
+#include "vit/load_options.h"
 #include "vit/text.h"
 #include "vit/vit.h"
 
@@ -51,11 +52,13 @@ py::str fs_str(const std::string& s) {
 // a space or parenthesis; not followed by more of a name), so a file named --img-size.jpg keeps its name; flags
 // without a keyword stay.
 std::string python_words(const std::string& message) {
-  static const std::map<std::string, std::string> kKeywords = {
-      {"img-size", "img_size"},   {"max-patches", "max_patches"}, {"max-pixels", "max_pixels"},
-      {"precision", "precision"}, {"text-embeddings", "text_embeddings"}, {"threads", "threads"},
-      {"batch", "batch"},         {"pool", "pool"},               {"exif-transpose", "exif_transpose"},
-      {"labels", "labels"},       {"config", "config"},           {"arch", "arch"}};
+  // The model-wide options' flags and keywords from their table, and the Classifier's own settings'.
+  static const std::map<std::string, std::string> kKeywords = [] {
+    std::map<std::string, std::string> k = {
+        {"max-pixels", "max_pixels"}, {"batch", "batch"}, {"pool", "pool"}, {"exif-transpose", "exif_transpose"}};
+    for (const vit::LoadOption& o : vit::load_option_table()) k[vit::option_flag(o).substr(2)] = o.name;
+    return k;
+  }();
   static const std::regex flag(R"((^|[ (])--([a-z][a-z0-9-]*)(?![\w./-]))");
   std::string out;
   auto copied = message.cbegin();
