@@ -9,12 +9,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -223,32 +221,16 @@ std::vector<std::string> class_names(const ClassifyOptions& o) {
   return out;
 }
 
-// The class names' embeddings from the model's own text tower (open_clip's build_zero_shot_classifier), written as
-// the text-embeddings file the Classifier takes; removed once it is loaded.
-class ClassEmbeddingsFile {
- public:
-  explicit ClassEmbeddingsFile(const ClassifyOptions& o) {
-    const std::vector<std::string> names = class_names(o);
-    TextOptions to;
-    to.precision = o.model.precision;
-    to.threads = o.model.threads;
-    const TextModel text(model_path(o.model), to);
-    const std::vector<float> rows = text.class_embeddings(names, o.templates);
-    const char* tmp = std::getenv("TMPDIR");
-    path_ = std::string(tmp && *tmp ? tmp : "/tmp") + "/vit-labels-XXXXXX";
-    const int fd = ::mkstemp(path_.data());
-    if (fd < 0) throw Error(path_, std::string("cannot make a temporary file for the class embeddings: ") + std::strerror(errno));
-    ::close(fd);
-    write_text_embeddings(path_, names, rows, text.info(), model_path(o.model));
-  }
-  ~ClassEmbeddingsFile() { std::remove(path_.c_str()); }
-  ClassEmbeddingsFile(const ClassEmbeddingsFile&) = delete;
-  ClassEmbeddingsFile& operator=(const ClassEmbeddingsFile&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// The class names' embeddings from the model's own text tower (open_clip's build_zero_shot_classifier), with its
+// logit scale and bias: the zero-shot classes the Classifier takes.
+std::shared_ptr<const ClassEmbeddings> zero_shot_classes(const ClassifyOptions& o) {
+  const std::vector<std::string> names = class_names(o);
+  TextOptions to;
+  to.precision = o.model.precision;
+  to.threads = o.model.threads;
+  const TextModel text(model_path(o.model), to);
+  return std::make_shared<const ClassEmbeddings>(text.zero_shot_classes(names, o.templates));
+}
 
 // Everything checked before the first image: the paths, the model, the labels, the logits file.
 std::function<int()> prepare_classify(ClassifyOptions o) {
@@ -271,13 +253,8 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   co.max_pixels = o.max_pixels;
   co.exif_transpose = o.exif_transpose;
   co.keep_logits = !o.save_logits.empty();
-  std::unique_ptr<ClassEmbeddingsFile> class_file;
-  if (!o.labels_text.empty() || !o.labels_text_file.empty()) {
-    class_file = std::make_unique<ClassEmbeddingsFile>(o);
-    co.text_embeddings = class_file->path();
-  }
+  if (!o.labels_text.empty() || !o.labels_text_file.empty()) co.class_embeddings = zero_shot_classes(o);
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
-  class_file.reset();
   require_head(classifier->classes(), classifier->info().file);
   auto out = std::make_shared<Output>(o, classifier->classes(), classifier->labels());
   auto batches = o.stdin_paths ? std::make_shared<Batches>(o.null_separated ? '\0' : '\n', size_t(o.batch))

@@ -1,6 +1,6 @@
 // vit::Batcher (include/vit/batcher.h): one queue of requests, one thread that runs them. The images of
-// several requests that ask the same (classification, or embeddings with the same options) and come in
-// the same form (encoded, decoded, preprocessed tensors) go into one call of the Classifier, so each
+// several requests that ask the same output (with the same embedding options) of the same input kind
+// (encoded, decoded, preprocessed tensors) go into one Classifier::run, so each
 // image's answer is what the Classifier gives it alone, whatever shares its batch. Work of the caller's
 // own runs alone, in its turn. A ComputeThread runs the passes of the batchers that share it, in the order
 // they were handed over. A request whose answer is no longer wanted when its turn comes is dropped unrun.
@@ -21,73 +21,31 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// What a request asks: classes, embeddings or logits (tensors only), or to run work of its own.
-enum class Ask { Classify, Embed, Logits, Work };
-
+// A queued request, or work of the caller's own (which runs alone).
 struct Job {
-  Ask ask = Ask::Classify;
-  std::vector<std::pair<std::string, std::string>> images;  // encoded, or
-  std::vector<Pixels> decoded;                              // decoded, or
-  std::vector<float> pixels;                                // [n, 3, H, W] (tensors: rows_done)
-  int64_t n = 0;
-  int topk = 5;
-  EmbedOptions embed;
-  Batcher::ResultsDone results_done;
-  Batcher::EmbeddingsDone embeddings_done;
-  Batcher::LogitsDone rows_done;
+  Request request;
+  Batcher::Done done;
   std::function<void()> work;
+  int64_t n = 0;  // images, as the queue counts them
   Batcher::Wanted wanted;
   Clock::time_point queued_at;
 
-  bool tensors() const { return bool(rows_done); }
-  const std::string& name(size_t i) const { return decoded.empty() ? images[i].first : decoded[i].name; }
-
-  // The images of a job: encoded (name, bytes) or decoded.
-  void set_images(std::vector<std::pair<std::string, std::string>> encoded) {
-    n = int64_t(encoded.size());
-    images = std::move(encoded);
-  }
-  void set_images(std::vector<Pixels> pixels) {
-    n = int64_t(pixels.size());
-    decoded = std::move(pixels);
-  }
-  template <class Images>
-  static Job classify(Images images, int topk, Batcher::ResultsDone done, Batcher::Wanted wanted) {
-    Job j;
-    j.set_images(std::move(images));
-    j.topk = std::max(1, topk);
-    j.results_done = std::move(done);
-    j.wanted = std::move(wanted);
-    return j;
-  }
-  template <class Images>
-  static Job embed_images(Images images, const EmbedOptions& options, Batcher::EmbeddingsDone done,
-                          Batcher::Wanted wanted) {
-    Job j;
-    j.ask = Ask::Embed;
-    j.set_images(std::move(images));
-    j.embed = options;
-    j.embeddings_done = std::move(done);
-    j.wanted = std::move(wanted);
-    return j;
-  }
+  bool is_work() const { return bool(work); }
 };
 
-// The jobs of a batch that run in one call of the Classifier (one ask, one form, the same embed options),
-// and what the call gave: one Result or Embedding per image, or the rows of tensors, in job order; or the
-// error that stopped it.
+// The jobs of a batch that run in one Classifier::run (one input kind, one output, the same embed options),
+// and what it gave for them all, in job order; or the error that stopped it.
 struct Group {
   std::vector<Job*> jobs;
-  std::vector<Result> results;
-  std::vector<Embedding> embeddings;
-  std::vector<float> rows;
+  Answer answer;
   std::string error;
 
   bool takes(const Job& j) const {
-    const Job& f = *jobs.front();
-    return f.ask == j.ask && f.decoded.empty() == j.decoded.empty() && f.tensors() == j.tensors() &&
-           (j.ask != Ask::Embed || (f.embed.head == j.embed.head && f.embed.tokens == j.embed.tokens &&
-                                    f.embed.normalize == j.embed.normalize));
+    const Request& f = jobs.front()->request;
+    const Request& r = j.request;
+    return f.input == r.input && f.output == r.output &&
+           (r.output != Output::Embedding || (f.embed.head == r.embed.head && f.embed.tokens == r.embed.tokens &&
+                                              f.embed.normalize == r.embed.normalize));
   }
 };
 
@@ -184,21 +142,6 @@ struct Batcher::Impl {
     return true;
   }
 
-  bool push_rows(std::vector<float> pixels, int64_t n, Ask ask, const EmbedOptions& options, LogitsDone done,
-                 Wanted wanted) {
-    if (n < 0 || int64_t(pixels.size()) != n * per_image)
-      throw Error("Batcher: " + std::to_string(pixels.size()) + " floats for " + std::to_string(n) + " images of " +
-                  std::to_string(per_image));
-    Job j;
-    j.ask = ask;
-    j.n = n;
-    j.pixels = std::move(pixels);
-    j.embed = options;
-    j.rows_done = std::move(done);
-    j.wanted = std::move(wanted);
-    return push(std::move(j));
-  }
-
   // The next batch: the first waiting request, then those behind it while they fit in max_batch; with
   // max_delay_ms, first waits that long after the oldest arrived for the batch to fill. The requests met on
   // the way whose answers are no longer wanted go to *unwanted instead. Both empty when closed and drained.
@@ -218,8 +161,8 @@ struct Batcher::Impl {
         waiting -= next.n;
         dropped += next.n;
         unwanted->push_back(std::move(next));
-      } else if (batch.empty() || (images + next.n <= opt.max_batch && batch.front().ask != Ask::Work &&
-                                   next.ask != Ask::Work)) {  // work of a caller's own runs alone
+      } else if (batch.empty() || (images + next.n <= opt.max_batch && !batch.front().is_work() &&
+                                   !next.is_work())) {  // work of a caller's own runs alone
         images += next.n;
         batch.push_back(std::move(next));
       } else {
@@ -231,59 +174,48 @@ struct Batcher::Impl {
     return batch;
   }
 
-  // One call of the Classifier for a group's tensors, rows [n, width]: one job's own, or the jobs' joined. Memory
-  // that cannot be had (for joining them, or for the pass) is the group's error, as any other failure.
-  void call_rows(Group& g) const {
-    const Job& first = *g.jobs.front();
-    try {
-      std::vector<float> joined;
-      if (g.jobs.size() > 1)
-        for (Job* j : g.jobs) {
-          joined.insert(joined.end(), j->pixels.begin(), j->pixels.end());
-          std::vector<float>().swap(j->pixels);
-        }
-      const std::vector<float>& pixels = g.jobs.size() > 1 ? joined : first.pixels;
-      const int64_t n = total(g);
-      g.rows = first.ask == Ask::Logits ? classifier.logits(pixels.data(), n) : classifier.embeddings(pixels.data(), n, first.embed);
-    } catch (...) {
-      g.error = what(std::current_exception());
+  // The requests of a group of several as one: encoded images moved out of their jobs (which keep their names),
+  // decoded ones copied as views, tensors joined; the largest topk.
+  static Request joined(Group& g) {
+    const Request& first = g.jobs.front()->request;
+    Request all;
+    all.input = first.input;
+    all.output = first.output;
+    all.embed = first.embed;
+    all.topk = 1;
+    for (Job* j : g.jobs) {
+      Request& r = j->request;
+      all.topk = std::max(all.topk, r.topk);
+      all.paths.insert(all.paths.end(), r.paths.begin(), r.paths.end());
+      all.pixels.insert(all.pixels.end(), r.pixels.begin(), r.pixels.end());
+      for (auto& im : r.encoded) all.encoded.emplace_back(im.first, std::move(im.second));
+      all.tensors.insert(all.tensors.end(), r.tensors.begin(), r.tensors.end());
+      std::vector<float>().swap(r.tensors);
+      all.n += r.n;
     }
-    for (Job* j : g.jobs) std::vector<float>().swap(j->pixels);
+    return all;
   }
 
-  // One call of the Classifier for a group's images: encoded ones moved out of their jobs (which keep
-  // their names), decoded ones copied as views.
+  // One Classifier::run for a group. Memory that cannot be had (for joining them, or for the pass) is the
+  // group's error, as any other failure.
   void call(Group& g) const {
-    const Job& first = *g.jobs.front();
-    if (first.tensors()) return call_rows(g);
     try {
-      std::vector<std::pair<std::string, std::string>> images;
-      std::vector<Pixels> decoded;
-      int topk = 1;
-      for (Job* j : g.jobs) {
-        topk = std::max(topk, j->topk);
-        decoded.insert(decoded.end(), j->decoded.begin(), j->decoded.end());
-        for (auto& im : j->images) images.emplace_back(im.first, std::move(im.second));
-      }
-      if (first.ask == Ask::Classify)
-        g.results = first.decoded.empty() ? classifier.classify_encoded(images, topk) : classifier.classify_pixels(decoded, topk);
-      else
-        g.embeddings = first.decoded.empty() ? classifier.embed_encoded(images, first.embed)
-                                             : classifier.embed_pixels(decoded, first.embed);
+      g.answer = g.jobs.size() == 1 ? classifier.run(g.jobs.front()->request) : classifier.run(joined(g));
     } catch (...) {
       g.error = what(std::current_exception());
     }
+    for (Job* j : g.jobs) std::vector<float>().swap(j->request.tensors);
   }
 
   // Each job of a group gets its slice of the answers (a request's own topk is a prefix of the group's
   // largest), or the group's error for each of its images.
   static void answer(Group& g) {
-    // A job's answers, taken from the group's from `next` on, or the group's error for each of its images.
+    // A job's items, taken from the group's from `next` on, or the group's error for each of its images.
     auto slice = [&g](auto& all, Job& j, size_t next) {
       std::vector<std::decay_t<decltype(all[0])>> mine(size_t(j.n));
       for (size_t i = 0; i < mine.size(); ++i) {
         if (!g.error.empty()) {
-          mine[i].file = j.name(i);
+          mine[i].file = j.request.name(i);
           mine[i].error = g.error;
         } else {
           mine[i] = std::move(all[next + i]);
@@ -292,19 +224,23 @@ struct Batcher::Impl {
       return mine;
     };
     size_t next = 0;
-    const size_t width = g.jobs.front()->tensors() && g.error.empty() ? g.rows.size() / size_t(total(g)) : 0;
+    const Request& first = g.jobs.front()->request;
+    const bool tensors = first.input == InputKind::Tensors;
+    const size_t width = tensors && g.error.empty() ? g.answer.rows.size() / size_t(std::max<int64_t>(total(g), 1)) : 0;
     for (Job* j : g.jobs) {
-      if (j->tensors()) {
-        if (!g.error.empty()) j->rows_done({}, g.error);
-        else j->rows_done(std::vector<float>(g.rows.begin() + long(next * width), g.rows.begin() + long((next + size_t(j->n)) * width)), "");
-      } else if (j->ask == Ask::Classify) {
-        std::vector<Result> mine = slice(g.results, *j, next);
-        for (Result& r : mine)
-          if (r.top.size() > size_t(j->topk)) r.top.resize(size_t(j->topk));
-        j->results_done(std::move(mine));
+      Answer mine;
+      if (tensors) {
+        mine.error = g.error;
+        if (g.error.empty())
+          mine.rows.assign(g.answer.rows.begin() + long(next * width), g.answer.rows.begin() + long((next + size_t(j->n)) * width));
+      } else if (first.output == Output::Top) {
+        mine.results = slice(g.answer.results, *j, next);
+        for (Result& r : mine.results)
+          if (r.top.size() > size_t(j->request.topk)) r.top.resize(size_t(j->request.topk));
       } else {
-        j->embeddings_done(slice(g.embeddings, *j, next));
+        mine.embeddings = slice(g.answer.embeddings, *j, next);
       }
+      j->done(std::move(mine));
       next += size_t(j->n);
     }
   }
@@ -322,7 +258,7 @@ struct Batcher::Impl {
     for (Job& j : batch) {
       stats.waits_s.push_back(std::chrono::duration<double>(t0 - j.queued_at).count());
       stats.images += j.n;
-      if (j.ask == Ask::Work) {  // alone in its batch (take)
+      if (j.is_work()) {  // alone in its batch (take)
         j.work();
         continue;
       }
@@ -377,36 +313,22 @@ Batcher::Batcher(const Classifier& classifier, const BatcherOptions& options,
 
 Batcher::~Batcher() { close(); }
 
-bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done,
-                     Wanted wanted) {
-  return impl_->push(Job::classify(std::move(images), topk, std::move(done), std::move(wanted)));
-}
-
-bool Batcher::submit(std::vector<Pixels> images, int topk, ResultsDone done, Wanted wanted) {
-  return impl_->push(Job::classify(std::move(images), topk, std::move(done), std::move(wanted)));
-}
-
-bool Batcher::submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options,
-                     EmbeddingsDone done, Wanted wanted) {
-  return impl_->push(Job::embed_images(std::move(images), options, std::move(done), std::move(wanted)));
-}
-
-bool Batcher::submit(std::vector<Pixels> images, const EmbedOptions& options, EmbeddingsDone done, Wanted wanted) {
-  return impl_->push(Job::embed_images(std::move(images), options, std::move(done), std::move(wanted)));
-}
-
-bool Batcher::submit(std::vector<float> pixels, int64_t n, LogitsDone done, Wanted wanted) {
-  return impl_->push_rows(std::move(pixels), n, Ask::Logits, EmbedOptions{}, std::move(done), std::move(wanted));
-}
-
-bool Batcher::submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done,
-                     Wanted wanted) {
-  return impl_->push_rows(std::move(pixels), n, Ask::Embed, options, std::move(done), std::move(wanted));
-}
-
-bool Batcher::submit(std::function<void()> work, int64_t images) {
+bool Batcher::submit(Request request, Done done, Wanted wanted) {
+  check_request(request);
+  if (request.input == InputKind::Tensors && int64_t(request.tensors.size()) != request.n * impl_->per_image)
+    throw ArgumentError("Batcher: " + std::to_string(request.tensors.size()) + " floats for " + std::to_string(request.n) +
+                        " images of " + std::to_string(impl_->per_image));
+  if (request.output == Output::Top) request.topk = std::max(1, request.topk);
   Job j;
-  j.ask = Ask::Work;
+  j.n = request.size();
+  j.request = std::move(request);
+  j.done = std::move(done);
+  j.wanted = std::move(wanted);
+  return impl_->push(std::move(j));
+}
+
+bool Batcher::take_turn(std::function<void()> work, int64_t images) {
+  Job j;
   j.n = std::max<int64_t>(1, images);
   j.work = std::move(work);
   return impl_->push(std::move(j));

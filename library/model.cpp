@@ -125,6 +125,9 @@ void check_load_options(const LoadOptions& o) {
     if (option.kind == OptionKind::Number) check_number(option, o.*option.number);
   if (!o.text_embeddings.empty() && !o.labels.empty())
     throw ArgumentError("labels and text embeddings both name the classes: give one");
+  if (o.class_embeddings && (!o.text_embeddings.empty() || !o.labels.empty()))
+    throw ArgumentError(std::string("class embeddings and a ") + (o.labels.empty() ? "text-embeddings" : "labels") +
+                        " file both name the classes: give one");
 }
 
 namespace {
@@ -151,12 +154,15 @@ Model::Model(const std::string& path, const LoadOptions& options) {
   set_threads(threads);
   auto impl = std::make_shared<Impl>(load_network(path, options), options, threads);
   const ViTConfig& c = impl->network.config();
-  if (!options.text_embeddings.empty()) {
+  if (!options.text_embeddings.empty() || options.class_embeddings) {
+    const std::string source = options.class_embeddings ? "class embeddings" : options.text_embeddings;
     if (!image_text_family(c.family))
-      throw ArgumentError(options.text_embeddings, "text embeddings label images with a CLIP or SigLIP image tower (or "
-                                                   "EVA-02 CLIP's, Perception Encoder's), and " +
-                                                       impl->network.source() + " is a " + family_name(c.family));
-    impl->zero_shot = std::make_unique<ZeroShot>(ZeroShot::load(options.text_embeddings, c.classes > 0 ? c.classes : c.width));
+      throw ArgumentError(source, "text embeddings label images with a CLIP or SigLIP image tower (or EVA-02 CLIP's, "
+                                  "Perception Encoder's), and " + impl->network.source() + " is a " + family_name(c.family));
+    const int64_t width = c.classes > 0 ? c.classes : c.width;
+    impl->zero_shot = std::make_unique<ZeroShot>(options.class_embeddings
+                                                     ? ZeroShot(*options.class_embeddings, width, source)
+                                                     : ZeroShot::load(options.text_embeddings, width));
     impl->labels = impl->zero_shot->labels();
   } else {
     impl->labels = resolve_labels(options.labels, c);

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <mutex>
 
@@ -264,41 +263,27 @@ bool has_text_tower(const std::string& model) {
   return text_tower_prefix(detect_layout(st, files.weights), st, &prefix);
 }
 
-std::vector<std::pair<int, float>> zero_shot_top(const TextInfo& info, const std::vector<std::string>& names,
-                                                 const std::vector<float>& class_embeddings, const float* image, int k) {
-  if (!std::isfinite(info.logit_scale))
-    throw Error("the model holds no logit_scale: its zero-shot scores cannot be made as its own are");
-  const ZeroShot z(names, class_embeddings, info.embedding, info.logit_scale, info.logit_bias.value_or(0.0f),
-                   info.logit_bias.has_value(), "the class embeddings");
-  std::vector<float> scores(names.size());
+std::vector<std::pair<int, float>> zero_shot_top(const ClassEmbeddings& classes, const float* image, int k) {
+  const ZeroShot z(classes, classes.width, "the class embeddings");
+  std::vector<float> scores(size_t(z.classes()));
   z.score(image, scores.data());
   std::vector<std::pair<int, float>> out;
   for (const Scored& s : z.top(scores.data(), k)) out.emplace_back(s.index, s.prob);
   return out;
 }
 
-void write_text_embeddings(const std::string& path, const std::vector<std::string>& names,
-                           const std::vector<float>& embeddings, const TextInfo& info, const std::string& about) {
+ClassEmbeddings TextModel::zero_shot_classes(const std::vector<std::string>& names, PromptTemplates templates) const {
+  const TextInfo& info = impl_->info;
   if (!std::isfinite(info.logit_scale))
-    throw Error(path, "the model holds no logit_scale: its zero-shot scores cannot be made as its own are");
-  const int64_t E = info.embedding;
-  if (names.empty() || embeddings.size() != names.size() * size_t(E))
-    throw Error(path, std::to_string(embeddings.size()) + " numbers for " + std::to_string(names.size()) +
-                          " classes of width " + std::to_string(E));
-  std::string labels = "[";
-  for (const std::string& n : names) labels += (labels.size() > 1 ? "," : "") + json_string(n);
-  std::map<std::string, std::string> meta{{"labels", labels + "]"}, {"model", about}};
-  char number[32];
-  std::snprintf(number, sizeof number, "%.9g", double(info.logit_scale));
-  meta["logit_scale"] = number;
-  meta["activation"] = info.logit_bias ? "sigmoid" : "softmax";
-  if (info.logit_bias) {
-    std::snprintf(number, sizeof number, "%.9g", double(*info.logit_bias));
-    meta["logit_bias"] = number;
-  }
-  RowWriter w(path, E);
-  for (size_t c = 0; c < names.size(); ++c) w.add(embeddings.data() + c * size_t(E));
-  w.finish("text_embeddings", meta);
+    throw Error(info.tower + " text tower", "the model holds no logit_scale: its zero-shot scores cannot be made as its own are");
+  ClassEmbeddings out;
+  out.rows = class_embeddings(names, templates);
+  out.labels = names;
+  out.width = info.embedding;
+  out.logit_scale = info.logit_scale;
+  out.logit_bias = info.logit_bias.value_or(0.f);
+  out.activation = info.logit_bias ? ZeroShotActivation::Sigmoid : ZeroShotActivation::Softmax;
+  return out;
 }
 
 }  // namespace vit

@@ -1,14 +1,16 @@
-// Loading a zero-shot labels file and scoring image embeddings against it (zero_shot.h). OpenCLIP's
+// Reading and writing a zero-shot labels file, and scoring image embeddings against it (zero_shot.h). OpenCLIP's
 // zero-shot classifier: softmax(logit_scale.exp() * normalize(image) @ classifier); SigLIP's:
 // sigmoid(logit_scale.exp() * cos + logit_bias) per class. The file holds the scale already exponentiated.
 #include "zero_shot.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "engine/io/safetensors.h"
+#include "engine/io/text.h"
 #include "vit/topk.h"
 #include "vit/error.h"
 
@@ -29,9 +31,9 @@ float number(const std::map<std::string, std::string>& meta, const char* key, co
   throw Error(path, std::string(key) + " '" + it->second + "' is not a number");
 }
 
-}  // namespace
-
-ZeroShot ZeroShot::load(const std::string& path, int64_t width) {
+// The file's class embeddings; with width > 0, refused first when of another width (the likeliest mistake: a
+// file made for another model).
+ClassEmbeddings read_file(const std::string& path, int64_t width) {
   std::unique_ptr<SafeTensors> st;
   try {
     st = std::make_unique<SafeTensors>(path);
@@ -43,26 +45,22 @@ ZeroShot ZeroShot::load(const std::string& path, int64_t width) {
   const auto shape = st->get("text_embeddings").shape;
   if (shape.size() != 2 || shape[0] < 1)
     throw Error(path, "text_embeddings has shape " + shape_string(shape) + ", expected [classes, width]");
-  if (shape[1] != width)
+  if (width > 0 && shape[1] != width)
     throw ArgumentError(path, "text embeddings of width " + std::to_string(shape[1]) + ", but the model's image embeddings "
-                      "have width " + std::to_string(width) + " (made for another model?)");
-  ZeroShot z;
-  z.width_ = width;
+                        "have width " + std::to_string(width) + " (made for another model?)");
+  ClassEmbeddings z;
+  z.width = shape[1];
   const auto& meta = st->metadata();
   const auto labels = meta.find("labels");
   if (labels == meta.end()) throw Error(path, std::string("no labels in its __metadata__") + kHow);
   try {
-    z.labels_ = nlohmann::json::parse(labels->second).get<std::vector<std::string>>();
+    z.labels = nlohmann::json::parse(labels->second).get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception&) {
     throw Error(path, "its labels are not a JSON list of names");
   }
-  if (int64_t(z.labels_.size()) != shape[0])
-    throw Error(path, std::to_string(z.labels_.size()) + " labels for " + std::to_string(shape[0]) + " text embeddings");
-  std::set<std::string> seen;
-  for (const std::string& label : z.labels_)
-    if (!seen.insert(label).second) throw Error(path, "the label '" + label + "' is there twice: each class once");
-  z.scale_ = number(meta, "logit_scale", path);
-  if (!(z.scale_ > 0)) throw Error(path, "logit_scale must be positive");
+  if (int64_t(z.labels.size()) != shape[0])
+    throw Error(path, std::to_string(z.labels.size()) + " labels for " + std::to_string(shape[0]) + " text embeddings");
+  z.logit_scale = number(meta, "logit_scale", path);
   // How scores become probabilities is said, never guessed: CLIP's softmax over the classes, or SigLIP's
   // sigmoid per class, which needs the model's logit_bias.
   const auto act = meta.find("activation");
@@ -70,21 +68,61 @@ ZeroShot ZeroShot::load(const std::string& path, int64_t width) {
     throw Error(path, std::string("no activation in its __metadata__ (softmax for CLIP, sigmoid for SigLIP)") + kHow);
   if (act->second != "softmax" && act->second != "sigmoid")
     throw Error(path, "activation '" + act->second + "' is not softmax or sigmoid");
-  z.sigmoid_ = act->second == "sigmoid";
-  if (z.sigmoid_ && !meta.count("logit_bias"))
+  z.activation = act->second == "sigmoid" ? ZeroShotActivation::Sigmoid : ZeroShotActivation::Softmax;
+  if (z.activation == ZeroShotActivation::Sigmoid && !meta.count("logit_bias"))
     throw Error(path, std::string("activation sigmoid (SigLIP) without its logit_bias in the __metadata__") + kHow);
-  if (meta.count("logit_bias")) z.bias_ = number(meta, "logit_bias", path);
-  return ZeroShot(std::move(z.labels_), st->to_f32("text_embeddings"), width, z.scale_, z.bias_, z.sigmoid_, path);
+  if (meta.count("logit_bias")) z.logit_bias = number(meta, "logit_bias", path);
+  z.rows = st->to_f32("text_embeddings");
+  return z;
 }
 
-ZeroShot::ZeroShot(std::vector<std::string> labels, std::vector<float> text, int64_t width, float scale, float bias,
-                   bool sigmoid, const std::string& what)
-    : labels_(std::move(labels)), text_(std::move(text)), width_(width), scale_(scale), bias_(bias), sigmoid_(sigmoid) {
-  for (int64_t c = 0; c < classes(); ++c) {  // unit rows, as the classifier's columns are
-    float* row = text_.data() + c * width;
+}  // namespace
+
+ClassEmbeddings read_class_embeddings(const std::string& path) { return read_file(path, 0); }
+
+void write_class_embeddings(const std::string& path, const ClassEmbeddings& classes, const std::string& about) {
+  const int64_t E = classes.width;
+  if (classes.labels.empty() || E < 1 || classes.rows.size() != classes.labels.size() * size_t(E))
+    throw Error(path, std::to_string(classes.rows.size()) + " numbers for " + std::to_string(classes.labels.size()) +
+                          " classes of width " + std::to_string(E));
+  std::string labels = "[";
+  for (const std::string& n : classes.labels) labels += (labels.size() > 1 ? "," : "") + json_string(n);
+  std::map<std::string, std::string> meta{{"labels", labels + "]"}, {"model", about}};
+  char number[32];
+  std::snprintf(number, sizeof number, "%.9g", double(classes.logit_scale));
+  meta["logit_scale"] = number;
+  const bool sigmoid = classes.activation == ZeroShotActivation::Sigmoid;
+  meta["activation"] = sigmoid ? "sigmoid" : "softmax";
+  if (sigmoid || classes.logit_bias != 0) {
+    std::snprintf(number, sizeof number, "%.9g", double(classes.logit_bias));
+    meta["logit_bias"] = number;
+  }
+  RowWriter w(path, E);
+  for (size_t c = 0; c < classes.labels.size(); ++c) w.add(classes.rows.data() + c * size_t(E));
+  w.finish("text_embeddings", meta);
+}
+
+ZeroShot ZeroShot::load(const std::string& path, int64_t width) { return ZeroShot(read_file(path, width), width, path); }
+
+ZeroShot::ZeroShot(ClassEmbeddings classes, int64_t width, const std::string& source)
+    : labels_(std::move(classes.labels)), text_(std::move(classes.rows)), width_(width), scale_(classes.logit_scale),
+      bias_(classes.logit_bias), sigmoid_(classes.activation == ZeroShotActivation::Sigmoid) {
+  if (classes.width != width)
+    throw ArgumentError(source, "text embeddings of width " + std::to_string(classes.width) + ", but the model's image "
+                        "embeddings have width " + std::to_string(width) + " (made for another model?)");
+  if (labels_.empty() || text_.size() != labels_.size() * size_t(width))
+    throw ArgumentError(source, std::to_string(labels_.size()) + " labels for " + std::to_string(text_.size()) +
+                                    " numbers of text embeddings of width " + std::to_string(width));
+  std::set<std::string> seen;
+  for (const std::string& label : labels_)
+    if (!seen.insert(label).second) throw Error(source, "the label '" + label + "' is there twice: each class once");
+  if (!(scale_ > 0) || !std::isfinite(scale_)) throw Error(source, "logit_scale must be positive");
+  if (!std::isfinite(bias_)) throw Error(source, "logit_bias must be a number");
+  for (size_t c = 0; c < labels_.size(); ++c) {  // unit rows, as the classifier's columns are
+    float* row = text_.data() + c * size_t(width);
     double ss = 0;
     for (int64_t e = 0; e < width; ++e) ss += double(row[e]) * row[e];
-    if (!(ss > 0) || !std::isfinite(ss)) throw Error(what, "the text embedding of '" + labels_[size_t(c)] + "' is zero or not finite");
+    if (!(ss > 0) || !std::isfinite(ss)) throw Error(source, "the text embedding of '" + labels_[c] + "' is zero or not finite");
     const double inv = 1.0 / std::sqrt(ss);
     for (int64_t e = 0; e < width; ++e) row[e] = float(row[e] * inv);
   }

@@ -7,20 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "vit/class_embeddings.h"
+
 namespace vit {
 
 struct Scored;
 
 class ZeroShot {
  public:
-  // A safetensors file: `text_embeddings` [C, E], __metadata__ labels (a JSON list of C distinct names),
-  // logit_scale, activation ("softmax" or "sigmoid") and, with sigmoid, logit_bias (softmax may have one).
-  // E must be `width`, the image embedding's; errors name the file and what is wrong.
+  // Class embeddings for a model whose image embeddings have `width`: refused (errors naming `source`, the file
+  // or flag they came from) unless of that width, with distinct labels, a positive scale and rows neither zero
+  // nor infinite.
+  ZeroShot(ClassEmbeddings classes, int64_t width, const std::string& source);
+  // A text-embeddings file (read_class_embeddings, vit/class_embeddings.h), checked as above.
   static ZeroShot load(const std::string& path, int64_t width);
-  // The same from memory: labels (C distinct names), text [C, E] (made unit rows here, as load makes them), the
-  // scale (exponentiated), the bias, and whether each class has its own sigmoid. `what` names the rows in errors.
-  ZeroShot(std::vector<std::string> labels, std::vector<float> text, int64_t width, float scale, float bias,
-           bool sigmoid, const std::string& what);
 
   int64_t classes() const { return int64_t(labels_.size()); }
   const std::vector<std::string>& labels() const { return labels_; }
@@ -31,7 +31,6 @@ class ZeroShot {
   std::vector<Scored> top(const float* scores, int k) const;
 
  private:
-  ZeroShot() = default;
   std::vector<std::string> labels_;
   std::vector<float> text_;  // [C, E], unit rows
   int64_t width_ = 0;

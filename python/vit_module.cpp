@@ -20,10 +20,12 @@
 #include <regex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "vit/batcher.h"
+#include "vit/load_options.h"
 #include "vit/text.h"
 #include "vit/vit.h"
 
@@ -50,11 +52,13 @@ py::str fs_str(const std::string& s) {
 // a space or parenthesis; not followed by more of a name), so a file named --img-size.jpg keeps its name; flags
 // without a keyword stay.
 std::string python_words(const std::string& message) {
-  static const std::map<std::string, std::string> kKeywords = {
-      {"img-size", "img_size"},   {"max-patches", "max_patches"}, {"max-pixels", "max_pixels"},
-      {"precision", "precision"}, {"text-embeddings", "text_embeddings"}, {"threads", "threads"},
-      {"batch", "batch"},         {"pool", "pool"},               {"exif-transpose", "exif_transpose"},
-      {"labels", "labels"},       {"config", "config"},           {"arch", "arch"}};
+  // The model-wide options' flags and keywords from their table, and the Classifier's own settings'.
+  static const std::map<std::string, std::string> kKeywords = [] {
+    std::map<std::string, std::string> k = {
+        {"max-pixels", "max_pixels"}, {"batch", "batch"}, {"pool", "pool"}, {"exif-transpose", "exif_transpose"}};
+    for (const vit::LoadOption& o : vit::load_option_table()) k[vit::option_flag(o).substr(2)] = o.name;
+    return k;
+  }();
   static const std::regex flag(R"((^|[ (])--([a-z][a-z0-9-]*)(?![\w./-]))");
   std::string out;
   auto copied = message.cbegin();
@@ -468,20 +472,26 @@ struct PyBatcher {
 };
 
 // Queues the encoded and the decoded images of `in` as (at most) two requests, waits for both answers with
-// the GIL released, and puts them in their places. submit(images, done) queues one request.
-template <typename Answer, typename Submit>
-std::vector<Answer> wait_for(const PyBatcher& pb, Inputs& in, const std::string& what, const Submit& submit) {
-  std::vector<Answer> out(in.size);
+// the GIL released, and puts them in their places. A request of them asks `output` with `embed`, Result or
+// Embedding items as `Item` says, at most `topk` classes.
+template <typename Item>
+std::vector<Item> wait_for(const PyBatcher& pb, Inputs& in, const std::string& what, vit::Output output, int topk,
+                           const vit::EmbedOptions& embed) {
+  std::vector<Item> out(in.size);
   {
     py::gil_scoped_release unlocked;  // the batching thread never takes the GIL
-    std::promise<std::vector<Answer>> encoded, decoded;
-    std::future<std::vector<Answer>> got_encoded = encoded.get_future(), got_decoded = decoded.get_future();
+    std::promise<std::vector<Item>> encoded, decoded;
+    std::future<std::vector<Item>> got_encoded = encoded.get_future(), got_decoded = decoded.get_future();
+    const auto submit = [&](vit::Request r, std::promise<std::vector<Item>>& got) {
+      return pb.batcher->submit(std::move(r).with_topk(topk).with_embed(embed), [&got](vit::Answer a) {
+        if constexpr (std::is_same_v<Item, vit::Result>) got.set_value(std::move(a.results));
+        else got.set_value(std::move(a.embeddings));
+      });
+    };
     bool queued = true;
-    if (!in.encoded_at.empty())
-      queued = submit(std::move(in.encoded), [&encoded](std::vector<Answer> a) { encoded.set_value(std::move(a)); });
+    if (!in.encoded_at.empty()) queued = submit(vit::Request::of_images(std::move(in.encoded), output), encoded);
     const bool encoded_queued = queued && !in.encoded_at.empty();
-    if (queued && !in.pixels.empty())
-      queued = submit(in.pixels, [&decoded](std::vector<Answer> a) { decoded.set_value(std::move(a)); });
+    if (queued && !in.pixels.empty()) queued = submit(vit::Request::of_images(in.pixels, output), decoded);
     if (encoded_queued) place(got_encoded.get(), in.encoded_at, out);  // even when the second was refused
     if (!queued) throw pb.refused(what);
     if (!in.pixels.empty()) place(got_decoded.get(), in.pixels_at, out);
@@ -493,9 +503,7 @@ std::vector<Answer> wait_for(const PyBatcher& pb, Inputs& in, const std::string&
 py::list batcher_classify(PyBatcher& pb, Inputs in, int topk, const std::string& what) {
   check_topk(topk);
   if (in.size == 0) return py::list();
-  return to_dicts(wait_for<vit::Result>(pb, in, what, [&](auto images, vit::Batcher::ResultsDone done) {
-    return pb.batcher->submit(std::move(images), topk, std::move(done));
-  }));
+  return to_dicts(wait_for<vit::Result>(pb, in, what, vit::Output::Top, topk, {}));
 }
 
 py::list batcher_classify_encoded(PyBatcher& pb, const py::object& images, int topk) {
@@ -628,9 +636,7 @@ py::dict batcher_embed(PyBatcher& pb, const py::object& images, bool head, bool 
   const vit::EmbedOptions o{head, tokens, normalize, {}};
   const vit::Classifier& c = pb.classifier.cast<const vit::Classifier&>();
   if (in.size == 0) return embed_dict(c, {}, o);
-  return embed_dict(c, wait_for<vit::Embedding>(pb, in, "Batcher.embed", [&](auto images, vit::Batcher::EmbeddingsDone done) {
-    return pb.batcher->submit(std::move(images), o, std::move(done));
-  }), o);
+  return embed_dict(c, wait_for<vit::Embedding>(pb, in, "Batcher.embed", vit::Output::Embedding, 5, o), o);
 }
 
 py::dict embed_encoded(const vit::Classifier& c, const py::handle& images, bool head, bool tokens, bool normalize) {

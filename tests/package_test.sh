@@ -34,7 +34,7 @@ install_test() {
   # A package is relocatable: what it says about itself follows it to wherever it is unpacked.
   mkdir -p "$tmp/moved"
   mv "$tmp/installed" "$prefix"
-  local headers="./vit/batcher.h ./vit/bench.h ./vit/cpu.h ./vit/error.h ./vit/explain.h ./vit/imagenet_classes.h ./vit/limits.h ./vit/load_options.h ./vit/model.h ./vit/model_files.h ./vit/model_kinds.h ./vit/precision.h ./vit/quantize.h ./vit/text.h ./vit/threads.h ./vit/topk.h ./vit/vit.h "
+  local headers="./vit/batcher.h ./vit/bench.h ./vit/class_embeddings.h ./vit/cpu.h ./vit/error.h ./vit/explain.h ./vit/imagenet_classes.h ./vit/limits.h ./vit/load_options.h ./vit/model.h ./vit/model_files.h ./vit/model_kinds.h ./vit/precision.h ./vit/quantize.h ./vit/request.h ./vit/text.h ./vit/threads.h ./vit/topk.h ./vit/vit.h "
   [ "$(cd "$prefix/include" && find . -type f | LC_ALL=C sort | tr '\n' ' ')" = "$headers" ] ||
     fail "installed headers are not exactly $headers: $(cd "$prefix/include" && find . -type f)"
   # Three shared objects: OpenCV's plugins (WebP, TIFF, JPEG 2000; video) and SentencePiece's, never the Python module.

@@ -40,6 +40,11 @@ class BatcherTest : public ::testing::Test {
   std::unique_ptr<Classifier> classifier_;
 };
 
+using EncodedImages = std::vector<std::pair<std::string, std::string>>;
+
+// A request for the top k classes of encoded images.
+Request top(EncodedImages images, int k) { return Request::of_images(std::move(images), Output::Top).with_topk(k); }
+
 TEST_F(BatcherTest, AnswersEqualTheClassifierAloneWhateverSharesTheBatch) {
   std::vector<std::pair<std::string, std::string>> images;
   for (int i = 0; i < 12; ++i) images.emplace_back("im" + std::to_string(i), jpeg(20 + i, 30, uint8_t(i)));
@@ -58,9 +63,9 @@ TEST_F(BatcherTest, AnswersEqualTheClassifierAloneWhateverSharesTheBatch) {
   std::vector<std::thread> clients;
   for (size_t i = 0; i < images.size(); ++i)
     clients.emplace_back([&, i] {
-      ASSERT_TRUE(b.submit({images[i]}, 1 + int(i % 3), [&, i](std::vector<Result> rs) {
+      ASSERT_TRUE(b.submit(top({images[i]}, 1 + int(i % 3)), [&, i](Answer a) {
         std::lock_guard<std::mutex> lock(mu);
-        got[i] = rs.at(0);
+        got[i] = a.results.at(0);
         ++answered;
         cv.notify_all();
       }));
@@ -90,21 +95,21 @@ TEST_F(BatcherTest, AFullQueueRefusesAtOnceAndCloseAnswersWhatWasQueued) {
   Batcher b(*classifier_, bo);
   std::atomic<int> answered{0};
   const std::string im = jpeg(16, 16, 1);
-  auto done = [&](std::vector<Result> rs) { answered += int(rs.size()); };
-  ASSERT_TRUE(b.submit({{"a", im}, {"b", im}}, 1, done));
-  EXPECT_FALSE(b.submit({{"c", im}, {"d", im}, {"e", im}}, 1, done));  // 5 > 4: refused whole
+  auto done = [&](Answer a) { answered += int(a.results.size()); };
+  ASSERT_TRUE(b.submit(top({{"a", im}, {"b", im}}, 1), done));
+  EXPECT_FALSE(b.submit(top({{"c", im}, {"d", im}, {"e", im}}, 1), done));  // 5 > 4: refused whole
   EXPECT_EQ(b.queued(), 2);
   const int64_t per = 3 * 32 * 32;
-  ASSERT_TRUE(b.submit(std::vector<float>(size_t(per), 0.f), 1, [&](std::vector<float> logits, std::string error) {
-    EXPECT_EQ(error, "");
-    EXPECT_EQ(logits.size(), 10u);
+  ASSERT_TRUE(b.submit(Request::of_tensors(std::vector<float>(size_t(per), 0.f), 1, Output::Logits), [&](Answer a) {
+    EXPECT_EQ(a.error, "");
+    EXPECT_EQ(a.rows.size(), 10u);
     ++answered;
   }));
-  EXPECT_FALSE(b.submit({{"e", im}, {"f", im}}, 1, done));
+  EXPECT_FALSE(b.submit(top({{"e", im}, {"f", im}}, 1), done));
   EXPECT_EQ(b.queued(), 3);
   b.close();
   EXPECT_EQ(answered, 3);
-  EXPECT_FALSE(b.submit({{"g", im}}, 1, done));  // closed
+  EXPECT_FALSE(b.submit(top({{"g", im}}, 1), done));  // closed
 }
 
 TEST_F(BatcherTest, TensorEmbeddingsEqualTheClassifiersAndWorkRunsAloneInItsTurn) {
@@ -126,15 +131,15 @@ TEST_F(BatcherTest, TensorEmbeddingsEqualTheClassifiersAndWorkRunsAloneInItsTurn
   eo.normalize = true;
   const std::vector<float> want = classifier_->embeddings(pixels.data(), 2, eo);
   std::vector<std::string> order;  // the batching thread's, read after close()
-  ASSERT_TRUE(b.submit(pixels, 2, eo, [&](std::vector<float> rows, std::string error) {
-    EXPECT_EQ(error, "");
-    EXPECT_EQ(rows, want);
+  ASSERT_TRUE(b.submit(Request::of_tensors(pixels, 2, Output::Embedding).with_embed(eo), [&](Answer a) {
+    EXPECT_EQ(a.error, "");
+    EXPECT_EQ(a.rows, want);
     order.push_back("embeddings");
   }));
-  ASSERT_TRUE(b.submit([&] { order.push_back("work"); }, 1));
-  ASSERT_TRUE(b.submit(pixels, 2, [&](std::vector<float> logits, std::string error) {
-    EXPECT_EQ(error, "");
-    EXPECT_EQ(logits, classifier_->logits(pixels.data(), 2));
+  ASSERT_TRUE(b.take_turn([&] { order.push_back("work"); }, 1));
+  ASSERT_TRUE(b.submit(Request::of_tensors(pixels, 2, Output::Logits), [&](Answer a) {
+    EXPECT_EQ(a.error, "");
+    EXPECT_EQ(a.rows, classifier_->logits(pixels.data(), 2));
     order.push_back("logits");
   }));
   b.close();
@@ -169,13 +174,14 @@ TEST_F(BatcherTest, BatchersSharingAComputeThreadRunTheirPassesOnItOneAtATime) {
   std::atomic<int> answered{0};
   for (int i = 0; i < 6; ++i)
     for (Batcher* batcher : {&a, &b}) {
-      ASSERT_TRUE(batcher->submit({{"x", im}}, 2, [&](std::vector<Result> rs) {
+      ASSERT_TRUE(batcher->submit(top({{"x", im}}, 2), [&](Answer a) {
+        const std::vector<Result>& rs = a.results;
         ASSERT_EQ(rs.size(), 1u);
         EXPECT_EQ(rs[0].error, "");
         EXPECT_EQ(rs[0].logits, want.logits);
         ++answered;
       }));
-      ASSERT_TRUE(batcher->submit([&] {
+      ASSERT_TRUE(batcher->take_turn([&] {
         if (running++ > 0) ++overlapped;
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
         --running;
@@ -199,14 +205,13 @@ TEST_F(BatcherTest, RequestsNoLongerWantedAtTheirTurnAreDroppedUnrun) {
   std::vector<Result> kept, gone;
   std::vector<Embedding> gone_embeddings;
   std::string gone_rows_error = "unanswered";
-  ASSERT_TRUE(b.submit({{"a", im}, {"b", im}}, 1, [&](std::vector<Result> rs) { kept = std::move(rs); },
+  ASSERT_TRUE(b.submit(top({{"a", im}, {"b", im}}, 1), [&](Answer a) { kept = std::move(a.results); },
                        [&] { return asked = true, first_wanted.load(); }));
-  ASSERT_TRUE(b.submit({{"c", im}}, 1, [&](std::vector<Result> rs) { gone = std::move(rs); }, [] { return false; }));
-  ASSERT_TRUE(b.submit({{"d", im}}, EmbedOptions{}, [&](std::vector<Embedding> es) { gone_embeddings = std::move(es); },
-                       [] { return false; }));
-  ASSERT_TRUE(b.submit(std::vector<float>(size_t(3 * 32 * 32), 0.f), 1,
-                       [&](std::vector<float> rows, std::string error) { gone_rows_error = rows.empty() ? error : ""; },
-                       [] { return false; }));
+  ASSERT_TRUE(b.submit(top({{"c", im}}, 1), [&](Answer a) { gone = std::move(a.results); }, [] { return false; }));
+  ASSERT_TRUE(b.submit(Request::of_images(EncodedImages{{"d", im}}, Output::Embedding),
+                       [&](Answer a) { gone_embeddings = std::move(a.embeddings); }, [] { return false; }));
+  ASSERT_TRUE(b.submit(Request::of_tensors(std::vector<float>(size_t(3 * 32 * 32), 0.f), 1, Output::Logits),
+                       [&](Answer a) { gone_rows_error = a.rows.empty() ? a.error : ""; }, [] { return false; }));
   EXPECT_EQ(b.queued(), 5);
   EXPECT_FALSE(asked);  // asked at the request's turn, not before
   b.close();
@@ -234,8 +239,36 @@ TEST_F(BatcherTest, BadOptionsAndTensorsAreErrors) {
   bo.max_queue = 4;
   expect_error([&] { Batcher b(*classifier_, bo); }, "max_queue (4) must hold at least max_batch (8)");
   Batcher b(*classifier_, BatcherOptions{});
-  expect_error([&] { b.submit(std::vector<float>(5), 1, [](std::vector<float>, std::string) {}); },
+  expect_error([&] { b.submit(Request::of_tensors(std::vector<float>(5), 1, Output::Logits), [](Answer) {}); },
                "5 floats for 1 images of 3072");
+  expect_error([&] { b.submit(Request::of_tensors(std::vector<float>(3072), 1, Output::Top), [](Answer) {}); },
+               "the top classes are asked of images");
+}
+
+// Classifier::run answers each input kind and output as the Classifier's method for it does, and refuses
+// what its inputs cannot give.
+TEST_F(BatcherTest, RunAnswersAsTheMethodForItsKindAndOutput) {
+  const std::string im = jpeg(24, 20, 5);
+  const EncodedImages encoded{{"x", im}, {"bad", "not an image"}};
+  Answer a = classifier_->run(top(encoded, 2));
+  const std::vector<Result> want = classifier_->classify_encoded(encoded, 2);
+  ASSERT_EQ(a.results.size(), 2u);
+  EXPECT_EQ(a.results[0].top[1].index, want[0].top[1].index);
+  EXPECT_EQ(a.results[0].logits, want[0].logits);
+  EXPECT_EQ(a.results[1].error, want[1].error);
+  EXPECT_TRUE(a.embeddings.empty());
+  const std::vector<uint8_t> rgb(16 * 12 * 3, 90);
+  const std::vector<Pixels> pixels{{"p", 16, 12, rgb.data()}};
+  EmbedOptions eo;
+  eo.head = true;
+  a = classifier_->run(Request::of_images(pixels, Output::Embedding).with_embed(eo));
+  ASSERT_EQ(a.embeddings.size(), 1u);
+  EXPECT_EQ(a.embeddings[0].embedding, classifier_->embed_pixels(pixels, eo)[0].embedding);
+  const std::vector<float> tensors(size_t(2 * 3 * 32 * 32), 0.125f);
+  a = classifier_->run(Request::of_tensors(tensors, 2, Output::Logits));
+  EXPECT_EQ(a.rows, classifier_->logits(tensors.data(), 2));
+  expect_error([&] { classifier_->run(Request::of_images(encoded, Output::Logits)); }, "logits are asked of tensors");
+  expect_error([&] { classifier_->run(Request::of_tensors(tensors, 3, Output::Logits)); }, "6144 floats for 3 images of 3072");
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include "cli_util.h"
 #include "engine/io/safetensors.h"
 #include "model_files.h"
+#include "vit/class_embeddings.h"
+#include "vit/vit.h"
 
 namespace vit::test {
 namespace {
@@ -282,6 +284,46 @@ TEST_F(Cli, ZeroShotFilesThatWouldGuessAreRefused) {
   write_text_embeddings(file, {"cat", "dog"}, {{"activation", "sigmoid"}, {"logit_bias", "-10"}});
   r = run();
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// Zero-shot classes in memory (LoadOptions::class_embeddings, what `vit classify --labels-text` passes): the same
+// scores as the file they are read from, written back as the same file, and checked as a file's are.
+TEST(ClassEmbeddings, InMemoryScoreAsTheirFile) {
+  TempDir oc, out;
+  write_tiny_openclip(oc.path());
+  const std::string file = out.file("text.safetensors");
+  write_text_embeddings(file, {"cat", "dog", "bird"}, {{"activation", "sigmoid"}, {"logit_bias", "-2.5"}});
+  const ClassEmbeddings read = read_class_embeddings(file);
+  EXPECT_EQ(read.labels, (std::vector<std::string>{"cat", "dog", "bird"}));
+  EXPECT_EQ(read.width, 10);
+  EXPECT_EQ(read.activation, ZeroShotActivation::Sigmoid);
+  EXPECT_EQ(read.logit_bias, -2.5f);
+  write_class_embeddings(out.file("again.safetensors"), read, "tiny");
+  const ClassEmbeddings again = read_class_embeddings(out.file("again.safetensors"));
+  EXPECT_EQ(again.rows, read.rows);
+  EXPECT_EQ(again.labels, read.labels);
+  EXPECT_EQ(again.logit_scale, read.logit_scale);
+  EXPECT_EQ(again.logit_bias, read.logit_bias);
+  EXPECT_EQ(again.activation, read.activation);
+  ClassifierOptions from_file, in_memory;
+  from_file.text_embeddings = file;
+  in_memory.class_embeddings = std::make_shared<const ClassEmbeddings>(read);
+  const Classifier a(oc.path(), from_file), b(oc.path(), in_memory);
+  EXPECT_EQ(b.labels(), a.labels());
+  const std::vector<float> x(2 * 3 * 32 * 32, 0.25f);
+  EXPECT_EQ(b.logits(x.data(), 2), a.logits(x.data(), 2));
+  ClassEmbeddings bad = read;
+  bad.labels[2] = "cat";
+  in_memory.class_embeddings = std::make_shared<const ClassEmbeddings>(bad);
+  expect_error([&] { Classifier(oc.path(), in_memory); }, "class embeddings: the label 'cat' is there twice");
+  bad = read;
+  bad.width = 5;
+  bad.rows.resize(15);
+  in_memory.class_embeddings = std::make_shared<const ClassEmbeddings>(bad);
+  expect_error([&] { Classifier(oc.path(), in_memory); }, "class embeddings: text embeddings of width 5, but the model's");
+  in_memory.class_embeddings = std::make_shared<const ClassEmbeddings>(read);
+  in_memory.labels = file;
+  expect_error([&] { Classifier(oc.path(), in_memory); }, "class embeddings and a labels file both name the classes");
 }
 
 // --tokens says what its rows hold: the prefix tokens (class, registers) first, then the patch grid's

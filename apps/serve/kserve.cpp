@@ -140,7 +140,7 @@ void infer_texts(Service& service, ServedModel& m, InferRequest& r, const Reply&
   for (auto& e : elements) texts->push_back(std::move(e.second));
   auto p = std::make_shared<Pending>(service, m, answer_spec(r), reply, 1);
   const bool normalize = r.normalize;
-  const bool ok = m.batcher->submit([p, texts, normalize, &m, reply] {
+  const bool ok = m.batcher->take_turn([p, texts, normalize, &m, reply] {
     if (!reply.wanted()) return p->refused(HttpError(400, Batcher::kDropped));
     try {
       p->texts(m.text->embed(*texts, normalize));
@@ -174,11 +174,12 @@ void kserve_infer(Service& service, const std::string& model, HttpRequest& req, 
     reply.hold(service.take_pixels(images));
     auto p = std::make_shared<Pending>(service, m, answer_spec(r), reply, parts);
     if (classes)
-      queue(p, true, m.batcher->submit(embedding ? images : std::move(images), int(std::max<int64_t>(r.topk, 1)),
-                                       [p](std::vector<Result> rs) { p->classes(std::move(rs)); }, req.wanted));
+      queue(p, true, m.batcher->submit(Request::of_images(embedding ? images : std::move(images), Output::Top)
+                                           .with_topk(int(std::max<int64_t>(r.topk, 1))),
+                                       [p](Answer a) { p->classes(std::move(a.results)); }, req.wanted));
     if (embedding)
-      queue(p, !classes, m.batcher->submit(std::move(images), embed, [p](std::vector<Embedding> es) { p->embedded(std::move(es)); },
-                                           req.wanted));
+      queue(p, !classes, m.batcher->submit(Request::of_images(std::move(images), Output::Embedding).with_embed(embed),
+                                           [p](Answer a) { p->embedded(std::move(a.embeddings)); }, req.wanted));
     return;
   }
   if (m.info.max_patches > 0)
@@ -190,13 +191,11 @@ void kserve_infer(Service& service, const std::string& model, HttpRequest& req, 
   std::vector<float> values = infer_pixels(r, B * 3 * m.info.input_height * m.info.input_width);
   auto p = std::make_shared<Pending>(service, m, answer_spec(r), reply, parts);
   if (classes)
-    queue(p, true, m.batcher->submit(embedding ? values : std::move(values), B, [p, B](std::vector<float> rows, std::string e) {
-            p->logits(std::move(rows), B, e);
-          }, req.wanted));
+    queue(p, true, m.batcher->submit(Request::of_tensors(embedding ? values : std::move(values), B, Output::Logits),
+                                     [p, B](Answer a) { p->logits(std::move(a.rows), B, a.error); }, req.wanted));
   if (embedding)
-    queue(p, !classes, m.batcher->submit(std::move(values), B, embed, [p, B](std::vector<float> rows, std::string e) {
-            p->embedded(std::move(rows), B, e);
-          }, req.wanted));
+    queue(p, !classes, m.batcher->submit(Request::of_tensors(std::move(values), B, Output::Embedding).with_embed(embed),
+                                         [p, B](Answer a) { p->embedded(std::move(a.rows), B, a.error); }, req.wanted));
 }
 
 json model_metadata(const ServedModel& m) {

@@ -251,7 +251,7 @@ void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
   if (!r.texts.empty()) {
     auto texts = std::make_shared<std::vector<std::string>>(std::move(r.texts));
     const bool normalize = r.normalize;
-    const bool ok = m.batcher->submit([answers, texts, normalize, &m] {
+    const bool ok = m.batcher->take_turn([answers, texts, normalize, &m] {
       if (!answers->reply.wanted()) return answers->fail(HttpError(400, Batcher::kDropped));
       try {
         answers->texts(m.text->embed(*texts, normalize));
@@ -262,8 +262,8 @@ void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
     if (!ok) throw service.queue_full();
   }
   if (!r.images.empty()) {
-    const bool ok = m.batcher->submit(std::move(r.images), m.embed(r.normalize),
-                                      [answers](std::vector<Embedding> es) { answers->images(std::move(es)); }, req.wanted);
+    const bool ok = m.batcher->submit(Request::of_images(std::move(r.images), Output::Embedding).with_embed(m.embed(r.normalize)),
+                                      [answers](Answer a) { answers->images(std::move(a.embeddings)); }, req.wanted);
     if (!ok) answers->fail(service.queue_full());
   }
 }

@@ -104,15 +104,16 @@ std::string warm_up_pass(const ServedModel& m, int64_t n, int side, const std::v
   std::promise<std::string> ran;
   bool queued = false;
   if (side > 0) {
-    queued = m.batcher->submit(std::vector<Pixels>(size_t(n), Pixels{"warm-up", side, side, grey.data()}), EmbedOptions{},
-                               [&ran](std::vector<Embedding> es) {
+    queued = m.batcher->submit(Request::of_images(std::vector<Pixels>(size_t(n), Pixels{"warm-up", side, side, grey.data()}),
+                                                  Output::Embedding),
+                               [&ran](Answer a) {
                                  std::string error;
-                                 for (const Embedding& e : es) if (!e.error.empty()) error = e.error;
+                                 for (const Embedding& e : a.embeddings) if (!e.error.empty()) error = e.error;
                                  ran.set_value(error);
                                });
   } else {
     std::vector<float> zeros(size_t(n * 3 * m.info.input_height * m.info.input_width), 0.f);
-    queued = m.batcher->submit(std::move(zeros), n, [&ran](std::vector<float>, std::string error) { ran.set_value(error); });
+    queued = m.batcher->submit(Request::of_tensors(std::move(zeros), n, Output::Logits), [&ran](Answer a) { ran.set_value(a.error); });
   }
   if (!queued) return "its queue refused it";
   return ran.get_future().get();
@@ -124,7 +125,7 @@ void warm_up_text(const ServedModel& m, int max_batch) {
   std::string long_text;
   for (int64_t i = 0; i < m.text->info().context; ++i) long_text += "a photo ";
   std::promise<std::string> ran;
-  const bool queued = m.batcher->submit([&] {
+  const bool queued = m.batcher->take_turn([&] {
     try {
       const std::vector<TextEmbedding> es = m.text->embed(std::vector<std::string>(size_t(max_batch), long_text), true);
       ran.set_value(es.front().error);

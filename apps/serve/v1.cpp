@@ -113,16 +113,17 @@ std::optional<RequestLabels> request_labels(const Service& service, const Served
 void classify_zero_shot(Service& service, ServedModel& m, EncodedImages images, bool multipart, int64_t topk,
                         RequestLabels labels, const Reply& reply, const std::function<bool()>& wanted) {
   auto l = std::make_shared<RequestLabels>(std::move(labels));
-  const bool ok = m.batcher->submit(std::move(images), m.embed(false), [&service, &m, reply, multipart, topk, l](
-                                                                           std::vector<Embedding> es) {
+  const bool ok = m.batcher->submit(Request::of_images(std::move(images), Output::Embedding).with_embed(m.embed(false)),
+                                    [&service, &m, reply, multipart, topk, l](Answer answer) {
+    const std::vector<Embedding>& es = answer.embeddings;
     std::vector<Result> rs(es.size());
     try {
-      const std::vector<float> classes = m.text->class_embeddings(l->names, l->templates);
+      const ClassEmbeddings classes = m.text->zero_shot_classes(l->names, l->templates);
       for (size_t i = 0; i < es.size(); ++i) {
         rs[i].file = es[i].file;
         rs[i].error = es[i].error;
         if (!es[i].error.empty()) continue;
-        for (const auto& [index, prob] : zero_shot_top(m.text->info(), l->names, classes, es[i].embedding.data(), int(topk)))
+        for (const auto& [index, prob] : zero_shot_top(classes, es[i].embedding.data(), int(topk)))
           rs[i].top.push_back({index, l->names[size_t(index)], prob});
       }
     } catch (const std::exception& e) {
@@ -150,8 +151,9 @@ void classify(Service& service, HttpRequest& req, const Reply& reply) {
   service.check_queue_room(int64_t(images.size()));
   reply.hold(service.take_pixels(images));
   if (labels) return classify_zero_shot(service, m, std::move(images), multipart, topk, std::move(*labels), reply, req.wanted);
-  const bool ok = m.batcher->submit(std::move(images), int(topk), [&service, &m, reply, multipart](std::vector<Result> rs) {
-    answer_results(service, m, reply, multipart, rs);
+  const bool ok = m.batcher->submit(Request::of_images(std::move(images), Output::Top).with_topk(int(topk)),
+                                    [&service, &m, reply, multipart](Answer answer) {
+    answer_results(service, m, reply, multipart, answer.results);
   }, req.wanted);
   if (!ok) throw service.queue_full();
 }
@@ -180,7 +182,7 @@ void explain(Service& service, HttpRequest& req, const Reply& reply) {
   service.check_queue_room(1);
   reply.hold(service.take_pixels(images));
   auto shared = std::make_shared<EncodedImages>(std::move(images));
-  const bool ok = m.batcher->submit([&service, &m, reply, method, size, shared] {
+  const bool ok = m.batcher->take_turn([&service, &m, reply, method, size, shared] {
     if (!reply.wanted()) return reply.fail(HttpError(400, Batcher::kDropped));  // its client has gone: not drawn
     try {
       std::vector<Explanation> e = m.explainer().explain_encoded(*shared, method, size);

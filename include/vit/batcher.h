@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "vit/request.h"
 #include "vit/vit.h"
 
 namespace vit {
@@ -58,10 +59,9 @@ struct BatchStats {
 
 class Batcher {
  public:
-  using ResultsDone = std::function<void(std::vector<Result>)>;
-  using EmbeddingsDone = std::function<void(std::vector<Embedding>)>;
-  // rows [n, logits_size()] or [n, embedding_size()], or empty with the error that stopped the pass.
-  using LogitsDone = std::function<void(std::vector<float> rows, std::string error)>;
+  // A request's answer (vit/request.h), where passes run: one item per input in order, each image with its own
+  // error where it failed (a failed pass: every image that error); tensors: rows, or none and the error.
+  using Done = std::function<void(Answer)>;
   // Whether a request's answer is still wanted (a server: its client has not gone away), asked when its
   // turn comes, before its pass. false drops it unrun: done gets each image's error, kDropped (tensors: no
   // rows and kDropped), and dropped() counts its images. Unset: always wanted.
@@ -76,26 +76,15 @@ class Batcher {
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
-  // Queues encoded images (name, bytes) for classify_encoded; done gets their Results where passes run,
-  // in order. Returns false, queueing nothing, when they do not fit in the queue or after close().
-  bool submit(std::vector<std::pair<std::string, std::string>> images, int topk, ResultsDone done,
-              Wanted wanted = {});
-  // Decoded images for classify_pixels; their pixels must stay valid until done is called.
-  bool submit(std::vector<Pixels> images, int topk, ResultsDone done, Wanted wanted = {});
-  // Images to embed with these options (their video sampling unused), encoded (as embed_encoded takes
-  // them) or decoded (as embed_pixels does; valid until done is called): done gets their Embeddings in
-  // order. Requests with the same options share forward passes.
-  bool submit(std::vector<std::pair<std::string, std::string>> images, const EmbedOptions& options, EmbeddingsDone done,
-              Wanted wanted = {});
-  bool submit(std::vector<Pixels> images, const EmbedOptions& options, EmbeddingsDone done, Wanted wanted = {});
-  // Queues n preprocessed images [n, 3, H, W] for logits().
-  bool submit(std::vector<float> pixels, int64_t n, LogitsDone done, Wanted wanted = {});
-  // The same for embeddings() with these options (their tokens and video aside): rows [n, embedding_size()].
-  bool submit(std::vector<float> pixels, int64_t n, const EmbedOptions& options, LogitsDone done,
-              Wanted wanted = {});
+  // Queues a request, answered as Classifier::run answers it; requests of the same input kind and output (and
+  // embedding options) share forward passes, each image's answer what it would be alone. Decoded pixels must stay
+  // valid until done is called. Returns false, queueing nothing, when its images do not fit in the queue or
+  // after close(); throws vit::ArgumentError for a request its inputs cannot answer (check_request) or tensors
+  // not of the model's input size.
+  bool submit(Request request, Done done, Wanted wanted = {});
   // Work of the caller's own that uses the cores (explaining an image on Plans of its own), counted as
   // `images` in the queue: it runs alone in its turn, where passes run (the batching or compute thread).
-  bool submit(std::function<void()> work, int64_t images);
+  bool take_turn(std::function<void()> work, int64_t images);
 
   int64_t queued() const;   // images waiting
   int64_t dropped() const;  // images dropped unrun so far, their answers no longer wanted (Wanted)

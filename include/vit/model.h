@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "vit/class_embeddings.h"
 #include "vit/error.h"
 #include "vit/limits.h"
 #include "vit/model_files.h"
@@ -37,6 +38,9 @@ struct LoadOptions {
   // embeddings (scripts/export_text_embeddings.py). Its classes replace the model's: each image is scored
   // by the cosine similarity of its embedding (timm's model(x)) with theirs times the model's logit scale.
   std::string text_embeddings;
+  // The same in memory (vit/class_embeddings.h): what `vit classify --labels-text` makes with the model's own text
+  // tower. Checked as a file's are (their width the model's, each label once, a positive scale, no zero row).
+  std::shared_ptr<const ClassEmbeddings> class_embeddings;
 };
 
 // Throws vit::ArgumentError naming the first option out of range: the one range check of LoadOptions.

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "vit/class_embeddings.h"
 #include "vit/error.h"
 #include "vit/precision.h"
 
@@ -85,28 +86,23 @@ class TextModel {
   // each template, each embedding normalized, their mean per name normalized again. Throws vit::ArgumentError
   // naming the class whose texts cannot be embedded.
   std::vector<float> class_embeddings(const std::vector<std::string>& names, PromptTemplates templates) const;
+  // The same with the model's logit scale, bias and activation: the zero-shot classes a vit::Model takes
+  // (LoadOptions::class_embeddings). Throws vit::Error when the checkpoint holds no logit_scale.
+  ClassEmbeddings zero_shot_classes(const std::vector<std::string>& names, PromptTemplates templates) const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// Zero-shot labels from memory: the k most probable of `names` for one image embedding [E] (the image tower's
-// projection, or a headless tower's pooled features, as a Classifier scores it), against their class embeddings
-// [names, E] (TextModel::class_embeddings), scored exactly as a Classifier over write_text_embeddings' file scores
-// them: logit_scale * cosine (+ logit_bias), softmax over the classes or each class's sigmoid (a model with a
-// logit_bias). Throws vit::Error when the model holds no logit_scale.
-std::vector<std::pair<int, float>> zero_shot_top(const TextInfo& info, const std::vector<std::string>& names,
-                                                 const std::vector<float>& class_embeddings, const float* image, int k);
+// Zero-shot labels from memory: the k most probable of the classes (TextModel::zero_shot_classes) for one image
+// embedding [width] (the image tower's projection, or a headless tower's pooled features, as a Classifier scores
+// it), scored exactly as a Model given the same classes scores them: logit_scale * cosine (+ logit_bias), softmax
+// over the classes or each class's sigmoid. Throws vit::Error for classes a Model would refuse (ClassEmbeddings).
+std::vector<std::pair<int, float>> zero_shot_top(const ClassEmbeddings& classes, const float* image, int k);
 
 // Whether a model's weights hold a text tower beside the image tower (read from the file's tensor names alone; what
 // a TextModel of it makes of the tower is for its constructor to say). Throws vit::Error when the file cannot be read.
 bool has_text_tower(const std::string& model);
-
-// Writes class names and their embeddings [C, E] as the zero-shot labels file `vit classify --text-embeddings`
-// reads (scripts/export_text_embeddings.py's format): text_embeddings [C, E] and the model's scale, bias and
-// activation from `info`. Throws vit::Error naming the file when it cannot be written.
-void write_text_embeddings(const std::string& path, const std::vector<std::string>& names,
-                           const std::vector<float>& embeddings, const TextInfo& info, const std::string& about);
 
 }  // namespace vit

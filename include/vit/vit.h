@@ -137,6 +137,9 @@ struct ImageInput {
   int64_t tokens = 0;                     // prefix tokens and patches: the image's own sequence
 };
 
+struct Request;  // vit/request.h
+struct Answer;
+
 class Classifier {
  public:
   // model: a .safetensors file or the folder holding model.safetensors (and config.json). Throws
@@ -148,6 +151,10 @@ class Classifier {
   ~Classifier();
   Classifier(Classifier&&) noexcept;
   Classifier& operator=(Classifier&&) noexcept;
+
+  // The one way to ask (vit/request.h): inputs of one kind and the output wanted, answered by the method below
+  // for that kind and output. Throws vit::ArgumentError for a request its inputs cannot answer (check_request).
+  Answer run(const Request& request, const BetweenBatches& between = {}) const;
 
   // One Result per input, in order. A file that is missing, unreadable or not an image gets its error;
   // the others are classified. Safe to call from several threads at once (each call runs its own Plan).

@@ -1,6 +1,7 @@
 // The smallest program on the library: load a model, classify one photo, print its top label; with --text, embed a
 // text with a CLIP or SigLIP model's text tower and print its width (so the tokenizers' libraries are linked too).
 // tests/package_test.sh builds it against an installed package (find_package) and as a subproject.
+#include <vit/request.h>
 #include <vit/text.h>
 #include <vit/vit.h>
 
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     const vit::Classifier classifier(argv[1]);
-    const vit::Result r = classifier.classify({argv[2]}, 1)[0];
+    const vit::Result r = classifier.run(vit::Request::of_files({argv[2]}, vit::Output::Top).with_topk(1)).results[0];
     if (!r.error.empty()) {
       std::cerr << r.file << ": " << r.error << "\n";
       return 1;
