@@ -49,8 +49,7 @@ const std::vector<LoadOption>& load_option_table() {
                   "docs/MODELS.md lists as running, e.g. vit_base_patch16_224): timm's create_model(NAME) and its "
                   "default pretrained config say what the tensors cannot (heads, block order, eps, pooling, "
                   "preprocessing); its tensors must be that architecture's"),
-      text_option("labels", "labels", &O::labels,
-                  "class names, one per line (default: the checkpoint's, else ImageNet-1k)"),
+      text_option("labels", "labels", &O::labels, "class names, one per line (default: the model's, else ImageNet-1k)"),
       text_option("text_embeddings", "text embeddings", &O::text_embeddings,
                   "zero-shot labels for a CLIP or SigLIP image tower: a safetensors file of class names and their "
                   "text embeddings (scripts/export_text_embeddings.py); its classes replace the model's"),
