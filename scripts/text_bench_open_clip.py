@@ -22,7 +22,7 @@ def load(folder):
     with open(os.path.join(folder, "open_clip_config.json")) as f:
         cfg = json.load(f)["model_cfg"]
     text_cfg = cfg.get("text_cfg", {})
-    if "timm_model_name" in cfg.get("vision_cfg", {}) or text_cfg.get("hf_tokenizer_name"):
+    if cfg.pop("custom_text", False) or text_cfg.get("hf_tokenizer_name"):
         model = open_clip.CustomTextCLIP(**cfg)
     else:
         model = open_clip.CLIP(**cfg)
