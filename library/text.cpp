@@ -263,12 +263,16 @@ bool has_text_tower(const std::string& model) {
   return text_tower_prefix(detect_layout(st, files.weights), st, &prefix);
 }
 
-std::vector<std::pair<int, float>> zero_shot_top(const ClassEmbeddings& classes, const float* image, int k) {
-  const ZeroShot z(classes, classes.width, "the class embeddings");
+std::vector<std::vector<std::pair<int, float>>> zero_shot_top(const ClassEmbeddings& classes,
+                                                              const std::vector<const float*>& images, int k) {
+  const ZeroShot z(classes, classes.width, "the class embeddings");  // checked and made unit rows once
   std::vector<float> scores(size_t(z.classes()));
-  z.score(image, scores.data());
-  std::vector<std::pair<int, float>> out;
-  for (const Scored& s : z.top(scores.data(), k)) out.emplace_back(s.index, s.prob);
+  std::vector<std::vector<std::pair<int, float>>> out(images.size());
+  for (size_t i = 0; i < images.size(); ++i) {
+    if (!images[i]) continue;
+    z.score(images[i], scores.data());
+    for (const Scored& s : z.top(scores.data(), k)) out[i].emplace_back(s.index, s.prob);
+  }
   return out;
 }
 

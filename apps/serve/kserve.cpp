@@ -136,18 +136,12 @@ void infer_texts(Service& service, ServedModel& m, InferRequest& r, const Reply&
   if (!m.text) throw HttpError(400, "input 'text': " + m.text_error);
   EncodedImages elements = infer_bytes(r);
   service.check_queue_room(int64_t(elements.size()));
-  auto texts = std::make_shared<std::vector<std::string>>();
-  for (auto& e : elements) texts->push_back(std::move(e.second));
+  std::vector<std::string> texts;
+  for (auto& e : elements) texts.push_back(std::move(e.second));
   auto p = std::make_shared<Pending>(service, m, answer_spec(r), reply, 1);
-  const bool normalize = r.normalize;
-  const bool ok = m.batcher->take_turn([p, texts, normalize, &m, reply] {
-    if (!reply.wanted()) return p->refused(HttpError(400, Batcher::kDropped));
-    try {
-      p->texts(m.text->embed(*texts, normalize));
-    } catch (const std::exception& e) {
-      p->refused(HttpError(400, e.what()));
-    }
-  }, int64_t(texts->size()));
+  const bool ok = m.queue_texts(
+      std::move(texts), r.normalize, [reply] { return reply.wanted(); },
+      [p](std::vector<TextEmbedding> es) { p->texts(es); }, [p](const HttpError& e) { p->refused(e); });
   if (!ok) throw service.queue_full();
 }
 

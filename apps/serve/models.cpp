@@ -125,9 +125,21 @@ const Explainer& ServedModel::explainer() {
   return *explainer_;
 }
 
-const TextModel& ServedModel::text_model() const {
-  if (!text) throw HttpError(400, text_error, "input");
-  return *text;
+bool ServedModel::queue_texts(std::vector<std::string> texts, bool normalize, std::function<bool()> wanted,
+                              std::function<void(std::vector<TextEmbedding>)> done,
+                              std::function<void(const HttpError&)> fail) const {
+  const int64_t n = int64_t(texts.size());
+  auto in = std::make_shared<std::vector<std::string>>(std::move(texts));
+  const TextModel* tower = text.get();
+  return batcher->take_turn([in, normalize, tower, wanted = std::move(wanted), done = std::move(done),
+                             fail = std::move(fail)] {
+    if (!wanted()) return fail(HttpError(400, Batcher::kDropped));
+    try {
+      done(tower->embed(*in, normalize));
+    } catch (const std::exception& e) {
+      fail(HttpError(400, e.what(), "input"));
+    }
+  }, n);
 }
 
 void Service::require_classes(const ServedModel& m) {

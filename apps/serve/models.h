@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,8 +44,12 @@ struct ServedModel {
   // text, for a model without one.
   std::unique_ptr<TextModel> text;
   std::string text_error;  // "model 'x' has no text tower: ..."
-  // The text tower; throws HttpError 400 with text_error for a model without one.
-  const TextModel& text_model() const;
+  // Texts for its text tower, embedded in their own turn in its queue: done gets each text's embedding (or that
+  // text's error), fail the error that stopped them all (400: the client gone, Batcher::kDropped, or what the tower
+  // threw). Returns false, queueing nothing, when the queue has no room. Needs `text`.
+  bool queue_texts(std::vector<std::string> texts, bool normalize, std::function<bool()> wanted,
+                   std::function<void(std::vector<TextEmbedding>)> done,
+                   std::function<void(const HttpError&)> fail) const;
   Labels labels() const { return {{"model", name}}; }  // its metrics' labels
   // Its embedding options; normalize: unit length.
   EmbedOptions embed(bool normalize) const {

@@ -249,16 +249,10 @@ void embeddings(Service& service, HttpRequest& req, const Reply& reply) {
   reply.hold(service.take_pixels(r.images));
   auto answers = std::make_shared<Answers>(service, m, reply, r);
   if (!r.texts.empty()) {
-    auto texts = std::make_shared<std::vector<std::string>>(std::move(r.texts));
-    const bool normalize = r.normalize;
-    const bool ok = m.batcher->take_turn([answers, texts, normalize, &m] {
-      if (!answers->reply.wanted()) return answers->fail(HttpError(400, Batcher::kDropped));
-      try {
-        answers->texts(m.text->embed(*texts, normalize));
-      } catch (const std::exception& e) {
-        answers->fail(HttpError(400, e.what(), "input"));
-      }
-    }, int64_t(texts->size()));
+    const bool ok = m.queue_texts(
+        std::move(r.texts), r.normalize, [answers] { return answers->reply.wanted(); },
+        [answers](std::vector<TextEmbedding> es) { answers->texts(es); },
+        [answers](const HttpError& e) { answers->fail(e); });
     if (!ok) throw service.queue_full();
   }
   if (!r.images.empty()) {

@@ -118,13 +118,14 @@ void classify_zero_shot(Service& service, ServedModel& m, EncodedImages images, 
     const std::vector<Embedding>& es = answer.embeddings;
     std::vector<Result> rs(es.size());
     try {
-      const ClassEmbeddings classes = m.text->zero_shot_classes(l->names, l->templates);
+      std::vector<const float*> images(es.size(), nullptr);
+      for (size_t i = 0; i < es.size(); ++i)
+        if (es[i].error.empty()) images[i] = es[i].embedding.data();
+      const auto tops = zero_shot_top(m.text->zero_shot_classes(l->names, l->templates), images, int(topk));
       for (size_t i = 0; i < es.size(); ++i) {
         rs[i].file = es[i].file;
         rs[i].error = es[i].error;
-        if (!es[i].error.empty()) continue;
-        for (const auto& [index, prob] : zero_shot_top(classes, es[i].embedding.data(), int(topk)))
-          rs[i].top.push_back({index, l->names[size_t(index)], prob});
+        for (const auto& [index, prob] : tops[i]) rs[i].top.push_back({index, l->names[size_t(index)], prob});
       }
     } catch (const std::exception& e) {
       return reply.fail(HttpError(400, std::string("labels: ") + e.what()));

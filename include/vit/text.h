@@ -95,11 +95,13 @@ class TextModel {
   std::unique_ptr<Impl> impl_;
 };
 
-// Zero-shot labels from memory: the k most probable of the classes (TextModel::zero_shot_classes) for one image
+// Zero-shot labels from memory: the k most probable of the classes (TextModel::zero_shot_classes) for each image
 // embedding [width] (the image tower's projection, or a headless tower's pooled features, as a Classifier scores
-// it), scored exactly as a Model given the same classes scores them: logit_scale * cosine (+ logit_bias), softmax
-// over the classes or each class's sigmoid. Throws vit::Error for classes a Model would refuse (ClassEmbeddings).
-std::vector<std::pair<int, float>> zero_shot_top(const ClassEmbeddings& classes, const float* image, int k);
+// it; null: an image without one, its list empty), scored exactly as a Model given the same classes scores them:
+// logit_scale * cosine (+ logit_bias), softmax over the classes or each class's sigmoid. Throws vit::Error for
+// classes a Model would refuse (ClassEmbeddings).
+std::vector<std::vector<std::pair<int, float>>> zero_shot_top(const ClassEmbeddings& classes,
+                                                              const std::vector<const float*>& images, int k);
 
 // Whether a model's weights hold a text tower beside the image tower (read from the file's tensor names alone; what
 // a TextModel of it makes of the tower is for its constructor to say). Throws vit::Error when the file cannot be read.
