@@ -38,7 +38,8 @@ std::string naflex_input_refusal(const ViT& m) {
 ImageHeader read_image_header(const std::string& bytes) {
   ImageHeader h;
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  h.image = read_image_size(data, bytes.size(), &h.width, &h.height) || image_format(data, bytes.size()) != ImageFormat::Other;
+  const ImageFormat format = image_format(data, bytes.size());
+  h.image = read_image_size(data, bytes.size(), format, &h.width, &h.height) || format != ImageFormat::Other;
   return h;
 }
 

@@ -188,7 +188,7 @@ TEST_F(PilImages, DamagedOpenCvFormatsAreErrorsNamingTheFile) {
 
 TEST(OpenCvFormats, RecognisedByContentOnly) {
   const auto is = [](const std::string& bytes) {
-    const char* f = opencv_image_format(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    const char* f = opencv_image_format(image_format(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
     return std::string(f ? f : "");
   };
   EXPECT_EQ(is(std::string("RIFF\x10\0\0\0WEBPVP8L", 16)), "WebP");
@@ -203,18 +203,23 @@ TEST(OpenCvFormats, RecognisedByContentOnly) {
 }
 
 // The orientation parser sees whatever a file holds: malformed EXIF blocks mean "as stored".
+int orientation_of(const std::string& bytes) {
+  const auto* d = reinterpret_cast<const uint8_t*>(bytes.data());
+  return exif_orientation(d, bytes.size(), image_format(d, bytes.size()));
+}
+
 TEST(ExifOrientation, MalformedBlocksAreAsStored) {
   const std::string jpeg_app1 = std::string("\xFF\xD8\xFF\xE1\x00\x10" "Exif\0\0" "II*\0\xFF\xFF\xFF\x7F", 20);
-  EXPECT_EQ(exif_orientation(reinterpret_cast<const uint8_t*>(jpeg_app1.data()), jpeg_app1.size()), 1);
+  EXPECT_EQ(orientation_of(jpeg_app1), 1);
   const std::string huge_len = std::string("\xFF\xD8\xFF\xE1\xFF\xFF" "Exif\0\0", 12);
-  EXPECT_EQ(exif_orientation(reinterpret_cast<const uint8_t*>(huge_len.data()), huge_len.size()), 1);
+  EXPECT_EQ(orientation_of(huge_len), 1);
   // IFD0 with one entry: orientation 6 (SHORT), then the same with a value out of range.
   std::string tiff = std::string("II*\0\x08\0\0\0\x01\0\x12\x01\x03\0\x01\0\0\0\x06\0\0\0\0\0\0\0", 26);
   std::string app1 = std::string("\xFF\xD8\xFF\xE1", 4) + char(0) + char(2 + 6 + tiff.size()) +
                      std::string("Exif\0\0", 6) + tiff;
-  EXPECT_EQ(exif_orientation(reinterpret_cast<const uint8_t*>(app1.data()), app1.size()), 6);
+  EXPECT_EQ(orientation_of(app1), 6);
   app1[app1.size() - 8] = 9;
-  EXPECT_EQ(exif_orientation(reinterpret_cast<const uint8_t*>(app1.data()), app1.size()), 1);
+  EXPECT_EQ(orientation_of(app1), 1);
 }
 
 TEST(ExifOrientation, TurnsAsPilNamesThem) {

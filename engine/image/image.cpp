@@ -157,8 +157,8 @@ bool pad_bmp_palette(const uint8_t* d, size_t n, std::vector<uint8_t>* out) {
 // stb_image copies an uncompressed TGA's rows without checking that the file holds them, leaving the
 // rest of its buffer uninitialised (upstream's CVE-2023-45663): such a file is refused as truncated, as
 // PIL refuses it. TGA has no magic; stb tries it last, so anything not PNG, BMP or GIF that stb read is one.
-void check_tga_length(const uint8_t* d, size_t n, int w, int h, const std::string& name) {
-  if (n < 18 || image_format(d, n) == ImageFormat::Png || std::memcmp(d, "BM", 2) == 0 || std::memcmp(d, "GIF8", 4) == 0)
+void check_tga_length(const uint8_t* d, size_t n, ImageFormat format, int w, int h, const std::string& name) {
+  if (n < 18 || format == ImageFormat::Png || std::memcmp(d, "BM", 2) == 0 || std::memcmp(d, "GIF8", 4) == 0)
     return;
   const bool uncompressed_truecolor = d[1] == 0 && (d[2] == 2 || d[2] == 3);
   if (!uncompressed_truecolor) return;  // RLE and colour-mapped data are read byte by byte: zeros past the end
@@ -194,6 +194,59 @@ bool webp_size(const uint8_t* d, size_t n, int64_t* w, int64_t* h) {
   return *w > 0 && *h > 0;
 }
 
+// Decodes bytes of the format image_format() found in them, with the decoder for it.
+Image decode_as(const uint8_t* data, size_t size, ImageFormat format, const std::string& name, int64_t max_pixels) {
+  Image img;
+  if (format == ImageFormat::Jpeg) {
+    JpegErr err{};
+    jpeg_decompress_struct cinfo{};
+    const bool ok = jpeg_decode(data, size, max_pixels, &err, &cinfo, &img);
+    std::free(err.row_buf);
+    if (!ok) {
+      std::string msg = err.message;
+      if (err.mgr.msg_code == JWRN_JPEG_EOF) msg = "truncated JPEG (" + msg + ")";
+      throw Error(name, "cannot decode JPEG: " + msg);
+    }
+    if (img.rgb.empty()) check_image_size(img.width, img.height, max_pixels, name);
+    return img;
+  }
+  if (opencv_image_format(format)) return decode_with_opencv(data, size, format, name, max_pixels);
+  if (size > size_t(INT32_MAX)) throw Error(name, "file of " + std::to_string(size) + " bytes is too large for an image");
+  if (format == ImageFormat::Pnm) {
+    if (data[1] != '5' && data[1] != '6')
+      throw Error(name, std::string("PNM P") + char(data[1]) + " (plain text or 1-bit) is not read; binary P5 and P6 are");
+    return decode_pnm(data, size, name, max_pixels);
+  }
+  // PNG: the size from IHDR first, so that the limit message comes whatever stb_image thinks of the size.
+  const bool png = format == ImageFormat::Png && size >= 24 && std::memcmp(data + 12, "IHDR", 4) == 0;
+  const int64_t png_w = png ? be32(data + 16) : 0, png_h = png ? be32(data + 20) : 0;
+  if (png) check_image_size(png_w, png_h, max_pixels, name);
+  std::vector<uint8_t> rewritten;
+  if ((png && drop_empty_idat(data, size, &rewritten)) || pad_bmp_palette(data, size, &rewritten)) {
+    data = rewritten.data();
+    size = rewritten.size();
+  }
+  int w = 0, h = 0, comp = 0;
+  if (!stbi_info_from_memory(data, int(size), &w, &h, &comp)) {
+    // stb_image refuses PNGs over 2^30 decoded bytes (and then reports the last format it tried).
+    if (png && png_w * png_h * 4 > (int64_t(1) << 30))
+      throw Error(name, "PNG of " + std::to_string(png_w) + "x" + std::to_string(png_h) +
+                            " pixels is too large for the PNG decoder (stb_image decodes at most 2^30 bytes)");
+    const std::string why = stbi_failure_reason();  // stb's generic answer adds nothing to ours
+    throw Error(name, "not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM, WebP, TIFF, JPEG 2000)" +
+                (why.find("not of any known type") == std::string::npos ? ": " + why : std::string()));
+  }
+  check_image_size(w, h, max_pixels, name);
+  check_tga_length(data, size, format, w, h, name);
+  std::unique_ptr<uint8_t, void (*)(void*)> px(stbi_load_from_memory(data, int(size), &w, &h, &comp, 3),
+                                               stbi_image_free);
+  if (!px) throw Error(name, std::string("cannot decode image: ") + stbi_failure_reason());
+  img.width = w;
+  img.height = h;
+  img.rgb.assign(px.get(), px.get() + size_t(w) * size_t(h) * 3);
+  return img;
+}
+
 }  // namespace
 
 void check_image_size(int64_t w, int64_t h, int64_t max_pixels, const std::string& name) {
@@ -224,63 +277,14 @@ ImageFormat image_format(const uint8_t* d, size_t n) {
 
 Image decode_image(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels,
                    bool exif_transpose) {
-  if (exif_transpose) return apply_orientation(decode_image(data, size, name, max_pixels), exif_orientation(data, size));
   if (size == 0) throw Error(name, "empty file, not an image");
-  Image img;
-  const ImageFormat format = image_format(data, size);
-  if (format == ImageFormat::Jpeg) {
-    JpegErr err{};
-    jpeg_decompress_struct cinfo{};
-    const bool ok = jpeg_decode(data, size, max_pixels, &err, &cinfo, &img);
-    std::free(err.row_buf);
-    if (!ok) {
-      std::string msg = err.message;
-      if (err.mgr.msg_code == JWRN_JPEG_EOF) msg = "truncated JPEG (" + msg + ")";
-      throw Error(name, "cannot decode JPEG: " + msg);
-    }
-    if (img.rgb.empty()) check_image_size(img.width, img.height, max_pixels, name);
-    return img;
-  }
-  if (opencv_image_format(data, size)) return decode_with_opencv(data, size, name, max_pixels);
-  if (size > size_t(INT32_MAX)) throw Error(name, "file of " + std::to_string(size) + " bytes is too large for an image");
-  if (format == ImageFormat::Pnm) {
-    if (data[1] != '5' && data[1] != '6')
-      throw Error(name, std::string("PNM P") + char(data[1]) + " (plain text or 1-bit) is not read; binary P5 and P6 are");
-    return decode_pnm(data, size, name, max_pixels);
-  }
-  // PNG: the size from IHDR first, so that the limit message comes whatever stb_image thinks of the size.
-  const bool png = format == ImageFormat::Png && size >= 24 && std::memcmp(data + 12, "IHDR", 4) == 0;
-  const int64_t png_w = png ? be32(data + 16) : 0, png_h = png ? be32(data + 20) : 0;
-  if (png) check_image_size(png_w, png_h, max_pixels, name);
-  std::vector<uint8_t> rewritten;
-  if ((png && drop_empty_idat(data, size, &rewritten)) || pad_bmp_palette(data, size, &rewritten)) {
-    data = rewritten.data();
-    size = rewritten.size();
-  }
-  int w = 0, h = 0, comp = 0;
-  if (!stbi_info_from_memory(data, int(size), &w, &h, &comp)) {
-    // stb_image refuses PNGs over 2^30 decoded bytes (and then reports the last format it tried).
-    if (png && png_w * png_h * 4 > (int64_t(1) << 30))
-      throw Error(name, "PNG of " + std::to_string(png_w) + "x" + std::to_string(png_h) +
-                            " pixels is too large for the PNG decoder (stb_image decodes at most 2^30 bytes)");
-    const std::string why = stbi_failure_reason();  // stb's generic answer adds nothing to ours
-    throw Error(name, "not a supported image (JPEG, PNG, BMP, GIF, TGA, PNM, WebP, TIFF, JPEG 2000)" +
-                (why.find("not of any known type") == std::string::npos ? ": " + why : std::string()));
-  }
-  check_image_size(w, h, max_pixels, name);
-  check_tga_length(data, size, w, h, name);
-  std::unique_ptr<uint8_t, void (*)(void*)> px(stbi_load_from_memory(data, int(size), &w, &h, &comp, 3),
-                                               stbi_image_free);
-  if (!px) throw Error(name, std::string("cannot decode image: ") + stbi_failure_reason());
-  img.width = w;
-  img.height = h;
-  img.rgb.assign(px.get(), px.get() + size_t(w) * size_t(h) * 3);
-  return img;
+  const ImageFormat format = image_format(data, size);  // the one look at what the bytes are
+  Image img = decode_as(data, size, format, name, max_pixels);
+  return exif_transpose ? apply_orientation(img, exif_orientation(data, size, format)) : img;
 }
 
-bool read_image_size(const uint8_t* data, size_t size, int64_t* width, int64_t* height) {
+bool read_image_size(const uint8_t* data, size_t size, ImageFormat format, int64_t* width, int64_t* height) {
   *width = *height = 0;
-  const ImageFormat format = image_format(data, size);
   if (format == ImageFormat::Jpeg) {  // jpeg_decode with no pixels allowed reads the header alone
     JpegErr err{};
     jpeg_decompress_struct cinfo{};

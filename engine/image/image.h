@@ -29,8 +29,8 @@ ImageFormat image_format(const uint8_t* data, size_t size);
 
 // The width and height an image's header declares, read without decoding it, for the formats whose header is
 // read here (JPEG, PNG, BMP, GIF, TGA); false for the others (WebP, TIFF, JPEG 2000, PNM: their decoders
-// read it) and for bytes that are no image.
-bool read_image_size(const uint8_t* data, size_t size, int64_t* width, int64_t* height);
+// read it) and for bytes that are no image. format: image_format(data, size), as the caller sniffed it.
+bool read_image_size(const uint8_t* data, size_t size, ImageFormat format, int64_t* width, int64_t* height);
 
 // out(x, y) = src(cols[x], rows[y]), black where an index is -1: crops, pads and nearest-neighbour resizes.
 Image pick_pixels(const Image& src, const std::vector<int>& cols, const std::vector<int>& rows);

@@ -132,8 +132,8 @@ uint8_t* allocate(void* ctx, int width, int height) {
 
 }  // namespace
 
-const char* opencv_image_format(const uint8_t* d, size_t n) {
-  switch (image_format(d, n)) {
+const char* opencv_image_format(ImageFormat format) {
+  switch (format) {
     case ImageFormat::WebP: return "WebP";
     case ImageFormat::Tiff: return "TIFF";
     case ImageFormat::Jpeg2000: return "JPEG 2000";
@@ -141,9 +141,11 @@ const char* opencv_image_format(const uint8_t* d, size_t n) {
   }
 }
 
-Image decode_with_opencv(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
-  const char* format = opencv_image_format(data, size);
-  const VitCvImageApi& api = image_plugin(name, format ? format : "this image", max_pixels);
+Image decode_with_opencv(const uint8_t* data, size_t size, ImageFormat image_format, const std::string& name,
+                         int64_t max_pixels) {
+  const char* format = opencv_image_format(image_format);
+  if (!format) throw Error(name, "not an image OpenCV decodes here (WebP, TIFF, JPEG 2000)");
+  const VitCvImageApi& api = image_plugin(name, format, max_pixels);
   Image img;
   Sink sink{&img, max_pixels};
   char err[512] = "";

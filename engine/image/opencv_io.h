@@ -17,15 +17,15 @@ namespace vit {
 // names the one folder outright.
 std::vector<std::string> plugin_dirs();
 
-// "WebP", "TIFF" or "JPEG 2000" when the bytes start like one (by content, never by the name), else
-// nullptr. Only these reach OpenCV: its other readers (GDAL, GDCM, OpenEXR...) never see our input.
-const char* opencv_image_format(const uint8_t* data, size_t size);
+// "WebP", "TIFF" or "JPEG 2000" for the formats OpenCV decodes here (image_format(), by content, never by the
+// name), else nullptr. Only these reach OpenCV: its other readers (GDAL, GDCM, OpenEXR...) never see our input.
+const char* opencv_image_format(ImageFormat format);
 
-// Decodes bytes that opencv_image_format() recognised to RGB, with no EXIF rotation (as PIL opens them,
+// Decodes bytes of a format opencv_image_format() names to RGB, with no EXIF rotation (as PIL opens them,
 // TIFF included). max_pixels is handed to OpenCV (OPENCV_IO_MAX_IMAGE_PIXELS, read once per process)
 // when a plugin is first loaded, so larger images are refused from their header; the decoded size is
 // checked against it too.
-Image decode_with_opencv(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels);
+Image decode_with_opencv(const uint8_t* data, size_t size, ImageFormat format, const std::string& name, int64_t max_pixels);
 
 // A video's frames in order, through FFmpeg (OpenCV's cv::VideoCapture), as RGB.
 class VideoReader {

@@ -86,8 +86,8 @@ int webp_orientation(const uint8_t* d, size_t n) {
 
 }  // namespace
 
-int exif_orientation(const uint8_t* d, size_t n) {
-  switch (image_format(d, n)) {
+int exif_orientation(const uint8_t* d, size_t n, ImageFormat format) {
+  switch (format) {
     case ImageFormat::Jpeg: return jpeg_orientation(d, n);
     case ImageFormat::Png: return png_orientation(d, n);
     case ImageFormat::WebP: return webp_orientation(d, n);

@@ -10,8 +10,8 @@
 namespace vit {
 
 // The EXIF orientation tag (1 to 8) of an encoded image; 1 (as stored) when it has none or it is
-// unreadable.
-int exif_orientation(const uint8_t* data, size_t size);
+// unreadable. format: image_format(data, size), as the caller sniffed it.
+int exif_orientation(const uint8_t* data, size_t size, ImageFormat format);
 
 // The image as it is meant to be seen: orientation 2 mirrors it, 3 turns it half round, 4 flips it,
 // 5 transposes, 6 turns it a quarter clockwise, 7 transverses, 8 turns it a quarter counter-clockwise
