@@ -18,7 +18,7 @@ struct Benchmark::Impl {
 
   // The Plan for batch B (made once), its input filled with the same pseudo-random values every time.
   const ViT::Plan& plan(int B) {
-    const ViT::Plan& p = model.plan(B);
+    ViT::Plan& p = model.plan(B);
     float* in = p.input();
     const size_t n = size_t(int64_t(B) * model.config().input_floats());
     uint32_t s = 12345;
@@ -30,10 +30,8 @@ struct Benchmark::Impl {
     const ViTConfig& c = model.config();
     if (c.naflex)
       for (int64_t b = 0; b < B; ++b) {
-        float* grid = in + (b + 1) * c.input_floats() - 2;
-        const auto side = int64_t(std::sqrt(double(c.max_patches)));
-        grid[0] = float(side);
-        grid[1] = float(c.max_patches / side);
+        const auto side = int(std::sqrt(double(c.max_patches)));
+        p.set_grid(b, PatchGrid{side, int(c.max_patches / side)});
       }
     return p;
   }

@@ -73,13 +73,9 @@ struct Explainer::Impl {
     const int64_t H = c.heads, T = c.tokens(), C = classes();
     // The image's own grid and tokens: a NaFlex image's (its attention the top left corner of the padded
     // batch's, ops.h), else the model's square.
-    PatchGrid grid{int(c.grid_h()), int(c.grid_w())};
-    if (c.naflex) grid = naflex_grid(photo.width, photo.height, int(c.patch), int(c.max_patches));
+    const PatchGrid grid = plan.grid_of(k);
     const int gh = grid.rows, gw = grid.cols;
     const int64_t N = grid.count(), Ti = c.prefix_tokens() + N;
-    if (c.naflex && plan.tokens_of(k) != Ti)
-      throw Error("internal: image " + std::to_string(k) + " of the batch ran " + std::to_string(plan.tokens_of(k)) +
-                  " tokens, its grid of " + std::to_string(gh) + "x" + std::to_string(gw) + " has " + std::to_string(Ti));
     e->grid_rows = gh;
     e->grid_cols = gw;
     std::vector<float> scores;  // the zero-shot scores of the image embedding against the texts

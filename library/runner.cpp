@@ -43,16 +43,17 @@ namespace {
 
 const float* run_plan(const ViT::Plan& plan, const RunOptions& o) { return o.taps ? plan.run(o.taps) : plan.run(); }
 
-// Runs the `good` (< batch) decoded images at src (each good item's row set) in Plans of powers of two, largest
+// Runs the `good` (< batch) decoded images at src, of grids `grids` (each good item's row set) in Plans of powers of two, largest
 // first: on_batch once per Plan with the items up to its last row (errors go with the Plan after them,
 // trailing ones with the last), so that the items still reach it in input order.
-void run_in_parts(const PlanPool& plans, const float* src, int64_t good, const RunOptions& o, size_t per_image,
-                  std::vector<BatchItem>& items, const BatchFn& on_batch) {
+void run_in_parts(const PlanPool& plans, const float* src, const PatchGrid* grids, int64_t good, const RunOptions& o,
+                  size_t per_image, std::vector<BatchItem>& items, const BatchFn& on_batch) {
   size_t next = 0;  // the first item not yet handed over
   for (int64_t first = 0; first < good;) {
     const int64_t size = plan_size(good - first, o.batch);
     auto part = plans.take(size);
     std::memcpy(part->input(), src + per_image * size_t(first), per_image * size_t(size) * sizeof(float));
+    for (int64_t b = 0; b < size; ++b) part->set_grid(b, grids[first + b]);
     run_plan(*part, o);
     std::vector<BatchItem> mine;
     for (; next < items.size() && items[next].row < first + size; ++next) {
@@ -88,13 +89,14 @@ void run_batches(const PlanPool& plans, size_t n, const RunOptions& o, const Dec
     }
     float* pixels = plan ? plan->input() : staging.data();
     std::vector<BatchItem> items(count);
+    std::vector<PatchGrid> grids(count);  // each image's grid of patches (a NaFlex model's own per image)
 #pragma omp parallel for schedule(dynamic, 1)
     for (size_t j = 0; j < count; ++j) {
       BatchItem& item = items[j];
       item.index = first + j;
       try {
         Image image = decode(first + j);
-        plans.model().prepare_input(image, pixels + per_image * j);
+        grids[j] = plans.model().prepare_input(image, pixels + per_image * j);
         if (o.keep_images) item.image = std::move(image);
       } catch (const Error& e) {
         item.error = e.problem();
@@ -105,14 +107,18 @@ void run_batches(const PlanPool& plans, size_t n, const RunOptions& o, const Dec
     int64_t good = 0;  // close the holes the failures left, so the good images run together
     for (size_t j = 0; j < count; ++j) {
       if (!items[j].error.empty()) continue;
-      if (size_t(good) != j) std::memmove(pixels + per_image * size_t(good), pixels + per_image * j, per_image * sizeof(float));
+      if (size_t(good) != j) {
+        std::memmove(pixels + per_image * size_t(good), pixels + per_image * j, per_image * sizeof(float));
+        grids[size_t(good)] = grids[j];
+      }
       items[j].row = good++;
     }
     if (plan && good == int64_t(batch)) {
+      for (int64_t b = 0; b < good; ++b) plan->set_grid(b, grids[size_t(b)]);
       run_plan(*plan, o);
       on_batch(*plan, items);
     } else if (good > 0) {
-      run_in_parts(plans, pixels, good, o, per_image, items, on_batch);
+      run_in_parts(plans, pixels, grids.data(), good, o, per_image, items, on_batch);
     } else {  // nothing ran: the errors are handed over with a Plan they do not read
       if (!plan) plan = plans.take(1);
       on_batch(*plan, items);

@@ -458,25 +458,18 @@ struct ViT::PlanBuilder {
   // NaFlexEmbeds.forward(patches, patch_coord, patch_valid): x = self.proj(patches);
   // self._apply_learned_naflex_pos_embed(x, patch_coord): each image's table resized to its grid
   // (F.interpolate(mode, antialias=True), PositionTables), added to its patches (none to padding).
-  // Each image's input is its max_patches patches, then its grid's rows and columns (prepare_input).
+  // Each image's input is its max_patches patches; its grid, the Plan's (set_grid).
   void naflex_embedding() {
     const ViTConfig& c = m.cfg_;
     const int64_t B = layout.B, D = c.width, N = c.patches(), K = c.in_chans * c.patch * c.patch;
-    const int64_t per = c.input_floats(), prefix = c.prefix_tokens();
     const float* in = a().input;
     float* patches = a().patches;
-    int32_t* lengths = plan.lengths_.data();
+    const PatchGrid* grids = plan.grids_.data();
     add(host_step("embeds.patches", [=] {
-      for (int64_t b = 0; b < B; ++b) {
-        const float* grid = in + b * per + N * K;
-        const bool whole = grid[0] >= 1.f && grid[1] >= 1.f && grid[0] <= float(N) && grid[1] <= float(N) &&
-                           grid[0] == std::floor(grid[0]) && grid[1] == std::floor(grid[1]) && grid[0] * grid[1] <= float(N);
-        if (!whole)
-          throw Error("embeds: image " + std::to_string(b) + " of the batch has a grid of " + std::to_string(grid[0]) +
-                      " x " + std::to_string(grid[1]) + " patches, not within its budget of " + std::to_string(N));
-        lengths[b] = int32_t(prefix + int64_t(grid[0]) * int64_t(grid[1]));
-      }
-      parallel_for(B, [&](int64_t b) { std::memcpy(patches + b * N * K, in + b * per, size_t(N * K) * sizeof(float)); });
+      for (int64_t b = 0; b < B; ++b)
+        if (grids[b].count() == 0)
+          throw Error("internal: image " + std::to_string(b) + " of the batch was given no grid (Plan::set_grid)");
+      parallel_for(B, [&](int64_t b) { std::memcpy(patches + b * N * K, in + b * N * K, size_t(N * K) * sizeof(float)); });
     }));
     linear("embeds.proj", m.patch_embed_, N, a().patches, a().patch_embed);
     tap("patch_embed", a().patch_embed, B * N * D);
@@ -484,8 +477,7 @@ struct ViT::PlanBuilder {
     float* x = a().patch_embed;
     add(host_step("embeds.pos_embed", [=] {
       for (int64_t b = 0; b < B; ++b) {
-        const float* grid = in + b * per + N * K;
-        const auto table = tables->get(PatchGrid{int(grid[0]), int(grid[1])});
+        const auto table = tables->get(grids[b]);
         float* rows = x + b * N * D;
         const int64_t n = int64_t(table->size());
         parallel_for(n / D, [&](int64_t t) {
@@ -657,11 +649,17 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   auto plan = std::make_unique<Plan>();
   plan->B_ = B;
   plan->input_floats_ = cfg_.input_floats();
+  plan->prefix_ = cfg_.prefix_tokens();
+  plan->fixed_grid_ = PatchGrid{int(cfg_.grid_h()), int(cfg_.grid_w())};
   plan->keeps_attention_ = options.keep_attention;
   plan->depth_ = cfg_.depth;
   plan->scores_per_image_ = cfg_.heads * cfg_.tokens() * cfg_.tokens();
   plan->precision_ = PrecisionPlan(precision_, B);
-  if (cfg_.naflex) plan->lengths_.assign(size_t(B), int32_t(cfg_.tokens()));
+  if (cfg_.naflex) {
+    plan->budget_ = cfg_.max_patches;
+    plan->grids_.assign(size_t(B), PatchGrid{});
+    plan->lengths_.assign(size_t(B), int32_t(cfg_.tokens()));
+  }
   const BufferTable table = activation_table(layout, plan.get());
   plan->arena_ = table.carve();
   spdlog::debug("plan for batch {}: {:.1f} MiB of activations, the largest {}", B, table.bytes() / 1048576.0,
@@ -695,16 +693,31 @@ void ViT::set_max_patches(int64_t n) {
   plans_.clear();
 }
 
-void ViT::prepare_input(const Image& image, float* dst, PatchGrid* grid) const {
-  if (!cfg_.naflex) return preprocess(image, cfg_.pre, dst);
+PatchGrid ViT::prepare_input(const Image& image, float* dst) const {
+  if (!cfg_.naflex) {
+    preprocess(image, cfg_.pre, dst);
+    return PatchGrid{int(cfg_.grid_h()), int(cfg_.grid_w())};
+  }
   const NaflexConfig n = cfg_.naflex_config();
   std::vector<int32_t> coords(size_t(2 * n.max_patches));
   std::vector<uint8_t> valid(size_t(n.max_patches));
-  const PatchGrid g = naflex_patches(image, n, n.max_patches, dst, coords.data(), valid.data());
-  float* tail = dst + cfg_.input_floats() - 2;
-  tail[0] = float(g.rows);
-  tail[1] = float(g.cols);
-  if (grid) *grid = g;
+  return naflex_patches(image, n, n.max_patches, dst, coords.data(), valid.data());
+}
+
+void ViT::Plan::set_grid(int64_t b, PatchGrid grid) {
+  if (b < 0 || b >= B_) throw Error("internal: image " + std::to_string(b) + " of a batch of " + std::to_string(B_));
+  if (grids_.empty()) {  // a fixed-size model: its one grid
+    if (grid != fixed_grid_)
+      throw Error("internal: a grid of " + std::to_string(grid.rows) + " x " + std::to_string(grid.cols) +
+                  " patches for a model whose grid is " + std::to_string(fixed_grid_.rows) + " x " +
+                  std::to_string(fixed_grid_.cols));
+    return;
+  }
+  if (grid.rows < 1 || grid.cols < 1 || grid.count() > budget_)
+    throw Error("embeds: image " + std::to_string(b) + " of the batch has a grid of " + std::to_string(grid.rows) +
+                " x " + std::to_string(grid.cols) + " patches, not within its budget of " + std::to_string(budget_));
+  grids_[size_t(b)] = grid;
+  lengths_[size_t(b)] = int32_t(prefix_ + grid.count());
 }
 
 const float* ViT::Plan::attention(int64_t block) const {

@@ -63,8 +63,9 @@ class ViT {
   // patches to it. Refused for other models, whose input is a fixed square.
   void set_max_patches(int64_t n);
   // One decoded image as this model's input (Plan::input() holds B of them, input_floats() each): timm's eval
-  // transform, or NaFlex's (its patches, then its grid); the NaFlex grid it got when grid is not null.
-  void prepare_input(const Image& image, float* dst, PatchGrid* grid = nullptr) const;
+  // transform, or NaFlex's (its patches). Returns its grid of patches: the model's, or the NaFlex grid the
+  // image got, which the Plan running it is told (Plan::set_grid).
+  PatchGrid prepare_input(const Image& image, float* dst) const;
   Precision precision() const { return precision_; }
   const std::string& source() const { return source_; }
   // The int8.safetensors of a folder `vit quantize` made ("" for none); its weights are used at int8.
@@ -78,8 +79,12 @@ class ViT {
   class Plan {
    public:
     int64_t batch() const { return B_; }
-    // [B, 3, H, W], or NaFlex's [B, input_floats()]: ViT::prepare_input straight into it.
+    // [B, 3, H, W], or NaFlex's [B, max_patches, P * P * C]: ViT::prepare_input straight into it.
     float* input() const { return act_.input; }
+    // Image b's grid of patches, as prepare_input returned it: a NaFlex model runs each image at its own (set for
+    // every image before run()); any other model's is its fixed grid. Throws for a grid outside the model's.
+    void set_grid(int64_t b, PatchGrid grid);
+    PatchGrid grid_of(int64_t b) const { return grids_.empty() ? fixed_grid_ : grids_[size_t(b)]; }
     const float* run() const;                    // one forward pass; returns logits [B, C] in the arena
     // The same pass, reporting the named intermediate tensors forward_with_taps lists as it goes.
     const float* run(const TapFn& tap) const;
@@ -125,6 +130,7 @@ class ViT {
       int64_t count;
     };
     int64_t B_ = 0, input_floats_ = 0;  // the batch, and one image's input floats
+    int64_t prefix_ = 0;                // the tokens before the patches
     bool keeps_attention_ = false;
     int64_t depth_ = 0, scores_per_image_ = 0;  // for attention(): L, and H T^2
     Arena arena_;
@@ -134,7 +140,10 @@ class ViT {
     const float* tokens_ = nullptr;
     const float* features_ = nullptr;
     std::vector<Tap> taps_;
-    std::vector<int32_t> lengths_;  // NaFlex: each image's tokens, read from its input's grid when the Plan runs
+    PatchGrid fixed_grid_;          // a fixed-size model's grid
+    int64_t budget_ = 0;            // NaFlex: the patches an image's grid may hold (max_patches)
+    std::vector<PatchGrid> grids_;  // NaFlex: each image's grid (set_grid), {0, 0} until it is set
+    std::vector<int32_t> lengths_;  // NaFlex: each image's tokens, its prefix and its grid's patches
   };
   struct PlanOptions {
     // Keep every block's attention probabilities, in f32 and over the whole batch at once (else the

@@ -113,10 +113,8 @@ struct ViTConfig {
   int64_t rel_pos_len() const {  // rows of a relative position table: every offset, and 3 for the class token
     return (2 * rel_pos_window - 1) * (2 * rel_pos_window - 1) + 3;
   }
-  // One image's input: [C, H, W]; NaFlex: [max_patches, P * P * C] patches, then its grid's rows and columns.
-  int64_t input_floats() const {
-    return naflex ? max_patches * patch * patch * in_chans + 2 : in_chans * img_h() * img_w();
-  }
+  // One image's input: [C, H, W]; NaFlex: [max_patches, P * P * C] patches (its grid apart: Plan::set_grid).
+  int64_t input_floats() const { return naflex ? max_patches * patch * patch * in_chans : in_chans * img_h() * img_w(); }
   NaflexConfig naflex_config() const;  // the NaFlex transform of this model (naflex only)
   bool swiglu() const { return act == Activation::SwiGLU; }  // the MLP gated: mlp is fc2's input width
   int64_t parameters() const;

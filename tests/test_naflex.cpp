@@ -207,7 +207,7 @@ TEST(NaflexFamily, PresetsAreTimmsShapes) {
     EXPECT_EQ(c.pos_grid_h, 16);
     EXPECT_EQ(c.pos_grid_w, 16);
     EXPECT_EQ(c.tokens(), 256);  // the budget, SigLIP 2's
-    EXPECT_EQ(c.input_floats(), 256 * 16 * 16 * 3 + 2);
+    EXPECT_EQ(c.input_floats(), 256 * 16 * 16 * 3);  // its patches; its grid is the Plan's (set_grid)
     expect_error([&] { config_for_arch(arch, 224); }, "--img-size does not apply to " + std::string(arch));
   }
 }
