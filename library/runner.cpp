@@ -1,6 +1,6 @@
-// The batch runner of runner.h: decode and preprocess in parallel, close the holes failures leave so
-// the good inputs run together (in Plans of the batch size or of powers of two), hand them over, give
-// the Plans back.
+// The batch runner of runner.h: decode and preprocess in parallel, run the good inputs together (in the
+// Plan they were decoded into, or copied once into Plans of powers of two when failures or a short batch
+// leave fewer), hand them over, give the Plans back.
 #include "library/runner.h"
 
 #include <cstring>
@@ -43,17 +43,23 @@ namespace {
 
 const float* run_plan(const ViT::Plan& plan, const RunOptions& o) { return o.taps ? plan.run(o.taps) : plan.run(); }
 
-// Runs the `good` (< batch) decoded images at src, of grids `grids` (each good item's row set) in Plans of powers of two, largest
-// first: on_batch once per Plan with the items up to its last row (errors go with the Plan after them,
-// trailing ones with the last), so that the items still reach it in input order.
-void run_in_parts(const PlanPool& plans, const float* src, const PatchGrid* grids, int64_t good, const RunOptions& o,
-                  size_t per_image, std::vector<BatchItem>& items, const BatchFn& on_batch) {
+// Runs the good (fewer than a batch) decoded images, rows[i] the place at src of the i-th (each good item's row
+// set to i), in Plans of powers of two, largest first: each image copied once into its Plan. on_batch once per
+// Plan with the items up to its last row (errors go with the Plan after them, trailing ones with the last), so
+// that the items still reach it in input order.
+void run_in_parts(const PlanPool& plans, const float* src, const std::vector<size_t>& rows,
+                  const std::vector<PatchGrid>& grids, const RunOptions& o, size_t per_image,
+                  std::vector<BatchItem>& items, const BatchFn& on_batch) {
+  const int64_t good = int64_t(rows.size());
   size_t next = 0;  // the first item not yet handed over
   for (int64_t first = 0; first < good;) {
     const int64_t size = plan_size(good - first, o.batch);
     auto part = plans.take(size);
-    std::memcpy(part->input(), src + per_image * size_t(first), per_image * size_t(size) * sizeof(float));
-    for (int64_t b = 0; b < size; ++b) part->set_grid(b, grids[first + b]);
+    for (int64_t b = 0; b < size; ++b) {
+      const size_t j = rows[size_t(first + b)];
+      std::memcpy(part->input() + per_image * size_t(b), src + per_image * j, per_image * sizeof(float));
+      part->set_grid(b, grids[j]);
+    }
     run_plan(*part, o);
     std::vector<BatchItem> mine;
     for (; next < items.size() && items[next].row < first + size; ++next) {
@@ -104,21 +110,18 @@ void run_batches(const PlanPool& plans, size_t n, const RunOptions& o, const Dec
         item.error = e.what();
       }
     }
-    int64_t good = 0;  // close the holes the failures left, so the good images run together
-    for (size_t j = 0; j < count; ++j) {
-      if (!items[j].error.empty()) continue;
-      if (size_t(good) != j) {
-        std::memmove(pixels + per_image * size_t(good), pixels + per_image * j, per_image * sizeof(float));
-        grids[size_t(good)] = grids[j];
+    std::vector<size_t> rows;  // where the good images are, in order: they run together
+    for (size_t j = 0; j < count; ++j)
+      if (items[j].error.empty()) {
+        items[j].row = int64_t(rows.size());
+        rows.push_back(j);
       }
-      items[j].row = good++;
-    }
-    if (plan && good == int64_t(batch)) {
-      for (int64_t b = 0; b < good; ++b) plan->set_grid(b, grids[size_t(b)]);
+    if (plan && rows.size() == batch) {
+      for (size_t b = 0; b < batch; ++b) plan->set_grid(int64_t(b), grids[b]);
       run_plan(*plan, o);
       on_batch(*plan, items);
-    } else if (good > 0) {
-      run_in_parts(plans, pixels, grids.data(), good, o, per_image, items, on_batch);
+    } else if (!rows.empty()) {
+      run_in_parts(plans, pixels, rows, grids, o, per_image, items, on_batch);
     } else {  // nothing ran: the errors are handed over with a Plan they do not read
       if (!plan) plan = plans.take(1);
       on_batch(*plan, items);
