@@ -299,6 +299,7 @@ ImageInput Classifier::image_input(const std::string& path) const {
 }
 
 const Model& Classifier::model() const { return impl_->model; }
+const ClassifierSettings& Classifier::settings() const { return impl_->opt; }
 const std::vector<std::string>& Classifier::labels() const { return impl_->m.labels; }
 int64_t Classifier::classes() const { return impl_->classes(); }
 int64_t Classifier::logits_size() const { return impl_->m.logits_size(); }

@@ -1,5 +1,5 @@
-// vit::Request (vit/request.h): its makers and check, and Classifier::run, the one place a request's input kind
-// and output choose the Classifier's call.
+// vit::Request (vit/request.h): its makers and check, and Classifier::run and TextModel::run, the one place a
+// request's input kind and output choose the call that answers it.
 #include "vit/request.h"
 
 namespace vit {
@@ -37,12 +37,30 @@ Request Request::of_tensors(std::vector<float> tensors, int64_t n, Output output
   return r;
 }
 
+Request Request::of_video(std::string path, Output output) {
+  Request r;
+  r.input = InputKind::Video;
+  r.paths = {std::move(path)};
+  r.output = output;
+  return r;
+}
+
+Request Request::of_texts(std::vector<std::string> texts, Output output) {
+  Request r;
+  r.input = InputKind::Texts;
+  r.texts = std::move(texts);
+  r.output = output;
+  return r;
+}
+
 int64_t Request::size() const {
   switch (input) {
     case InputKind::Paths: return int64_t(paths.size());
     case InputKind::Encoded: return int64_t(encoded.size());
     case InputKind::Pixels: return int64_t(pixels.size());
     case InputKind::Tensors: return n;
+    case InputKind::Video: return int64_t(paths.size());
+    case InputKind::Texts: return int64_t(texts.size());
   }
   return 0;
 }
@@ -50,10 +68,12 @@ int64_t Request::size() const {
 const std::string& Request::name(size_t i) const {
   static const std::string none;
   switch (input) {
-    case InputKind::Paths: return paths[i];
+    case InputKind::Paths:
+    case InputKind::Video: return paths[i];
     case InputKind::Encoded: return encoded[i].first;
     case InputKind::Pixels: return pixels[i].name;
-    case InputKind::Tensors: return none;
+    case InputKind::Tensors:
+    case InputKind::Texts: return none;
   }
   return none;
 }
@@ -66,12 +86,47 @@ void check_request(const Request& r) {
   } else if (r.output == Output::Logits) {
     throw ArgumentError("logits are asked of tensors; of images ask the top classes with keep_logits");
   }
+  if (r.output == Output::Attention && r.input != InputKind::Paths && r.input != InputKind::Encoded)
+    throw ArgumentError("attention is explained of image files or encoded images");
+  if (r.input == InputKind::Video && r.paths.size() != 1)
+    throw ArgumentError("a video request holds one video, not " + std::to_string(r.paths.size()));
+  if (r.input == InputKind::Texts && r.output != Output::Embedding)
+    throw ArgumentError("texts are asked for their embeddings (Output::Embedding)");
 }
+
+namespace {
+
+// Output::Attention of image files or encoded images: an Explainer over the Classifier's own Model (the same
+// weights, their passes keeping the attention), drawing as the request asks.
+std::vector<Explanation> explain(const Classifier& c, const ClassifierSettings& settings, const Request& r,
+                                 const BetweenBatches& between) {
+  ExplainerSettings drawing;
+  drawing.max_pixels = settings.max_pixels;
+  drawing.exif_transpose = settings.exif_transpose;
+  drawing.method = r.method;
+  drawing.picture_size = r.picture_size;
+  const Explainer explainer(c.model(), drawing);
+  std::vector<Explanation> all;
+  const auto keep = [&](std::vector<Explanation>& batch) {
+    for (Explanation& e : batch) all.push_back(std::move(e));
+  };
+  if (r.input == InputKind::Encoded) return explainer.explain_encoded(r.encoded);
+  std::vector<ImagePath> inputs;
+  for (const std::string& p : r.paths) inputs.push_back(ImagePath{p, ""});
+  explainer.explain(inputs, keep, between);
+  return all;
+}
+
+}  // namespace
 
 Answer Classifier::run(const Request& r, const BetweenBatches& between) const {
   check_request(r);
   Answer a;
   const bool top = r.output == Output::Top;
+  if (r.output == Output::Attention) {
+    a.explanations = explain(*this, settings(), r, between);  // the Explainer checks the picture size
+    return a;
+  }
   switch (r.input) {
     case InputKind::Paths:
       if (top) a.results = classify(r.paths, r.topk, between);
@@ -95,7 +150,29 @@ Answer Classifier::run(const Request& r, const BetweenBatches& between) const {
                                           : embeddings(r.tensors.data(), r.n, r.embed, between);
       break;
     }
+    case InputKind::Video:
+      if (top) {
+        classify_video(r.paths[0], r.video, [&](const std::vector<Result>& frames) {
+          a.results.insert(a.results.end(), frames.begin(), frames.end());
+        }, r.topk, between);
+      } else {
+        EmbedOptions o = r.embed;
+        o.video = r.video;
+        a.embeddings = {embed_video(r.paths[0], o, between)};
+      }
+      break;
+    case InputKind::Texts:
+      throw ArgumentError("texts go to the text tower (vit::TextModel::run); a Classifier runs the image tower");
   }
+  return a;
+}
+
+Answer TextModel::run(const Request& r) const {
+  check_request(r);
+  if (r.input != InputKind::Texts)
+    throw ArgumentError("a TextModel embeds texts; images go to the image tower (vit::Classifier::run)");
+  Answer a;
+  a.texts = embed(r.texts, r.embed.normalize);
   return a;
 }
 

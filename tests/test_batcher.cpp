@@ -7,12 +7,14 @@
 #include <stb/stb_image_write.h>  // implementation: stb_image_write.cpp
 
 #include <atomic>
+#include <fstream>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "test_util.h"
 #include "vit/batcher.h"
+#include "vit/request.h"
 
 namespace vit::test {
 namespace {
@@ -269,6 +271,45 @@ TEST_F(BatcherTest, RunAnswersAsTheMethodForItsKindAndOutput) {
   EXPECT_EQ(a.rows, classifier_->logits(tensors.data(), 2));
   expect_error([&] { classifier_->run(Request::of_images(encoded, Output::Logits)); }, "logits are asked of tensors");
   expect_error([&] { classifier_->run(Request::of_tensors(tensors, 3, Output::Logits)); }, "6144 floats for 3 images of 3072");
+}
+
+// Output::Attention: the Explanations an Explainer over the same Model draws, as the request asks; asked of
+// anything but image files and encoded images, refused. Texts go to a TextModel; a Batcher refuses videos, texts
+// and attention.
+TEST_F(BatcherTest, RunExplainsAttentionOverTheSameModel) {
+  const EncodedImages encoded{{"x", jpeg(24, 20, 5)}, {"bad", "not an image"}};
+  const Answer a = classifier_->run(Request::of_images(encoded, Output::Attention).with_picture(ExplainMethod::Last, 64));
+  ExplainerSettings s;
+  s.method = ExplainMethod::Last;
+  s.picture_size = 64;
+  const std::vector<Explanation> want = Explainer(classifier_->model(), s).explain_encoded(encoded);
+  ASSERT_EQ(a.explanations.size(), 2u);
+  EXPECT_EQ(a.explanations[0].top.index, want[0].top.index);
+  EXPECT_EQ(a.explanations[0].rollout, want[0].rollout);
+  EXPECT_EQ(a.explanations[0].last, want[0].last);
+  EXPECT_EQ(a.explanations[0].picture, want[0].picture);
+  EXPECT_EQ(a.explanations[1].error, want[1].error);
+  EXPECT_FALSE(a.explanations[1].error.empty());
+  const std::string path = dir_.file("x.jpg");
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << encoded[0].second;
+  }
+  const Answer files = classifier_->run(Request::of_files({path, dir_.file("missing.jpg")}, Output::Attention));
+  ASSERT_EQ(files.explanations.size(), 2u);
+  EXPECT_EQ(files.explanations[0].rollout, Explainer(classifier_->model()).explain_encoded({{path, encoded[0].second}})[0].rollout);
+  EXPECT_FALSE(files.explanations[1].error.empty());
+  expect_error([&] { classifier_->run(Request::of_images(encoded, Output::Attention).with_picture(ExplainMethod::Last, 10)); },
+               "picture size 10 is out of range (64 to 8192)");
+  const std::vector<uint8_t> rgb(16 * 12 * 3, 90);
+  expect_error([&] { classifier_->run(Request::of_images(std::vector<Pixels>{{"p", 16, 12, rgb.data()}}, Output::Attention)); },
+               "attention is explained of image files or encoded images");
+  expect_error([&] { classifier_->run(Request::of_texts({"a cat"})); }, "texts go to the text tower");
+  expect_error([&] { classifier_->run(Request::of_texts({"a cat"}, Output::Top)); }, "texts are asked for their embeddings");
+  Batcher b(*classifier_, BatcherOptions{});
+  for (Request r : {Request::of_images(encoded, Output::Attention), Request::of_video("clip.mp4", Output::Top),
+                    Request::of_texts({"a cat"})})
+    expect_error([&] { b.submit(std::move(r), [](Answer) {}); }, "a Batcher batches images and tensors");
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "engine/io/files.h"
 #include "engine/image/opencv_io.h"
 #include "engine/image/orientation.h"
+#include "vit/request.h"
 #include "vit/vit.h"
 #include "cli_util.h"
 #include "test_util.h"
@@ -427,6 +428,37 @@ TEST_F(Video, EmbeddingIsTheMeanOfItsFramesEmbeddings) {
   for (float x : unit) norm += double(x) * x;
   EXPECT_NEAR(std::sqrt(norm), 1.0, 1e-5);
   EXPECT_LE(max_abs_diff(unit, mean), 1e-5f);
+}
+
+// A video as a request (Classifier::run): its frames' Results as classify_video gives them, its embedding as
+// embed_video's, a video that cannot be read one error; a video request of two paths is refused.
+TEST_F(Video, RunAsksAVideoAsTheVideoMethodsDo) {
+  ClassifierOptions o;
+  o.threads = 1;
+  const Classifier c(shared_data() + "/models/deit_tiny_patch16_224.fb_in1k", o);
+  const VideoSampling every{1, 1.0};
+  std::vector<vit::Result> want;
+  c.classify_video(clip(), every, [&](const std::vector<vit::Result>& r) { want.insert(want.end(), r.begin(), r.end()); }, 3);
+  const Answer top = c.run(Request::of_video(clip(), Output::Top).with_video(every).with_topk(3));
+  ASSERT_EQ(top.results.size(), size_t(kFrames));
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(top.results[i].frame, int64_t(i));
+    EXPECT_EQ(top.results[i].top[0].index, want[i].top[0].index);
+    EXPECT_EQ(top.results[i].top[2].prob, want[i].top[2].prob);
+  }
+  EmbedOptions eo;
+  eo.video = every;
+  const Answer mean = c.run(Request::of_video(clip(), Output::Embedding).with_video(every));
+  ASSERT_EQ(mean.embeddings.size(), 1u);
+  EXPECT_EQ(mean.embeddings[0].embedding, c.embed_video(clip(), eo).embedding);
+  const Answer fake = c.run(Request::of_video(broken_videos().fake, Output::Top));
+  ASSERT_EQ(fake.results.size(), 1u);
+  EXPECT_EQ(fake.results[0].frame, -1);
+  EXPECT_NE(fake.results[0].error.find("not a video"), std::string::npos) << fake.results[0].error;
+  Request two = Request::of_video(clip(), Output::Top);
+  two.paths.push_back(clip());
+  expect_error([&] { c.run(two); }, "a video request holds one video, not 2");
+  expect_error([&] { c.run(Request::of_video(clip(), Output::Logits)); }, "logits are asked of tensors");
 }
 
 // A file that is no video says so as an image would ("empty file", "not a ... file"), not by FFmpeg's

@@ -12,6 +12,7 @@
 #include "model_files.h"
 #include "test_util.h"
 #include "text_models.h"
+#include "vit/request.h"
 #include "vit/text.h"
 
 namespace vit::test {
@@ -90,6 +91,17 @@ TEST_F(TextModelTest, BadTextsAreNamedAndTheOthersRun) {
   const std::vector<TextTokens> tokens = text.tokens({"a dog", "caf\xc3"});
   EXPECT_EQ(tokens[0].ids, (std::vector<int32_t>{49406, 320, 1929, 49407}));
   EXPECT_NE(tokens[1].error.find("not valid UTF-8"), std::string::npos);
+  // The same as a request (TextModel::run): embed()'s answers, normalized as the request asks; images refused.
+  EmbedOptions unit;
+  unit.normalize = true;
+  const Answer a = text.run(Request::of_texts({"a dog", "", "a cat"}).with_embed(unit));
+  const std::vector<TextEmbedding> want = text.embed({"a dog", "", "a cat"}, true);
+  ASSERT_EQ(a.texts.size(), 3u);
+  EXPECT_EQ(a.texts[0].embedding, want[0].embedding);
+  EXPECT_EQ(a.texts[1].error, want[1].error);
+  EXPECT_EQ(a.texts[2].embedding, want[2].embedding);
+  EXPECT_THROW(text.run(Request::of_files({"a.jpg"}, Output::Embedding)), ArgumentError);
+  EXPECT_THROW(text.run(Request::of_texts({"a dog"}, Output::Top)), ArgumentError);
 }
 
 TEST_F(TextModelTest, ModelsWithoutTextAndBadOptionsAreRefused) {

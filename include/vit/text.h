@@ -63,6 +63,9 @@ enum class PromptTemplates {
 };
 const std::vector<std::string>& prompt_templates(PromptTemplates t);
 
+struct Request;  // vit/request.h
+struct Answer;
+
 class TextModel {
  public:
   // model: a whole CLIP or SigLIP checkpoint (an OpenCLIP folder, a Hugging Face CLIPModel or SiglipModel folder, or
@@ -82,6 +85,9 @@ class TextModel {
   // `normalize`; the texts that cannot be tokenized get their errors, the others their embeddings. Safe to call
   // from several threads (the calls take turns).
   std::vector<TextEmbedding> embed(const std::vector<std::string>& texts, bool normalize = false) const;
+  // The one way to ask (vit/request.h): Request::of_texts, answered in Answer::texts as embed() answers them
+  // (normalized with request.embed.normalize). Throws vit::ArgumentError for any other request.
+  Answer run(const Request& request) const;
   // Class embeddings [names, E], unit rows, as open_clip's build_zero_shot_classifier makes its columns: each name in
   // each template, each embedding normalized, their mean per name normalized again. Throws vit::ArgumentError
   // naming the class whose texts cannot be embedded.

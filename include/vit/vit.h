@@ -214,6 +214,7 @@ class Classifier {
   ImageInput image_input(const std::string& path) const;
 
   const Model& model() const;
+  const ClassifierSettings& settings() const;
   const std::vector<std::string>& labels() const;
   // The classes classify() ranks: the head's, or the text embeddings'; 0 for a model without a classifier
   // head (a projection or none), which classify() refuses.
