@@ -61,7 +61,7 @@ struct Classifier::Impl {
     use_threads();
     const int64_t per = network().config().input_floats();
     for (int64_t first = 0, count = 0; first < n; first += count) {
-      count = plan_size(n - first, opt.batch);
+      count = plan_batch(n - first, opt.batch);
       auto plan = m.plans.take(count);
       std::memcpy(plan->input(), images + first * per, size_t(count * per) * sizeof(float));
       plan->run();

@@ -32,7 +32,7 @@ void check_between(const BetweenBatches& between) {
   if (between && !between()) throw Interrupted("stopped between batches, as the caller asked");
 }
 
-int64_t plan_size(int64_t left, int64_t batch) {
+int64_t plan_batch(int64_t left, int64_t batch) {
   if (left >= batch) return batch;
   int64_t p = 1;
   while (p * 2 <= left) p *= 2;
@@ -53,7 +53,7 @@ void run_in_parts(const PlanPool& plans, const float* src, const std::vector<siz
   const int64_t good = int64_t(rows.size());
   size_t next = 0;  // the first item not yet handed over
   for (int64_t first = 0; first < good;) {
-    const int64_t size = plan_size(good - first, o.batch);
+    const int64_t size = plan_batch(good - first, o.batch);
     auto part = plans.take(size);
     for (int64_t b = 0; b < size; ++b) {
       const size_t j = rows[size_t(first + b)];

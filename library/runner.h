@@ -36,7 +36,7 @@ class PlanPool {
 
 // The batch size of the Plan the next `left` images run in: the batch, or for fewer images the largest
 // power of two among them, so that a process meets a few sizes of Plan (each keeps its activations).
-int64_t plan_size(int64_t left, int64_t batch);
+int64_t plan_batch(int64_t left, int64_t batch);
 
 // One input of a batch, after its forward pass.
 struct BatchItem {

@@ -344,9 +344,9 @@ int64_t ViT::attention_chunk(int64_t B) const {
   return std::min(B, std::max(int64_t(1), max_threads() * (int64_t(1) << 20) / per_image));
 }
 
-ViT::PlanLayout ViT::plan_layout(int64_t B, const PlanOptions& o) const {
+ViT::BatchLayout ViT::batch_layout(int64_t B, const PlanOptions& o) const {
   check_batch_size(B);
-  PlanLayout l;
+  BatchLayout l;
   l.B = B;
   l.keep_attention = o.keep_attention;
   const int64_t chunk = attention_chunk(B);
@@ -358,7 +358,7 @@ ViT::PlanLayout ViT::plan_layout(int64_t B, const PlanOptions& o) const {
   return l;
 }
 
-int64_t ViT::PlanLayout::largest_pass() const {
+int64_t ViT::BatchLayout::largest_pass() const {
   int64_t n = 0;
   for (const auto& [first, images] : attention_passes) n = std::max(n, images);
   return n;
@@ -366,7 +366,7 @@ int64_t ViT::PlanLayout::largest_pass() const {
 
 // Every buffer of a forward pass laid out as l says: make_plan sizes its arena from it and carves the
 // buffers out of it.
-BufferTable ViT::activation_table(const PlanLayout& l, Plan* plan) const {
+BufferTable ViT::activation_table(const BatchLayout& l, Plan* plan) const {
   const ViTConfig& c = cfg_;
   Plan::Activations* a = &plan->act_;
   const int64_t B = l.B, D = c.width, T = c.tokens(), N = c.patches(), BT = B * T;
@@ -425,10 +425,10 @@ size_t ViT::weight_bytes() const {
 }
 
 // Appends a Plan's steps in forward order, as its layout says, each named for the timm line it mirrors.
-// How each linear layer and attention run at the model's precision is the Plan's PrecisionPlan's to say.
+// How each linear layer and attention run at the model's precision is the Plan's PrecisionRoad's to say.
 struct ViT::PlanBuilder {
   const ViT& m;
-  const PlanLayout& layout;
+  const BatchLayout& layout;
   Plan& plan;
 
   const Plan::Activations& a() const { return plan.act_; }
@@ -440,7 +440,7 @@ struct ViT::PlanBuilder {
     plan.taps_.push_back({plan.program_.steps().size() - 1, name, data, count});
   }
   // dst = layer(src) over images of `rows` rows, its input tapped as {name}.input. next: the layer that
-  // reads dst next (see PrecisionPlan::linear).
+  // reads dst next (see PrecisionRoad::linear).
   void linear(const std::string& name, const LinearWeights& lw, int64_t rows, const float* src, float* dst,
               const LinearWeights* next = nullptr) {
     tap(name + ".input", src, layout.B * rows * lw.K);
@@ -550,7 +550,7 @@ struct ViT::PlanBuilder {
     if (c.rel_pos_window)
       add(lookup_bias_step(p + ".attn.rel_pos_bias", H, T, w.rel_pos_table.data(), m.rel_pos_index_.data(), a().rel_bias));
     // x = F.scaled_dot_product_attention(q, k, v): softmax(q k^T / sqrt(Dh)) v per head, a few images
-    // per pass (PlanLayout::attention_passes), the heads concatenated: x.transpose(1, 2).reshape(B, N, C)
+    // per pass (BatchLayout::attention_passes), the heads concatenated: x.transpose(1, 2).reshape(B, N, C)
     float* scores = layout.keep_attention ? a().scores + i * B * H * T * T : nullptr;
     for (const auto& [first, n] : layout.attention_passes)
       add(plan.precision_.attention(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
@@ -645,7 +645,7 @@ struct ViT::PlanBuilder {
 };
 
 std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options) const {
-  const PlanLayout layout = plan_layout(B, options);
+  const BatchLayout layout = batch_layout(B, options);
   auto plan = std::make_unique<Plan>();
   plan->B_ = B;
   plan->input_floats_ = cfg_.input_floats();
@@ -654,7 +654,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   plan->keeps_attention_ = options.keep_attention;
   plan->depth_ = cfg_.depth;
   plan->scores_per_image_ = cfg_.heads * cfg_.tokens() * cfg_.tokens();
-  plan->precision_ = PrecisionPlan(precision_, B);
+  plan->precision_ = PrecisionRoad(precision_, B);
   if (cfg_.naflex) {
     plan->budget_ = cfg_.max_patches;
     plan->grids_.assign(size_t(B), PatchGrid{});

@@ -11,7 +11,7 @@
 
 #include "engine/nn/linear.h"
 #include "engine/nn/ops.h"
-#include "engine/nn/precision_plan.h"
+#include "engine/nn/precision_road.h"
 #include "engine/preprocess/position_tables.h"
 #include "vit/model_kinds.h"
 #include "vit_config.h"
@@ -135,7 +135,7 @@ class ViT {
     int64_t depth_ = 0, scores_per_image_ = 0;  // for attention(): L, and H T^2
     Arena arena_;
     Activations act_{};
-    PrecisionPlan precision_;  // how its layers and attention run at the model's precision
+    PrecisionRoad precision_;  // how its layers and attention run at the model's precision
     Program program_;
     const float* tokens_ = nullptr;
     const float* features_ = nullptr;
@@ -187,9 +187,9 @@ class ViT {
   // the model has a bias on its scores (BEiT) or images of their own lengths (NaFlex), which the matmuls
   // do not take.
   void choose_attention_road();
-  // How a Plan at batch B divides its work, decided once by plan_layout and used both to size its
+  // How a Plan at batch B divides its work, decided once by batch_layout and used both to size its
   // activations and to build its steps, so the two cannot disagree.
-  struct PlanLayout {
+  struct BatchLayout {
     int64_t B = 0;
     bool keep_attention = false;
     // The attention passes in order, {first image, images}: chunks of images whose packed keys and
@@ -197,8 +197,8 @@ class ViT {
     std::vector<std::pair<int64_t, int64_t>> attention_passes;
     int64_t largest_pass() const;
   };
-  PlanLayout plan_layout(int64_t B, const PlanOptions& o) const;
-  BufferTable activation_table(const PlanLayout& l, Plan* plan) const;
+  BatchLayout batch_layout(int64_t B, const PlanOptions& o) const;
+  BufferTable activation_table(const BatchLayout& l, Plan* plan) const;
 
   ViTConfig cfg_;
   Precision precision_ = Precision::F32;

@@ -196,7 +196,7 @@ std::unique_ptr<TextTower::Plan> TextTower::make_plan(int64_t B, int64_t T) cons
   plan->cfg_ = cfg_;
   plan->B_ = B;
   plan->T_ = T;
-  plan->precision_ = PrecisionPlan(precision_, B);
+  plan->precision_ = PrecisionRoad(precision_, B);
   Plan::Activations* a = &plan->act_;
   const int64_t D = cfg_.width, BT = B * T;
   BufferTable t;

@@ -12,7 +12,7 @@
 
 #include "engine/nn/linear.h"
 #include "engine/nn/ops.h"
-#include "engine/nn/precision_plan.h"
+#include "engine/nn/precision_road.h"
 #include "engine/text/tokenizer.h"
 #include "text_config.h"
 #include "network.h"
@@ -77,7 +77,7 @@ class TextTower {
     int64_t B_ = 0, T_ = 0;
     Arena arena_;
     Activations act_{};
-    PrecisionPlan precision_;
+    PrecisionRoad precision_;
     Program program_;
   };
   // T: the tokens per text the Plan runs (the context for an unmasked tower, whose every row counts).

@@ -1,11 +1,11 @@
-// What a PrecisionPlan (engine/nn/precision_plan.h) decides for a precision: the int8 passes it folds
+// What a PrecisionRoad (engine/nn/precision_road.h) decides for a precision: the int8 passes it folds
 // around a product give what the plain layers give, bit for bit, and only where the rows really are
 // the ones it quantized; which layers take the batch and which run image by image; attention's products.
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "engine/nn/precision_plan.h"
+#include "engine/nn/precision_road.h"
 #include "engine/nn/rows.h"
 #include "reference.h"
 
@@ -32,7 +32,7 @@ std::vector<Step> operator+(std::vector<Step> a, std::vector<Step> b) {
 // An int8 MLP on LayerNorm(x), as a block runs it: norm2 and fc1's quantization in one sweep, fc1's pass
 // quantizing its rows for fc2, fc2 starting from them; against LayerNorm, fc1, fc2 each quantizing its
 // own input. A layer given other rows than those quantized for it quantizes them itself.
-TEST(PrecisionPlan, Int8FoldsTheNormAndTheNextLayersQuantizationIntoItsPasses) {
+TEST(PrecisionRoad, Int8FoldsTheNormAndTheNextLayersQuantizationIntoItsPasses) {
   const int64_t B = 2, T = 50, D = 64, M = 96;
   std::mt19937 rng(5);
   const auto x = random_vector(size_t(B * T * D), rng, 2.f), gamma = random_vector(size_t(D), rng),
@@ -43,7 +43,7 @@ TEST(PrecisionPlan, Int8FoldsTheNormAndTheNextLayersQuantizationIntoItsPasses) {
   const LayerNormWeights ln = make_layer_norm(store, gamma.data(), beta.data(), D, 1e-6f);
   const LinearWeights fc1 = make_linear(store, w1.data(), b1.data(), D, M, T, Epilogue::Gelu, Precision::Int8);
   const LinearWeights fc2 = make_linear(store, w2.data(), b2.data(), M, D, T, Epilogue::AddToDst, Precision::Int8);
-  PrecisionPlan plan(Precision::Int8, B);
+  PrecisionRoad plan(Precision::Int8, B);
   BufferTable t;
   plan.add_scratch(t, T, M, D);
   const Arena scratch = t.carve();
@@ -58,7 +58,7 @@ TEST(PrecisionPlan, Int8FoldsTheNormAndTheNextLayersQuantizationIntoItsPasses) {
   for (int64_t r = 0; r < B * T; ++r)
     row_kernels().layer_norm(x.data() + r * D, D, gamma.data(), beta.data(), 1e-6f, h_rows.data() + r * D, nullptr,
                              nullptr);
-  PrecisionPlan apart(Precision::Int8, B);
+  PrecisionRoad apart(Precision::Int8, B);
   BufferTable ta;
   apart.add_scratch(ta, T, M, D);
   const Arena scratch_apart = ta.carve();
@@ -84,7 +84,7 @@ TEST(PrecisionPlan, Int8FoldsTheNormAndTheNextLayersQuantizationIntoItsPasses) {
 // f32 takes the batch in one product; a bf16 or int8 model runs its layers that are not int8 (an f32
 // patch embedding or head) image by image, each image's answer what it gives alone; int8 layers take
 // the batch.
-TEST(PrecisionPlan, LayersTakeTheBatchOrEachImageAsThePrecisionSays) {
+TEST(PrecisionRoad, LayersTakeTheBatchOrEachImageAsThePrecisionSays) {
   const int64_t B = 3, T = 10, K = 32, N = 24;
   std::mt19937 rng(8);
   const auto x = random_vector(size_t(B * T * K), rng), w = random_vector(size_t(N * K), rng, 0.2f),
@@ -96,7 +96,7 @@ TEST(PrecisionPlan, LayersTakeTheBatchOrEachImageAsThePrecisionSays) {
   for (int64_t i = 0; i < B; ++i)
     program(linear_steps("p", f32, 1, T, x.data() + i * T * K, alone.data() + i * T * N)).run();
   for (const Precision p : {Precision::F32, Precision::BF16, Precision::Int8}) {
-    PrecisionPlan plan(p, B);
+    PrecisionRoad plan(p, B);
     BufferTable t;
     plan.add_scratch(t, T, K, N);
     const Arena scratch = t.carve();
@@ -113,7 +113,7 @@ TEST(PrecisionPlan, LayersTakeTheBatchOrEachImageAsThePrecisionSays) {
 
 // Each precision's attention asks for products of its own precision (attention_kernels falls back to f32
 // where the CPU lacks them).
-TEST(PrecisionPlan, AttentionTakesProductsOfItsOwnPrecision) {
+TEST(PrecisionRoad, AttentionTakesProductsOfItsOwnPrecision) {
   EXPECT_EQ(attention_products(Precision::F32), Precision::F32);
   EXPECT_EQ(attention_products(Precision::BF16), Precision::BF16);
   EXPECT_EQ(attention_products(Precision::Int8), Precision::Int8);
@@ -121,11 +121,11 @@ TEST(PrecisionPlan, AttentionTakesProductsOfItsOwnPrecision) {
 
 // The oneDNN matmul road has no mask: attention asked of it with a bias, lengths or a causal mask is refused
 // (the fused road takes all three).
-TEST(PrecisionPlan, TheMatmulRoadRefusesWhatOnlyTheFusedKernelMasks) {
+TEST(PrecisionRoad, TheMatmulRoadRefusesWhatOnlyTheFusedKernelMasks) {
   const int64_t B = 2, T = 5, H = 1, Dh = 8;
   std::vector<float> qkv(size_t(B * T * 3 * H * Dh)), heads(1 << 12), out(size_t(B * T * H * Dh)), bias(size_t(H * T * T));
   const std::vector<int32_t> lengths(static_cast<size_t>(B), int32_t(T));
-  const PrecisionPlan plan(Precision::F32, B);
+  const PrecisionRoad plan(Precision::F32, B);
   const auto ask = [&](const float* b, const int32_t* l, bool causal) {
     plan.attention("attn", B, T, H, Dh, qkv.data(), heads.data(), nullptr, out.data(), b, l, AttentionRoad::Matmuls,
                    causal);

@@ -1,6 +1,6 @@
-// The PrecisionPlan of precision_plan.h: a precision's choices for linear layers and attention, turned
+// The PrecisionRoad of precision_road.h: a precision's choices for linear layers and attention, turned
 // into the steps of linear.h and ops.h.
-#include "engine/nn/precision_plan.h"
+#include "engine/nn/precision_road.h"
 
 #include "vit/error.h"
 
@@ -8,15 +8,15 @@ namespace vit {
 
 Precision attention_products(Precision p) { return p; }
 
-void PrecisionPlan::add_scratch(BufferTable& table, int64_t T, int64_t max_K, int64_t max_add_N) {
+void PrecisionRoad::add_scratch(BufferTable& table, int64_t T, int64_t max_K, int64_t max_add_N) {
   add_linear_scratch(table, &scratch_, p_, B_, T, max_K, max_add_N);
 }
 
-bool PrecisionPlan::by_image(const LinearWeights& lw) const {
+bool PrecisionRoad::by_image(const LinearWeights& lw) const {
   return p_ != Precision::F32 && lw.precision != Precision::Int8;
 }
 
-LinearOutput PrecisionPlan::output_for(const LinearWeights& lw, const LinearWeights* next, float* dst) {
+LinearOutput PrecisionRoad::output_for(const LinearWeights& lw, const LinearWeights* next, float* dst) {
   quantized_rows_ = nullptr;
   quantized_for_ = nullptr;
   if (!next || !can_quantize_for(lw, *next)) return LinearOutput::F32;
@@ -25,7 +25,7 @@ LinearOutput PrecisionPlan::output_for(const LinearWeights& lw, const LinearWeig
   return LinearOutput::Quantized;
 }
 
-std::vector<Step> PrecisionPlan::product(const std::string& name, const LinearWeights& lw, int64_t rows,
+std::vector<Step> PrecisionRoad::product(const std::string& name, const LinearWeights& lw, int64_t rows,
                                          const float* src, float* dst, LinearInput in, LinearOutput out) const {
   if (!by_image(lw)) return linear_steps(name, lw, B_, rows, src, dst, scratch_, in, out);
   std::vector<Step> steps;
@@ -35,13 +35,13 @@ std::vector<Step> PrecisionPlan::product(const std::string& name, const LinearWe
   return steps;
 }
 
-std::vector<Step> PrecisionPlan::linear(const std::string& name, const LinearWeights& lw, int64_t rows,
+std::vector<Step> PrecisionRoad::linear(const std::string& name, const LinearWeights& lw, int64_t rows,
                                         const float* src, float* dst, const LinearWeights* next) {
   const LinearInput in = quantized_for_ == &lw && quantized_rows_ == src ? LinearInput::Quantized : LinearInput::F32;
   return product(name, lw, rows, src, dst, in, output_for(lw, next, dst));
 }
 
-std::vector<Step> PrecisionPlan::norm_linear(const std::string& norm_name, const LayerNormWeights& ln,
+std::vector<Step> PrecisionRoad::norm_linear(const std::string& norm_name, const LayerNormWeights& ln,
                                              const float* src, float* normed, const std::string& name,
                                              const LinearWeights& lw, int64_t rows, float* dst,
                                              const LinearWeights* next) {
@@ -56,7 +56,7 @@ std::vector<Step> PrecisionPlan::norm_linear(const std::string& norm_name, const
   return steps;
 }
 
-std::vector<Step> PrecisionPlan::attention(const std::string& name, int64_t images, int64_t T, int64_t H, int64_t Dh,
+std::vector<Step> PrecisionRoad::attention(const std::string& name, int64_t images, int64_t T, int64_t H, int64_t Dh,
                                            const float* qkv, float* heads, float* scores, float* out,
                                            const float* bias, const int32_t* lengths, AttentionRoad road,
                                            bool causal) const {

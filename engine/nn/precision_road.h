@@ -27,10 +27,10 @@ Precision attention_products(Precision p);
 //   int8 layer is normalized and quantized in one sweep; an int8 layer read by another int8 layer quantizes
 //   its rows for it in its own pass.
 // Layers of another precision than p (a model's f32 patch embedding and head) run as their weights say.
-class PrecisionPlan {
+class PrecisionRoad {
  public:
-  PrecisionPlan() = default;
-  PrecisionPlan(Precision p, int64_t B) : p_(p), B_(B) {}
+  PrecisionRoad() = default;
+  PrecisionRoad(Precision p, int64_t B) : p_(p), B_(B) {}
   Precision precision() const { return p_; }
 
   // The scratch the layers use, for images of T rows, layer inputs at most max_K wide and results added
