@@ -4,52 +4,51 @@
 
 namespace vit {
 
-Request Request::of_files(std::vector<std::string> paths, Output output) {
+namespace {
+
+Request request_of(InputKind input, Output output) {
   Request r;
-  r.input = InputKind::Paths;
-  r.paths = std::move(paths);
+  r.input = input;
   r.output = output;
+  return r;
+}
+
+}  // namespace
+
+Request Request::of_files(std::vector<std::string> paths, Output output) {
+  Request r = request_of(InputKind::Paths, output);
+  r.paths = std::move(paths);
   return r;
 }
 
 Request Request::of_images(std::vector<std::pair<std::string, std::string>> encoded, Output output) {
-  Request r;
-  r.input = InputKind::Encoded;
+  Request r = request_of(InputKind::Encoded, output);
   r.encoded = std::move(encoded);
-  r.output = output;
   return r;
 }
 
 Request Request::of_images(std::vector<Pixels> pixels, Output output) {
-  Request r;
-  r.input = InputKind::Pixels;
+  Request r = request_of(InputKind::Pixels, output);
   r.pixels = std::move(pixels);
-  r.output = output;
   return r;
 }
 
 Request Request::of_tensors(std::vector<float> tensors, int64_t n, Output output) {
-  Request r;
-  r.input = InputKind::Tensors;
+  Request r = request_of(InputKind::Tensors, output);
   r.tensors = std::move(tensors);
   r.n = n;
-  r.output = output;
   return r;
 }
 
 Request Request::of_video(std::string path, Output output) {
-  Request r;
-  r.input = InputKind::Video;
+  Request r = request_of(InputKind::Video, output);
   r.paths = {std::move(path)};
-  r.output = output;
   return r;
 }
 
 Request Request::of_texts(std::vector<std::string> texts, Output output) {
-  Request r;
-  r.input = InputKind::Texts;
+  Request r = request_of(InputKind::Texts, output);
   r.texts = std::move(texts);
-  r.output = output;
   return r;
 }
 
