@@ -375,6 +375,15 @@ def test_bad_arguments_raise_clearly(tiny, tiny_classifier):
         vit.Classifier(str(tiny[0]), labels=str(tiny[0] / "labels.txt"))
     with pytest.raises(TypeError):
         vit.Classifier(str(tiny[0]), "f32")  # options are keywords only
+    # A keyword it does not take, or a value of the wrong type: TypeError naming it.
+    with pytest.raises(TypeError, match="Classifier\\(\\) got an unexpected keyword argument 'img_sizes'"):
+        vit.Classifier(str(tiny[0]), img_sizes=224)
+    for kwargs, message in [({"img_size": 2.5}, "img_size must be an int, got float"),
+                            ({"batch": "8"}, "batch must be an int, got str"),
+                            ({"precision": 32}, "precision must be a str, got int"),
+                            ({"labels": 3}, "labels must be a str, bytes or os.PathLike, got int")]:
+        with pytest.raises(TypeError, match=message):
+            vit.Classifier(str(tiny[0]), **kwargs)
 
 
 def test_bytes_paths_are_taken_as_os_fsdecode_takes_them(tiny, tiny_classifier):

@@ -89,16 +89,16 @@ class Classifier:
         *,
         precision: Literal["f32", "bf16", "int8"] = "f32",
         threads: int = 0,
-        labels: Optional[Path] = None,
         img_size: int = 0,
-        batch: int = 8,
+        max_patches: int = 0,
         config: Optional[Path] = None,
+        arch: Optional[str] = None,
+        labels: Optional[Path] = None,
+        text_embeddings: Optional[Path] = None,
+        batch: int = 8,
         max_pixels: int = 100000000,
         exif_transpose: bool = False,
         pool: Optional[Literal["cls", "token", "mean", "avg", "map"]] = None,
-        text_embeddings: Optional[Path] = None,
-        max_patches: int = 0,
-        arch: Optional[str] = None,
     ) -> None: ...
     def classify(self, paths: Iterable[Union[Path, ImageInMemory]], topk: int = 5) -> List[Result]:
         """Image files and images in memory -> one dict per image, in order."""
