@@ -461,6 +461,29 @@ std::pair<std::string, std::string> python_type_and_default(const vit::LoadOptio
   return {"object", "None"};
 }
 
+// The model-wide options of the table, for programs that pass them on (the Spark job's flags): one dict each.
+py::list model_options() {
+  py::list out;
+  for (const vit::LoadOption& option : vit::load_option_table()) {
+    static const char* const kKinds[] = {"int", "path", "name", "precision"};
+    py::dict d;
+    d["name"] = option.name;
+    d["flag"] = vit::option_flag(option);
+    d["type"] = kKinds[int(option.kind)];
+    d["default"] = option.kind == vit::OptionKind::Number ? py::object(py::int_(vit::LoadOptions{}.*option.number))
+                 : option.kind == vit::OptionKind::Precision ? py::object(py::str("f32"))
+                                                             : py::object(py::none());
+    d["min"] = option.kind == vit::OptionKind::Number ? py::object(py::int_(option.lo)) : py::object(py::none());
+    d["max"] = option.kind == vit::OptionKind::Number ? py::object(py::int_(option.hi)) : py::object(py::none());
+    d["zero"] = option.kind == vit::OptionKind::Number ? py::object(py::str(option.zero)) : py::object(py::none());
+    d["choices"] = option.kind == vit::OptionKind::Precision ? py::object(py::make_tuple("f32", "bf16", "int8"))
+                                                             : py::object(py::none());
+    d["help"] = option.help;
+    out.append(d);
+  }
+  return out;
+}
+
 // Classifier()'s signature and docstring, its keywords from the table and the Classifier's own, as pybind11 would
 // write them for a function that named each.
 std::string classifier_init_doc(const std::string& about) {
@@ -968,7 +991,13 @@ PYBIND11_MODULE(_vit, m) {
       "{'file', 'error'} for a path that does not exist, a broken symbolic link or an entry that cannot be an image.";
   m.def("find_images", &find_images, py::arg("paths"), py::kw_only(), py::arg("videos") = false, find_images_doc.c_str());
 
+  m.def("model_options", &model_options,
+        "The model-wide options Classifier() takes, as the command line's flags and `vit serve`'s per-model ones:\n"
+        "one dict each, {'name' (the keyword), 'flag' ('--img-size'), 'type' ('int', 'path', 'name' or 'precision'),\n"
+        "'default' (None: none), 'min', 'max' (an int's range, else None), 'zero' (what an int's 0 means),\n"
+        "'choices' (a precision's names, else None), 'help'}, in the order `vit classify --help` lists them.");
+
   bind_classifier(m);
   bind_batcher(m);
-  for (const char* name : {"Classifier", "Batcher", "find_images"}) m.attr(name).attr("__module__") = "vit";
+  for (const char* name : {"Classifier", "Batcher", "find_images", "model_options"}) m.attr(name).attr("__module__") = "vit";
 }

@@ -386,6 +386,24 @@ def test_bad_arguments_raise_clearly(tiny, tiny_classifier):
             vit.Classifier(str(tiny[0]), **kwargs)
 
 
+def test_model_options_are_the_classifiers_keywords_with_its_defaults():
+    """vit.model_options() lists the model-wide keywords of Classifier() with the defaults its signature gives, and
+    the command line's flags for them."""
+    options = vit.model_options()
+    names = [o["name"] for o in options]
+    assert names[:2] == ["precision", "threads"] and {"img_size", "max_patches", "arch", "labels"} <= set(names)
+    signature = vit.Classifier.__init__.__doc__.splitlines()[0]
+    for o in options:
+        assert o["flag"] == "--" + o["name"].replace("_", "-") and len(o["help"]) > 10, o
+        default = "None" if o["default"] is None else repr(o["default"])
+        assert f"{o['name']}: " in signature and f"{o['name']}: {o['type'] if o['type'] == 'int' else ''}" in signature
+        assert signature.split(f"{o['name']}: ", 1)[1].split(",")[0].endswith(f"= {default}"), (o, signature)
+        assert (o["min"] is None) == (o["type"] != "int") and (o["choices"] is None) == (o["type"] != "precision"), o
+    img_size = options[names.index("img_size")]
+    with pytest.raises(ValueError, match=f"image size {img_size['max'] + 1} is out of range"):
+        vit.Classifier("unused", img_size=img_size["max"] + 1)
+
+
 def test_bytes_paths_are_taken_as_os_fsdecode_takes_them(tiny, tiny_classifier):
     model, good, _ = tiny
     by_str = tiny_classifier.classify([str(good[0])])

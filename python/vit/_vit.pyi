@@ -80,6 +80,20 @@ class Config(TypedDict):
 def find_images(paths: Iterable[Path], *, videos: bool = False) -> List[Found]:
     """Image files and folders -> the files `vit classify` would classify, in its order."""
 
+class ModelOption(TypedDict):
+    name: str
+    flag: str
+    type: Literal["int", "path", "name", "precision"]
+    default: Union[int, str, None]
+    min: Optional[int]
+    max: Optional[int]
+    zero: Optional[str]
+    choices: Optional[Tuple[str, ...]]
+    help: str
+
+def model_options() -> List[ModelOption]:
+    """The model-wide options Classifier() takes, as the command line's flags: name, flag, type, default, range, help."""
+
 class Classifier:
     """A ViT image classifier, loaded once. Calls may come from several threads at once."""
 
