@@ -271,5 +271,17 @@ TEST_F(BatcherTest, RunAnswersAsTheMethodForItsKindAndOutput) {
   expect_error([&] { classifier_->run(Request::of_tensors(tensors, 3, Output::Logits)); }, "6144 floats for 3 images of 3072");
 }
 
+// The one check both run and submit make: what a request's inputs cannot give, and tensors of another size.
+TEST(Request, CheckRefusesWhatItsInputsCannotGive) {
+  EXPECT_NO_THROW(check_request(Request::of_tensors(std::vector<float>(24), 2, Output::Logits), 12));
+  EXPECT_NO_THROW(check_request(Request::of_files({"a.jpg"}, Output::Top), 12));
+  expect_error([] { check_request(Request::of_tensors(std::vector<float>(23), 2, Output::Logits), 12); },
+               "23 floats for 2 images of 12");
+  expect_error([] { check_request(Request::of_tensors({}, -1, Output::Embedding), 12); }, "a request of -1 tensors");
+  expect_error([] { check_request(Request::of_tensors(std::vector<float>(12), 1, Output::Top), 12); },
+               "the top classes are asked of images");
+  expect_error([] { check_request(Request::of_files({"a.jpg"}, Output::Logits), 12); }, "logits are asked of tensors");
+}
+
 }  // namespace
 }  // namespace vit::test

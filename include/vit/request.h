@@ -55,9 +55,10 @@ struct Request {
   const std::string& name(size_t i) const;  // input i's file or name ("" for a tensor)
 };
 
-// Throws vit::ArgumentError when a request asks what its inputs cannot give (Top of tensors, Logits of images)
-// or its tensors' count is negative.
-void check_request(const Request& request);
+// Throws vit::ArgumentError when a request asks what its inputs cannot give (Top of tensors, Logits of images),
+// its tensors' count is negative or its tensors are not per_image_floats floats each (the model's 3 x H x W):
+// the one check of a request, Classifier::run's and Batcher::submit's.
+void check_request(const Request& request, int64_t per_image_floats);
 
 // One item per input, in order, in the field of the output asked for.
 struct Answer {
