@@ -33,7 +33,7 @@ namespace {
 
 struct ClassifyOptions {
   ModelOptions model;
-  std::string labels, save_logits, text_embeddings;
+  std::string save_logits;
   std::string labels_text, labels_text_file;  // class names for the model's text tower: "a,b,c"; a file of them
   PromptTemplates templates = PromptTemplates::ImageNet;
   int topk = 5, batch = 8;
@@ -239,7 +239,7 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   if (o.null_separated && !o.stdin_paths) throw Error("--null (-0) goes with --stdin");
   std::vector<Input> inputs = collect_inputs(o.paths, o.videos);
   if (!o.save_logits.empty()) {
-    KeepFiles keep{model_files_to_keep(o.model), {o.labels, o.text_embeddings, o.labels_text_file}};
+    KeepFiles keep{model_files_to_keep(o.model), {o.model.labels, o.model.text_embeddings, o.labels_text_file}};
     for (const Input& in : inputs) keep.inputs.push_back(in.file);
     check_output_target(OutputKind::Safetensors, "--save-logits", o.save_logits, keep, o.force);
   }
@@ -247,8 +247,6 @@ std::function<int()> prepare_classify(ClassifyOptions o) {
   const bool videos = std::any_of(inputs.begin(), inputs.end(), [](const Input& in) { return is_video_name(in.file); });
   if (!o.stdin_paths && !videos) o.batch = std::max(1, std::min<int>(o.batch, int(std::max<size_t>(inputs.size(), 1))));
   ClassifierOptions co = classifier_options(o.model);
-  co.labels = o.labels;
-  co.text_embeddings = o.text_embeddings;
   co.batch = o.batch;
   co.max_pixels = o.max_pixels;
   co.exif_transpose = o.exif_transpose;
@@ -269,12 +267,8 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   CLI::App* cmd = add_model_command(app, "classify", "classify images with a ViT and print the top-k classes", o,
                                     prepare_classify, prepare);
   add_max_patches_option(cmd, &o->model.max_patches);
-  CLI::Option* labels =
-      cmd->add_option("--labels", o->labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
-  cmd->add_option("--text-embeddings", o->text_embeddings,
-                  "zero-shot labels for a CLIP or SigLIP image tower: class names and text embeddings in a .safetensors "
-                  "file (scripts/export_text_embeddings.py), scored by cosine similarity times the model's logit scale")
-      ->excludes(labels);
+  CLI::Option* labels = add_load_option(cmd, &o->model, "labels");
+  add_load_option(cmd, &o->model, "text_embeddings")->excludes(labels);
   CLI::Option* names = cmd->add_option("--labels-text", o->labels_text,
                   "zero-shot labels for a CLIP or SigLIP model: class names, comma-separated (\"tench,goldfish\"), "
                   "embedded by the model's own text tower in each prompt of --templates, as open_clip's zero-shot "

@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 struct ExplainArgs {
   ModelOptions model;
-  ExplainOptions explain;  // labels, method, picture size, heads, max pixels, EXIF; the model's from `model`
+  ExplainOptions explain;  // method, picture size, heads, max pixels, EXIF; what is loaded from `model`
   std::string out = ".", save_attention;
   bool json = false, force = false;
   std::vector<std::string> paths;
@@ -162,7 +162,7 @@ std::function<int()> prepare_explain(const ExplainArgs& o) {
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (!fs::is_directory(o.out)) throw Error(o.out, "cannot create the output folder" + (ec ? ": " + ec.message() : ""));
-  KeepFiles keep{model_files_to_keep(o.model), {o.explain.labels}};
+  KeepFiles keep{model_files_to_keep(o.model), {o.model.labels}};
   for (const Input& in : *inputs) keep.inputs.push_back(in.file);
   if (!o.save_attention.empty())
     check_output_target(OutputKind::Safetensors, "--save-attention", o.save_attention, keep, o.force);
@@ -173,11 +173,7 @@ std::function<int()> prepare_explain(const ExplainArgs& o) {
       check_output_target(OutputKind::Png, "--out", picture_path(o.out, stem, kHeadsPicture), keep, o.force);
   }
   ExplainOptions eo = o.explain;
-  eo.threads = o.model.threads;
-  eo.config = o.model.config;
-  eo.arch = o.model.arch;
-  eo.img_size = o.model.img_size;
-  eo.max_patches = o.model.max_patches;
+  static_cast<LoadOptions&>(eo) = o.model;  // f32: explain takes no --precision
   eo.picture_software = kPngSoftware;  // how a later run knows the pictures it may replace
   Explainer explainer(model_path(o.model), eo);
   require_head(explainer.classes(), explainer.info().file);
@@ -211,7 +207,7 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
                   ".safetensors file; a NaFlex model's images, each over its own grid, as rollout.<i> [gh,gw] and "
                   "last_cls.<i> [H,gh,gw]");
   cmd->add_option("--size", o->explain.picture_size, "longer side of the pictures at most")->check(CLI::Range(kMinPictureSize, kMaxPictureSize))->capture_default_str();
-  cmd->add_option("--labels", o->explain.labels, "class names, one per line (default: the checkpoint's, else ImageNet-1k)");
+  add_load_option(cmd, &o->model, "labels");
   cmd->add_flag("--json", o->json, "one JSON object per line");
   cmd->add_flag("--force", o->force, "let the pictures and --save-attention replace an input or a file vit did not "
                                      "write (never the model's own files)");

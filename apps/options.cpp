@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <set>
 #include <sstream>
 
 #include "vit/error.h"
@@ -76,14 +77,27 @@ void add_batch_option(CLI::App* cmd, int* batch) {
   add_number_option(cmd, "-b,--batch", batch, 1, int(kMaxBatch), "images per forward pass");
 }
 
+CLI::Option* add_load_option(CLI::App* cmd, LoadOptions* o, const std::string& name) {
+  const LoadOption& option = load_option(name);
+  const std::string flag = (name == "threads" ? "-t," : "") + option_flag(option);
+  switch (option.kind) {
+    case OptionKind::Number: return add_load_number_option(cmd, flag, option.name, &(o->*option.number));
+    case OptionKind::Path: return cmd->add_option(flag, o->*option.text, option.help);
+    case OptionKind::Name: return add_name_option(cmd, flag, &(o->*option.text), option.help)->type_name("NAME");
+    case OptionKind::Precision: break;
+  }
+  add_precision_option(cmd, &o->precision);
+  return cmd->get_option(flag);
+}
+
 void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision) {
   cmd->add_option("-m,--model", o->model,
                   "a .safetensors file or the folder holding model.safetensors and config.json "
                   "(default: weights/deit_tiny_patch16_224.fb_in1k)");
-  add_config_options(cmd, &o->config, &o->arch);
-  add_img_size_option(cmd, &o->img_size);
-  add_threads_option(cmd, &o->threads);
-  if (with_precision) add_precision_option(cmd, &o->precision);
+  static const std::set<std::string> kSomeCommands = {"max_patches", "labels", "text_embeddings"};
+  for (const LoadOption& option : load_option_table())
+    if (!kSomeCommands.count(option.name) && (with_precision || option.kind != OptionKind::Precision))
+      add_load_option(cmd, o, option.name);
 }
 
 void add_config_options(CLI::App* cmd, std::string* config, std::string* arch) {

@@ -25,8 +25,13 @@ struct ModelOptions : LoadOptions {
 template <typename T>
 CLI::Option* add_number_option(CLI::App* cmd, const std::string& names, T* value, T lo, T hi, const std::string& help);
 
-// --model, --config, --arch, --img-size, --threads and, unless the command always runs f32, --precision.
+// --model and the flags of the library's model-wide options (vit/load_options.h) every command takes: all but
+// --max-patches, --labels and --text-embeddings, which the commands that take them add (add_load_option), and
+// --precision when the command always runs f32.
 void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision = true);
+// The flag of the model-wide option `name` ("labels": --labels) filling its field of *o, with the table's help
+// and range.
+CLI::Option* add_load_option(CLI::App* cmd, LoadOptions* o, const std::string& name);
 // --config and --arch: what a checkpoint's tensors cannot say.
 void add_config_options(CLI::App* cmd, std::string* config, std::string* arch);
 // The subcommand `name` of a command that runs a model: its line of help, the model flags above filling

@@ -314,13 +314,10 @@ Batcher::Batcher(const Classifier& classifier, const BatcherOptions& options,
 Batcher::~Batcher() { close(); }
 
 bool Batcher::submit(Request request, Done done, Wanted wanted) {
-  check_request(request);
+  check_request(request, impl_->per_image);
   if (request.input == InputKind::Video || request.input == InputKind::Texts || request.output == Output::Attention)
     throw ArgumentError("a Batcher batches images and tensors for their top classes, embeddings or logits; ask videos, "
                         "texts and attention of Classifier::run or TextModel::run");
-  if (request.input == InputKind::Tensors && int64_t(request.tensors.size()) != request.n * impl_->per_image)
-    throw ArgumentError("Batcher: " + std::to_string(request.tensors.size()) + " floats for " + std::to_string(request.n) +
-                        " images of " + std::to_string(impl_->per_image));
   if (request.output == Output::Top) request.topk = std::max(1, request.topk);
   Job j;
   j.n = request.size();

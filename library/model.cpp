@@ -23,8 +23,9 @@ LoadOption number_option(const char* name, const char* what, int LoadOptions::*f
                          const char* help) {
   return {name, what, OptionKind::Number, field, 0, hi, zero, nullptr, help};
 }
-LoadOption text_option(const char* name, const char* what, std::string LoadOptions::*field, const char* help) {
-  return {name, what, OptionKind::Text, nullptr, 0, 0, "", field, help};
+LoadOption text_option(OptionKind kind, const char* name, const char* what, std::string LoadOptions::*field,
+                       const char* help) {
+  return {name, what, kind, nullptr, 0, 0, "", field, help};
 }
 
 }  // namespace
@@ -42,15 +43,15 @@ const std::vector<LoadOption>& load_option_table() {
       number_option("max_patches", "max patches", &O::max_patches, int(kMaxNaflexPatches), "256",
                     "NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at its "
                     "own aspect ratio, resized to at most this many patches; 0: 256, SigLIP 2's"),
-      text_option("config", "config", &O::config,
+      text_option(OptionKind::Path, "config", "config", &O::config,
                   "config.json (timm or Hugging Face form) overriding the one beside the weights"),
-      text_option("arch", "architecture", &O::arch,
+      text_option(OptionKind::Name, "arch", "architecture", &O::arch,
                   "the timm architecture of a checkpoint in timm's names without a config.json (any that "
                   "docs/MODELS.md lists as running, e.g. vit_base_patch16_224): timm's create_model(NAME) and its "
                   "default pretrained config say what the tensors cannot (heads, block order, eps, pooling, "
                   "preprocessing); its tensors must be that architecture's"),
-      text_option("labels", "labels", &O::labels, "class names, one per line (default: the model's, else ImageNet-1k)"),
-      text_option("text_embeddings", "text embeddings", &O::text_embeddings,
+      text_option(OptionKind::Path, "labels", "labels", &O::labels, "class names, one per line (default: the model's, else ImageNet-1k)"),
+      text_option(OptionKind::Path, "text_embeddings", "text embeddings", &O::text_embeddings,
                   "zero-shot labels for a CLIP or SigLIP image tower: a safetensors file of class names and their "
                   "text embeddings (scripts/export_text_embeddings.py); its classes replace the model's"),
   };
@@ -96,7 +97,8 @@ void set_load_option(LoadOptions* o, const LoadOption& option, const std::string
       o->*option.number = int(v);
       return;
     }
-    case OptionKind::Text:
+    case OptionKind::Path:
+    case OptionKind::Name:
       if (value.empty()) throw ArgumentError(std::string(option.what) + ": an empty name names nothing");
       o->*option.text = value;
       return;
@@ -113,7 +115,8 @@ void set_load_option(LoadOptions* o, const LoadOption& option, const std::string
 std::string load_option_value(const LoadOptions& o, const LoadOption& option) {
   switch (option.kind) {
     case OptionKind::Number: return std::to_string(o.*option.number);
-    case OptionKind::Text: return o.*option.text;
+    case OptionKind::Path:
+    case OptionKind::Name: return o.*option.text;
     case OptionKind::Precision: return precision_name(o.precision);
   }
   return "";

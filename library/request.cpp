@@ -77,11 +77,14 @@ const std::string& Request::name(size_t i) const {
   return none;
 }
 
-void check_request(const Request& r) {
+void check_request(const Request& r, int64_t per_image_floats) {
   if (r.input == InputKind::Tensors) {
     if (r.n < 0) throw ArgumentError("a request of " + std::to_string(r.n) + " tensors");
     if (r.output == Output::Top)
       throw ArgumentError("the top classes are asked of images; of tensors ask their logits (Output::Logits)");
+    if (int64_t(r.tensors.size()) != r.n * per_image_floats)
+      throw ArgumentError(std::to_string(r.tensors.size()) + " floats for " + std::to_string(r.n) + " images of " +
+                          std::to_string(per_image_floats));
   } else if (r.output == Output::Logits) {
     throw ArgumentError("logits are asked of tensors; of images ask the top classes with keep_logits");
   }
@@ -119,7 +122,8 @@ std::vector<Explanation> explain(const Classifier& c, const ClassifierSettings& 
 }  // namespace
 
 Answer Classifier::run(const Request& r, const BetweenBatches& between) const {
-  check_request(r);
+  const ModelInfo info = r.input == InputKind::Tensors ? this->info() : ModelInfo{};  // only tensors need its size
+  check_request(r, 3 * info.input_height * info.input_width);
   Answer a;
   const bool top = r.output == Output::Top;
   if (r.output == Output::Attention) {
@@ -139,16 +143,10 @@ Answer Classifier::run(const Request& r, const BetweenBatches& between) const {
       if (top) a.results = classify_pixels(r.pixels, r.topk, between);
       else a.embeddings = embed_pixels(r.pixels, r.embed, between);
       break;
-    case InputKind::Tensors: {
-      const ModelInfo info = this->info();
-      const int64_t per_image = 3 * info.input_height * info.input_width;
-      if (int64_t(r.tensors.size()) != r.n * per_image)
-        throw ArgumentError(std::to_string(r.tensors.size()) + " floats for " + std::to_string(r.n) + " images of " +
-                            std::to_string(per_image));
+    case InputKind::Tensors:
       a.rows = r.output == Output::Logits ? logits(r.tensors.data(), r.n, between)
                                           : embeddings(r.tensors.data(), r.n, r.embed, between);
       break;
-    }
     case InputKind::Video:
       if (top) {
         classify_video(r.paths[0], r.video, [&](const std::vector<Result>& frames) {
@@ -167,7 +165,7 @@ Answer Classifier::run(const Request& r, const BetweenBatches& between) const {
 }
 
 Answer TextModel::run(const Request& r) const {
-  check_request(r);
+  check_request(r, 0);
   if (r.input != InputKind::Texts)
     throw ArgumentError("a TextModel embeds texts; images go to the image tower (vit::Classifier::run)");
   Answer a;

@@ -8,6 +8,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -363,43 +364,139 @@ vit::Pool pool_arg(const py::handle& pool) {
   throw py::value_error("pool '" + word + "' is not one of 'cls', 'token', 'mean', 'avg', 'map'");
 }
 
-vit::Classifier make_classifier(const py::object& model, const std::string& precision, int threads,
-                                const py::object& labels, int img_size, int batch, const py::object& config,
-                                int64_t max_pixels, bool exif_transpose, const py::object& pool,
-                                const py::object& text_embeddings, int max_patches, const py::object& arch) {
-  vit::ClassifierOptions o;
+// A keyword argument as pybind11 converts a typed one (an int takes what has __index__, not a float), or TypeError
+// naming it.
+template <typename T>
+T cast_arg(const py::handle& value, const std::string& name, const char* kind) {
   try {
-    o.precision = vit::precision_from_name(precision);
-  } catch (const vit::Error& e) {  // a name not among them: the caller's
-    throw vit::ArgumentError(e.what());
+    return py::cast<T>(value);
+  } catch (const py::cast_error&) {
+    throw py::type_error(name + " must be " + kind + ", got " + type_name(value));
+  }
+}
+
+// A model-wide option's keyword argument (vit/load_options.h) into the options: an int (its range is checked on
+// loading, in the library's words), a precision's name, a path (str, bytes or os.PathLike) or a name (str); None
+// for a path or a name is its default, none.
+void set_table_arg(vit::LoadOptions* o, const vit::LoadOption& option, const py::handle& value) {
+  switch (option.kind) {
+    case vit::OptionKind::Number: o->*option.number = cast_arg<int>(value, option.name, "an int"); return;
+    case vit::OptionKind::Precision:
+      vit::set_load_option(o, option, cast_arg<std::string>(value, option.name, "a str"));
+      return;
+    case vit::OptionKind::Path:
+      if (!value.is_none()) o->*option.text = path_arg(value, option.name);
+      return;
+    case vit::OptionKind::Name:
+      if (value.is_none()) return;
+      if (!py::isinstance<py::str>(value))
+        throw py::type_error(std::string(option.name) + " must be a str or None, got " + type_name(value));
+      o->*option.text = py::cast<std::string>(value);
+      if ((o->*option.text).empty())
+        throw vit::ArgumentError(std::string(option.name) + " '' names no " + option.what + " (None for none)");
+      return;
+  }
+}
+
+// The Classifier's keywords beside the table's: how it runs rather than what is loaded. Each sets its field of
+// the options from the argument; its default is ClassifierOptions' (the pool's: None, the model's own).
+struct ClassifierArg {
+  const char* name;
+  const char* python_type;
+  void (*set)(vit::ClassifierOptions*, const py::handle&);
+  std::string (*dflt)(const vit::ClassifierOptions&);
+};
+const ClassifierArg kClassifierArgs[] = {
+    {"batch", "int", [](vit::ClassifierOptions* o, const py::handle& v) { o->batch = cast_arg<int>(v, "batch", "an int"); },
+     [](const vit::ClassifierOptions& o) { return std::to_string(o.batch); }},
+    {"max_pixels", "int",
+     [](vit::ClassifierOptions* o, const py::handle& v) { o->max_pixels = cast_arg<int64_t>(v, "max_pixels", "an int"); },
+     [](const vit::ClassifierOptions& o) { return std::to_string(o.max_pixels); }},
+    {"exif_transpose", "bool",
+     [](vit::ClassifierOptions* o, const py::handle& v) { o->exif_transpose = cast_arg<bool>(v, "exif_transpose", "a bool"); },
+     [](const vit::ClassifierOptions& o) { return std::string(o.exif_transpose ? "True" : "False"); }},
+    {"pool", "object",
+     [](vit::ClassifierOptions* o, const py::handle& v) {
+       if (!v.is_none()) o->pool = pool_arg(v);
+     },
+     [](const vit::ClassifierOptions&) { return std::string("None"); }},
+};
+
+// Classifier(model, **options): every keyword is the table's or the Classifier's own; another is a TypeError, as
+// Python names it.
+vit::Classifier make_classifier(const py::object& model, const py::kwargs& kwargs) {
+  vit::ClassifierOptions o;
+  for (const auto& [key, value] : kwargs) {
+    const std::string name = py::cast<std::string>(key);
+    const auto row = std::find_if(vit::load_option_table().begin(), vit::load_option_table().end(),
+                                  [&](const vit::LoadOption& t) { return name == t.name; });
+    const auto own = std::find_if(std::begin(kClassifierArgs), std::end(kClassifierArgs),
+                                  [&](const ClassifierArg& a) { return name == a.name; });
+    if (row != vit::load_option_table().end()) set_table_arg(&o, *row, value);
+    else if (own != std::end(kClassifierArgs)) own->set(&o, value);
+    else throw py::type_error("Classifier() got an unexpected keyword argument '" + name + "'");
   }
   // More threads than cores: the engine uses the cores, and says so through Python's warnings, which a
   // program can filter or turn into errors (the engine's own log line would bypass them).
   const int cores = omp_get_num_procs();
-  if (threads > cores) {
-    const std::string why = std::to_string(threads) + " threads asked for, but this machine has " +
+  if (o.threads > cores) {
+    const std::string why = std::to_string(o.threads) + " threads asked for, but this machine has " +
                             std::to_string(cores) + " cores: using " + std::to_string(cores);
     if (PyErr_WarnEx(PyExc_RuntimeWarning, why.c_str(), 1) != 0) throw py::error_already_set();
-    threads = cores;
+    o.threads = cores;
   }
-  o.threads = threads;
-  if (!labels.is_none()) o.labels = path_arg(labels, "labels");
-  if (!config.is_none()) o.config = path_arg(config, "config");
-  if (!arch.is_none()) {
-    if (!py::isinstance<py::str>(arch)) throw py::type_error("arch must be a str or None, got " + type_name(arch));
-    o.arch = py::cast<std::string>(arch);
-    if (o.arch.empty()) throw vit::ArgumentError("arch '' names no architecture (None for none)");
-  }
-  if (!text_embeddings.is_none()) o.text_embeddings = path_arg(text_embeddings, "text_embeddings");
-  o.img_size = img_size;
-  o.max_patches = max_patches;
-  o.batch = batch;
-  o.max_pixels = max_pixels;
-  o.exif_transpose = exif_transpose;
-  if (!pool.is_none()) o.pool = pool_arg(pool);
   const std::string path = path_arg(model, "model");
   py::gil_scoped_release unlocked;  // loading reads and reorders all the weights
   return vit::Classifier(path, o);
+}
+
+// A model-wide option as Python sees it: its keyword's type and its default's repr.
+std::pair<std::string, std::string> python_type_and_default(const vit::LoadOption& option) {
+  switch (option.kind) {
+    case vit::OptionKind::Number: return {"int", vit::load_option_value(vit::LoadOptions{}, option)};
+    case vit::OptionKind::Precision: return {"str", "'" + vit::load_option_value(vit::LoadOptions{}, option) + "'"};
+    case vit::OptionKind::Path:
+    case vit::OptionKind::Name: break;
+  }
+  return {"object", "None"};
+}
+
+// The model-wide options of the table, for programs that pass them on (the Spark job's flags): one dict each.
+py::list model_options() {
+  py::list out;
+  for (const vit::LoadOption& option : vit::load_option_table()) {
+    static const char* const kKinds[] = {"int", "path", "name", "precision"};
+    py::dict d;
+    d["name"] = option.name;
+    d["flag"] = vit::option_flag(option);
+    d["type"] = kKinds[int(option.kind)];
+    d["default"] = option.kind == vit::OptionKind::Number ? py::object(py::int_(vit::LoadOptions{}.*option.number))
+                 : option.kind == vit::OptionKind::Precision ? py::object(py::str("f32"))
+                                                             : py::object(py::none());
+    d["min"] = option.kind == vit::OptionKind::Number ? py::object(py::int_(option.lo)) : py::object(py::none());
+    d["max"] = option.kind == vit::OptionKind::Number ? py::object(py::int_(option.hi)) : py::object(py::none());
+    d["zero"] = option.kind == vit::OptionKind::Number ? py::object(py::str(option.zero)) : py::object(py::none());
+    d["choices"] = option.kind == vit::OptionKind::Precision ? py::object(py::make_tuple("f32", "bf16", "int8"))
+                                                             : py::object(py::none());
+    d["help"] = option.help;
+    out.append(d);
+  }
+  return out;
+}
+
+// Classifier()'s signature and docstring, its keywords from the table and the Classifier's own, as pybind11 would
+// write them for a function that named each.
+std::string classifier_init_doc(const std::string& about) {
+  std::string signature = "__init__(self: vit._vit.Classifier, model: object, *", help;
+  for (const vit::LoadOption& option : vit::load_option_table()) {
+    const auto [type, dflt] = python_type_and_default(option);
+    signature += std::string(", ") + option.name + ": " + type + " = " + dflt;
+    help += std::string(option.name) + ": " + option.help + ".\n";
+  }
+  const vit::ClassifierOptions defaults;
+  for (const ClassifierArg& a : kClassifierArgs)
+    signature += std::string(", ") + a.name + ": " + a.python_type + " = " + a.dflt(defaults);
+  return signature + ") -> None\n\n" + about + help;
 }
 
 py::list classify(const vit::Classifier& c, const py::object& paths, int topk) {
@@ -797,31 +894,26 @@ void bind_classifier(py::module_& m) {
                                         "batches, so Ctrl-C raises KeyboardInterrupt within about one batch (from the main thread)\n"
                                         "and the Classifier stays usable. SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP and SIGSYS are\n"
                                         "never held back.");
-  classifier.def(py::init(&make_classifier), py::arg("model"), py::kw_only(), py::arg("precision") = "f32",
-           py::arg("threads") = defaults.threads, py::arg("labels") = py::none(), py::arg("img_size") = defaults.img_size,
-           py::arg("batch") = defaults.batch, py::arg("config") = py::none(), py::arg("max_pixels") = defaults.max_pixels,
-           py::arg("exif_transpose") = defaults.exif_transpose, py::arg("pool") = py::none(),
-           py::arg("text_embeddings") = py::none(), py::arg("max_patches") = defaults.max_patches,
-           py::arg("arch") = py::none(),
-           "model: a .safetensors file or the folder holding model.safetensors (and config.json); paths are str,\n"
-           "bytes or os.PathLike. Options out of range (or not suiting the model) raise ValueError; more threads\n"
-           "than cores warn (RuntimeWarning) and use the cores.\n"
-           "precision: 'f32', 'bf16' or 'int8'; threads: 0 for all cores; labels: a file, one per line;\n"
-           "img_size: run at S x S (0: the model's); batch: images per forward pass; config: a config.json\n"
-           "overriding the one beside the weights; arch: the timm architecture of a checkpoint in timm's names without\n"
-           "a config.json (as `vit classify --arch`: timm's create_model(arch) and its default pretrained config say\n"
-           "what the tensors cannot; a checkpoint with neither is refused, vit.Error); max_pixels: larger images are refused from their header;\n"
-           "exif_transpose: turn images as their EXIF orientation says (PIL's exif_transpose; timm does not);\n"
-           "pool: 'cls' (or 'token'), 'mean' (or 'avg') or 'map' to pool the tokens otherwise than the model does\n"
-           "(as `vit embed --pool`; a pool the model cannot do, say 'map' without an attention-pool head: ValueError);\n"
-           "text_embeddings: zero-shot labels for a CLIP or SigLIP image tower, a .safetensors file of class names and\n"
-           "text embeddings (scripts/export_text_embeddings.py) whose classes replace the model's (of another\n"
-           "width than the model's image embeddings, or for another kind of model: ValueError);\n"
-           "max_patches: a NaFlex model's budget of patches per image (timm's naflexvit_*, SigLIP towers made with\n"
-           "use_naflex: each image at its own aspect ratio; 0: 256); a NaFlex model takes image files and images in memory, not logits()' fixed\n"
-           "[B, 3, H, W] tensors nor preprocess() (ValueError), and max_patches for another model is a ValueError.\n"
-           "A wrong type raises TypeError; a model, config, labels or text-embeddings file that cannot be used\n"
-           "raises vit.Error.")
+  {
+    py::options signature_written_here;  // classifier_init_doc writes it, the keywords being the table's
+    signature_written_here.disable_function_signatures();
+    static const std::string init_doc = classifier_init_doc(
+        "model: a .safetensors file or the folder holding model.safetensors (and config.json); paths are str,\n"
+        "bytes or os.PathLike. Every option is a keyword. Options out of range (or not suiting the model) raise\n"
+        "ValueError; more threads than cores warn (RuntimeWarning) and use the cores. A wrong type, or a keyword\n"
+        "it does not take, raises TypeError; a model, config, labels or text-embeddings file that cannot be used\n"
+        "raises vit.Error (arch: a checkpoint with neither config nor arch; text_embeddings: of another width than\n"
+        "the model's image embeddings, or for another kind of model: ValueError). A NaFlex model takes image files\n"
+        "and images in memory, not logits()' fixed [B, 3, H, W] tensors nor preprocess() (ValueError), and\n"
+        "max_patches for another model is a ValueError.\n"
+        "batch: images per forward pass; max_pixels: larger images are refused from their header;\n"
+        "exif_transpose: turn images as their EXIF orientation says (PIL's exif_transpose; timm does not);\n"
+        "pool: 'cls' (or 'token'), 'mean' (or 'avg') or 'map' to pool the tokens otherwise than the model does\n"
+        "(as `vit embed --pool`; a pool the model cannot do, say 'map' without an attention-pool head: ValueError).\n");
+    classifier.def(py::init([](const py::object& model, const py::kwargs& options) { return make_classifier(model, options); }),
+                   py::arg("model"), init_doc.c_str());
+  }
+  classifier
       .def("classify", &classify, py::arg("paths"), py::arg("topk") = 5,
            "Image files and images in memory -> one dict per image, in order: {'file', 'top': [{'index', 'label',\n"
            "'prob'}, ...]}, or {'file', 'error'} for one that could not be classified. Each item is a path (str,\n"
@@ -899,7 +991,13 @@ PYBIND11_MODULE(_vit, m) {
       "{'file', 'error'} for a path that does not exist, a broken symbolic link or an entry that cannot be an image.";
   m.def("find_images", &find_images, py::arg("paths"), py::kw_only(), py::arg("videos") = false, find_images_doc.c_str());
 
+  m.def("model_options", &model_options,
+        "The model-wide options Classifier() takes, as the command line's flags and `vit serve`'s per-model ones:\n"
+        "one dict each, {'name' (the keyword), 'flag' ('--img-size'), 'type' ('int', 'path', 'name' or 'precision'),\n"
+        "'default' (None: none), 'min', 'max' (an int's range, else None), 'zero' (what an int's 0 means),\n"
+        "'choices' (a precision's names, else None), 'help'}, in the order `vit classify --help` lists them.");
+
   bind_classifier(m);
   bind_batcher(m);
-  for (const char* name : {"Classifier", "Batcher", "find_images"}) m.attr(name).attr("__module__") = "vit";
+  for (const char* name : {"Classifier", "Batcher", "find_images", "model_options"}) m.attr(name).attr("__module__") = "vit";
 }

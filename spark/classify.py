@@ -29,6 +29,22 @@ def default_model():
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), DEFAULT_MODEL)
 
 
+def model_options():
+    """The engine's model-wide options (vit.model_options()) the job passes on to each vit.Classifier, but --threads:
+    the job's own, the cores of a Spark task."""
+    import vit
+
+    return [o for o in vit.model_options() if o["name"] != "threads"]
+
+
+def add_model_option(parser, o):
+    """A flag for one of vit's model-wide options, as the vit command spells it."""
+    kinds = {"int": {"type": int, "metavar": "N"}, "path": {"metavar": "PATH"}, "name": {"metavar": "NAME"},
+             "precision": {"choices": o["choices"]}}
+    default = f" (default: {o['default']})" if o["default"] is not None else ""
+    parser.add_argument(o["flag"], dest=o["name"], default=o["default"], help=o["help"] + default, **kinds[o["type"]])
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="spark-classify",
@@ -48,7 +64,6 @@ def parse_args(argv):
                    "NAME of a folder shipped with spark-submit --archives model.tar.gz#NAME, which executors unpack "
                    "in their working folder (default: --model's absolute path, on a file system every node shares)")
     p.add_argument("--topk", type=int, default=5, help="classes per image (default: 5)")
-    p.add_argument("--precision", default="f32", choices=["f32", "bf16", "int8"], help="default: f32")
     p.add_argument("--batch", type=int, default=8, help="images per forward pass (default: 8)")
     p.add_argument("--threads", type=int, default=1,
                    help="cores per Spark task, and the engine's threads in it (default: 1)")
@@ -60,14 +75,14 @@ def parse_args(argv):
     p.add_argument("--normalize", action="store_true", help="with --embed: embeddings of unit length")
     p.add_argument("--pool", choices=["cls", "mean", "map"],
                    help="pool the tokens otherwise than the model does, as vit embed --pool")
-    p.add_argument("--arch", metavar="NAME",
-                   help="the timm architecture of a --model checkpoint without its config.json, as vit classify --arch")
-    p.add_argument("--max-patches", type=int, default=0, metavar="N",
-                   help="NaFlex models (timm's naflexvit_*, SigLIP towers made with use_naflex): each whole image at "
-                        "its own aspect ratio within N patches, as vit embed --max-patches (default 0: 256, SigLIP 2's)")
+    for o in model_options():
+        add_model_option(p, o)
     a = p.parse_args(argv)
-    if a.max_patches < 0:
-        usage_error(f"--max-patches must be 0 (256) or more, got {a.max_patches}")
+    for o in model_options():
+        value = getattr(a, o["name"])
+        if o["type"] == "int" and not o["min"] <= value <= o["max"]:
+            usage_error(f"{o['flag']} must be 0 ({o['zero']}) or more, got {value}" if value < o["min"] else
+                        f"{o['flag']} must be at most {o['max']}, got {value}")
     for name in ("topk", "batch", "threads"):
         if getattr(a, name) < 1:
             usage_error(f"--{name} must be at least 1, got {getattr(a, name)}")
@@ -92,14 +107,21 @@ def has_scheme(path):
 
 
 def classifier_options(a):
-    """vit.Classifier's options the flags give, beyond precision, threads and batch."""
-    return {"pool": a.pool, "max_patches": a.max_patches, "arch": a.arch}
+    """vit.Classifier's options the flags give, beyond precision, threads and batch: the model-wide ones (a path
+    as every node reads it: absolute, unless a URI) and --pool."""
+    options = {"pool": a.pool}
+    for o in model_options():
+        value = getattr(a, o["name"])
+        if o["name"] != "precision":
+            options[o["name"]] = os.path.abspath(value) if o["type"] == "path" and value and not has_scheme(value) else value
+    return options
 
 
 def as_flags(message):
     """vit's errors name its options by their keyword arguments (arch, max_patches); the job's user sets them with
     its flags, and reads them so."""
-    return re.sub(r"(?<![\w./-])(arch|max_patches)(?![\w./-])", lambda m: "--" + m.group(1).replace("_", "-"), message)
+    names = "|".join(o["name"] for o in model_options() if o["name"] != "precision")
+    return re.sub(rf"(?<![\w./-])({names})(?![\w./-])", lambda m: "--" + m.group(1).replace("_", "-"), message)
 
 
 def check_model(a):

@@ -215,6 +215,10 @@ def test_usage_errors_exit_2_before_any_work(inputs, tmp_path):
         (["--out", tmp_path / "o", "--max-patches", "64", paths[1]], "--max-patches applies to NaFlex models"),
         (["--out", tmp_path / "o", "--max-patches", "64", paths[1]], "(timm's naflexvit_*, and SigLIP towers"),
         (["--out", tmp_path / "o", "--max-patches", "-1", paths[1]], "--max-patches must be 0 (256) or more, got -1"),
+        # The engine's model-wide options are the job's flags too, with their ranges and their errors by flag.
+        (["--out", tmp_path / "o", "--img-size", "-8", paths[1]], "--img-size must be 0 (the model's own) or more, got -8"),
+        (["--out", tmp_path / "o", "--img-size", "36", paths[1]], "image size 36 is not a multiple of the model's patch size 16"),
+        (["--out", tmp_path / "o", "--labels", tmp_path / "no-labels.txt", paths[1]], "no-labels.txt"),
         # DeiT-Tiny's config.json names its architecture: --arch may name the same one only.
         (["--out", tmp_path / "o", "--arch", "vit_tiny_patch16_224", paths[1]],
          "names the architecture deit_tiny_patch16_224: give one or the other"),

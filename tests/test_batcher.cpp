@@ -312,5 +312,21 @@ TEST_F(BatcherTest, RunExplainsAttentionOverTheSameModel) {
     expect_error([&] { b.submit(std::move(r), [](Answer) {}); }, "a Batcher batches images and tensors");
 }
 
+// The one check both run and submit make: what a request's inputs cannot give, and tensors of another size.
+TEST(Request, CheckRefusesWhatItsInputsCannotGive) {
+  EXPECT_NO_THROW(check_request(Request::of_tensors(std::vector<float>(24), 2, Output::Logits), 12));
+  EXPECT_NO_THROW(check_request(Request::of_files({"a.jpg"}, Output::Top), 12));
+  expect_error([] { check_request(Request::of_tensors(std::vector<float>(23), 2, Output::Logits), 12); },
+               "23 floats for 2 images of 12");
+  expect_error([] { check_request(Request::of_tensors({}, -1, Output::Embedding), 12); }, "a request of -1 tensors");
+  expect_error([] { check_request(Request::of_tensors(std::vector<float>(12), 1, Output::Top), 12); },
+               "the top classes are asked of images");
+  expect_error([] { check_request(Request::of_files({"a.jpg"}, Output::Logits), 12); }, "logits are asked of tensors");
+  expect_error([] { check_request(Request::of_video("a.mp4", Output::Logits), 12); }, "logits are asked of tensors");
+  expect_error([] { check_request(Request::of_texts({"a cat"}, Output::Top), 12); }, "texts are asked for their embeddings");
+  expect_error([] { check_request(Request::of_tensors(std::vector<float>(12), 1, Output::Attention), 12); },
+               "attention is explained of image files or encoded images");
+}
+
 }  // namespace
 }  // namespace vit::test

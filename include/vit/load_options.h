@@ -9,7 +9,8 @@
 
 namespace vit {
 
-enum class OptionKind { Number, Text, Precision };
+// Path: a file's path (Python: str, bytes or os.PathLike); Name: a word such as an architecture's (Python: str).
+enum class OptionKind { Number, Path, Name, Precision };
 
 struct LoadOption {
   const char* name;  // "img_size"
@@ -18,7 +19,7 @@ struct LoadOption {
   int LoadOptions::*number;       // Number: the field, its range, what 0 means
   int lo, hi;
   const char* zero;
-  std::string LoadOptions::*text;  // Text: the field (a path or a name; empty: none)
+  std::string LoadOptions::*text;  // Path, Name: the field (empty: none)
   const char* help;
 };
 

@@ -80,8 +80,10 @@ struct Request {
 
 // Throws vit::ArgumentError when a request asks what its inputs cannot give (Top of tensors, Logits of images,
 // Attention of anything but image files and encoded images, anything but an Embedding of texts or a video's Top
-// or Embedding, a video request of other than one path) or its tensors' count is negative.
-void check_request(const Request& request);
+// or Embedding, a video request of other than one path), its tensors' count is negative or its tensors are not
+// per_image_floats floats each (the model's 3 x H x W): the one check of a request, Classifier::run's,
+// TextModel::run's and Batcher::submit's.
+void check_request(const Request& request, int64_t per_image_floats);
 
 // One item per input, in order, in the field of the output asked for.
 struct Answer {

@@ -65,6 +65,7 @@ def stub_tree():
 def test_stubs_match_the_module():
     functions, classes = stub_tree()
     assert stub_signature(functions["find_images"]) == runtime_signature(vit._vit.find_images)
+    assert stub_signature(functions["model_options"]) == runtime_signature(vit._vit.model_options)
     checked = 0
     for cls in (vit.Classifier, vit.Batcher):
         stub = classes[cls.__name__]

@@ -375,6 +375,33 @@ def test_bad_arguments_raise_clearly(tiny, tiny_classifier):
         vit.Classifier(str(tiny[0]), labels=str(tiny[0] / "labels.txt"))
     with pytest.raises(TypeError):
         vit.Classifier(str(tiny[0]), "f32")  # options are keywords only
+    # A keyword it does not take, or a value of the wrong type: TypeError naming it.
+    with pytest.raises(TypeError, match="Classifier\\(\\) got an unexpected keyword argument 'img_sizes'"):
+        vit.Classifier(str(tiny[0]), img_sizes=224)
+    for kwargs, message in [({"img_size": 2.5}, "img_size must be an int, got float"),
+                            ({"batch": "8"}, "batch must be an int, got str"),
+                            ({"precision": 32}, "precision must be a str, got int"),
+                            ({"labels": 3}, "labels must be a str, bytes or os.PathLike, got int")]:
+        with pytest.raises(TypeError, match=message):
+            vit.Classifier(str(tiny[0]), **kwargs)
+
+
+def test_model_options_are_the_classifiers_keywords_with_its_defaults():
+    """vit.model_options() lists the model-wide keywords of Classifier() with the defaults its signature gives, and
+    the command line's flags for them."""
+    options = vit.model_options()
+    names = [o["name"] for o in options]
+    assert names[:2] == ["precision", "threads"] and {"img_size", "max_patches", "arch", "labels"} <= set(names)
+    signature = vit.Classifier.__init__.__doc__.splitlines()[0]
+    for o in options:
+        assert o["flag"] == "--" + o["name"].replace("_", "-") and len(o["help"]) > 10, o
+        default = "None" if o["default"] is None else repr(o["default"])
+        assert f"{o['name']}: " in signature and f"{o['name']}: {o['type'] if o['type'] == 'int' else ''}" in signature
+        assert signature.split(f"{o['name']}: ", 1)[1].split(",")[0].endswith(f"= {default}"), (o, signature)
+        assert (o["min"] is None) == (o["type"] != "int") and (o["choices"] is None) == (o["type"] != "precision"), o
+    img_size = options[names.index("img_size")]
+    with pytest.raises(ValueError, match=f"image size {img_size['max'] + 1} is out of range"):
+        vit.Classifier("unused", img_size=img_size["max"] + 1)
 
 
 def test_bytes_paths_are_taken_as_os_fsdecode_takes_them(tiny, tiny_classifier):

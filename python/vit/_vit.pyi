@@ -80,6 +80,20 @@ class Config(TypedDict):
 def find_images(paths: Iterable[Path], *, videos: bool = False) -> List[Found]:
     """Image files and folders -> the files `vit classify` would classify, in its order."""
 
+class ModelOption(TypedDict):
+    name: str
+    flag: str
+    type: Literal["int", "path", "name", "precision"]
+    default: Union[int, str, None]
+    min: Optional[int]
+    max: Optional[int]
+    zero: Optional[str]
+    choices: Optional[Tuple[str, ...]]
+    help: str
+
+def model_options() -> List[ModelOption]:
+    """The model-wide options Classifier() takes, as the command line's flags: name, flag, type, default, range, help."""
+
 class Classifier:
     """A ViT image classifier, loaded once. Calls may come from several threads at once."""
 
@@ -89,16 +103,16 @@ class Classifier:
         *,
         precision: Literal["f32", "bf16", "int8"] = "f32",
         threads: int = 0,
-        labels: Optional[Path] = None,
         img_size: int = 0,
-        batch: int = 8,
+        max_patches: int = 0,
         config: Optional[Path] = None,
+        arch: Optional[str] = None,
+        labels: Optional[Path] = None,
+        text_embeddings: Optional[Path] = None,
+        batch: int = 8,
         max_pixels: int = 100000000,
         exif_transpose: bool = False,
         pool: Optional[Literal["cls", "token", "mean", "avg", "map"]] = None,
-        text_embeddings: Optional[Path] = None,
-        max_patches: int = 0,
-        arch: Optional[str] = None,
     ) -> None: ...
     def classify(self, paths: Iterable[Union[Path, ImageInMemory]], topk: int = 5) -> List[Result]:
         """Image files and images in memory -> one dict per image, in order."""
