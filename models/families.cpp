@@ -293,13 +293,13 @@ const std::pair<int64_t ViTConfig::*, const char*> kArchInts[] = {
     {&ViTConfig::classes, "classes"}};
 const std::pair<bool ViTConfig::*, const char*> kArchFlags[] = {
     {&ViTConfig::class_token, "class_token"}, {&ViTConfig::dist_token, "dist_token"},
-    {&ViTConfig::abs_pos, "pos_embed"},       {&ViTConfig::no_embed_class, "no_embed_class"},
+    {&ViTConfig::pos_embed, "pos_embed"},       {&ViTConfig::no_embed_class, "no_embed_class"},
     {&ViTConfig::layer_scale, "layer_scale"}, {&ViTConfig::norm_pre, "norm_pre"},
     {&ViTConfig::final_norm, "final_norm"},   {&ViTConfig::fc_norm, "fc_norm"},
     {&ViTConfig::qkv_bias, "qkv_bias"},       {&ViTConfig::k_bias, "k_bias"},
     {&ViTConfig::qkv_fused, "qkv_fused"},     {&ViTConfig::proj_bias, "proj_bias"},
     {&ViTConfig::patch_bias, "patch_bias"},   {&ViTConfig::patch_norm, "patch_norm"},
-    {&ViTConfig::attn_norm, "attn_norm"},     {&ViTConfig::scale_mlp, "mlp_norm"}};
+    {&ViTConfig::attn_norm, "attn_norm"},     {&ViTConfig::mlp_norm, "mlp_norm"}};
 
 // An architecture of the table: timm's create_model(arch) before its row's defaults, and its default pretrained
 // config's tag (which says whether a CLIP tower's head is its projection or a classifier fine-tuned from it).
