@@ -143,7 +143,7 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
 
 }  // namespace
 
-ModelInfo model_info(const ViT& model, const PlanPool& plans) {
+ModelInfo model_info(const ViT& model) {
   const ViTConfig& c = model.config();
   ModelInfo i;
   i.name = model_name(model.source());
@@ -176,9 +176,7 @@ ModelInfo model_info(const ViT& model, const PlanPool& plans) {
     i.std[k] = c.pre.std[size_t(k)];
   }
   i.description = description(model);
-  std::unique_ptr<ViT::Plan> plan = plans.take(1);
-  i.flops = plan->program().flops();
-  plans.give_back(std::move(plan));
+  i.flops = model.flops(1);
   i.weight_bytes = int64_t(model.weight_bytes());
   i.int8_weights = model.int8_source();
   for (const auto& [name, lw] : model.linear_layers())

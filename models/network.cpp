@@ -418,6 +418,20 @@ std::vector<std::pair<std::string, const LinearWeights*>> ViT::block_linear_laye
   return out;
 }
 
+double ViT::flops(int64_t images) const {
+  const ViTConfig& c = cfg_;
+  const double B = double(images), T = double(c.tokens()), D = double(c.width);
+  double f = 0;
+  for (const auto& [name, lw] : linear_layers()) {  // rows per image: the patches, the tokens, or one
+    const bool per_token = name.rfind("blocks.", 0) == 0 || name == "attn_pool.kv";
+    const double rows = name == "patch_embed.proj" ? double(c.patches()) : per_token ? T : 1.0;
+    f += 2.0 * B * rows * double(lw->K) * double(lw->N) * (name.rfind("blocks.", 0) == 0 ? double(c.depth) : 1.0);
+  }
+  f += double(c.depth) * 4.0 * B * double(c.heads) * T * T * double(c.head_dim());  // q k^T and p v
+  if (c.attn_pool()) f += 4.0 * B * T * D;  // the attention pool's one query over the tokens, every head
+  return f;
+}
+
 size_t ViT::weight_bytes() const {
   // Every weight lives in the store, but a NaFlex model's position table, which its PositionTables owns.
   const size_t naflex_table = pos_tables_ ? size_t(cfg_.pos_grid_h * cfg_.pos_grid_w * cfg_.width) * sizeof(float) : 0;

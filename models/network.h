@@ -161,6 +161,9 @@ class ViT {
   std::vector<std::pair<std::string, const LinearWeights*>> linear_layers() const;
   // Every block's linear layers by full name (blocks.0.attn.qkv, ...): the ones at the model's precision.
   std::vector<std::pair<std::string, const LinearWeights*>> block_linear_layers() const;
+  // The floating-point operations (2 x multiply-adds) of a forward pass over `images` images, from the layers'
+  // shapes and the config, no plan built: what a plan's Program::flops() sums step by step.
+  double flops(int64_t images) const;
   // How attention's two products run on this CPU: the fused kernel's ISA and its operands' precision.
   std::string attention_summary() const;
   size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)

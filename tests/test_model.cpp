@@ -777,6 +777,7 @@ TEST(Archs, ArchitecturesAreTimmsShapeAndRun) {
     c.depth = 1;
     ViT m = ViT::random(c, 1);
     auto plan = m.make_plan(2);
+    EXPECT_EQ(m.flops(2), plan->program().flops());  // counted from the shapes, as the plan's steps sum them
     const auto images = random_vector(size_t(2 * c.input_floats()), rng);
     std::memcpy(plan->input(), images.data(), images.size() * sizeof(float));
     plan->run();
