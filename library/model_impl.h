@@ -59,7 +59,7 @@ struct Model::Impl {
   const ModelInfo& info() const {
     std::call_once(info_once_, [this] {
       use_threads();
-      info_ = model_info(network, plans);
+      info_ = model_info(network);
     });
     return info_;
   }

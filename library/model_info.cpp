@@ -20,8 +20,8 @@ std::string tokens_line(const ViTConfig& c) {
 }
 
 std::string position_line(const ViTConfig& c) {
-  std::string s = c.abs_pos ? fmt::format("{}x{} grid", c.pos_grid_h, c.pos_grid_w) : "none";
-  if (c.abs_pos && c.pos_grid_h != c.grid_h())
+  std::string s = c.pos_embed ? fmt::format("{}x{} grid", c.pos_grid_h, c.pos_grid_w) : "none";
+  if (c.pos_embed && c.pos_grid_h != c.grid_h())
     s += fmt::format(", resampled to {}x{} ({})", c.grid_h(), c.grid_w(),
                      c.pos_antialias ? "bicubic, antialiased" : "bicubic, not antialiased: torch's, as the layout's code");
   return s + (c.no_embed_class ? ", patches only (no_embed_class)" : "");
@@ -104,7 +104,7 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
   if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope || !c.qkv_bias || !c.proj_bias || c.attn_norm)
     d.push_back({"attention", attention_line(c)});
   if (c.swiglu())
-    d.push_back({"mlp", fmt::format("SwiGLU: silu(fc1_g x) * fc1_x x{}, then fc2", c.scale_mlp ? ", LayerNorm (mlp.norm)" : "")});
+    d.push_back({"mlp", fmt::format("SwiGLU: silu(fc1_g x) * fc1_x x{}, then fc2", c.mlp_norm ? ", LayerNorm (mlp.norm)" : "")});
   if (c.naflex) {
     d.push_back({"input", fmt::format("NaFlex: each image at its own aspect ratio, within {} patches of {} pixels "
                                       "(--max-patches), padded to them in a batch; attention and pooling masked",
@@ -143,7 +143,7 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
 
 }  // namespace
 
-ModelInfo model_info(const ViT& model, const PlanPool& plans) {
+ModelInfo model_info(const ViT& model) {
   const ViTConfig& c = model.config();
   ModelInfo i;
   i.name = model_name(model.source());
@@ -176,9 +176,7 @@ ModelInfo model_info(const ViT& model, const PlanPool& plans) {
     i.std[k] = c.pre.std[size_t(k)];
   }
   i.description = description(model);
-  std::unique_ptr<ViT::Plan> plan = plans.take(1);
-  i.flops = plan->program().flops();
-  plans.give_back(std::move(plan));
+  i.flops = model.flops(1);
   i.weight_bytes = int64_t(model.weight_bytes());
   i.int8_weights = model.int8_source();
   for (const auto& [name, lw] : model.linear_layers())

@@ -26,7 +26,7 @@ using D = FamilyDefaults;
 // A row of SigLIP image towers: no class token and no head; pooled by the MAP head (AttentionPoolLatent, its MLP
 // the blocks' width) or, for the *_gap_* names, by the mean of the tokens.
 FamilyRow siglip(const char* runs, const char* marker, Activation act, Pool pool) {
-  return {Family::SigLIP, runs, marker, HeadKind::Classifier, D{act, 1e-6f, false, 0, pool}, TimmClass::VisionTransformer};
+  return {Family::SigLIP, runs, marker, HeadKind::Classifier, D().with_act(act).with_pool(pool), TimmClass::VisionTransformer};
 }
 
 const FamilyRow kFamilies[] = {
@@ -42,24 +42,24 @@ const FamilyRow kFamilies[] = {
      "|wee_patch16_reg1_gap_256|so150m_patch16_reg4_gap_(256|384)|so150m2_patch16_reg1_gap_(256|384|448))"
      "|vit_(base|large|huge|giant)_patch16_radio_v3|vit_(huge|so400m)_patch16_radio_v4|vit_intern300m_patch14_448"
      "|vit_(base|large|so400m)_patch14_reg1_tipsv2|flexivit_(small|base|large)|test_vit[23]?",
-     nullptr, HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Token}, TimmClass::VisionTransformer},
+     nullptr, HeadKind::Classifier, D(), TimmClass::VisionTransformer},
     // vision_transformer.py's test_vit4: RMSNorm (norm_layer 'rmsnorm', eps 1e-6), no class token and one register,
     // layer scale, the mean of the patches with fc_norm.
     {Family::ViT, "test_vit4", nullptr, HeadKind::Classifier,
-     D{Activation::Gelu, 1e-6f, false, 0, Pool::Avg, RopeKind::EvaCat, 10000.f, false, 0.f, 0, NormKind::Rms},
+     D().with_pool(Pool::Avg).with_norm(NormKind::Rms),
      TimmClass::VisionTransformer},
     // deit.py: the ImageNet mean and std; the distilled ones a second token and head.
     {Family::DeiT,
      "deit_(tiny|small|base)_patch16_224|deit_base_patch16_384|deit_(tiny|small|base)_distilled_patch16_224"
      "|deit_base_distilled_patch16_384",
-     "dist_token", HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Token}, TimmClass::VisionTransformer},
+     "dist_token", HeadKind::Classifier, D(), TimmClass::VisionTransformer},
     // deit.py's deit3_*: layer scale, a position table without the class token.
     {Family::DeiT3,
      "deit3_(small|medium|base|large)_patch16_224|deit3_(small|base|large)_patch16_384|deit3_huge_patch14_224",
-     nullptr, HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Token}, TimmClass::VisionTransformer},
+     nullptr, HeadKind::Classifier, D(), TimmClass::VisionTransformer},
     // vit_*_patch14_dinov2 (init_values 1e-5, 518 px, no head); *_reg4_: 4 registers, no_embed_class.
     {Family::DINOv2, "vit_(small|base|large)_patch14_(reg4_)?dinov2", "reg_token", HeadKind::Classifier,
-     D{Activation::Gelu, 1e-6f, false, 0, Pool::Token}, TimmClass::VisionTransformer},
+     D(), TimmClass::VisionTransformer},
     // vit_*_clip_*: pre_norm, no patch-embedding bias, LayerNorm eps 1e-5 (in no config), OpenAI's mean and std;
     // the head is the projection into the joint space; *_clip_quickgelu_*: act_layer='quick_gelu'.
     {Family::Clip,
@@ -67,11 +67,11 @@ const FamilyRow kFamilies[] = {
      "|vit_betwixt_patch32_clip_224|vit_medium_patch(16|32)_clip_224|vit_xsmall_patch16_clip_224"
      "|vit_large_patch14_clip_(224|336)|vit_huge_patch14_clip_(224|336|378)|vit_giant_patch14_clip_224"
      "|vit_gigantic_patch14_clip_(224|378)",
-     "norm_pre.weight", HeadKind::Projection, D{Activation::Gelu, 1e-5f, false, 0, Pool::Token}, TimmClass::VisionTransformer},
+     "norm_pre.weight", HeadKind::Projection, D().with_eps(1e-5f), TimmClass::VisionTransformer},
     {Family::Clip,
      "vit_base_patch(16|32)_clip_quickgelu_224|vit_large_patch14_clip_quickgelu_(224|336)"
      "|vit_huge_patch14_clip_quickgelu_(224|378)|vit_gigantic_patch14_clip_quickgelu_224",
-     "norm_pre.weight", HeadKind::Projection, D{Activation::QuickGelu, 1e-5f, false, 0, Pool::Token},
+     "norm_pre.weight", HeadKind::Projection, D().with_act(Activation::QuickGelu).with_eps(1e-5f),
      TimmClass::VisionTransformer},
     // vit_*_siglip_*: no class token, the MAP head (AttentionPoolLatent, its MLP the blocks' width), no head;
     // *_siglip_gap_*: the mean of the tokens instead. vit_so400m_patch14_siglip_384: 384 px in patches of 14, a
@@ -92,77 +92,71 @@ const FamilyRow kFamilies[] = {
     // beit.py: relative position tables (window = the grid), layer scale, q/v biases, the mean of the patches
     // with fc_norm instead of a final norm.
     {Family::BEiT, "beit_base_patch16_(224|384)|beit_large_patch16_(224|384|512)|beitv2_(base|large)_patch16_224",
-     "blocks.0.attn.relative_position_bias_table", HeadKind::Classifier, D{Activation::Gelu, 1e-6f, false, 0, Pool::Avg},
+     "blocks.0.attn.relative_position_bias_table", HeadKind::Classifier, D().with_pool(Pool::Avg),
      TimmClass::Beit},
     // eva.py's eva02_*_patch14_*: rotary embedding (ref_feat_shape 16x16), SwiGLU (mlp_ratio 4 * 2 / 3), q/v
     // biases, mean pooling with fc_norm; base and large a LayerNorm in the MLP and separate q, k, v.
     {Family::EVA02, "eva02_(tiny|small)_patch14_(224|336)|eva02_(base|large)_patch14_(224|448)", nullptr,
-     HeadKind::Classifier, D{Activation::SwiGLU, 1e-6f, true, 16, Pool::Avg}, TimmClass::Eva},
+     HeadKind::Classifier, D().with_act(Activation::SwiGLU).with_rope(16).with_pool(Pool::Avg), TimmClass::Eva},
     // eva.py's vit_base_patch16_rope_reg1_gap_256 (timm's SBB ViTs): EVA-02's rotary embedding (ref_feat_shape
     // 16x16) instead of a position table, one register token and no class token, a GELU MLP, q/v biases, gamma
     // layer scale, the mean of the patches with fc_norm.
     // The medium ones alike (mediumd: no q/k/v biases); betwixt with 4 registers, eva.py's default mean (OpenAI's).
     {Family::RopeViT, "vit_(medium|mediumd|base)_patch16_rope_reg1_gap_256|vit_betwixt_patch16_rope_reg4_gap_256", nullptr,
-     HeadKind::Classifier, D{Activation::Gelu, 1e-6f, true, 16, Pool::Avg}, TimmClass::Eva},
+     HeadKind::Classifier, D().with_rope(16).with_pool(Pool::Avg), TimmClass::Eva},
     // eva.py's vit_*_patch16_rope_224 (Naver's RoPE-Axial ViT, AttentionRope): the rotary embedding of
     // RotaryEmbeddingCat with temperature 100, 'xy' indexing (each patch's x angles first), no reference grid,
     // interleaved pairs; no position table, or (_ape) one over the patches only; the class token, layer scale,
     // q/k/v biases, the final norm, the class token pooled; the ImageNet mean and std.
     {Family::RopeViT, "vit_(small|base|large)_patch16_rope_(ape_)?224", nullptr, HeadKind::Classifier,
-     D{Activation::Gelu, 1e-6f, true, 0, Pool::Token, RopeKind::EvaCat, 100.f, true}, TimmClass::Eva},
+     D().with_rope(0, RopeKind::EvaCat, 100.f).with_rope_xy(), TimmClass::Eva},
     // Naver's RoPE-Mixed ViTs (vit_*_patch16_rope_mixed_224, _mixed_ape_224): the same, with RotaryEmbeddingMixed's
     // frequencies learned per block and head (rope.freqs [2, depth, heads, Dh/2]: x's and y's), 'xy' grid.
     {Family::RopeViT, "vit_(small|base|large)_patch16_rope_mixed_(ape_)?224", nullptr, HeadKind::Classifier,
-     D{Activation::Gelu, 1e-6f, true, 0, Pool::Token, RopeKind::Mixed, 10.f, true}, TimmClass::Eva},
+     D().with_rope(0, RopeKind::Mixed, 10.f).with_rope_xy(), TimmClass::Eva},
     // eva.py's vit_*_patch16_dinov3: no position table, its own rotary embedding (RotaryEmbeddingDinoV3:
     // temperature 100, patch centres normalised to the grid, rotate-half pairs), class and 4 register tokens,
     // layer scale, LayerNorm eps 1e-5, the final norm then timm's global_pool 'avg' (upstream: the class
     // token), the ImageNet mean and std at 256 px; _qkvb: q and v biases; S+, H+ and 7B: a SwiGLU MLP.
     {Family::DINOv3, "vit_(tiny|small|base|large)_patch16_dinov3(_qkvb)?", nullptr, HeadKind::Classifier,
-     D{Activation::Gelu, 1e-5f, true, 0, Pool::Avg, RopeKind::DinoV3, 100.f},
+     D().with_eps(1e-5f).with_rope(0, RopeKind::DinoV3, 100.f).with_pool(Pool::Avg),
      TimmClass::Eva},
     {Family::DINOv3, "vit_(small_plus|huge_plus|7b)_patch16_dinov3(_qkvb)?", nullptr, HeadKind::Classifier,
-     D{Activation::SwiGLU, 1e-5f, true, 0, Pool::Avg, RopeKind::DinoV3, 100.f},
+     D().with_act(Activation::SwiGLU).with_eps(1e-5f).with_rope(0, RopeKind::DinoV3, 100.f).with_pool(Pool::Avg),
      TimmClass::Eva},
     // eva.py's vit_pe_core_*: Perception Encoder's image tower. A position table and a 2-D rotary embedding
     // (RotaryEmbeddingCat: 'xy' indexing, grid offset 1, ref_feat_shape the model's own grid) on the patch
     // tokens, norm_pre, no patch-embedding bias, q/k/v biases, LayerNorm eps 1e-5, the final norm, then the
     // attention pool with 8 heads of its own (attn_pool_num_heads) and the projection into the joint space.
     {Family::PE, "vit_pe_core_(tiny|small)_patch16_384|vit_pe_core_large_patch14_336", nullptr, HeadKind::Projection,
-     D{Activation::Gelu, 1e-5f, true, 24, Pool::Map, RopeKind::EvaCat, 10000.f, true, 1.f, 8},
+     D().with_eps(1e-5f).with_rope(24).with_rope_xy().with_rope_grid_offset(1.f).with_pool(Pool::Map).with_attn_pool_heads(8),
      TimmClass::Eva},
     {Family::PE, "vit_pe_core_base_patch16_224", nullptr, HeadKind::Projection,
-     D{Activation::Gelu, 1e-5f, true, 14, Pool::Map, RopeKind::EvaCat, 10000.f, true, 1.f, 8},
+     D().with_eps(1e-5f).with_rope(14).with_rope_xy().with_rope_grid_offset(1.f).with_pool(Pool::Map).with_attn_pool_heads(8),
      TimmClass::Eva},
     // The gigantic one: no class token, grid offset 0, ref_feat_shape 32x32.
     {Family::PE, "vit_pe_core_gigantic_patch14_448", nullptr, HeadKind::Projection,
-     D{Activation::Gelu, 1e-5f, true, 32, Pool::Map, RopeKind::EvaCat, 10000.f, true, 0.f, 8},
+     D().with_eps(1e-5f).with_rope(32).with_rope_xy().with_pool(Pool::Map).with_attn_pool_heads(8),
      TimmClass::Eva},
     // vision_transformer.py's aimv2_*: RMSNorm everywhere (eps 1e-5), also right after the patch embedding
     // (embed_norm_layer); a SwiGLU MLP; no q/k/v, attn.proj or MLP biases (the patch embedding has one); a
     // position table and no class token; the final norm, then the mean of the tokens; no head. OpenAI's mean.
     {Family::AIMv2, "aimv2_(large|huge|1b|3b)_patch14_(224|336|448)", "patch_embed.norm.weight",
      HeadKind::Classifier,
-     D{Activation::SwiGLU, 1e-5f, false, 0, Pool::Avg, RopeKind::EvaCat, 10000.f, false, 0.f, 0,
-       NormKind::Rms},
+     D().with_act(Activation::SwiGLU).with_eps(1e-5f).with_pool(Pool::Avg).with_norm(NormKind::Rms),
      TimmClass::VisionTransformer},
     // eva.py's eva02_*_clip_*: EVA-02 base/large (separate q, k, v with q and v biases, SwiGLU with its inner
     // LayerNorm, rotary embedding with ref_feat_shape 16x16, a position table) with a LayerNorm on attention's
     // output before attn.proj (scale_attn_inner); the class token after the final norm, then the projection
     // into the joint image-text space (head). The enormous one (post-norm blocks) is refused below.
     {Family::EVA02Clip, "eva02_base_patch16_clip_224|eva02_large_patch14_clip_(224|336)", nullptr,
-     HeadKind::Projection, D{Activation::SwiGLU, 1e-6f, true, 16, Pool::Token},
+     HeadKind::Projection, D().with_act(Activation::SwiGLU).with_rope(16),
      TimmClass::Eva},
     // naflexvit.py's naflexvit_*_patch16_siglip (NaFlexVitCfg): SigLIP 2's image towers taking each image at its
     // own aspect ratio within a budget of patches (--max-patches); GELU's tanh form, no class token, a 16x16
     // position table (embeds.pos_embed) resized bilinearly to each image's grid, the MAP head, no head.
     {Family::NaFlex, "naflexvit_(base|so400m)_patch16_siglip", nullptr, HeadKind::Classifier,
-     [] {
-       D d{Activation::GeluTanh, 1e-6f, false, 0, Pool::Map};
-       d.naflex = true;
-       d.pos_filter = Filter::Bilinear;
-       return d;
-     }(),
+     D().with_act(Activation::GeluTanh).with_pool(Pool::Map).with_naflex(Filter::Bilinear),
      TimmClass::NaFlexVit},
 };
 
@@ -299,13 +293,13 @@ const std::pair<int64_t ViTConfig::*, const char*> kArchInts[] = {
     {&ViTConfig::classes, "classes"}};
 const std::pair<bool ViTConfig::*, const char*> kArchFlags[] = {
     {&ViTConfig::class_token, "class_token"}, {&ViTConfig::dist_token, "dist_token"},
-    {&ViTConfig::abs_pos, "pos_embed"},       {&ViTConfig::no_embed_class, "no_embed_class"},
+    {&ViTConfig::pos_embed, "pos_embed"},       {&ViTConfig::no_embed_class, "no_embed_class"},
     {&ViTConfig::layer_scale, "layer_scale"}, {&ViTConfig::norm_pre, "norm_pre"},
     {&ViTConfig::final_norm, "final_norm"},   {&ViTConfig::fc_norm, "fc_norm"},
     {&ViTConfig::qkv_bias, "qkv_bias"},       {&ViTConfig::k_bias, "k_bias"},
     {&ViTConfig::qkv_fused, "qkv_fused"},     {&ViTConfig::proj_bias, "proj_bias"},
     {&ViTConfig::patch_bias, "patch_bias"},   {&ViTConfig::patch_norm, "patch_norm"},
-    {&ViTConfig::attn_norm, "attn_norm"},     {&ViTConfig::scale_mlp, "mlp_norm"}};
+    {&ViTConfig::attn_norm, "attn_norm"},     {&ViTConfig::mlp_norm, "mlp_norm"}};
 
 // An architecture of the table: timm's create_model(arch) before its row's defaults, and its default pretrained
 // config's tag (which says whether a CLIP tower's head is its projection or a classifier fine-tuned from it).

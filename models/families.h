@@ -36,11 +36,13 @@ const char* activation_name(Activation a);  // "GELU", "GELU (tanh)", "QuickGELU
 enum class RopeKind { EvaCat, DinoV3, Mixed };
 
 // What a family's blocks and embeddings are when neither the tensors nor a config say: its timm model
-// definition's defaults. (A checkpoint's tensors decide the rest: layer scale, tokens, norms, biases.)
+// definition's defaults. (A checkpoint's tensors decide the rest: layer scale, tokens, norms, biases.) A row
+// names only what differs from timm's VisionTransformer, each by name:
+// `FamilyDefaults().with_act(Activation::SwiGLU).with_rope(16).with_pool(Pool::Avg)`.
 struct FamilyDefaults {
   Activation act = Activation::Gelu;
   float eps = 1e-6f;          // LayerNorm's
-  bool rope = false;          // EVA-02's 2-D rotary embedding (in no tensor): ref_feat_shape rope_ref x rope_ref
+  bool rope = false;          // a 2-D rotary embedding (in no tensor): ref_feat_shape rope_ref x rope_ref (0: none)
   int64_t rope_ref = 0;
   Pool pool = Pool::Token;    // without a class token (or an attention pool): the mean
   RopeKind rope_kind = RopeKind::EvaCat;
@@ -54,6 +56,33 @@ struct FamilyDefaults {
   // learned table resized to each image's grid with pos_filter (antialiased), attention and pooling masked.
   bool naflex = false;
   Filter pos_filter = Filter::Bicubic;  // pos_embed_interp_mode
+
+  FamilyDefaults with_act(Activation a) const { return with(&FamilyDefaults::act, a); }
+  FamilyDefaults with_eps(float e) const { return with(&FamilyDefaults::eps, e); }
+  FamilyDefaults with_pool(Pool p) const { return with(&FamilyDefaults::pool, p); }
+  FamilyDefaults with_norm(NormKind n) const { return with(&FamilyDefaults::norm, n); }
+  // A rotary embedding of `kind` at `temperature`, positions rescaled to a ref x ref grid (0: not rescaled).
+  FamilyDefaults with_rope(int64_t ref, RopeKind kind = RopeKind::EvaCat, float temperature = 10000.f) const {
+    return with(&FamilyDefaults::rope, true)
+        .with(&FamilyDefaults::rope_ref, ref)
+        .with(&FamilyDefaults::rope_kind, kind)
+        .with(&FamilyDefaults::rope_temperature, temperature);
+  }
+  FamilyDefaults with_rope_xy() const { return with(&FamilyDefaults::rope_xy, true); }
+  FamilyDefaults with_rope_grid_offset(float o) const { return with(&FamilyDefaults::rope_grid_offset, o); }
+  FamilyDefaults with_attn_pool_heads(int64_t h) const { return with(&FamilyDefaults::attn_pool_heads, h); }
+  // A NaFlex model whose position table is resized to each image's grid with `filter`.
+  FamilyDefaults with_naflex(Filter filter) const {
+    return with(&FamilyDefaults::naflex, true).with(&FamilyDefaults::pos_filter, filter);
+  }
+
+ private:
+  template <typename T, typename V>
+  FamilyDefaults with(T FamilyDefaults::*field, V value) const {
+    FamilyDefaults d = *this;
+    d.*field = T(value);
+    return d;
+  }
 };
 
 // The timm class a family's models are, which says what model_args its configs hold (model_arg_rules).

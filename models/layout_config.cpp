@@ -288,7 +288,7 @@ void apply_model_args(const json& config, TimmClass cls, const std::string& wher
     if (value.is_null()) continue;
     // The engine's attention pool reads the prefix tokens too, its mean pool only the patches.
     if (key == "pool_include_prefix" && cls == TimmClass::VisionTransformer &&
-        (!c->prefix_tokens() || value == json(c->attn_pool_mlp > 0)))
+        (!c->prefix_tokens() || value == json(c->attn_pool())))
       continue;
     const ModelArg* rule = nullptr;
     for (const ModelArg& m : kModelArgs)

@@ -240,7 +240,7 @@ struct ViT::WeightLoader {
     if (c.class_token) m.cls_token_ = store(take("cls_token", {1, 1, D}).to_vector());
     if (c.dist_token) m.dist_token_ = store(take("dist_token", {1, 1, D}).to_vector());
     if (c.reg_tokens) m.reg_token_ = store(take("reg_token", {1, c.reg_tokens, D}).to_vector());
-    if (c.abs_pos && !c.naflex) m.pos_embed_ = store(position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector()));
+    if (c.pos_embed && !c.naflex) m.pos_embed_ = store(position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector()));
     if (c.norm_pre) m.norm_pre_ = norm("norm_pre");
   }
 
@@ -259,7 +259,7 @@ struct ViT::WeightLoader {
     b.norm2 = norm(p + "norm2");
     b.fc1 = c.swiglu() ? dense(p + "mlp.fc1", swiglu_fc1(src, p, c), D, 2 * M)
                        : linear(p + "mlp.fc1", D, M, true, activation_epilogue(c.act), PrecisionClass::Model);
-    if (c.scale_mlp) b.mlp_norm = layer_norm(p + "mlp.norm", M);
+    if (c.mlp_norm) b.mlp_norm = layer_norm(p + "mlp.norm", M);
     b.fc2 = scaled_linear(p + "mlp.fc2", M, p + (beit_ls ? "gamma_2" : "ls2.gamma"));
     if (c.rel_pos_window)
       b.rel_pos_table = store(resize_relative_position_table(
@@ -280,7 +280,7 @@ struct ViT::WeightLoader {
     m.rope_cos_ = store(cos);
     if (c.final_norm) m.norm_ = norm("norm");
     if (c.fc_norm) m.fc_norm_ = norm("fc_norm");
-    if (c.attn_pool_mlp) {
+    if (c.attn_pool()) {
       // AttentionPoolLatent: q = self.q(self.latent), the same for every image, so computed here.
       const auto latent = take("attn_pool.latent", {1, 1, D}), qw = take("attn_pool.q.weight", {D, D});
       const auto qb = take("attn_pool.q.bias", {D});
@@ -390,7 +390,7 @@ BufferTable ViT::activation_table(const BatchLayout& l, Plan* plan) const {
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
   t.add("pooled_dist", &a->pooled_dist, B * D);
-  t.add("pool_scores", &a->pool_scores, c.attn_pool_mlp ? B * c.pool_heads() * T : 0);
+  t.add("pool_scores", &a->pool_scores, c.attn_pool() ? B * c.pool_heads() * T : 0);
   t.add("logits", &a->logits, B * c.classes);
   t.add("logits_dist", &a->logits_dist, B * c.classes);
   // The layers' scratch: inputs at most max(D, M) wide, results added into the residual stream D wide.
@@ -403,7 +403,7 @@ std::vector<std::pair<std::string, const LinearWeights*>> ViT::linear_layers() c
   std::vector<std::pair<std::string, const LinearWeights*>> out = {{"patch_embed.proj", &patch_embed_}};
   if (!blocks_.empty())
     for (const auto& [n, layer] : kBlockLinears) out.push_back({std::string("blocks.*.") + n, &(blocks_[0].*layer)});
-  if (cfg_.attn_pool_mlp)
+  if (cfg_.attn_pool())
     out.insert(out.end(), {{"attn_pool.kv", &ap.kv}, {"attn_pool.proj", &ap.proj}, {"attn_pool.mlp.fc1", &ap.fc1},
                            {"attn_pool.mlp.fc2", &ap.fc2}});
   if (cfg_.classes > 0) out.push_back({"head", &head_});
@@ -416,6 +416,20 @@ std::vector<std::pair<std::string, const LinearWeights*>> ViT::block_linear_laye
   for (size_t i = 0; i < blocks_.size(); ++i)
     for (const auto& [n, layer] : kBlockLinears) out.push_back({"blocks." + std::to_string(i) + "." + n, &(blocks_[i].*layer)});
   return out;
+}
+
+double ViT::flops(int64_t images) const {
+  const ViTConfig& c = cfg_;
+  const double B = double(images), T = double(c.tokens()), D = double(c.width);
+  double f = 0;
+  for (const auto& [name, lw] : linear_layers()) {  // rows per image: the patches, the tokens, or one
+    const bool per_token = name.rfind("blocks.", 0) == 0 || name == "attn_pool.kv";
+    const double rows = name == "patch_embed.proj" ? double(c.patches()) : per_token ? T : 1.0;
+    f += 2.0 * B * rows * double(lw->K) * double(lw->N) * (name.rfind("blocks.", 0) == 0 ? double(c.depth) : 1.0);
+  }
+  f += double(c.depth) * 4.0 * B * double(c.heads) * T * T * double(c.head_dim());  // q k^T and p v
+  if (c.attn_pool()) f += 4.0 * B * T * D;  // the attention pool's one query over the tokens, every head
+  return f;
 }
 
 size_t ViT::weight_bytes() const {
@@ -506,7 +520,7 @@ struct ViT::PlanBuilder {
     if (c.class_token) prefix_rows.push_back(m.cls_token_.data());
     if (c.dist_token) prefix_rows.push_back(m.dist_token_.data());
     for (int64_t r = 0; r < c.reg_tokens; ++r) prefix_rows.push_back(m.reg_token_.data() + r * D);  // [cls, reg...]
-    add(embed_tokens_step("embed", B, N, D, prefix_rows, c.abs_pos ? m.pos_embed_.data() : nullptr, !c.no_embed_class,
+    add(embed_tokens_step("embed", B, N, D, prefix_rows, c.pos_embed ? m.pos_embed_.data() : nullptr, !c.no_embed_class,
                           a().patch_embed, a().x));
     tap("embed", a().x, B * c.tokens() * D);
     // x = self.norm_pre(x) (CLIP), in place: the blocks read the residual stream x.
@@ -584,8 +598,8 @@ struct ViT::PlanBuilder {
     // x = self.act(x_gate) * x
     add(swiglu_step(p + ".mlp.swiglu", BT, c.mlp, a().mlp_gate, a().mlp));
     tap(p + ".mlp.swiglu", a().mlp, BT * c.mlp);
-    // x = self.norm(x) (scale_mlp)
-    if (c.scale_mlp) add(layer_norm_step(p + ".mlp.norm", w.mlp_norm, BT, a().mlp, a().mlp));
+    // x = self.norm(x) (mlp_norm)
+    if (c.mlp_norm) add(layer_norm_step(p + ".mlp.norm", w.mlp_norm, BT, a().mlp, a().mlp));
     // x = self.fc2(x), added into x
     linear(p + ".mlp.fc2", w.fc2, T, a().mlp, a().x);
   }
@@ -673,7 +687,7 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
 
 void ViT::set_pool(Pool pool) {
   if (pool == Pool::Token && !cfg_.class_token) throw Error(source_, "token pooling needs a class token, and the model has none");
-  if (pool == Pool::Map && !cfg_.attn_pool_mlp)
+  if (pool == Pool::Map && !cfg_.attn_pool())
     throw Error(source_, "attention pooling needs an attention-pool head (attn_pool), and the model has none");
   cfg_.pool = pool;
   cfg_.origin.pool = "asked for";

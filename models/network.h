@@ -34,7 +34,7 @@ struct BlockWeights {
   LinearWeights proj;             // [D, D]
   LinearWeights fc1;              // [M, D]; SwiGLU: [2M, D], the gate's rows then the values'
   LinearWeights fc2;              // [D, M]
-  LayerNormWeights mlp_norm;      // [M]: the norm inside the MLP (scale_mlp)
+  LayerNormWeights mlp_norm;      // [M]: the norm inside the MLP (mlp.norm)
   Stored<float> rel_pos_table;    // [R, H]: BEiT's relative position bias table (rel_pos_window)
   LayerNormWeights attn_norm;     // [D]: the norm on attention's output before proj (attn_norm)
 };
@@ -170,6 +170,9 @@ class ViT {
   std::vector<std::pair<std::string, const LinearWeights*>> linear_layers() const;
   // Every block's linear layers by full name (blocks.0.attn.qkv, ...): the ones at the model's precision.
   std::vector<std::pair<std::string, const LinearWeights*>> block_linear_layers() const;
+  // The floating-point operations (2 x multiply-adds) of a forward pass over `images` images, from the layers'
+  // shapes and the config, no plan built: what a plan's Program::flops() sums step by step.
+  double flops(int64_t images) const;
   // How attention's two products run on this CPU: the fused kernel's ISA and its operands' precision.
   std::string attention_summary() const;
   size_t weight_bytes() const;  // resident size of the weights (after any conversion or quantization)

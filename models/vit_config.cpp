@@ -62,7 +62,7 @@ void mlp_from_tensors(const Checkpoint& ck, ViTConfig* c, TensorFacts* f) {
       c->mlp /= 2;
     }
   }
-  c->scale_mlp = ck.has("blocks.0.mlp.norm.weight");
+  c->mlp_norm = ck.has("blocks.0.mlp.norm.weight");
 }
 
 // q/k/v biases and relative position tables. BEiT and EVA-02 have q and v biases but none for k (timm
@@ -73,7 +73,7 @@ void attention_from_tensors(const Checkpoint& ck, ViTConfig* c, TensorFacts* f) 
   const bool qv = ck.has("blocks.0.attn.q_bias") || ck.has("blocks.0.attn.q_proj.bias");
   c->qkv_bias = qv || ck.has("blocks.0.attn.qkv.bias");
   c->k_bias = !qv;
-  c->abs_pos = ck.has(f->naflex_names ? "embeds.pos_embed" : "pos_embed");
+  c->pos_embed = ck.has(f->naflex_names ? "embeds.pos_embed" : "pos_embed");
   const std::string table = "blocks.0.attn.relative_position_bias_table";
   if (ck.has(table)) {  // [(2W - 1)^2 + 3, H]
     const auto s = ck.shape(table);
@@ -85,7 +85,7 @@ void attention_from_tensors(const Checkpoint& ck, ViTConfig* c, TensorFacts* f) 
     c->origin.heads = "file (relative_position_bias_table: a column per head)";
   }
   // (SwiGLU's fc1_g and fc1_x too, but timm's VisionTransformer has them in AIMv2: family_of decides.)
-  f->eva_names = !c->rel_pos_window && (!c->k_bias || !c->qkv_fused || c->scale_mlp || ck.has("blocks.0.gamma_1"));
+  f->eva_names = !c->rel_pos_window && (!c->k_bias || !c->qkv_fused || c->mlp_norm || ck.has("blocks.0.gamma_1"));
   if (c->rel_pos_window || !c->k_bias || !c->qkv_fused)
     c->origin.attention = std::string("file (") + (c->k_bias ? "" : "q and v biases, no k bias; ") +
                           (c->qkv_fused ? "" : "q_proj, k_proj, v_proj; ") +
@@ -149,7 +149,7 @@ TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   c->patch_norm = ck.has("patch_embed.norm.weight");
   c->attn_norm = ck.has("blocks.0.attn.norm.weight");
   c->proj_bias = ck.has("blocks.0.attn.proj.bias");
-  c->pool = c->attn_pool_mlp ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
+  c->pool = c->attn_pool() ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
   c->stored_as = std::string(layout_name(ck.layout())) + " names, " + ck.dtypes();
   for (std::string* k : {&c->origin.patch, &c->origin.width, &c->origin.depth, &c->origin.mlp, &c->origin.classes,
                          &c->origin.tokens, &c->origin.norms})
@@ -166,7 +166,7 @@ TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
 void position_grid(const Checkpoint& ck, ViTConfig* c) {
   const std::string& file = ck.path();
   if (c->naflex) return;  // embeds.pos_embed's grid, read with the shape (step 1)
-  if (!c->abs_pos) {  // BEiT: its grid is its relative position tables' window
+  if (!c->pos_embed) {  // BEiT: its grid is its relative position tables' window
     c->pos_grid_h = c->pos_grid_w = c->rel_pos_window ? c->rel_pos_window : c->img_h() / c->patch;
     return;
   }
@@ -269,8 +269,8 @@ void naflex_tensors_supported(const Checkpoint& ck, const std::string& arch, con
     throw Error(file, "a NaFlex ViT with class or register tokens: not supported yet (" + arch + " has none)");
   if (!ck.has("embeds.pos_embed"))
     throw Error(file, "a NaFlex ViT without a learned position table (embeds.pos_embed): not supported yet");
-  if (c.scale_mlp) throw Error(file, "a NaFlex ViT with a norm inside its MLP (scale_mlp_norm): not supported yet");
-  if (!c.attn_pool_mlp) throw Error(file, arch + " pools with an attention pool, and the file has no attn_pool");
+  if (c.mlp_norm) throw Error(file, "a NaFlex ViT with a norm inside its MLP (scale_mlp_norm): not supported yet");
+  if (!c.attn_pool()) throw Error(file, arch + " pools with an attention pool, and the file has no attn_pool");
 }
 
 // The family: the named architecture's row, else the layout's (Hugging Face's DINOv2 ...), else the one the
@@ -310,7 +310,7 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
   if (naflex) naflex_tensors_supported(ck, n.arch, c);
   if (row.family == Family::BEiT && !c.rel_pos_window)
     throw Error(where, n.arch + " is a BEiT, but " + file + " has no relative_position_bias_table");
-  if (row.family == Family::BEiT && (f.swiglu || c.scale_mlp))
+  if (row.family == Family::BEiT && (f.swiglu || c.mlp_norm))
     throw Error(file, "BEiT with a SwiGLU MLP or a norm inside it (swiglu_mlp, scale_mlp): not supported yet");
   if (row.defaults.act == Activation::SwiGLU && !f.swiglu)
     throw Error(file, n.arch + " has a SwiGLU MLP, but blocks.0.mlp.fc1 has " + std::to_string(c.mlp) + " rows for fc2's " +
@@ -425,9 +425,9 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
   if (c.grid_h() < 1 || c.grid_w() < 1)
     throw Error(where, "input size " + std::to_string(c.img_h()) + "x" + std::to_string(c.img_w()) +
                            " is smaller than one patch of " + std::to_string(c.patch));
-  if (c.attn_pool_mlp && c.width % c.pool_heads())
+  if (c.attn_pool() && c.width % c.pool_heads())
     throw Error(where, std::to_string(c.pool_heads()) + " attention-pool heads do not divide width " + std::to_string(c.width));
-  if (c.pool == Pool::Map && !c.attn_pool_mlp)
+  if (c.pool == Pool::Map && !c.attn_pool())
     throw Error(file, "global_pool 'map' needs an attention-pool head, and the checkpoint has no attn_pool");
   if (c.pool == Pool::Token && !c.class_token)
     throw Error(file, "global_pool 'token' needs a class token, and the checkpoint has no cls_token");
@@ -464,8 +464,8 @@ std::vector<std::string> structure_words(const ViTConfig& c) {
   add(!c.class_token, "no class token");
   add(c.reg_tokens > 0, std::to_string(c.reg_tokens) + " register token" + (c.reg_tokens == 1 ? "" : "s"));
   add(c.dist_token, "a distillation token");
-  add(!c.abs_pos, "no position table");
-  add(c.abs_pos && c.no_embed_class && c.prefix_tokens() > 0, "a position table over the patches only");
+  add(!c.pos_embed, "no position table");
+  add(c.pos_embed && c.no_embed_class && c.prefix_tokens() > 0, "a position table over the patches only");
   add(c.rel_pos_window > 0, "relative position tables");
   add(!c.patch_bias, "no patch-embedding bias");
   add(c.patch_norm, "a norm after the patch embedding");
@@ -476,20 +476,20 @@ std::vector<std::string> structure_words(const ViTConfig& c) {
   add(!c.qkv_fused, "separate q, k, v");
   add(c.attn_norm, "a norm inside attention");
   add(!c.proj_bias, "no attn.proj or MLP biases");
-  add(c.scale_mlp, "a norm inside the MLP");
+  add(c.mlp_norm, "a norm inside the MLP");
   add(!c.final_norm, "no final norm");
   add(c.fc_norm, "fc_norm");
-  add(c.attn_pool_mlp > 0, "an attention pool");
+  add(c.attn_pool(), "an attention pool");
   return w;
 }
 
 std::string shape_description(const ViTConfig& c) {
   std::string s = "width " + std::to_string(c.width) + ", patch " + std::to_string(c.patch) + ", MLP " +
                   std::to_string(c.mlp);
-  if (c.abs_pos || c.rel_pos_window)
+  if (c.pos_embed || c.rel_pos_window)
     s += ", a " + std::to_string(c.pos_grid_h) + "x" + std::to_string(c.pos_grid_w) + " position " +
-         (c.abs_pos ? "table" : "window");
-  if (c.attn_pool_mlp) s += ", an attention pool of MLP " + std::to_string(c.attn_pool_mlp);
+         (c.pos_embed ? "table" : "window");
+  if (c.attn_pool()) s += ", an attention pool of MLP " + std::to_string(c.attn_pool_mlp);
   for (const std::string& word : structure_words(c)) s += ", " + word;
   return s;
 }
@@ -511,7 +511,7 @@ int64_t ViTConfig::parameters() const {
   const int64_t D = width, norm = (this->norm == NormKind::Rms ? 1 : 2) * D, bias = proj_bias ? 1 : 0;
   const int64_t fc1 = (swiglu() ? 2 : 1) * (D * mlp + bias * mlp), rel = rel_pos_window ? rel_pos_len() * heads : 0;
   const int64_t block = 2 * norm + 3 * D * D + (qkv_bias ? (k_bias ? 3 : 2) * D : 0) + D * D + bias * D + fc1 +
-                        D * mlp + bias * D + (layer_scale ? 2 * D : 0) + (scale_mlp ? 2 * mlp : 0) +
+                        D * mlp + bias * D + (layer_scale ? 2 * D : 0) + (mlp_norm ? 2 * mlp : 0) +
                         (attn_norm ? 2 * D : 0) + rel;
   const int64_t head = D * classes + classes;
   const int64_t Mp = attn_pool_mlp;  // latent, q, kv, proj, norm, MLP
@@ -655,7 +655,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   // Without an architecture, SigLIP's attention pool is the one the tensors can say: beside prefix tokens or
   // after norm_pre (Perception Encoder, timm's *_reg4_map_*) whether it reads the prefix tokens, its heads and
   // any rotary embedding are in no tensor.
-  if (!n.row && c.attn_pool_mlp && (c.prefix_tokens() > 0 || c.norm_pre))
+  if (!n.row && c.attn_pool() && (c.prefix_tokens() > 0 || c.norm_pre))
     throw Error(where, "an attention-pool head (attn_pool) beside class or register tokens or after norm_pre (as "
                        "Perception Encoder has), without a config naming its architecture: not supported");
   if (!given.heads && !known && !c.rel_pos_window) unnamed_heads(ck, src, where, &c);

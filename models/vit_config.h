@@ -72,10 +72,11 @@ struct ViTConfig {
   // BEiT (timm's beit.py) and EVA-02 (eva.py):
   bool k_bias = true;                   // false: q and v biases only (q_bias, v_bias), k's is zero
   bool qkv_fused = true;                // false: separate q_proj, k_proj, v_proj (EVA-02 base), fused at load
-  bool abs_pos = true;                  // a position table (pos_embed); BEiT's blocks have relative biases instead
+  bool pos_embed = true;                // a position table (pos_embed); BEiT's blocks have relative biases instead
   int64_t rel_pos_window = 0;           // BEiT: the (square) window its relative position tables were trained
                                         // at, 0 without; resized for the input's grid as timm does
-  bool scale_mlp = false;               // a LayerNorm inside the MLP before fc2 (mlp.norm, EVA-02 base)
+  bool mlp_norm = false;                // a LayerNorm inside the MLP before fc2 (mlp.norm: EVA-02 base's
+                                        // scale_mlp)
   bool rope = false;                    // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
   int64_t rope_ref_h = 0, rope_ref_w = 0;  // its ref_feat_shape: positions rescaled to this grid (0: none)
   RopeKind rope_kind = RopeKind::EvaCat;
@@ -106,9 +107,10 @@ struct ViTConfig {
   int64_t patches() const { return naflex ? max_patches : grid_h() * grid_w(); }  // N
   int64_t tokens() const { return patches() + prefix_tokens(); }   // T
   int64_t head_dim() const { return width / heads; }               // Dh
+  bool attn_pool() const { return attn_pool_mlp > 0; }  // SigLIP's MAP head (AttentionPoolLatent)
   int64_t pool_heads() const { return attn_pool_heads ? attn_pool_heads : heads; }  // the attention pool's
   int64_t pos_len() const {
-    return abs_pos ? pos_grid_h * pos_grid_w + (no_embed_class ? 0 : prefix_tokens()) : 0;
+    return pos_embed ? pos_grid_h * pos_grid_w + (no_embed_class ? 0 : prefix_tokens()) : 0;
   }
   int64_t rel_pos_len() const {  // rows of a relative position table: every offset, and 3 for the class token
     return (2 * rel_pos_window - 1) * (2 * rel_pos_window - 1) + 3;

@@ -66,7 +66,7 @@ TEST_F(Families, RopeViTLikeTimm) {
   expect_like_timm("vit_rope");
   const ViTConfig c = ViT::load(model("vit_rope")).config();
   EXPECT_EQ(c.family, Family::RopeViT);
-  EXPECT_TRUE(c.rope && !c.abs_pos && !c.class_token && c.layer_scale && !c.k_bias && c.fc_norm && !c.final_norm);
+  EXPECT_TRUE(c.rope && !c.pos_embed && !c.class_token && c.layer_scale && !c.k_bias && c.fc_norm && !c.final_norm);
   EXPECT_EQ(c.reg_tokens, 1);
   EXPECT_EQ(c.act, Activation::Gelu);
   EXPECT_EQ(c.pool, Pool::Avg);
@@ -170,17 +170,17 @@ TEST_F(Families, FamilyNamed) {
   const ViTConfig beit = ViT::load(model("beit")).config();
   EXPECT_EQ(beit.family, Family::BEiT);
   EXPECT_EQ(beit.rel_pos_window, 14);
-  EXPECT_TRUE(beit.layer_scale && beit.qkv_bias && !beit.k_bias && !beit.abs_pos && beit.fc_norm && !beit.final_norm);
+  EXPECT_TRUE(beit.layer_scale && beit.qkv_bias && !beit.k_bias && !beit.pos_embed && beit.fc_norm && !beit.final_norm);
   EXPECT_EQ(beit.pool, Pool::Avg);
   EXPECT_EQ(beit.heads, 2);
   const ViTConfig tiny = ViT::load(model("eva02")).config(), base = ViT::load(model("eva02_base")).config();
   EXPECT_EQ(tiny.family, Family::EVA02);
-  EXPECT_TRUE(tiny.rope && tiny.swiglu() && tiny.qkv_fused && !tiny.scale_mlp && !tiny.k_bias && tiny.abs_pos);
+  EXPECT_TRUE(tiny.rope && tiny.swiglu() && tiny.qkv_fused && !tiny.mlp_norm && !tiny.k_bias && tiny.pos_embed);
   EXPECT_EQ(tiny.rope_ref_h, 16);
   EXPECT_EQ(tiny.mlp, 170);  // int(64 * 4 * 2 / 3)
   EXPECT_EQ(tiny.classes, 0);
   EXPECT_EQ(base.family, Family::EVA02);
-  EXPECT_TRUE(base.rope && base.swiglu() && !base.qkv_fused && base.scale_mlp && !base.k_bias);
+  EXPECT_TRUE(base.rope && base.swiglu() && !base.qkv_fused && base.mlp_norm && !base.k_bias);
   EXPECT_EQ(base.classes, 10);
 }
 
@@ -441,7 +441,7 @@ TEST_F(Families, AIMv2LikeTimm) {
   const ViTConfig c = ViT::load(model("aimv2")).config();
   EXPECT_EQ(c.family, Family::AIMv2);
   EXPECT_EQ(c.norm, NormKind::Rms);
-  EXPECT_TRUE(c.patch_norm && c.patch_bias && c.abs_pos && c.final_norm && c.swiglu());
+  EXPECT_TRUE(c.patch_norm && c.patch_bias && c.pos_embed && c.final_norm && c.swiglu());
   EXPECT_FALSE(c.class_token || c.qkv_bias || c.proj_bias || c.fc_norm || c.rope);
   EXPECT_EQ(c.pool, Pool::Avg);
   EXPECT_EQ(c.eps, 1e-5f);
@@ -473,7 +473,7 @@ TEST_F(Families, EVA02CLIPLikeTimm) {
   expect_like_timm("eva02_clip", "reference_160.safetensors", 160);
   const ViTConfig c = ViT::load(model("eva02_clip")).config();
   EXPECT_EQ(c.family, Family::EVA02Clip);
-  EXPECT_TRUE(c.attn_norm && c.scale_mlp && c.swiglu() && c.rope && !c.qkv_fused && !c.k_bias && c.class_token);
+  EXPECT_TRUE(c.attn_norm && c.mlp_norm && c.swiglu() && c.rope && !c.qkv_fused && !c.k_bias && c.class_token);
   EXPECT_TRUE(c.final_norm && !c.fc_norm);
   EXPECT_EQ(c.norm, NormKind::Layer);
   EXPECT_EQ(c.pool, Pool::Token);
@@ -500,7 +500,7 @@ TEST_F(Families, NaverRopeViTsLikeTimm) {
     EXPECT_EQ(c.rope_ref_h, 0);
     EXPECT_EQ(c.rope_temperature, 100.f);
     EXPECT_EQ(c.pool, Pool::Token);
-    EXPECT_EQ(c.abs_pos, name == "vit_rope_ape");
+    EXPECT_EQ(c.pos_embed, name == "vit_rope_ape");
     EXPECT_EQ(c.no_embed_class, name == "vit_rope_ape");
   }
 }
@@ -512,7 +512,7 @@ TEST_F(Families, NaverRopeMixedViTLikeTimm) {
   expect_like_timm("vit_rope_mixed", "reference_160.safetensors", 160);
   const ViTConfig c = ViT::load(model("vit_rope_mixed")).config();
   EXPECT_EQ(c.rope_kind, RopeKind::Mixed);
-  EXPECT_TRUE(c.rope && c.rope_xy && c.class_token && !c.abs_pos);
+  EXPECT_TRUE(c.rope && c.rope_xy && c.class_token && !c.pos_embed);
   // Its frequencies are in the file: a config naming a RoPE-Axial architecture over them is refused, and the reverse.
   TempDir d;
   expect_error([&] {

@@ -769,7 +769,7 @@ TEST(Archs, ArchitecturesAreTimmsShapeAndRun) {
     const ViTConfig full = config_for_arch(arch);
     EXPECT_EQ(full.parameters(), parameters);
     const std::string variant = family_name(full.family) + std::string(full.reg_tokens ? " registers" : "") +
-                                (full.scale_mlp ? " scale_mlp" : "") + (full.act == Activation::QuickGelu ? " quickgelu" : "") +
+                                (full.mlp_norm ? " scale_mlp" : "") + (full.act == Activation::QuickGelu ? " quickgelu" : "") +
                                 (full.rope_kind == RopeKind::Mixed ? " mixed" : "");
     if (!ran.insert(variant).second) continue;
     ViTConfig c = config_for_arch(arch, 4 * full.patch);
@@ -777,6 +777,7 @@ TEST(Archs, ArchitecturesAreTimmsShapeAndRun) {
     c.depth = 1;
     ViT m = ViT::random(c, 1);
     auto plan = m.make_plan(2);
+    EXPECT_EQ(m.flops(2), plan->program().flops());  // counted from the shapes, as the plan's steps sum them
     const auto images = random_vector(size_t(2 * c.input_floats()), rng);
     std::memcpy(plan->input(), images.data(), images.size() * sizeof(float));
     plan->run();
@@ -815,7 +816,7 @@ TEST(Archs, EveryNameDocsModelsMdRunsIsAnArchitecture) {
     c.depth = 1;
     c.width = 8 * c.heads;
     c.mlp = 16;
-    if (c.attn_pool_mlp) c.attn_pool_mlp = 24;
+    if (c.attn_pool()) c.attn_pool_mlp = 24;
     if (c.classes) c.classes = 5;
     ViT m = ViT::random(c, 1);
     auto plan = m.make_plan(1);

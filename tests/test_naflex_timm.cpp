@@ -151,6 +151,7 @@ class NaflexModel : public NaflexSuite<NaflexModelFiles> {
   std::vector<std::vector<float>> features(const ViT& m, const std::vector<std::string>& names,
                                            std::vector<std::vector<float>>* tokens = nullptr) const {
     auto plan = m.make_plan(int64_t(names.size()));
+    EXPECT_EQ(m.flops(int64_t(names.size())), plan->program().flops());  // masked attention counted whole, as the plan does
     const int64_t per = m.config().input_floats(), D = m.config().width, T = m.config().tokens();
     for (size_t b = 0; b < names.size(); ++b)
       plan->set_grid(int64_t(b), m.prepare_input(decode_image_file(image_path(names[b])), plan->input() + b * per));
