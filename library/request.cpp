@@ -108,14 +108,13 @@ std::vector<Explanation> explain(const Classifier& c, const ClassifierSettings& 
   drawing.method = r.method;
   drawing.picture_size = r.picture_size;
   const Explainer explainer(c.model(), drawing);
-  std::vector<Explanation> all;
-  const auto keep = [&](std::vector<Explanation>& batch) {
-    for (Explanation& e : batch) all.push_back(std::move(e));
-  };
   if (r.input == InputKind::Encoded) return explainer.explain_encoded(r.encoded);
   std::vector<ImagePath> inputs;
   for (const std::string& p : r.paths) inputs.push_back(ImagePath{p, ""});
-  explainer.explain(inputs, keep, between);
+  std::vector<Explanation> all;
+  explainer.explain(inputs, [&](std::vector<Explanation>& batch) {
+    for (Explanation& e : batch) all.push_back(std::move(e));
+  }, between);
   return all;
 }
 
@@ -149,13 +148,11 @@ Answer Classifier::run(const Request& r, const BetweenBatches& between) const {
       break;
     case InputKind::Video:
       if (top) {
-        classify_video(r.paths[0], r.video, [&](const std::vector<Result>& frames) {
+        classify_video(r.paths[0], r.embed.video, [&](const std::vector<Result>& frames) {
           a.results.insert(a.results.end(), frames.begin(), frames.end());
         }, r.topk, between);
       } else {
-        EmbedOptions o = r.embed;
-        o.video = r.video;
-        a.embeddings = {embed_video(r.paths[0], o, between)};
+        a.embeddings = {embed_video(r.paths[0], r.embed, between)};
       }
       break;
     case InputKind::Texts:

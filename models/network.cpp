@@ -423,9 +423,9 @@ double ViT::flops(int64_t images) const {
   const double B = double(images), T = double(c.tokens()), D = double(c.width);
   double f = 0;
   for (const auto& [name, lw] : linear_layers()) {  // rows per image: the patches, the tokens, or one
-    const bool per_token = name.rfind("blocks.", 0) == 0 || name == "attn_pool.kv";
-    const double rows = name == "patch_embed.proj" ? double(c.patches()) : per_token ? T : 1.0;
-    f += 2.0 * B * rows * double(lw->K) * double(lw->N) * (name.rfind("blocks.", 0) == 0 ? double(c.depth) : 1.0);
+    const bool block = name.rfind("blocks.", 0) == 0;  // one entry for every block's layer
+    const double rows = name == "patch_embed.proj" ? double(c.patches()) : block || name == "attn_pool.kv" ? T : 1.0;
+    f += 2.0 * B * rows * double(lw->K) * double(lw->N) * (block ? double(c.depth) : 1.0);
   }
   f += double(c.depth) * 4.0 * B * double(c.heads) * T * T * double(c.head_dim());  // q k^T and p v
   if (c.attn_pool()) f += 4.0 * B * T * D;  // the attention pool's one query over the tokens, every head

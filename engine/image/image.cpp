@@ -280,7 +280,8 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, in
   if (size == 0) throw Error(name, "empty file, not an image");
   const ImageFormat format = image_format(data, size);  // the one look at what the bytes are
   Image img = decode_as(data, size, format, name, max_pixels);
-  return exif_transpose ? apply_orientation(img, exif_orientation(data, size, format)) : img;
+  if (!exif_transpose) return img;
+  return apply_orientation(img, exif_orientation(data, size, format));
 }
 
 bool read_image_size(const uint8_t* data, size_t size, ImageFormat format, int64_t* width, int64_t* height) {

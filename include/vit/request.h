@@ -23,7 +23,7 @@ enum class InputKind {
   Encoded,  // encoded images in memory (name, bytes)
   Pixels,   // decoded RGB images (views: valid until the answer)
   Tensors,  // preprocessed images [n, 3, H, W], as Classifier::preprocess gives them
-  Video,    // one video file (paths[0]): its frames sampled as `video` says
+  Video,    // one video file (paths[0]): its frames sampled as `embed.video` says
   Texts,    // strings for a text tower (TextModel::run; the image tower refuses them)
 };
 
@@ -45,8 +45,8 @@ struct Request {
   std::vector<std::string> texts;
   Output output = Output::Top;
   int topk = 5;                // Output::Top
-  EmbedOptions embed;          // Output::Embedding (its video sampling: for video paths); texts: its normalize
-  VideoSampling video;         // InputKind::Video: which frames are classified or embedded
+  EmbedOptions embed;          // Output::Embedding (texts: its normalize); its video: which frames of a video
+                               // (InputKind::Video, or a video among Paths) are classified or embedded
   ExplainMethod method = ExplainMethod::Rollout;  // Output::Attention: the map the picture shows
   int picture_size = 1024;     // Output::Attention: the pictures' longer side, kMinPictureSize to kMaxPictureSize
 
@@ -65,7 +65,7 @@ struct Request {
     return std::move(*this);
   }
   Request with_video(const VideoSampling& sampling) && {
-    video = sampling;
+    embed.video = sampling;
     return std::move(*this);
   }
   Request with_picture(ExplainMethod m, int size) && {
