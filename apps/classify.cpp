@@ -266,7 +266,7 @@ void add_classify_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<ClassifyOptions>();
   CLI::App* cmd = add_model_command(app, "classify", "classify images with a ViT and print the top-k classes", o,
                                     prepare_classify, prepare);
-  add_max_patches_option(cmd, &o->model.max_patches);
+  add_load_option(cmd, &o->model, "max_patches");
   CLI::Option* labels = add_load_option(cmd, &o->model, "labels");
   add_load_option(cmd, &o->model, "text_embeddings")->excludes(labels);
   CLI::Option* names = cmd->add_option("--labels-text", o->labels_text,

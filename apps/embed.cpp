@@ -236,7 +236,7 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
                                     "one embedding per image: the pooled features before the head (timm's "
                                     "pre_logits), or after it with --head",
                                     o, prepare_embed, prepare);
-  add_max_patches_option(cmd, &o->model.max_patches);
+  add_load_option(cmd, &o->model, "max_patches");
   cmd->add_flag("--head", o->embed.head, "apply the head too: timm's model(x) (the logits of a classifier)");
   cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls, mean or map (the "
                                      "attention pool, on models that have one)")

@@ -218,7 +218,7 @@ void add_eval_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* cmd = add_model_command(app, "eval", "top-1 / top-5 accuracy on labelled photos (and agreement with f32)",
                                     o, prepare_eval, prepare);
-  add_max_patches_option(cmd, &o->model.max_patches);
+  add_load_option(cmd, &o->model, "max_patches");
   cmd->add_option("--labels-csv", o->labels_csv,
                   "CSV of file,index records, quoted as spreadsheets write them (default: for a model of ImageNet-1k's "
                   "1000 classes, the synset id at the start of each file name or in its folders; for a model whose "

@@ -191,7 +191,7 @@ void add_explain_command(CLI::App& app, Prepare* prepare) {
       "(f32, whatever --precision other commands use). Models without a class token explain with the mean "
       "of all tokens' attention rows instead of the class token's row",
       o, prepare_explain, prepare, false);
-  add_max_patches_option(cmd, &o->model.max_patches);
+  add_load_option(cmd, &o->model, "max_patches");
   add_name_option(cmd, "--out", &o->out, "folder for the pictures, created if missing; a stem met twice gets -2, -3, ...")
       ->capture_default_str();
   cmd->add_option_function<std::string>(

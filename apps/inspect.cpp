@@ -86,10 +86,8 @@ void add_inspect_command(CLI::App& app, Prepare* prepare) {
       cmd->add_option("MODEL", o->model, "a .safetensors file or the folder holding it (default: the DeiT-Tiny folder)");
   // -m as every other command takes it, or the bare path; not both.
   positional->excludes(cmd->add_option("-m,--model", o->model, "the same, as the other commands take it"));
-  add_config_options(cmd, &o->config, &o->arch);
-  add_img_size_option(cmd, &o->img_size);
-  add_max_patches_option(cmd, &o->max_patches);
-  add_precision_option(cmd, &o->precision);  // the weights as that precision keeps them, and their size
+  // What decides the model's shape and weights (--precision: the weights as it keeps them, and their size).
+  for (const char* name : {"config", "arch", "img_size", "max_patches", "precision"}) add_load_option(cmd, o.get(), name);
   auto image = std::make_shared<std::string>();
   cmd->add_option("--image", *image, "an image file: print the grid of patches it gets (a NaFlex model's own, "
                                      "within --max-patches)");

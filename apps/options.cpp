@@ -65,23 +65,24 @@ template CLI::Option* add_number_option<int64_t>(CLI::App*, const std::string&, 
 template CLI::Option* add_number_option<double>(CLI::App*, const std::string&, double*, double, double,
                                                 const std::string&);
 
-// A whole-number model option's flag, its range and help from the library's table (vit/load_options.h).
-CLI::Option* add_load_number_option(CLI::App* cmd, const std::string& names, const char* name, int* value) {
-  const LoadOption& option = load_option(name);
-  return add_number_option(cmd, names, value, option.lo, option.hi, option.help);
-}
-
-void add_threads_option(CLI::App* cmd, int* threads) { add_load_number_option(cmd, "-t,--threads", "threads", threads); }
-
 void add_batch_option(CLI::App* cmd, int* batch) {
   add_number_option(cmd, "-b,--batch", batch, 1, int(kMaxBatch), "images per forward pass");
+}
+
+static void add_precision_option(CLI::App* cmd, Precision* precision) {
+  cmd->add_option_function<std::string>(
+         "--precision", [precision](const std::string& s) { *precision = precision_from_name(s); },
+         load_option("precision").help)
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}))
+      ->type_name("NAME")
+      ->default_str("f32");
 }
 
 CLI::Option* add_load_option(CLI::App* cmd, LoadOptions* o, const std::string& name) {
   const LoadOption& option = load_option(name);
   const std::string flag = (name == "threads" ? "-t," : "") + option_flag(option);
   switch (option.kind) {
-    case OptionKind::Number: return add_load_number_option(cmd, flag, option.name, &(o->*option.number));
+    case OptionKind::Number: return add_number_option(cmd, flag, &(o->*option.number), option.lo, option.hi, option.help);
     case OptionKind::Path: return cmd->add_option(flag, o->*option.text, option.help);
     case OptionKind::Name: return add_name_option(cmd, flag, &(o->*option.text), option.help)->type_name("NAME");
     case OptionKind::Precision: break;
@@ -100,27 +101,6 @@ void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision) {
       add_load_option(cmd, o, option.name);
 }
 
-void add_config_options(CLI::App* cmd, std::string* config, std::string* arch) {
-  cmd->add_option("--config", *config, load_option("config").help);
-  add_name_option(cmd, "--arch", arch, load_option("arch").help)->type_name("NAME");
-}
-
-void add_max_patches_option(CLI::App* cmd, int* max_patches) {
-  add_load_number_option(cmd, "--max-patches", "max_patches", max_patches);
-}
-
-void add_precision_option(CLI::App* cmd, Precision* precision) {
-  cmd->add_option_function<std::string>(
-         "--precision", [precision](const std::string& s) { *precision = precision_from_name(s); },
-         load_option("precision").help)
-      ->check(CLI::IsMember({"f32", "bf16", "int8"}))
-      ->type_name("NAME")
-      ->default_str("f32");
-}
-
-void add_img_size_option(CLI::App* cmd, int* img_size) {
-  add_load_number_option(cmd, "--img-size", "img_size", img_size);
-}
 
 std::string model_path(const ModelOptions& o) {
   std::string path = o.model.empty() ? default_model_path() : o.model;

@@ -32,8 +32,6 @@ void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision = tru
 // The flag of the model-wide option `name` ("labels": --labels) filling its field of *o, with the table's help
 // and range.
 CLI::Option* add_load_option(CLI::App* cmd, LoadOptions* o, const std::string& name);
-// --config and --arch: what a checkpoint's tensors cannot say.
-void add_config_options(CLI::App* cmd, std::string* config, std::string* arch);
 // The subcommand `name` of a command that runs a model: its line of help, the model flags above filling
 // o->model, and, when it is the one chosen, *prepare set to prepare_fn(*o).
 template <class Options, class PrepareFn>
@@ -45,11 +43,6 @@ CLI::App* add_model_command(CLI::App& app, const std::string& name, const std::s
   cmd->callback([o, prepare_fn, prepare] { *prepare = [o, prepare_fn] { return prepare_fn(*o); }; });
   return cmd;
 }
-void add_threads_option(CLI::App* cmd, int* threads);
-void add_img_size_option(CLI::App* cmd, int* img_size);
-// --max-patches, for the commands that run a NaFlex model through the library's Classifier.
-void add_max_patches_option(CLI::App* cmd, int* max_patches);
-void add_precision_option(CLI::App* cmd, Precision* precision);
 std::string default_model_path();
 // The model file or folder the options name: --model, else the default model, which must be there.
 std::string model_path(const ModelOptions& o);

@@ -9,7 +9,6 @@
 
 #include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <cstdio>
 #include <cstring>
 
@@ -78,17 +77,14 @@ bool same_place(const Place& a, const Place& b) {
   return a.known && b.known && a.dev == b.dev && a.ino == b.ino && a.name == b.name;
 }
 
-std::string head_of(const std::string& path, size_t n) {
-  std::ifstream in(path, std::ios::binary);
-  std::string s(n, '\0');
-  in.read(s.data(), std::streamsize(n));
-  s.resize(size_t(in.gcount()));
-  return s;
-}
-
 // A PNG whose text chunks before its pixels name kPngSoftware as the software that wrote it.
 bool png_written_here(const std::string& path) {
-  const std::string s = head_of(path, 1 << 16);
+  std::string s;
+  try {
+    s = read_file_head(path, 1 << 16);
+  } catch (const Error&) {
+    return false;
+  }
   if (s.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0) return false;
   for (size_t at = 8; at + 8 <= s.size();) {
     const auto byte = [&](size_t i) { return uint32_t(uint8_t(s[at + i])); };

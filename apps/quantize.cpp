@@ -16,21 +16,22 @@ namespace vit::app {
 
 void add_quantize_command(CLI::App& app, Prepare* prepare) {
   auto o = std::make_shared<QuantizeOptions>();
-  auto threads = std::make_shared<int>(0);
+  auto load = std::make_shared<LoadOptions>();  // the model-wide flags quantize takes
   CLI::App* cmd = app.add_subcommand(
       "quantize", "write an int8 model folder, its weights rounded with GPTQ from calibration images");
   cmd->add_option("-m,--model", o->model, "the f32 model: a .safetensors file or its folder")->required();
-  add_config_options(cmd, &o->config, &o->arch);
+  for (const char* name : {"config", "arch", "threads"}) add_load_option(cmd, load.get(), name);
   cmd->add_option("--calib", o->calib, "calibration images: files or folders (a few hundred photos like the ones "
                                        "the model will see)")
       ->required();
   add_name_option(cmd, "-o,--output", &o->out, "the folder to write (must not exist, or be empty)")->required();
   add_number_option(cmd, "--images", &o->max_images, int64_t(1), int64_t(1) << 20,
                     "calibration images used at most (the first in name order)");
-  add_threads_option(cmd, threads.get());
-  cmd->callback([o, threads, prepare] {
-    *prepare = [o, threads]() -> std::function<int()> {
-      set_threads(usable_threads(*threads));
+  cmd->callback([o, load, prepare] {
+    *prepare = [o, load]() -> std::function<int()> {
+      o->config = load->config;
+      o->arch = load->arch;
+      set_threads(usable_threads(load->threads));
       auto q = std::make_shared<Quantizer>(*o);
       return [o, q] {
         // Minutes for a large model: each stage on the terminal (and in -v's log).

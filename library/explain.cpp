@@ -189,12 +189,14 @@ void Explainer::explain(const std::vector<ImagePath>& inputs,
   m.run(inputs.size(), [&](size_t i) { return inputs[i].file; }, decode, m.drawing(), on_batch, between);
 }
 
-std::vector<Explanation> Explainer::explain_encoded(const std::vector<std::pair<std::string, std::string>>& images) const {
-  return explain_encoded(images, impl_->opt.method, impl_->opt.picture_size);
+std::vector<Explanation> Explainer::explain_encoded(const std::vector<std::pair<std::string, std::string>>& images,
+                                                    const BetweenBatches& between) const {
+  return explain_encoded(images, impl_->opt.method, impl_->opt.picture_size, between);
 }
 
 std::vector<Explanation> Explainer::explain_encoded(const std::vector<std::pair<std::string, std::string>>& images,
-                                                    ExplainMethod method, int picture_size) const {
+                                                    ExplainMethod method, int picture_size,
+                                                    const BetweenBatches& between) const {
   const Impl& m = *impl_;
   check_picture_size(picture_size);
   const auto decode = [&](size_t i) {
@@ -205,7 +207,7 @@ std::vector<Explanation> Explainer::explain_encoded(const std::vector<std::pair<
   std::vector<Explanation> all;
   m.run(images.size(), [&](size_t i) { return images[i].first; }, decode, {method, picture_size, m.opt.heads}, [&](std::vector<Explanation>& batch) {
     for (Explanation& e : batch) all.push_back(std::move(e));
-  }, {});
+  }, between);
   return all;
 }
 

@@ -2,6 +2,8 @@
 // request's input kind and output choose the call that answers it.
 #include "vit/request.h"
 
+#include "library/model_impl.h"
+
 namespace vit {
 
 namespace {
@@ -108,7 +110,7 @@ std::vector<Explanation> explain(const Classifier& c, const ClassifierSettings& 
   drawing.method = r.method;
   drawing.picture_size = r.picture_size;
   const Explainer explainer(c.model(), drawing);
-  if (r.input == InputKind::Encoded) return explainer.explain_encoded(r.encoded);
+  if (r.input == InputKind::Encoded) return explainer.explain_encoded(r.encoded, between);
   std::vector<ImagePath> inputs;
   for (const std::string& p : r.paths) inputs.push_back(ImagePath{p, ""});
   std::vector<Explanation> all;
@@ -121,8 +123,8 @@ std::vector<Explanation> explain(const Classifier& c, const ClassifierSettings& 
 }  // namespace
 
 Answer Classifier::run(const Request& r, const BetweenBatches& between) const {
-  const ModelInfo info = r.input == InputKind::Tensors ? this->info() : ModelInfo{};  // only tensors need its size
-  check_request(r, 3 * info.input_height * info.input_width);
+  const ViTConfig& c = model().impl().network.config();
+  check_request(r, c.in_chans * c.img_h() * c.img_w());  // a NaFlex model's are refused by name when run
   Answer a;
   const bool top = r.output == Output::Top;
   if (r.output == Output::Attention) {

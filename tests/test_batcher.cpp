@@ -299,6 +299,11 @@ TEST_F(BatcherTest, RunExplainsAttentionOverTheSameModel) {
   ASSERT_EQ(files.explanations.size(), 2u);
   EXPECT_EQ(files.explanations[0].rollout, Explainer(classifier_->model()).explain_encoded({{path, encoded[0].second}})[0].rollout);
   EXPECT_FALSE(files.explanations[1].error.empty());
+  // Between batches the caller may stop it, as every long call (more images than a batch of maps holds).
+  const EncodedImages many(64, encoded[0]);
+  int asked = 0;
+  EXPECT_THROW(classifier_->run(Request::of_images(many, Output::Attention), [&] { return ++asked < 0; }), Interrupted);
+  EXPECT_EQ(asked, 1);
   expect_error([&] { classifier_->run(Request::of_images(encoded, Output::Attention).with_picture(ExplainMethod::Last, 10)); },
                "picture size 10 is out of range (64 to 8192)");
   const std::vector<uint8_t> rgb(16 * 12 * 3, 90);

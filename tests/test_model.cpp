@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -459,33 +458,6 @@ TEST(Library, ClassifierAndExplainerShareOneModel) {
   bad.labels = d.file("labels.txt");
   bad.text_embeddings = d.file("text.safetensors");
   expect_error([&] { Model(d.path(), bad); }, "labels and text embeddings both name the classes: give one");
-}
-
-// The Python stub (python/vit/_vit.pyi) names every model-wide option of the table as a keyword of
-// Classifier(), with the default LoadOptions has: the hand-written stub kept in step with the one declaration.
-TEST(Library, TheStubTakesEveryOptionOfTheTableWithItsDefault) {
-  std::ifstream in(VIT_SOURCE_DIR "/python/vit/_vit.pyi");
-  ASSERT_TRUE(in) << "python/vit/_vit.pyi";
-  const std::string stub((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t from = stub.find("class Classifier:");
-  ASSERT_NE(from, std::string::npos);
-  const size_t start = stub.find("def __init__(", from), end = stub.find(") -> None", start);
-  ASSERT_NE(end, std::string::npos);
-  const std::string init = stub.substr(start, end - start);
-  const LoadOptions defaults;
-  for (const LoadOption& o : load_option_table()) {
-    std::string want;
-    switch (o.kind) {
-      case OptionKind::Number: want = ": int = " + load_option_value(defaults, o) + ","; break;
-      case OptionKind::Path: want = ": Optional[Path] = None,"; break;
-      case OptionKind::Name: want = ": Optional[str] = None,"; break;
-      case OptionKind::Precision: want = ": Literal[\"f32\", \"bf16\", \"int8\"] = \"" + load_option_value(defaults, o) + "\","; break;
-    }
-    const size_t at = init.find(std::string("\n        ") + o.name + ":");
-    ASSERT_NE(at, std::string::npos) << o.name << " is not a keyword of Classifier() in the stub";
-    const std::string line = init.substr(at + 9, init.find('\n', at + 1) - at - 9);
-    EXPECT_EQ(line.rfind(std::string(o.name) + want, 0), 0u) << line;
-  }
 }
 
 // The library's in-memory pixels (what classify_video feeds it): a missing buffer, a zero side or more

@@ -366,6 +366,17 @@ TEST(DecodeErrors, FileThatShrinksWhileReadIsAnError) {
                "a.bin: the file shrank while it was read: its 5000 bytes needs bytes up to 5000, the file now has 1000");
 }
 
+TEST(DecodeErrors, AFilesHeadIsAtMostItsBytesAndAProcFileIsRead) {
+  TempDir d;
+  write_file(d.file("a.bin"), "0123456789");
+  EXPECT_EQ(read_file_head(d.file("a.bin"), 4), "0123");
+  EXPECT_EQ(read_file_head(d.file("a.bin"), 100), "0123456789");
+  EXPECT_NE(read_file_head("/proc/self/status", 1 << 16).find("VmHWM:"), std::string::npos);  // its size says 0
+  ASSERT_EQ(::mkfifo(d.file("f").c_str(), 0600), 0);
+  expect_error([&] { read_file_head(d.file("f"), 4); }, "is a FIFO (named pipe), not a regular file: not read");
+  expect_error([&] { read_file_head(d.file("none"), 4); }, "none: cannot open: No such file or directory");
+}
+
 TEST(DecodeErrors, FifoIsRefusedWithoutWaiting) {
   TempDir d;
   ASSERT_EQ(::mkfifo(d.file("b.jpg").c_str(), 0600), 0);

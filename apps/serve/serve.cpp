@@ -12,7 +12,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 #include <future>
 #include <thread>
 
@@ -26,6 +26,7 @@
 #include "models.h"
 #include "openai.h"
 #include "routes.h"
+#include "engine/io/files.h"
 #include "v1.h"
 #include "vit/batcher.h"
 #include "vit/limits.h"
@@ -56,7 +57,12 @@ int64_t memory_bound_mb(int64_t ready_mb, const ServeOptions& o) {
 // The most memory this process has held so far in MiB (VmHWM, its peak resident set), 0 where /proc
 // does not say.
 int64_t peak_resident_mb() {
-  std::ifstream status("/proc/self/status");
+  std::istringstream status;
+  try {
+    status.str(read_file_head("/proc/self/status", 1 << 16));
+  } catch (const Error&) {
+    return 0;
+  }
   std::string key;
   int64_t kb = 0;
   while (status >> key)

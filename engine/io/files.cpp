@@ -68,6 +68,26 @@ void InputFile::read_at(uint64_t offset, void* dst, size_t n, const std::string&
   }
 }
 
+size_t InputFile::read_up_to(uint64_t offset, void* dst, size_t n) const {
+  auto* p = static_cast<uint8_t*>(dst);
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd_, p + done, n - done, off_t(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw Error(path_, std::string("cannot read: ") + std::strerror(errno));
+    if (got == 0) break;
+    done += size_t(got);
+  }
+  return done;
+}
+
+std::string read_file_head(const std::string& path, size_t max_bytes) {
+  const InputFile f(path);
+  std::string s(max_bytes, '\0');
+  s.resize(f.read_up_to(0, s.data(), s.size()));
+  return s;
+}
+
 std::vector<uint8_t> read_file_bytes(const std::string& path, uint64_t max_bytes,
                                      const std::function<void()>& after_open) {
   InputFile f(path);

@@ -20,6 +20,8 @@ class InputFile {
   uint64_t size() const { return size_; }  // when opened
   // Exactly n bytes at offset into dst; a file that no longer has them is an error ("... shrank ...").
   void read_at(uint64_t offset, void* dst, size_t n, const std::string& what) const;
+  // Up to n bytes at offset, fewer where the file ends first (a /proc file says size 0 and still has some).
+  size_t read_up_to(uint64_t offset, void* dst, size_t n) const;
 
  private:
   std::string path_;
@@ -31,6 +33,10 @@ class InputFile {
 // reading (tests shrink the file there).
 std::vector<uint8_t> read_file_bytes(const std::string& path, uint64_t max_bytes,
                                      const std::function<void()>& after_open = {});
+
+// At most max_bytes from the start of a regular file: a file's head (is it one this engine wrote?), or a
+// /proc file, whose size says 0. Throws vit::Error as InputFile does.
+std::string read_file_head(const std::string& path, size_t max_bytes);
 
 // An output file written in full beside its target (".NAME.XXXXXX" in the same folder) and renamed
 // over it by commit(): concurrent writers each leave a complete file, and an interrupted run leaves the

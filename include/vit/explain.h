@@ -76,11 +76,13 @@ class Explainer {
 
   // Encoded images in memory (name, bytes), as Classifier::classify_encoded takes them: their
   // Explanations in order, one batch at a time as explain() makes them.
-  std::vector<Explanation> explain_encoded(const std::vector<std::pair<std::string, std::string>>& images) const;
+  std::vector<Explanation> explain_encoded(const std::vector<std::pair<std::string, std::string>>& images,
+                                           const BetweenBatches& between = {}) const;
   // The same drawn with this method and picture size (64 to 8192) instead of the options' (a server's
   // requests each choose theirs).
   std::vector<Explanation> explain_encoded(const std::vector<std::pair<std::string, std::string>>& images,
-                                           ExplainMethod method, int picture_size) const;
+                                           ExplainMethod method, int picture_size,
+                                           const BetweenBatches& between = {}) const;
 
   int64_t classes() const;  // 0 for a model without classes: explain() refuses it
   int64_t heads() const;

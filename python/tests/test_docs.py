@@ -1,6 +1,7 @@
 """What README.md and docs/PYTHON.md say of the Python module is what the module does: every call written as a
 signature there (its positional arguments are names, not values) gives each keyword the default the module has and
-names only keywords it takes, and one written out whole (with `*`) names every keyword it takes. And the README's
+names only keywords it takes, and one written out whole (with `*`) names every keyword it takes, where
+`**model_options` stands for the model-wide options' keywords (vit.model_options()). And the README's
 promise of timm's preprocessing names its one exception, NaFlex towers."""
 import ast
 import pathlib
@@ -38,17 +39,20 @@ def runtime_of(callee):
 
 
 def documented_signatures():
-    """(file, callee, [(keyword, default text or None)], written whole) for each call written as a signature."""
+    """(file, callee, [(keyword, default text or None)], written whole, with **model_options) for each call
+    written as a signature."""
     for doc in DOCS:
         for callee, inner in calls(doc.read_text()):
             parts = split_top_level(inner)
+            model_options = "**model_options" in parts
+            parts = [p for p in parts if p != "**model_options"]
             positional = [p for p in parts if "=" not in p]
             if not parts or not all(p == "*" or p.isidentifier() for p in positional):
                 continue  # an example: its arguments are values
             keywords = [p.split("=", 1) for p in parts if "=" in p]
             if not keywords and "*" not in parts:
                 continue
-            yield doc.name, callee, [(k.strip(), v.strip() or None) for k, v in keywords], "*" in parts
+            yield doc.name, callee, [(k.strip(), v.strip() or None) for k, v in keywords], "*" in parts, model_options
 
 
 def literal(text):
@@ -62,7 +66,8 @@ def literal(text):
 
 def test_documented_signatures_are_the_modules():
     checked = 0
-    for doc, callee, keywords, whole in documented_signatures():
+    table = [o["name"] for o in vit.model_options()]
+    for doc, callee, keywords, whole, model_options in documented_signatures():
         f = runtime_of(callee)
         assert f is not None, f"{doc}: {callee} is not in the module"
         runtime = {name: default for name, _, default in runtime_signature(f)}
@@ -73,6 +78,9 @@ def test_documented_signatures_are_the_modules():
                     f"{doc}: {callee}'s {name} is {runtime[name]}, not {default}"
         if whole:
             keyword_only = [name for name, kw, _ in runtime_signature(f) if kw]
+            if model_options:
+                assert set(table) <= set(keyword_only), f"{doc}: {callee} takes no **model_options"
+                keyword_only = [name for name in keyword_only if name not in table]
             assert [name for name, _ in keywords] == keyword_only, f"{doc}: {callee} takes {keyword_only}"
         checked += 1
     assert checked >= 10, checked

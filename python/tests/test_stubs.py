@@ -83,3 +83,17 @@ def test_stubs_match_the_module():
     assert checked >= 16
     assert "Error" in classes and "__version__" in STUBS.read_text()
     assert (STUBS.parent / "py.typed").is_file()
+
+
+def test_classifier_takes_every_model_option_with_its_type():
+    """The build writes Classifier()'s model-wide keywords from the option table: each with the type of its
+    kind and its default, in the table's order, before the Classifier's own."""
+    _, classes = stub_tree()
+    init = classes["Classifier"]["__init__"]
+    stub = {a.arg: (ast.unparse(a.annotation), ast.unparse(d)) for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults)}
+    types = {"int": "int", "path": "Optional[Path]", "name": "Optional[str]",
+             "precision": "Literal['f32', 'bf16', 'int8']"}
+    options = vit.model_options()
+    assert [a.arg for a in init.args.kwonlyargs][: len(options)] == [o["name"] for o in options]
+    for o in options:
+        assert stub[o["name"]] == (types[o["type"]], repr(o["default"])), o["name"]
