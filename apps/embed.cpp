@@ -27,7 +27,7 @@ namespace {
 struct EmbedCommand {
   ModelOptions model;
   EmbedOptions embed;
-  std::string out, pool;
+  std::string out;
   int batch = 8;
   int64_t max_pixels = kDefaultMaxPixels;
   bool force = false, stdin_paths = false, null_separated = false, exif_transpose = false, videos = false, stats = false;
@@ -130,9 +130,6 @@ int embed_all(const EmbedCommand& o, std::vector<Input>& inputs, const Classifie
   return out.failed() ? kExitSomeFailed : kExitOk;
 }
 
-// The --pool words, each to the engine's Pool: the one place the command reads them.
-const std::map<std::string, Pool> kPoolWords = {{"cls", Pool::Token}, {"mean", Pool::Avg}, {"map", Pool::Map}};
-
 // --text and --text-file: each text's embedding, or its error, in order; a text cut to the tower's context is said.
 int embed_texts(const EmbedCommand& o, const std::vector<TextInput>& texts, const TextModel& model) {
   std::unique_ptr<RowWriter> saved;
@@ -180,7 +177,7 @@ void check_text_flags(const EmbedCommand& o) {
   if (o.stdin_paths) throw Error("--stdin" + why);
   if (o.embed.head) throw Error("--head" + why + " (a text's embedding is always its tower's projection)");
   if (o.embed.tokens) throw Error("--tokens" + why);
-  if (!o.pool.empty()) throw Error("--pool" + why);
+  if (o.model.pool) throw Error("--pool" + why);
   if (o.videos) throw Error("--videos" + why);
   if (o.model.img_size || o.model.max_patches || !o.model.config.empty() || !o.model.arch.empty())
     throw Error("--img-size, --max-patches, --config and --arch" + why);
@@ -218,7 +215,6 @@ std::function<int()> prepare_embed(EmbedCommand o) {
   co.batch = o.batch;
   co.max_pixels = o.max_pixels;
   co.exif_transpose = o.exif_transpose;
-  if (!o.pool.empty()) co.pool = kPoolWords.at(o.pool);
   auto classifier = std::make_shared<Classifier>(load_classifier(o.model, co));
   const ModelInfo info = classifier->info();
   if (o.embed.tokens && info.max_patches > 0)
@@ -238,9 +234,7 @@ void add_embed_command(CLI::App& app, Prepare* prepare) {
                                     o, prepare_embed, prepare);
   add_load_option(cmd, &o->model, "max_patches");
   cmd->add_flag("--head", o->embed.head, "apply the head too: timm's model(x) (the logits of a classifier)");
-  cmd->add_option("--pool", o->pool, "pool the tokens otherwise than the model does: cls, mean or map (the "
-                                     "attention pool, on models that have one)")
-      ->check(CLI::IsMember(kPoolWords));
+  add_load_option(cmd, &o->model, "pool");
   cmd->add_flag("--tokens", o->embed.tokens, "also write the token sequence timm's forward_features returns: its "
                                              "prefix_tokens (class, registers) first, then the patch_grid's tokens "
                                              "row by row (both numbers given beside it)");

@@ -69,15 +69,6 @@ void add_batch_option(CLI::App* cmd, int* batch) {
   add_number_option(cmd, "-b,--batch", batch, 1, int(kMaxBatch), "images per forward pass");
 }
 
-static void add_precision_option(CLI::App* cmd, Precision* precision) {
-  cmd->add_option_function<std::string>(
-         "--precision", [precision](const std::string& s) { *precision = precision_from_name(s); },
-         load_option("precision").help)
-      ->check(CLI::IsMember({"f32", "bf16", "int8"}))
-      ->type_name("NAME")
-      ->default_str("f32");
-}
-
 CLI::Option* add_load_option(CLI::App* cmd, LoadOptions* o, const std::string& name) {
   const LoadOption& option = load_option(name);
   const std::string flag = (name == "threads" ? "-t," : "") + option_flag(option);
@@ -85,17 +76,21 @@ CLI::Option* add_load_option(CLI::App* cmd, LoadOptions* o, const std::string& n
     case OptionKind::Number: return add_number_option(cmd, flag, &(o->*option.number), option.lo, option.hi, option.help);
     case OptionKind::Path: return cmd->add_option(flag, o->*option.text, option.help);
     case OptionKind::Name: return add_name_option(cmd, flag, &(o->*option.text), option.help)->type_name("NAME");
-    case OptionKind::Precision: break;
+    case OptionKind::Precision:
+    case OptionKind::Pool: break;
   }
-  add_precision_option(cmd, &o->precision);
-  return cmd->get_option(flag);
+  return cmd->add_option_function<std::string>(flag, [o, &option](const std::string& s) { set_load_option(o, option, s); },
+                                               option.help)
+      ->check(CLI::IsMember(option_choices(option)))
+      ->type_name("NAME")
+      ->default_str(load_option_value(LoadOptions{}, option));
 }
 
 void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision) {
   cmd->add_option("-m,--model", o->model,
                   "a .safetensors file or the folder holding model.safetensors and config.json "
                   "(default: weights/deit_tiny_patch16_224.fb_in1k)");
-  static const std::set<std::string> kSomeCommands = {"max_patches", "labels", "text_embeddings"};
+  static const std::set<std::string> kSomeCommands = {"max_patches", "labels", "text_embeddings", "pool"};
   for (const LoadOption& option : load_option_table())
     if (!kSomeCommands.count(option.name) && (with_precision || option.kind != OptionKind::Precision))
       add_load_option(cmd, o, option.name);

@@ -26,7 +26,7 @@ template <typename T>
 CLI::Option* add_number_option(CLI::App* cmd, const std::string& names, T* value, T lo, T hi, const std::string& help);
 
 // --model and the flags of the library's model-wide options (vit/load_options.h) every command takes: all but
-// --max-patches, --labels and --text-embeddings, which the commands that take them add (add_load_option), and
+// --max-patches, --labels, --text-embeddings and --pool, which the commands that take them add (add_load_option), and
 // --precision when the command always runs f32.
 void add_model_options(CLI::App* cmd, ModelOptions* o, bool with_precision = true);
 // The flag of the model-wide option `name` ("labels": --labels) filling its field of *o, with the table's help

@@ -14,9 +14,9 @@ namespace vit {
 
 namespace {
 
-// The table's three kinds of row.
-LoadOption precision_option(const char* help) {
-  return {"precision", "precision", OptionKind::Precision, nullptr, 0, 0, "", nullptr, help};
+// The table's kinds of row: a choice of words (the precision, the pool), a number, a text.
+LoadOption choice_option(OptionKind kind, const char* name, const char* help) {
+  return {name, name, kind, nullptr, 0, 0, "", nullptr, help};
 }
 // A whole number from 0 (the default, which `zero` names) to hi.
 LoadOption number_option(const char* name, const char* what, int LoadOptions::*field, int hi, const char* zero,
@@ -33,7 +33,8 @@ LoadOption text_option(OptionKind kind, const char* name, const char* what, std:
 const std::vector<LoadOption>& load_option_table() {
   using O = LoadOptions;
   static const std::vector<LoadOption> table{
-      precision_option("arithmetic of the linear layers: f32 (as timm), bf16 (CPUs with avx512_bf16) or int8"),
+      choice_option(OptionKind::Precision, "precision",
+                    "arithmetic of the linear layers: f32 (as timm), bf16 (CPUs with avx512_bf16) or int8"),
       number_option("threads", "threads", &O::threads, 4096, "all cores",
                     "threads for decoding and inference; 0: all cores (more than the cores: the cores, with a "
                     "warning)"),
@@ -54,6 +55,9 @@ const std::vector<LoadOption>& load_option_table() {
       text_option(OptionKind::Path, "text_embeddings", "text embeddings", &O::text_embeddings,
                   "zero-shot labels for a CLIP or SigLIP image tower: a safetensors file of class names and their "
                   "text embeddings (scripts/export_text_embeddings.py); its classes replace the model's"),
+      choice_option(OptionKind::Pool, "pool",
+                    "pool the tokens otherwise than the model does: cls (or timm's token), mean (or avg) or map (the "
+                    "attention pool, on models that have one); unset: the model's own"),
   };
   return table;
 }
@@ -68,6 +72,24 @@ std::string option_flag(const LoadOption& option) {
   std::string flag = std::string("--") + option.name;
   std::replace(flag.begin(), flag.end(), '_', '-');
   return flag;
+}
+
+namespace {
+
+// Each word of a Pool option and the pooling it names: the command line's and timm's global_pool's.
+const std::pair<const char*, Pool> kPoolWords[] = {
+    {"cls", Pool::Token}, {"token", Pool::Token}, {"mean", Pool::Avg}, {"avg", Pool::Avg}, {"map", Pool::Map}};
+
+}  // namespace
+
+const std::vector<std::string>& option_choices(const LoadOption& option) {
+  static const std::vector<std::string> precisions{"f32", "bf16", "int8"}, none;
+  static const std::vector<std::string> pools = [] {
+    std::vector<std::string> words;
+    for (const auto& [word, pool] : kPoolWords) words.push_back(word);
+    return words;
+  }();
+  return option.kind == OptionKind::Precision ? precisions : option.kind == OptionKind::Pool ? pools : none;
 }
 
 namespace {
@@ -109,6 +131,13 @@ void set_load_option(LoadOptions* o, const LoadOption& option, const std::string
         throw ArgumentError(e.what());
       }
       return;
+    case OptionKind::Pool:
+      for (const auto& [word, pool] : kPoolWords)
+        if (value == word) {
+          o->pool = pool;
+          return;
+        }
+      throw ArgumentError("pool '" + value + "' is not one of 'cls', 'token', 'mean', 'avg', 'map'");
   }
 }
 
@@ -118,6 +147,7 @@ std::string load_option_value(const LoadOptions& o, const LoadOption& option) {
     case OptionKind::Path:
     case OptionKind::Name: return o.*option.text;
     case OptionKind::Precision: return precision_name(o.precision);
+    case OptionKind::Pool: return o.pool ? pool_name(*o.pool) : "";
   }
   return "";
 }

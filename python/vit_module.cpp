@@ -349,21 +349,6 @@ auto interruptible(const Call& call) {
   }
 }
 
-// The pool words Python takes, timm's global_pool names beside the CLI's, each to the engine's choice:
-// the one place they are read.
-const std::pair<const char*, vit::Pool> kPools[] = {{"cls", vit::Pool::Token}, {"token", vit::Pool::Token},
-                                                    {"mean", vit::Pool::Avg},  {"avg", vit::Pool::Avg},
-                                                    {"map", vit::Pool::Map}};
-
-vit::Pool pool_arg(const py::handle& pool) {
-  if (!py::isinstance<py::str>(pool))
-    throw py::type_error("pool must be a str ('cls', 'token', 'mean', 'avg' or 'map') or None, got " + type_name(pool));
-  const std::string word = py::cast<std::string>(pool);
-  for (const auto& [python, engine] : kPools)
-    if (word == python) return engine;
-  throw py::value_error("pool '" + word + "' is not one of 'cls', 'token', 'mean', 'avg', 'map'");
-}
-
 // A keyword argument as pybind11 converts a typed one (an int takes what has __index__, not a float), or TypeError
 // naming it.
 template <typename T>
@@ -376,8 +361,8 @@ T cast_arg(const py::handle& value, const std::string& name, const char* kind) {
 }
 
 // A model-wide option's keyword argument (vit/load_options.h) into the options: an int (its range is checked on
-// loading, in the library's words), a precision's name, a path (str, bytes or os.PathLike) or a name (str); None
-// for a path or a name is its default, none.
+// loading, in the library's words), a precision's name, a path (str, bytes or os.PathLike), a name (str) or a
+// pool's word; None for a path, a name or a pool is its default, none (the pool: the model's own).
 void set_table_arg(vit::LoadOptions* o, const vit::LoadOption& option, const py::handle& value) {
   switch (option.kind) {
     case vit::OptionKind::Number: o->*option.number = cast_arg<int>(value, option.name, "an int"); return;
@@ -395,11 +380,17 @@ void set_table_arg(vit::LoadOptions* o, const vit::LoadOption& option, const py:
       if ((o->*option.text).empty())
         throw vit::ArgumentError(std::string(option.name) + " '' names no " + option.what + " (None for none)");
       return;
+    case vit::OptionKind::Pool:
+      if (value.is_none()) return;
+      if (!py::isinstance<py::str>(value))
+        throw py::type_error("pool must be a str ('cls', 'token', 'mean', 'avg' or 'map') or None, got " + type_name(value));
+      vit::set_load_option(o, option, py::cast<std::string>(value));
+      return;
   }
 }
 
 // The Classifier's keywords beside the table's: how it runs rather than what is loaded. Each sets its field of
-// the options from the argument; its default is ClassifierOptions' (the pool's: None, the model's own).
+// the options from the argument; its default is ClassifierOptions'.
 struct ClassifierArg {
   const char* name;
   const char* python_type;
@@ -415,11 +406,6 @@ const ClassifierArg kClassifierArgs[] = {
     {"exif_transpose", "bool",
      [](vit::ClassifierOptions* o, const py::handle& v) { o->exif_transpose = cast_arg<bool>(v, "exif_transpose", "a bool"); },
      [](const vit::ClassifierOptions& o) { return std::string(o.exif_transpose ? "True" : "False"); }},
-    {"pool", "object",
-     [](vit::ClassifierOptions* o, const py::handle& v) {
-       if (!v.is_none()) o->pool = pool_arg(v);
-     },
-     [](const vit::ClassifierOptions&) { return std::string("None"); }},
 };
 
 // Classifier(model, **options): every keyword is the table's or the Classifier's own; another is a TypeError, as
@@ -456,7 +442,8 @@ std::pair<std::string, std::string> python_type_and_default(const vit::LoadOptio
     case vit::OptionKind::Number: return {"int", vit::load_option_value(vit::LoadOptions{}, option)};
     case vit::OptionKind::Precision: return {"str", "'" + vit::load_option_value(vit::LoadOptions{}, option) + "'"};
     case vit::OptionKind::Path:
-    case vit::OptionKind::Name: break;
+    case vit::OptionKind::Name:
+    case vit::OptionKind::Pool: break;
   }
   return {"object", "None"};
 }
@@ -465,7 +452,7 @@ std::pair<std::string, std::string> python_type_and_default(const vit::LoadOptio
 py::list model_options() {
   py::list out;
   for (const vit::LoadOption& option : vit::load_option_table()) {
-    static const char* const kKinds[] = {"int", "path", "name", "precision"};
+    static const char* const kKinds[] = {"int", "path", "name", "precision", "pool"};
     py::dict d;
     d["name"] = option.name;
     d["flag"] = vit::option_flag(option);
@@ -476,8 +463,8 @@ py::list model_options() {
     d["min"] = option.kind == vit::OptionKind::Number ? py::object(py::int_(option.lo)) : py::object(py::none());
     d["max"] = option.kind == vit::OptionKind::Number ? py::object(py::int_(option.hi)) : py::object(py::none());
     d["zero"] = option.kind == vit::OptionKind::Number ? py::object(py::str(option.zero)) : py::object(py::none());
-    d["choices"] = option.kind == vit::OptionKind::Precision ? py::object(py::make_tuple("f32", "bf16", "int8"))
-                                                             : py::object(py::none());
+    const std::vector<std::string>& choices = vit::option_choices(option);
+    d["choices"] = choices.empty() ? py::object(py::none()) : py::object(py::tuple(py::cast(choices)));
     d["help"] = option.help;
     out.append(d);
   }

@@ -10,6 +10,13 @@
 
 namespace {
 
+// Literal["f32", "bf16", "int8"]: the words an option takes.
+std::string literal(const vit::LoadOption& o) {
+  std::string s = "Literal[";
+  for (const std::string& word : vit::option_choices(o)) s += (s.size() > 8 ? ", \"" : "\"") + word + "\"";
+  return s + "]";
+}
+
 // `name: type = default,` as the stubs write a keyword of the option's kind.
 std::string keyword_line(const vit::LoadOption& o) {
   const std::string dflt = vit::load_option_value(vit::LoadOptions{}, o);
@@ -17,7 +24,8 @@ std::string keyword_line(const vit::LoadOption& o) {
     case vit::OptionKind::Number: return std::string(o.name) + ": int = " + dflt + ",";
     case vit::OptionKind::Path: return std::string(o.name) + ": Optional[Path] = None,";
     case vit::OptionKind::Name: return std::string(o.name) + ": Optional[str] = None,";
-    case vit::OptionKind::Precision: return std::string(o.name) + ": Literal[\"f32\", \"bf16\", \"int8\"] = \"" + dflt + "\",";
+    case vit::OptionKind::Precision: return std::string(o.name) + ": " + literal(o) + " = \"" + dflt + "\",";
+    case vit::OptionKind::Pool: return std::string(o.name) + ": Optional[" + literal(o) + "] = None,";
   }
   return "";
 }

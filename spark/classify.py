@@ -40,7 +40,7 @@ def model_options():
 def add_model_option(parser, o):
     """A flag for one of vit's model-wide options, as the vit command spells it."""
     kinds = {"int": {"type": int, "metavar": "N"}, "path": {"metavar": "PATH"}, "name": {"metavar": "NAME"},
-             "precision": {"choices": o["choices"]}}
+             "precision": {"choices": o["choices"]}, "pool": {"choices": o["choices"]}}
     default = f" (default: {o['default']})" if o["default"] is not None else ""
     parser.add_argument(o["flag"], dest=o["name"], default=o["default"], help=o["help"] + default, **kinds[o["type"]])
 
@@ -73,8 +73,6 @@ def parse_args(argv):
                    help="write each image's embedding (file, embedding, error) instead of its labels, as vit embed")
     p.add_argument("--head", action="store_true", help="with --embed: after the head (timm's model(x))")
     p.add_argument("--normalize", action="store_true", help="with --embed: embeddings of unit length")
-    p.add_argument("--pool", choices=["cls", "mean", "map"],
-                   help="pool the tokens otherwise than the model does, as vit embed --pool")
     for o in model_options():
         add_model_option(p, o)
     a = p.parse_args(argv)
@@ -108,8 +106,8 @@ def has_scheme(path):
 
 def classifier_options(a):
     """vit.Classifier's options the flags give, beyond precision, threads and batch: the model-wide ones (a path
-    as every node reads it: absolute, unless a URI) and --pool."""
-    options = {"pool": a.pool}
+    as every node reads it: absolute, unless a URI)."""
+    options = {}
     for o in model_options():
         value = getattr(a, o["name"])
         if o["name"] != "precision":
@@ -120,7 +118,7 @@ def classifier_options(a):
 def as_flags(message):
     """vit's errors name its options by their keyword arguments (arch, max_patches); the job's user sets them with
     its flags, and reads them so."""
-    names = "|".join(o["name"] for o in model_options() if o["name"] != "precision")
+    names = "|".join(o["name"] for o in model_options() if o["name"] not in ("precision", "pool"))  # words in prose
     return re.sub(rf"(?<![\w./-])({names})(?![\w./-])", lambda m: "--" + m.group(1).replace("_", "-"), message)
 
 

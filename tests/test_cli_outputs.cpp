@@ -364,7 +364,7 @@ TEST_F(Cli, EmbedStatsPrintsImagesPerSecond) {
 
 TEST_F(Cli, EmbedHelpNamesEveryPool) {
   const Result r = run_vit("embed --help");
-  EXPECT_NE(r.out.find("cls, mean or map"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cls (or timm's token), mean (or avg) or map"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -9,8 +9,9 @@
 
 namespace vit {
 
-// Path: a file's path (Python: str, bytes or os.PathLike); Name: a word such as an architecture's (Python: str).
-enum class OptionKind { Number, Path, Name, Precision };
+// Path: a file's path (Python: str, bytes or os.PathLike); Name: a word such as an architecture's (Python: str);
+// Precision and Pool: one of option_choices() (LoadOptions::precision; LoadOptions::pool, unset for the model's own).
+enum class OptionKind { Number, Path, Name, Precision, Pool };
 
 struct LoadOption {
   const char* name;  // "img_size"
@@ -29,6 +30,9 @@ const std::vector<LoadOption>& load_option_table();
 const LoadOption& load_option(const std::string& name);
 // "--img-size" for img_size.
 std::string option_flag(const LoadOption& option);
+// The words a Precision or Pool option takes ("f32", "bf16", "int8"; "cls", "token", "mean", "avg", "map"), none
+// for the other kinds.
+const std::vector<std::string>& option_choices(const LoadOption& option);
 // Reads a value given as text (a flag's, a NAME=VALUE's) into the options: throws vit::ArgumentError naming what is
 // wrong with it ("image size: 'x' is not a whole number", "image size 9000 is out of range (0 for the model's own,
 // or 1 to 8192)", "precision 'f16' is not one of f32, bf16, int8").

@@ -92,7 +92,7 @@ def test_classifier_takes_every_model_option_with_its_type():
     init = classes["Classifier"]["__init__"]
     stub = {a.arg: (ast.unparse(a.annotation), ast.unparse(d)) for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults)}
     types = {"int": "int", "path": "Optional[Path]", "name": "Optional[str]",
-             "precision": "Literal['f32', 'bf16', 'int8']"}
+             "precision": "Literal['f32', 'bf16', 'int8']", "pool": "Optional[Literal['cls', 'token', 'mean', 'avg', 'map']]"}
     options = vit.model_options()
     assert [a.arg for a in init.args.kwonlyargs][: len(options)] == [o["name"] for o in options]
     for o in options:

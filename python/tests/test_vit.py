@@ -398,7 +398,7 @@ def test_model_options_are_the_classifiers_keywords_with_its_defaults():
         default = "None" if o["default"] is None else repr(o["default"])
         assert f"{o['name']}: " in signature and f"{o['name']}: {o['type'] if o['type'] == 'int' else ''}" in signature
         assert signature.split(f"{o['name']}: ", 1)[1].split(",")[0].endswith(f"= {default}"), (o, signature)
-        assert (o["min"] is None) == (o["type"] != "int") and (o["choices"] is None) == (o["type"] != "precision"), o
+        assert (o["min"] is None) == (o["type"] != "int") and (o["choices"] is None) == (o["type"] not in ("precision", "pool")), o
     img_size = options[names.index("img_size")]
     with pytest.raises(ValueError, match=f"image size {img_size['max'] + 1} is out of range"):
         vit.Classifier("unused", img_size=img_size["max"] + 1)

@@ -169,13 +169,13 @@ def test_model_repository_extension(serve):
 
 
 def test_per_model_flags_and_start_up_errors(serve, tmp_path):
-    """NAME=VALUE flags reach their model only; the same weights at f32 and int8 under two names answer as
+    """NAME=VALUE flags reach their model only (--pool: its embeddings); the same weights at f32 and int8 under two names answer as
     `vit classify` does at each; start-up refuses --name with several -m, two models of one name, a NAME= that
     names none, and a model that cannot be loaded (weights without their config.json; an --arch its config
     contradicts), each exit 2 naming it."""
     (tmp_path / "bare").mkdir()
     (tmp_path / "bare" / "model.safetensors").symlink_to(DEIT / "model.safetensors")
-    s = serve("-m", f"deit-int8={DEIT}", "--precision", "deit-int8=int8")
+    s = serve("-m", f"deit-int8={DEIT}", "-m", f"deit-mean={DEIT}", "--precision", "deit-int8=int8", "--pool", "deit-mean=mean")
     line = s.stderr()
     assert f"model {NAME} (" in line and ", f32, 1000 classes" in line and "model deit-int8 (" in line and ", int8, 1000 classes" in line
     f = photos()[9]
@@ -183,10 +183,15 @@ def test_per_model_flags_and_start_up_errors(serve, tmp_path):
         r = requests.post(s.url + f"/v1/classify?model={name}", data=f.read_bytes(), timeout=30)
         want = cli_top(DEIT, [f], "--precision", precision)[f.name]
         assert [(t["index"], t["prob"]) for t in r.json()["top"]][0] == (want[0][0], pytest.approx(want[0][2], abs=1e-6))
+    # --pool NAME=mean: that model's embeddings are `vit embed --pool mean`'s, the other's its class token's.
+    for name, args in ((NAME, ()), ("deit-mean", ("--pool", "mean"))):
+        want = cli_embed(DEIT, [f], "--normalize", *args)[f.name]
+        np.testing.assert_allclose(infer_embedding(s.url, name, [f.read_bytes()])[0], want, atol=1e-6)
     for args, fragment in ((["-m", str(DEIT), "-m", f"b={DEIT}", "--name", "x"], "--name names the one model"),
                            (["-m", str(DEIT), "-m", str(DEIT)], f"two models named '{NAME}'"),
                            (["-m", f"a={DEIT}", "--precision", "b=int8"], "--precision b=int8: no model named 'b'"),
                            (["-m", f"a={DEIT}", "--embedding", "a=cls"], "--embedding: 'cls' is not pre-logits or head"),
+                           (["-m", f"a={DEIT}", "--pool", "a=max"], "--pool: pool 'max' is not one of 'cls', 'token'"),
                            (["-m", f"a={DEIT}", "-m", "broken=/nonexistent/model"], "model broken: /nonexistent/model"),
                            (["-m", f"a={DEIT}", "--text-embeddings", "a=/nonexistent.safetensors"], "model a: "),
                            (["-m", f"a={DEIT}", "-m", f"bare={tmp_path / 'bare'}"], "no config.json: the number of heads"),
