@@ -52,19 +52,19 @@ std::string attention_line(const ViTConfig& c) {
                      c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
                          ? ""
                          : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()));
-  if (c.rope && c.rope_kind == RopeKind::Mixed)
+  if (c.rope.on && c.rope.kind == RopeKind::Mixed)
     s += fmt::format(", RoPE-Mixed on the patch tokens' q and k (frequencies learned per block and head, rope.freqs; "
-                     "interleaved pairs, {} grid)", c.rope_xy ? "'xy'" : "'ij'");
-  else if (c.rope && c.rope_kind == RopeKind::DinoV3)
+                     "interleaved pairs, {} grid)", c.rope.xy ? "'xy'" : "'ij'");
+  else if (c.rope.on && c.rope.kind == RopeKind::DinoV3)
     s += fmt::format(", DINOv3's 2-D rotary embedding on the patch tokens' q and k (rotate-half pairs, temperature {:g}, "
                      "patch centres normalised to the {}x{} grid)",
-                     double(c.rope_temperature), c.grid_h(), c.grid_w());
-  else if (c.rope)
+                     double(c.rope.temperature), c.grid_h(), c.grid_w());
+  else if (c.rope.on)
     s += fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, temperature {:g}{}{}{})",
-                     double(c.rope_temperature),
-                     c.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", c.rope_grid_offset) : std::string(),
-                     c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w) : std::string(),
-                     c.rope_xy ? ", x angles first" : "");
+                     double(c.rope.temperature),
+                     c.rope.grid_offset != 0.f ? fmt::format(", grid offset {:g}", c.rope.grid_offset) : std::string(),
+                     c.rope.ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope.ref_h, c.rope.ref_w) : std::string(),
+                     c.rope.xy ? ", x angles first" : "");
   return s;
 }
 
@@ -101,7 +101,7 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
       {"architecture", fmt::format("{}: patch {}, width {}, depth {}, heads {}, MLP {}, {}",
                                    c.arch.empty() ? "ViT" : c.arch, c.patch, c.width, c.depth, c.heads, c.mlp, head)},
       {"family", family_line(c)}};
-  if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope || !c.qkv_bias || !c.proj_bias || c.attn_norm)
+  if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope.on || !c.qkv_bias || !c.proj_bias || c.attn_norm)
     d.push_back({"attention", attention_line(c)});
   if (c.swiglu())
     d.push_back({"mlp", fmt::format("SwiGLU: silu(fc1_g x) * fc1_x x{}, then fc2", c.mlp_norm ? ", LayerNorm (mlp.norm)" : "")});

@@ -386,11 +386,6 @@ void apply_family_defaults(const FamilyRow& row, ViTConfig* c) {
   c->act = d.act;
   c->eps = d.eps;
   c->rope = d.rope;
-  c->rope_ref_h = c->rope_ref_w = d.rope_ref;
-  c->rope_kind = d.rope_kind;
-  c->rope_temperature = d.rope_temperature;
-  c->rope_xy = d.rope_xy;
-  c->rope_grid_offset = d.rope_grid_offset;
   c->attn_pool_heads = d.attn_pool_heads;
   c->norm = d.norm;
   c->naflex = d.naflex;

@@ -256,27 +256,27 @@ const ModelArg kModelArgs[] = {
 // embedding's kind, channel pairs and grid indexing; whether the rotary grid follows the input (DINOv3's
 // dynamic_img_size).
 json family_arg(const std::string& key, const ViTConfig& c) {
-  const bool dinov3 = c.rope_kind == RopeKind::DinoV3;
-  if (key == "rope_type") return dinov3 ? "dinov3" : c.rope_kind == RopeKind::Mixed ? "mixed" : "cat";
+  const bool dinov3 = c.rope.kind == RopeKind::DinoV3;
+  if (key == "rope_type") return dinov3 ? "dinov3" : c.rope.kind == RopeKind::Mixed ? "mixed" : "cat";
   if (key == "rope_rotate_half") return dinov3;
-  if (key == "rope_grid_indexing") return c.rope_xy ? "xy" : "ij";
+  if (key == "rope_grid_indexing") return c.rope.xy ? "xy" : "ij";
   if (key == "dynamic_img_size") return c.family == Family::DINOv3;
   return nullptr;
 }
 
 // EVA-02's rotary settings from model_args.
 void rope_arg(const json& args, const std::string& key, const std::string& where, ViTConfig* c) {
-  if (key == "use_rot_pos_emb") c->rope = get_as<bool>(args, "use_rot_pos_emb", where);
-  if (key == "rope_temperature") c->rope_temperature = get_as<float>(args, "rope_temperature", where);
-  if (key == "rope_grid_offset") c->rope_grid_offset = get_as<float>(args, "rope_grid_offset", where);
+  if (key == "use_rot_pos_emb") c->rope.on = get_as<bool>(args, "use_rot_pos_emb", where);
+  if (key == "rope_temperature") c->rope.temperature = get_as<float>(args, "rope_temperature", where);
+  if (key == "rope_grid_offset") c->rope.grid_offset = get_as<float>(args, "rope_grid_offset", where);
   if (key == "ref_feat_shape") {
     const json& v = args[key];
     const auto hw = v.is_array() ? get_as<std::vector<int64_t>>(args, "ref_feat_shape", where)
                                  : std::vector<int64_t>(2, get_as<int64_t>(args, "ref_feat_shape", where));
     if (hw.size() != 2 || hw[0] <= 0 || hw[1] <= 0)
       throw Error(where, "model_args ref_feat_shape " + v.dump() + ": not a size or [H, W]");
-    c->rope_ref_h = hw[0];
-    c->rope_ref_w = hw[1];
+    c->rope.ref_h = hw[0];
+    c->rope.ref_w = hw[1];
   }
   c->origin.rope = where;
 }

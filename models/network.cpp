@@ -272,9 +272,9 @@ struct ViT::WeightLoader {
   void head() {
     if (c.rel_pos_window) m.rel_pos_index_ = store(relative_position_index(c.grid_h(), c.grid_w()));
     std::vector<float> sin, cos;
-    if (c.rope && c.rope_kind == RopeKind::Mixed)  // RoPE-Mixed's learned frequencies, x's then y's
+    if (c.rope.on && c.rope.kind == RopeKind::Mixed)  // RoPE-Mixed's learned frequencies, x's then y's
       rotary_tables(c, &sin, &cos, take("rope.freqs", {2, c.depth, c.heads, c.head_dim() / 2}).data());
-    else if (c.rope)
+    else if (c.rope.on)
       rotary_tables(c, &sin, &cos);
     m.rope_sin_ = store(sin);
     m.rope_cos_ = store(cos);
@@ -553,12 +553,12 @@ struct ViT::PlanBuilder {
     // patch tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles, in
     // interleaved pairs (EVA-02) or rotate-half pairs (DINOv3, rope_rotate_half).
     // RoPE-Mixed (Eva.forward_features: blk(x, rope=rot_pos_embed[i])): block i's table per head.
-    const bool mixed = c.rope_kind == RopeKind::Mixed;
+    const bool mixed = c.rope.kind == RopeKind::Mixed;
     const int64_t table = mixed ? i * H * c.patches() * (c.head_dim() / 2) : 0;
-    if (c.rope)
+    if (c.rope.on)
       add(rotary_step(p + ".attn.rope", B, T, c.prefix_tokens(), 2 * H, c.head_dim(), 3 * D, m.rope_sin_.data() + table,
                       m.rope_cos_.data() + table, a().qkv,
-                      c.rope_kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved, mixed ? H : 1));
+                      c.rope.kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved, mixed ? H : 1));
     // beit.py Attention.forward: attn = attn + self._get_rel_pos_bias() (the table looked up through the
     // index, [H, T, T]), before the softmax.
     if (c.rel_pos_window)

@@ -315,7 +315,7 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
   if (row.defaults.act == Activation::SwiGLU && !f.swiglu)
     throw Error(file, n.arch + " has a SwiGLU MLP, but blocks.0.mlp.fc1 has " + std::to_string(c.mlp) + " rows for fc2's " +
                           std::to_string(c.mlp) + " inputs (expected twice as many, or fc1_g and fc1_x)");
-  if (ck.has("rope.freqs") != (row.defaults.rope_kind == RopeKind::Mixed))
+  if (ck.has("rope.freqs") != (row.defaults.rope.kind == RopeKind::Mixed))
     throw Error(where, n.arch + (ck.has("rope.freqs") ? " has no learned rotary frequencies, but " + file + " holds rope.freqs"
                                                       : " learns its rotary frequencies, but " + file + " has no rope.freqs") +
                            " (RoPE-Mixed, rope_type 'mixed')");
@@ -358,18 +358,18 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
   if (row.defaults.eps != 1e-6f)
     c->origin.eps = std::string("default for ") + family_name(row.family) + "s (timm's architectures: " +
                     fmt::format("{:g}", row.defaults.eps) + ", not in their config.json)";
-  if (row.defaults.rope && row.defaults.rope_kind == RopeKind::Mixed)
+  if (row.defaults.rope.on && row.defaults.rope.kind == RopeKind::Mixed)
     c->origin.rope = "timm's defaults for " + n.arch + " (RotaryEmbeddingMixed: frequencies learned per block and head, "
                      "rope.freqs; 'xy' grid, interleaved pairs)";
-  else if (row.defaults.rope && row.defaults.rope_kind == RopeKind::DinoV3)
+  else if (row.defaults.rope.on && row.defaults.rope.kind == RopeKind::DinoV3)
     c->origin.rope = "timm's defaults for " + n.arch + " (RotaryEmbeddingDinoV3: patch centres normalised to the "
                      "grid, temperature 100, rotate-half pairs; the grid follows the input)";
-  else if (row.defaults.rope)
+  else if (row.defaults.rope.on)
     c->origin.rope = "timm's defaults for " + n.arch + " (" +
-                     (row.defaults.rope_ref ? fmt::format("ref_feat_shape {0}x{0}, ", row.defaults.rope_ref) : "") +
-                     fmt::format("temperature {:g}, interleaved pairs", row.defaults.rope_temperature) +
-                     (row.defaults.rope_xy ? ", 'xy' grid" : "") +
-                     (row.defaults.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", row.defaults.rope_grid_offset) : "") +
+                     (row.defaults.rope.ref_h ? fmt::format("ref_feat_shape {}x{}, ", row.defaults.rope.ref_h, row.defaults.rope.ref_w) : "") +
+                     fmt::format("temperature {:g}, interleaved pairs", row.defaults.rope.temperature) +
+                     (row.defaults.rope.xy ? ", 'xy' grid" : "") +
+                     (row.defaults.rope.grid_offset != 0.f ? fmt::format(", grid offset {:g}", row.defaults.rope.grid_offset) : "") +
                      ")";
 }
 
@@ -435,11 +435,11 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
     throw Error(where, std::to_string(c.tokens()) + " tokens are too many for a relative position index");
   if (c.rel_pos_window && (!c.class_token || c.prefix_tokens() != 1))
     throw Error(file, "a relative position table needs exactly one class token before the patches (BEiT's cls_token)");
-  if (c.rope && !(c.rope_temperature > 0.f))
-    throw Error(where, "rope_temperature must be positive, got " + std::to_string(c.rope_temperature));
-  if (c.rope && c.patches() * c.head_dim() > (int64_t(1) << 28))  // sines and cosines per patch, made at load
+  if (c.rope.on && !(c.rope.temperature > 0.f))
+    throw Error(where, "rope_temperature must be positive, got " + std::to_string(c.rope.temperature));
+  if (c.rope.on && c.patches() * c.head_dim() > (int64_t(1) << 28))  // sines and cosines per patch, made at load
     throw Error(where, std::to_string(c.patches()) + " patches are too many for a rotary embedding's tables");
-  if (c.rope && c.head_dim() % 4)
+  if (c.rope.on && c.head_dim() % 4)
     throw Error(where, "a rotary embedding needs a head width divisible by 4, got " + std::to_string(c.head_dim()));
   if (!c.labels.empty() && int64_t(c.labels.size()) != c.classes)
     throw Error(where, std::to_string(c.labels.size()) + " labels for " + std::to_string(c.classes) + " classes");
@@ -518,7 +518,7 @@ int64_t ViTConfig::parameters() const {
   const int64_t attn_pool = Mp ? D + (D * D + D) + (2 * D * D + 2 * D) + (D * D + D) + norm + (Mp * D + Mp) + (D * Mp + D) : 0;
   return D * in_chans * patch * patch + (patch_bias ? D : 0) + prefix_tokens() * D + pos_len() * D + depth * block +
          (norm_pre ? norm : 0) + (patch_norm ? norm : 0) + (final_norm ? norm : 0) + (fc_norm ? norm : 0) +
-         head * (dist_token ? 2 : 1) + attn_pool + (rope && rope_kind == RopeKind::Mixed ? depth * D : 0);
+         head * (dist_token ? 2 : 1) + attn_pool + (rope.on && rope.kind == RopeKind::Mixed ? depth * D : 0);
 }
 
 std::string ViTConfig::summary() const {
@@ -529,7 +529,7 @@ std::string ViTConfig::summary() const {
          std::to_string(img_h()) + "x" + std::to_string(img_w()) + ", tokens " + std::to_string(tokens()) +
          ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "") +
          (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "") +
-         (rel_pos_window ? ", relative position bias" : "") + (rope ? ", rotary position embedding" : "") +
+         (rel_pos_window ? ", relative position bias" : "") + (rope.on ? ", rotary position embedding" : "") +
          (swiglu() ? ", SwiGLU" : "") + (norm == NormKind::Rms ? ", RMSNorm" : "") +
          (attn_norm ? ", a LayerNorm inside attention" : "") +
          (naflex ? ", NaFlex within " + std::to_string(max_patches) + " patches" : "");

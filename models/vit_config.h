@@ -77,13 +77,7 @@ struct ViTConfig {
                                         // at, 0 without; resized for the input's grid as timm does
   bool mlp_norm = false;                // a LayerNorm inside the MLP before fc2 (mlp.norm: EVA-02 base's
                                         // scale_mlp)
-  bool rope = false;                    // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
-  int64_t rope_ref_h = 0, rope_ref_w = 0;  // its ref_feat_shape: positions rescaled to this grid (0: none)
-  RopeKind rope_kind = RopeKind::EvaCat;
-  bool rope_xy = false;                 // rope_grid_indexing 'xy' (Perception Encoder): each patch's x angles
-                                        // first, then its y angles (else y, then x)
-  float rope_temperature = 10000.f;
-  float rope_grid_offset = 0.f;
+  Rotary rope;                          // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
   bool patch_bias = true;               // the patch embedding has a bias
   // NaFlex (timm's naflexvit.py, SigLIP 2): each image resized at its own aspect ratio to a grid of at most
   // max_patches patches and padded to that budget (engine/preprocess/naflex.h); the patch embedding a linear
