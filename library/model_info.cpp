@@ -105,13 +105,13 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
     d.push_back({"attention", attention_line(c)});
   if (c.swiglu())
     d.push_back({"mlp", fmt::format("SwiGLU: silu(fc1_g x) * fc1_x x{}, then fc2", c.mlp_norm ? ", LayerNorm (mlp.norm)" : "")});
-  if (c.naflex) {
+  if (c.naflex.on) {
     d.push_back({"input", fmt::format("NaFlex: each image at its own aspect ratio, within {} patches of {} pixels "
                                       "(--max-patches), padded to them in a batch; attention and pooling masked",
-                                      c.max_patches, c.patch)});
+                                      c.naflex.max_patches, c.patch)});
     d.push_back({"tokens", fmt::format("up to {} patches: the image's own grid", c.tokens())});
     d.push_back({"position table", fmt::format("{}x{} grid, resized to each image's grid ({}, antialiased), kept per grid",
-                                               c.pos_grid_h, c.pos_grid_w, filter_name(c.pos_filter))});
+                                               c.pos_grid_h, c.pos_grid_w, filter_name(c.naflex.pos_filter))});
   } else {
     const int64_t read_h = c.grid_h() * c.patch, read_w = c.grid_w() * c.patch;
     d.push_back({"input", fmt::format("{}x{} RGB", c.img_h(), c.img_w()) +
@@ -132,7 +132,7 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
                                                                 c.head == HeadKind::Projection ? "the projection" : "the logits")
                                                   : "")});
   d.push_back({"preprocessing",
-               c.naflex ? fmt::format("NaFlex (timm's ResizeToSequence): {} resize, antialiased, to the largest grid "
+               c.naflex.on ? fmt::format("NaFlex (timm's ResizeToSequence): {} resize, antialiased, to the largest grid "
                                       "within the budget, no crop, mean {}, std {}",
                                       filter_name(c.pre.interpolation), triple(c.pre.mean), triple(c.pre.std))
                         : preprocessing_line(c.pre)});
@@ -167,7 +167,7 @@ ModelInfo model_info(const ViT& model) {
   i.input_height = c.img_h();
   i.input_width = c.img_w();
   i.tokens = c.tokens();
-  i.max_patches = c.naflex ? c.max_patches : 0;
+  i.max_patches = c.naflex.on ? c.naflex.max_patches : 0;
   i.parameters = c.parameters();
   i.crop_pct = c.pre.crop_pct;
   i.resize = c.pre.resize_height();

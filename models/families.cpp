@@ -373,7 +373,7 @@ bool arch_preprocessing(const std::string& arch, PreprocessConfig* pre) {
   const TimmArch* t = timm_arch(arch, &row);
   if (!t) return false;
   *pre = t->c.pre;
-  if (row->defaults.naflex) {  // nominally its table's grid: each image gets a grid of its own
+  if (row->defaults.naflex.on) {  // nominally its table's grid: each image gets a grid of its own
     pre->height = int(t->c.pos_grid_h * t->c.patch);
     pre->width = int(t->c.pos_grid_w * t->c.patch);
   }
@@ -389,7 +389,6 @@ void apply_family_defaults(const FamilyRow& row, ViTConfig* c) {
   c->attn_pool_heads = d.attn_pool_heads;
   c->norm = d.norm;
   c->naflex = d.naflex;
-  c->pos_filter = d.pos_filter;
 }
 
 bool arch_preset(const std::string& arch, ViTConfig* c) {

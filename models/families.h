@@ -46,6 +46,16 @@ struct Rotary {
   float grid_offset = 0.f;
 };
 
+// NaFlex (timm's naflexvit.py, SigLIP 2): each image resized at its own aspect ratio to a grid of at most
+// max_patches patches and padded to that budget (engine/preprocess/naflex.h); the patch embedding a linear
+// layer over channels-last patches (NaFlexEmbeds: embeds.proj), the position table resized to each image's grid
+// at run time with pos_filter (antialiased), attention and pooling masked to the image's own tokens.
+struct Naflex {
+  bool on = false;
+  int64_t max_patches = 256;            // SigLIP 2's budget (timm's transform defaults to 576)
+  Filter pos_filter = Filter::Bicubic;  // timm's pos_embed_interp_mode
+};
+
 // What a family's blocks and embeddings are when neither the tensors nor a config say: its timm model
 // definition's defaults. (A checkpoint's tensors decide the rest: layer scale, tokens, norms, biases.) A row
 // names only what differs from timm's VisionTransformer, each by name:
@@ -57,11 +67,7 @@ struct FamilyDefaults {
   Pool pool = Pool::Token;    // without a class token (or an attention pool): the mean
   int64_t attn_pool_heads = 0;   // the attention pool's own heads (attn_pool_num_heads), 0: the blocks'
   NormKind norm = NormKind::Layer;  // every norm's kind: LayerNorm, or RMSNorm (AIMv2; its tensors have no bias)
-  // NaFlex (timm's naflexvit.py): each image resized at its own aspect ratio to a grid within a budget of
-  // patches, its patches the input (NaFlexEmbeds: embeds.proj, a linear layer over channels-last patches), the
-  // learned table resized to each image's grid with pos_filter (antialiased), attention and pooling masked.
-  bool naflex = false;
-  Filter pos_filter = Filter::Bicubic;  // pos_embed_interp_mode
+  Naflex naflex;              // none unless the row says (its budget is timm's transform's for SigLIP 2)
 
   FamilyDefaults with_act(Activation a) const { return with(&FamilyDefaults::act, a); }
   FamilyDefaults with_eps(float e) const { return with(&FamilyDefaults::eps, e); }
@@ -89,7 +95,10 @@ struct FamilyDefaults {
   FamilyDefaults with_attn_pool_heads(int64_t h) const { return with(&FamilyDefaults::attn_pool_heads, h); }
   // A NaFlex model whose position table is resized to each image's grid with `filter`.
   FamilyDefaults with_naflex(Filter filter) const {
-    return with(&FamilyDefaults::naflex, true).with(&FamilyDefaults::pos_filter, filter);
+    FamilyDefaults d = *this;
+    d.naflex.on = true;
+    d.naflex.pos_filter = filter;
+    return d;
   }
 
  private:

@@ -226,12 +226,12 @@ struct ViT::WeightLoader {
   // PatchEmbed (or NaFlexEmbeds), the prefix tokens, the position table, norm_pre.
   void embedding() {
     const int64_t P = c.patch, Cin = c.in_chans;
-    if (c.naflex) {
+    if (c.naflex.on) {
       // NaFlexEmbeds: proj, a Linear over channels-last patches [D, P * P * C]; pos_embed [1, h, w, D].
       m.patch_embed_ = linear("embeds.proj", Cin * P * P, D, c.patch_bias, Epilogue::None, PrecisionClass::F32);
       m.pos_tables_ = std::make_shared<PositionTables>(
           take("embeds.pos_embed", {1, c.pos_grid_h, c.pos_grid_w, D}).to_vector(), int(c.pos_grid_h),
-          int(c.pos_grid_w), D, c.pos_filter);
+          int(c.pos_grid_w), D, c.naflex.pos_filter);
     } else {
       m.patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, c.patch_bias, Epilogue::None, PrecisionClass::F32,
                               {D, Cin, P, P});
@@ -240,7 +240,7 @@ struct ViT::WeightLoader {
     if (c.class_token) m.cls_token_ = store(take("cls_token", {1, 1, D}).to_vector());
     if (c.dist_token) m.dist_token_ = store(take("dist_token", {1, 1, D}).to_vector());
     if (c.reg_tokens) m.reg_token_ = store(take("reg_token", {1, c.reg_tokens, D}).to_vector());
-    if (c.pos_embed && !c.naflex) m.pos_embed_ = store(position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector()));
+    if (c.pos_embed && !c.naflex.on) m.pos_embed_ = store(position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector()));
     if (c.norm_pre) m.norm_pre_ = norm("norm_pre");
   }
 
@@ -330,7 +330,7 @@ std::string ViT::attention_summary() const {
 }
 
 void ViT::choose_attention_road() {
-  attention_road_ = cfg_.rel_pos_window || cfg_.naflex
+  attention_road_ = cfg_.rel_pos_window || cfg_.naflex.on
                         ? AttentionRoad::Fused
                         : vit::attention_road(attention_chunk(8), cfg_.tokens(), cfg_.heads, cfg_.head_dim(),
                                          attention_products(precision_));
@@ -506,7 +506,7 @@ struct ViT::PlanBuilder {
   // x = self.patch_embed(x); x = self._pos_embed(x)
   void embedding() {
     const ViTConfig& c = m.cfg_;
-    if (c.naflex) return naflex_embedding();
+    if (c.naflex.on) return naflex_embedding();
     const int64_t B = layout.B, D = c.width, N = c.patches();
     // The P x P / stride P conv as patch rows times the flattened kernel.
     add(patchify_step("patch_embed.patchify", B, c.in_chans, c.img_h(), c.img_w(), c.patch, a().input, a().patches));
@@ -570,7 +570,7 @@ struct ViT::PlanBuilder {
       add(plan.precision_.attention(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
                                     scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
                                     c.rel_pos_window ? a().rel_bias : nullptr,
-                                    c.naflex ? plan.lengths_.data() + first : nullptr, m.attention_road_));
+                                    c.naflex.on ? plan.lengths_.data() + first : nullptr, m.attention_road_));
     // x = self.norm(x) (EvaAttention's scale_norm: EVA-02 CLIP's scale_attn_inner), in place
     if (c.attn_norm) add(layer_norm_step(p + ".attn.norm", w.attn_norm, B * T, a().attn, a().attn));
     // x = self.proj(x), added into x
@@ -619,7 +619,7 @@ struct ViT::PlanBuilder {
       add(select_token_step("pool", B, T, D, 0, feats, a().pooled));
     } else if (c.pool == Pool::Avg) {
       add(mean_tokens_step("pool", B, T, D, c.prefix_tokens(), feats, a().pooled,
-                           c.naflex ? plan.lengths_.data() : nullptr));
+                           c.naflex.on ? plan.lengths_.data() : nullptr));
     } else {
       attention_pool(feats);
     }
@@ -650,7 +650,7 @@ struct ViT::PlanBuilder {
     linear("attn_pool.kv", m.attn_pool_.kv, T, feats, a().qkv);
     // AttentionPoolLatent's own heads (num_heads: Perception Encoder's attn_pool_num_heads, else the blocks').
     add(attention_pool_step("attn_pool.attn", B, T, c.pool_heads(), c.width / c.pool_heads(), m.attn_pool_.q.data(), a().qkv,
-                            a().pool_scores, a().pooled_dist, c.naflex ? plan.lengths_.data() : nullptr));
+                            a().pool_scores, a().pooled_dist, c.naflex.on ? plan.lengths_.data() : nullptr));
     linear("attn_pool.proj", m.attn_pool_.proj, 1, a().pooled_dist, a().pooled);
     add(layer_norm_step("attn_pool.norm", m.attn_pool_.norm, B, a().pooled, a().pooled_norm));
     linear("attn_pool.mlp.fc1", m.attn_pool_.fc1, 1, a().pooled_norm, a().mlp);
@@ -669,8 +669,8 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   plan->depth_ = cfg_.depth;
   plan->scores_per_image_ = cfg_.heads * cfg_.tokens() * cfg_.tokens();
   plan->precision_ = PrecisionRoad(precision_, B);
-  if (cfg_.naflex) {
-    plan->budget_ = cfg_.max_patches;
+  if (cfg_.naflex.on) {
+    plan->budget_ = cfg_.naflex.max_patches;
     plan->grids_.assign(size_t(B), PatchGrid{});
     plan->lengths_.assign(size_t(B), int32_t(cfg_.tokens()));
   }
@@ -695,7 +695,7 @@ void ViT::set_pool(Pool pool) {
 }
 
 void ViT::set_max_patches(int64_t n) {
-  if (!cfg_.naflex)
+  if (!cfg_.naflex.on)
     throw ArgumentError("--max-patches applies to NaFlex models (timm's naflexvit_*, and SigLIP towers vit_*_siglip_* made "
                         "with use_naflex=True, their config.json saying model_args use_naflex true), and " + source_ +
                         " is a " + family_name(cfg_.family) + " with a fixed " + std::to_string(cfg_.img_h()) + "x" +
@@ -703,12 +703,12 @@ void ViT::set_max_patches(int64_t n) {
   if (n < 1 || n > kMaxNaflexPatches)
     throw ArgumentError("max patches " + std::to_string(n) + " is out of range (1 to " +
                         std::to_string(kMaxNaflexPatches) + ")");
-  cfg_.max_patches = n;
+  cfg_.naflex.max_patches = n;
   plans_.clear();
 }
 
 PatchGrid ViT::prepare_input(const Image& image, float* dst) const {
-  if (!cfg_.naflex) {
+  if (!cfg_.naflex.on) {
     preprocess(image, cfg_.pre, dst);
     return PatchGrid{int(cfg_.grid_h()), int(cfg_.grid_w())};
   }

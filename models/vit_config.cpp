@@ -165,7 +165,7 @@ TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
 // patches only (timm's no_embed_class).
 void position_grid(const Checkpoint& ck, ViTConfig* c) {
   const std::string& file = ck.path();
-  if (c->naflex) return;  // embeds.pos_embed's grid, read with the shape (step 1)
+  if (c->naflex.on) return;  // embeds.pos_embed's grid, read with the shape (step 1)
   if (!c->pos_embed) {  // BEiT: its grid is its relative position tables' window
     c->pos_grid_h = c->pos_grid_w = c->rel_pos_window ? c->rel_pos_window : c->img_h() / c->patch;
     return;
@@ -296,11 +296,11 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
   if (!beit_eva && (eva_names || c.rel_pos_window))
     throw Error(where, n.arch + " is a " + family_name(row.family) + ", but " + file +
                            " holds tensors of timm's beit.py or eva.py (q_bias, relative_position_bias_table, ...)");
-  if (n.use_naflex && !row.defaults.naflex && !naflex_form_runs(row))
+  if (n.use_naflex && !row.defaults.naflex.on && !naflex_form_runs(row))
     throw Error(where, n.arch + " with model_args use_naflex true (timm's NaFlexVit form of a " + family_name(row.family) +
                            "): not supported yet; the engine runs NaFlex for SigLIP towers with an attention pool "
                            "(naflexvit_*_siglip, vit_*_siglip_* with use_naflex)");
-  const bool naflex = row.defaults.naflex || n.use_naflex;
+  const bool naflex = row.defaults.naflex.on || n.use_naflex;
   if (naflex != f.naflex_names)
     throw Error(where, naflex ? n.arch + (n.use_naflex ? " with use_naflex" : "") + " is a NaFlex ViT, but " + file +
                                     " has no embeds.proj.weight (timm's naflexvit.py names)"
@@ -347,10 +347,10 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
   c->origin.family = !n.arch.empty()                               ? from_arch
                      : layout_family(ck.layout(), &layout_says) ? "file (" + std::string(layout_name(ck.layout())) + " layout)"
                                                                    : "file (tensor names)";
-  if (n.use_naflex && !row.defaults.naflex) {
+  if (n.use_naflex && !row.defaults.naflex.on) {
     // _create_naflexvit_from_classic: NaFlexVitCfg's table resize (bicubic, antialiased), the family's all else.
-    c->naflex = true;
-    c->pos_filter = Filter::Bicubic;
+    c->naflex.on = true;
+    c->naflex.pos_filter = Filter::Bicubic;
     c->origin.family = "the architecture " + n.arch + " with model_args use_naflex (timm's NaFlexVit form)";
   }
   if (row.defaults.act == Activation::QuickGelu || row.defaults.act == Activation::GeluTanh)
@@ -375,7 +375,7 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
 
 // --img-size on a NaFlex model, which has no one input size, is an argument error.
 void refuse_img_size_for_naflex(const ViTConfig& c, const std::string& arch, int64_t img_size) {
-  if (img_size > 0 && c.naflex)
+  if (img_size > 0 && c.naflex.on)
     throw ArgumentError("--img-size does not apply to " + arch + ", a NaFlex model: each image keeps its own aspect "
                         "ratio within a budget of patches (--max-patches)");
 }
@@ -397,7 +397,7 @@ bool dynamic_img_size(const json* config) {
 // patch embedding refuses the input), and Hugging Face's SiglipVisionModel, whose convolution does the same
 // (google/siglip-so400m-patch14-384). Else why not, for the error; "" when it runs.
 std::string partial_grid_refusal(const FamilyRow& row, Layout layout, bool dynamic_img_size) {
-  if (row.defaults.naflex) return "";  // each image resized to a grid of its own
+  if (row.defaults.naflex.on) return "";  // each image resized to a grid of its own
   if (dynamic_img_size || row.family == Family::DINOv3)
     return "with dynamic_img_size timm's patch embedding refuses an input that is no multiple of its patch";
   if (row.timm_class != TimmClass::VisionTransformer)
@@ -419,7 +419,7 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
   if (img_size_given && c.img_h() % c.patch)  // the caller's size, not the model's: an argument error
     throw ArgumentError("image size " + std::to_string(c.img_h()) + " is not a multiple of the model's patch size " +
                         std::to_string(c.patch) + " (a partial patch grid runs only at a model's own input size)");
-  if (!c.naflex && (c.img_h() % c.patch || c.img_w() % c.patch) && !partial_grid.empty())
+  if (!c.naflex.on && (c.img_h() % c.patch || c.img_w() % c.patch) && !partial_grid.empty())
     throw Error(where, "input size " + std::to_string(c.img_h()) + "x" + std::to_string(c.img_w()) +
                            " is not a multiple of the patch size " + std::to_string(c.patch) + ": " + partial_grid);
   if (c.grid_h() < 1 || c.grid_w() < 1)
@@ -532,13 +532,13 @@ std::string ViTConfig::summary() const {
          (rel_pos_window ? ", relative position bias" : "") + (rope.on ? ", rotary position embedding" : "") +
          (swiglu() ? ", SwiGLU" : "") + (norm == NormKind::Rms ? ", RMSNorm" : "") +
          (attn_norm ? ", a LayerNorm inside attention" : "") +
-         (naflex ? ", NaFlex within " + std::to_string(max_patches) + " patches" : "");
+         (naflex.on ? ", NaFlex within " + std::to_string(naflex.max_patches) + " patches" : "");
 }
 
 NaflexConfig ViTConfig::naflex_config() const {
   NaflexConfig n;
   n.patch = int(patch);
-  n.max_patches = int(max_patches);
+  n.max_patches = int(naflex.max_patches);
   n.interpolation = pre.interpolation;
   n.mean = pre.mean;
   n.std = pre.std;
@@ -664,7 +664,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   position_grid(ck, &c);
   if (!src.arch.empty() && !config) arch_fits(ck, n.arch, timm, c);
   if (!given.size && !known) set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
-  if (c.naflex) {  // nominal only: each image is resized to a grid of its own
+  if (c.naflex.on) {  // nominal only: each image is resized to a grid of its own
     set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
     c.origin.input_size = "NaFlex: each image at its own aspect ratio, within --max-patches patches";
   }

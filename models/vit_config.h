@@ -79,13 +79,8 @@ struct ViTConfig {
                                         // scale_mlp)
   Rotary rope;                          // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
   bool patch_bias = true;               // the patch embedding has a bias
-  // NaFlex (timm's naflexvit.py, SigLIP 2): each image resized at its own aspect ratio to a grid of at most
-  // max_patches patches and padded to that budget (engine/preprocess/naflex.h); the patch embedding a linear
-  // layer over channels-last patches, the position table (pos_grid_h x pos_grid_w) resized to each image's
-  // grid at run time with pos_filter, attention and pooling masked to the image's own tokens. Its row's.
-  bool naflex = false;
-  int64_t max_patches = 256;            // SigLIP 2's budget (timm's transform defaults to 576)
-  Filter pos_filter = Filter::Bicubic;  // timm's pos_embed_interp_mode
+  Naflex naflex;                        // NaFlex (families.h): its table (pos_grid_h x pos_grid_w) resized to each
+                                        // image's grid at run time. Its row's.
   Pool pool = Pool::Token;
   float eps = 1e-6f;
   PreprocessConfig pre;                 // pre.height x pre.width is the input size the model runs at
@@ -98,7 +93,7 @@ struct ViTConfig {
   int64_t prefix_tokens() const { return int64_t(class_token) + int64_t(dist_token) + reg_tokens; }
   int64_t grid_h() const { return img_h() / patch; }
   int64_t grid_w() const { return img_w() / patch; }
-  int64_t patches() const { return naflex ? max_patches : grid_h() * grid_w(); }  // N
+  int64_t patches() const { return naflex.on ? naflex.max_patches : grid_h() * grid_w(); }  // N
   int64_t tokens() const { return patches() + prefix_tokens(); }   // T
   int64_t head_dim() const { return width / heads; }               // Dh
   bool attn_pool() const { return attn_pool_mlp > 0; }  // SigLIP's MAP head (AttentionPoolLatent)
@@ -110,8 +105,8 @@ struct ViTConfig {
     return (2 * rel_pos_window - 1) * (2 * rel_pos_window - 1) + 3;
   }
   // One image's input: [C, H, W]; NaFlex: [max_patches, P * P * C] patches (its grid apart: Plan::set_grid).
-  int64_t input_floats() const { return naflex ? max_patches * patch * patch * in_chans : in_chans * img_h() * img_w(); }
-  NaflexConfig naflex_config() const;  // the NaFlex transform of this model (naflex only)
+  int64_t input_floats() const { return naflex.on ? naflex.max_patches * patch * patch * in_chans : in_chans * img_h() * img_w(); }
+  NaflexConfig naflex_config() const;  // the NaFlex transform of this model (naflex.on only)
   bool swiglu() const { return act == Activation::SwiGLU; }  // the MLP gated: mlp is fc2's input width
   int64_t parameters() const;
   std::string summary() const;
