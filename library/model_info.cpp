@@ -42,14 +42,14 @@ std::string family_line(const ViTConfig& c) {
 
 // Said only of attention that is not timm's plain one.
 std::string attention_line(const ViTConfig& c) {
-  std::string s = !c.qkv_bias ? "no q, k, v biases" : c.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
-  if (!c.qkv_fused) s += ", separate q_proj, k_proj, v_proj (run as one)";
+  std::string s = !c.attn.qkv_bias ? "no q, k, v biases" : c.attn.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
+  if (!c.attn.qkv_fused) s += ", separate q_proj, k_proj, v_proj (run as one)";
   if (!c.proj_bias) s += ", no attn.proj or MLP biases";
-  if (c.attn_norm) s += ", LayerNorm on attention's output before attn.proj (attn.norm: scale_attn_inner)";
-  if (c.rel_pos_window)
-    s += fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})", c.rel_pos_window,
-                     c.rel_pos_window, c.rel_pos_len(),
-                     c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
+  if (c.attn.norm) s += ", LayerNorm on attention's output before attn.proj (attn.norm: scale_attn_inner)";
+  if (c.attn.rel_pos_window)
+    s += fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})", c.attn.rel_pos_window,
+                     c.attn.rel_pos_window, c.rel_pos_len(),
+                     c.grid_h() == c.attn.rel_pos_window && c.grid_w() == c.attn.rel_pos_window
                          ? ""
                          : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()));
   if (c.rope.on && c.rope.kind == RopeKind::Mixed)
@@ -101,7 +101,7 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
       {"architecture", fmt::format("{}: patch {}, width {}, depth {}, heads {}, MLP {}, {}",
                                    c.arch.empty() ? "ViT" : c.arch, c.patch, c.width, c.depth, c.heads, c.mlp, head)},
       {"family", family_line(c)}};
-  if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope.on || !c.qkv_bias || !c.proj_bias || c.attn_norm)
+  if (c.attn.rel_pos_window || !c.attn.k_bias || !c.attn.qkv_fused || c.rope.on || !c.attn.qkv_bias || !c.proj_bias || c.attn.norm)
     d.push_back({"attention", attention_line(c)});
   if (c.swiglu())
     d.push_back({"mlp", fmt::format("SwiGLU: silu(fc1_g x) * fc1_x x{}, then fc2", c.mlp_norm ? ", LayerNorm (mlp.norm)" : "")});

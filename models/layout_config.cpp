@@ -25,7 +25,7 @@ struct IntFact {
 };
 struct BoolFact {
   const char* key;
-  bool ViTConfig::*field;
+  bool (*field)(const ViTConfig&);
   const char* what;
 };
 const IntFact kTimmTop[] = {{"num_classes", &ViTConfig::classes, "a head of"}};
@@ -33,17 +33,17 @@ const IntFact kTimmInts[] = {{"patch_size", &ViTConfig::patch, "patch size"},  {
                              {"depth", &ViTConfig::depth, "depth"},           {"in_chans", &ViTConfig::in_chans, "input channels"},
                              {"num_classes", &ViTConfig::classes, "a head of"},
                              {"reg_tokens", &ViTConfig::reg_tokens, "register tokens"}};
-const BoolFact kTimmBools[] = {{"class_token", &ViTConfig::class_token, "cls_token"},
-                               {"qkv_bias", &ViTConfig::qkv_bias, "qkv biases"},
-                               {"proj_bias", &ViTConfig::proj_bias, "attn.proj biases"},
-                               {"fc_norm", &ViTConfig::fc_norm, "fc_norm"}};
+const BoolFact kTimmBools[] = {{"class_token", [](const ViTConfig& c) { return c.class_token; }, "cls_token"},
+                               {"qkv_bias", [](const ViTConfig& c) { return c.attn.qkv_bias; }, "qkv biases"},
+                               {"proj_bias", [](const ViTConfig& c) { return c.proj_bias; }, "attn.proj biases"},
+                               {"fc_norm", [](const ViTConfig& c) { return c.fc_norm; }, "fc_norm"}};
 // Every transformers vision config's shape (ViTConfig, Dinov2Config, CLIPVisionConfig, SiglipVisionConfig).
 const IntFact kHfShape[] = {{"hidden_size", &ViTConfig::width, "width"},
                             {"num_hidden_layers", &ViTConfig::depth, "depth"},
                             {"intermediate_size", &ViTConfig::mlp, "MLP width"},
                             {"patch_size", &ViTConfig::patch, "patch size"}};
 const IntFact kHfViTInts[] = {{"num_channels", &ViTConfig::in_chans, "input channels"}};
-const BoolFact kHfBools[] = {{"qkv_bias", &ViTConfig::qkv_bias, "query/key/value biases"}};
+const BoolFact kHfBools[] = {{"qkv_bias", [](const ViTConfig& c) { return c.attn.qkv_bias; }, "query/key/value biases"}};
 const IntFact kHfVisionInts[] = {{"num_register_tokens", &ViTConfig::reg_tokens, "register tokens"}};
 const IntFact kHfProjection[] = {{"projection_dim", &ViTConfig::classes, "a projection to"}};
 const IntFact kOpenClipVision[] = {{"width", &ViTConfig::width, "width"},
@@ -69,9 +69,9 @@ template <size_t N>
 void check_bools(const json& j, const BoolFact (&facts)[N], const std::string& where, const std::string& file,
                  const ViTConfig& c) {
   for (const BoolFact& f : facts)
-    if (has(j, f.key) && get_as<bool>(j, f.key, where) != c.*f.field)
+    if (has(j, f.key) && get_as<bool>(j, f.key, where) != f.field(c))
       throw Error(where, std::string(f.key) + " is " + j[f.key].dump() + ", but " + file +
-                             (c.*f.field ? " has " : " has no ") + f.what);
+                             (f.field(c) ? " has " : " has no ") + f.what);
 }
 
 // timm: a config (timm's save_config_for_hf): architecture, num_classes, global_pool,

@@ -67,13 +67,13 @@ void append(std::vector<float>* v, TensorSource::Tensor t) {
 Dense fused_qkv(TensorSource& ck, const std::string& p, const ViTConfig& c) {
   const int64_t D = c.width;
   Dense d;
-  if (c.qkv_fused) append(&d.w, ck.take(p + "attn.qkv.weight", {3 * D, D}));
+  if (c.attn.qkv_fused) append(&d.w, ck.take(p + "attn.qkv.weight", {3 * D, D}));
   else
     for (const char* n : {"q_proj", "k_proj", "v_proj"}) append(&d.w, ck.take(p + "attn." + n + ".weight", {D, D}));
-  if (!c.qkv_bias) return d;
-  append(&d.b, ck.take(p + (c.qkv_fused ? "attn.q_bias" : "attn.q_proj.bias"), {D}));
+  if (!c.attn.qkv_bias) return d;
+  append(&d.b, ck.take(p + (c.attn.qkv_fused ? "attn.q_bias" : "attn.q_proj.bias"), {D}));
   d.b.resize(size_t(2 * D), 0.f);
-  append(&d.b, ck.take(p + (c.qkv_fused ? "attn.v_bias" : "attn.v_proj.bias"), {D}));
+  append(&d.b, ck.take(p + (c.attn.qkv_fused ? "attn.v_bias" : "attn.v_proj.bias"), {D}));
   return d;
 }
 
@@ -250,27 +250,27 @@ struct ViT::WeightLoader {
     BlockWeights b;
     b.norm1 = norm(p + "norm1");
     const bool beit_ls = src.has(p + "gamma_1");  // BEiT's gamma_1 * attn(...), gamma_2 * mlp(...)
-    if (c.qkv_fused && c.k_bias)
-      b.qkv = linear(p + "attn.qkv", D, 3 * D, c.qkv_bias, Epilogue::None, PrecisionClass::Model);
+    if (c.attn.qkv_fused && c.attn.k_bias)
+      b.qkv = linear(p + "attn.qkv", D, 3 * D, c.attn.qkv_bias, Epilogue::None, PrecisionClass::Model);
     else
       b.qkv = dense(p + "attn.qkv", fused_qkv(src, p, c), D, 3 * D);
-    if (c.attn_norm) b.attn_norm = norm(p + "attn.norm");
+    if (c.attn.norm) b.attn_norm = norm(p + "attn.norm");
     b.proj = scaled_linear(p + "attn.proj", D, p + (beit_ls ? "gamma_1" : "ls1.gamma"));
     b.norm2 = norm(p + "norm2");
     b.fc1 = c.swiglu() ? dense(p + "mlp.fc1", swiglu_fc1(src, p, c), D, 2 * M)
                        : linear(p + "mlp.fc1", D, M, true, activation_epilogue(c.act), PrecisionClass::Model);
     if (c.mlp_norm) b.mlp_norm = layer_norm(p + "mlp.norm", M);
     b.fc2 = scaled_linear(p + "mlp.fc2", M, p + (beit_ls ? "gamma_2" : "ls2.gamma"));
-    if (c.rel_pos_window)
+    if (c.attn.rel_pos_window)
       b.rel_pos_table = store(resize_relative_position_table(
           take(p + "attn.relative_position_bias_table", {c.rel_pos_len(), c.heads}).to_vector(), c.heads,
-          c.rel_pos_window, c.grid_h(), c.grid_w()));
+          c.attn.rel_pos_window, c.grid_h(), c.grid_w()));
     return b;
   }
 
   // The position tables the blocks share, the final norms, the attention pool, the heads.
   void head() {
-    if (c.rel_pos_window) m.rel_pos_index_ = store(relative_position_index(c.grid_h(), c.grid_w()));
+    if (c.attn.rel_pos_window) m.rel_pos_index_ = store(relative_position_index(c.grid_h(), c.grid_w()));
     std::vector<float> sin, cos;
     if (c.rope.on && c.rope.kind == RopeKind::Mixed)  // RoPE-Mixed's learned frequencies, x's then y's
       rotary_tables(c, &sin, &cos, take("rope.freqs", {2, c.depth, c.heads, c.head_dim() / 2}).data());
@@ -330,7 +330,7 @@ std::string ViT::attention_summary() const {
 }
 
 void ViT::choose_attention_road() {
-  attention_road_ = cfg_.rel_pos_window || cfg_.naflex.on
+  attention_road_ = cfg_.attn.rel_pos_window || cfg_.naflex.on
                         ? AttentionRoad::Fused
                         : vit::attention_road(attention_chunk(8), cfg_.tokens(), cfg_.heads, cfg_.head_dim(),
                                          attention_products(precision_));
@@ -386,7 +386,7 @@ BufferTable ViT::activation_table(const BatchLayout& l, Plan* plan) const {
   t.add("scores", &a->scores, l.keep_attention ? c.depth * B * c.heads * T * T : 0);
   t.add("mlp", &a->mlp, BT * c.mlp);
   t.add("mlp_gate", &a->mlp_gate, c.swiglu() ? BT * 2 * c.mlp : 0);
-  t.add("rel_bias", &a->rel_bias, c.rel_pos_window ? c.heads * T * T : 0);
+  t.add("rel_bias", &a->rel_bias, c.attn.rel_pos_window ? c.heads * T * T : 0);
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
   t.add("pooled_dist", &a->pooled_dist, B * D);
@@ -561,7 +561,7 @@ struct ViT::PlanBuilder {
                       c.rope.kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved, mixed ? H : 1));
     // beit.py Attention.forward: attn = attn + self._get_rel_pos_bias() (the table looked up through the
     // index, [H, T, T]), before the softmax.
-    if (c.rel_pos_window)
+    if (c.attn.rel_pos_window)
       add(lookup_bias_step(p + ".attn.rel_pos_bias", H, T, w.rel_pos_table.data(), m.rel_pos_index_.data(), a().rel_bias));
     // x = F.scaled_dot_product_attention(q, k, v): softmax(q k^T / sqrt(Dh)) v per head, a few images
     // per pass (BatchLayout::attention_passes), the heads concatenated: x.transpose(1, 2).reshape(B, N, C)
@@ -569,10 +569,10 @@ struct ViT::PlanBuilder {
     for (const auto& [first, n] : layout.attention_passes)
       add(plan.precision_.attention(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
                                     scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
-                                    c.rel_pos_window ? a().rel_bias : nullptr,
+                                    c.attn.rel_pos_window ? a().rel_bias : nullptr,
                                     c.naflex.on ? plan.lengths_.data() + first : nullptr, m.attention_road_));
     // x = self.norm(x) (EvaAttention's scale_norm: EVA-02 CLIP's scale_attn_inner), in place
-    if (c.attn_norm) add(layer_norm_step(p + ".attn.norm", w.attn_norm, B * T, a().attn, a().attn));
+    if (c.attn.norm) add(layer_norm_step(p + ".attn.norm", w.attn_norm, B * T, a().attn, a().attn));
     // x = self.proj(x), added into x
     linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
   }

@@ -38,6 +38,18 @@ struct ConfigOrigin {
   }
 };
 
+// The blocks' attention, as far as it differs between families.
+struct Attention {
+  bool qkv_bias = true;
+  // BEiT (timm's beit.py) and EVA-02 (eva.py):
+  bool k_bias = true;                   // false: q and v biases only (q_bias, v_bias), k's is zero
+  bool qkv_fused = true;                // false: separate q_proj, k_proj, v_proj (EVA-02 base), fused at load
+  bool norm = false;                    // a LayerNorm on attention's output before attn.proj (attn.norm:
+                                        // EVA-02 CLIP's scale_attn_inner)
+  int64_t rel_pos_window = 0;           // BEiT: the (square) window its relative position tables were trained
+                                        // at, 0 without; resized for the input's grid as timm does
+};
+
 struct ViTConfig {
   std::string arch;                     // timm architecture name when known, else ""
   int64_t patch = 16;                   // P
@@ -63,18 +75,11 @@ struct ViTConfig {
   bool no_embed_class = false;          // position table covers patches only
   bool final_norm = true;               // LayerNorm over all tokens before pooling
   bool fc_norm = false;                 // LayerNorm after pooling instead
-  bool qkv_bias = true;
   bool proj_bias = true;                // attn.proj and the MLP have biases (timm's proj_bias; AIMv2: none)
   bool patch_norm = false;              // a norm right after the patch embedding (patch_embed.norm, AIMv2)
-  bool attn_norm = false;               // a LayerNorm on attention's output before attn.proj (attn.norm:
-                                        // EVA-02 CLIP's scale_attn_inner)
   NormKind norm = NormKind::Layer;      // every norm's kind but the MLP's: LayerNorm, or RMSNorm (AIMv2)
-  // BEiT (timm's beit.py) and EVA-02 (eva.py):
-  bool k_bias = true;                   // false: q and v biases only (q_bias, v_bias), k's is zero
-  bool qkv_fused = true;                // false: separate q_proj, k_proj, v_proj (EVA-02 base), fused at load
+  Attention attn;                       // the blocks' attention: its biases, projections, norm, relative bias
   bool pos_embed = true;                // a position table (pos_embed); BEiT's blocks have relative biases instead
-  int64_t rel_pos_window = 0;           // BEiT: the (square) window its relative position tables were trained
-                                        // at, 0 without; resized for the input's grid as timm does
   bool mlp_norm = false;                // a LayerNorm inside the MLP before fc2 (mlp.norm: EVA-02 base's
                                         // scale_mlp)
   Rotary rope;                          // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
@@ -102,7 +107,7 @@ struct ViTConfig {
     return pos_embed ? pos_grid_h * pos_grid_w + (no_embed_class ? 0 : prefix_tokens()) : 0;
   }
   int64_t rel_pos_len() const {  // rows of a relative position table: every offset, and 3 for the class token
-    return (2 * rel_pos_window - 1) * (2 * rel_pos_window - 1) + 3;
+    return (2 * attn.rel_pos_window - 1) * (2 * attn.rel_pos_window - 1) + 3;
   }
   // One image's input: [C, H, W]; NaFlex: [max_patches, P * P * C] patches (its grid apart: Plan::set_grid).
   int64_t input_floats() const { return naflex.on ? naflex.max_patches * patch * patch * in_chans : in_chans * img_h() * img_w(); }
