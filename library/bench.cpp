@@ -28,10 +28,10 @@ struct Benchmark::Impl {
     }
     // A NaFlex model's images: each a grid that fills most of its budget (a square image's), padding the rest.
     const ViTConfig& c = model.config();
-    if (c.naflex)
+    if (c.naflex.on)
       for (int64_t b = 0; b < B; ++b) {
-        const auto side = int(std::sqrt(double(c.max_patches)));
-        p.set_grid(b, PatchGrid{side, int(c.max_patches / side)});
+        const auto side = int(std::sqrt(double(c.naflex.max_patches)));
+        p.set_grid(b, PatchGrid{side, int(c.naflex.max_patches / side)});
       }
     return p;
   }

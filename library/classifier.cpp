@@ -57,7 +57,7 @@ struct Classifier::Impl {
   // b, image) for row b of a Plan, image its place among the n.
   void run_tensors(const float* images, int64_t n, const BetweenBatches& between,
                    const std::function<void(const ViT::Plan&, int64_t, int64_t)>& each) const {
-    if (network().config().naflex) throw ArgumentError(naflex_input_refusal(network()));
+    if (network().config().naflex.on) throw ArgumentError(naflex_input_refusal(network()));
     use_threads();
     const int64_t per = network().config().input_floats();
     for (int64_t first = 0, count = 0; first < n; first += count) {
@@ -139,7 +139,7 @@ struct Classifier::Impl {
                                const EmbedOptions& o, const BetweenBatches& between) const {
     use_threads();
     const ViTConfig& c = network().config();
-    if (o.tokens && c.naflex)
+    if (o.tokens && c.naflex.on)
       throw ArgumentError(std::string("tokens of a NaFlex model (") + family_name(c.family) + "): not supported yet (each image has a grid of its own)");
     const bool logits = o.head && c.classes > 0;  // without a head, timm's model(x) is the features
     const size_t E = size_t(logits ? c.classes : c.width), TD = size_t(c.tokens() * c.width);
@@ -156,7 +156,7 @@ struct Classifier::Impl {
         const float* v = (logits ? plan.logits() : plan.features()) + row * E;
         e.embedding.assign(v, v + E);
         if (o.normalize) unit_length(&e.embedding);
-        e.sequence = c.naflex ? plan.tokens_of(int64_t(row)) : c.tokens();
+        e.sequence = c.naflex.on ? plan.tokens_of(int64_t(row)) : c.tokens();
         if (o.tokens) e.tokens.assign(plan.tokens() + row * TD, plan.tokens() + (row + 1) * TD);
       }
     }, between);
@@ -273,7 +273,7 @@ std::vector<float> Classifier::probabilities(const float* logits, int64_t n) con
 std::vector<float> Classifier::preprocess(const std::string& path) const {
   impl_->use_threads();
   const ViTConfig& c = impl_->network().config();
-  if (c.naflex) throw ArgumentError(naflex_input_refusal(impl_->network()));
+  if (c.naflex.on) throw ArgumentError(naflex_input_refusal(impl_->network()));
   std::vector<float> out(size_t(c.input_floats()));
   vit::preprocess(decode_image_file(path, impl_->opt.max_pixels, impl_->opt.exif_transpose), c.pre, out.data());
   return out;
@@ -286,14 +286,14 @@ ImageInput Classifier::image_input(const std::string& path) const {
   in.width = image.width;
   in.height = image.height;
   PatchGrid g{int(c.grid_h()), int(c.grid_w())};
-  if (c.naflex) {
-    g = naflex_grid(image.width, image.height, int(c.patch), int(c.max_patches));
-    in.max_patches = c.max_patches;
+  if (c.naflex.on) {
+    g = naflex_grid(image.width, image.height, int(c.patch), int(c.naflex.max_patches));
+    in.max_patches = c.naflex.max_patches;
   }
   in.grid_rows = g.rows;
   in.grid_cols = g.cols;
-  in.input_height = c.naflex ? int(g.rows * c.patch) : int(c.img_h());  // (a partial grid reads its top left)
-  in.input_width = c.naflex ? int(g.cols * c.patch) : int(c.img_w());
+  in.input_height = c.naflex.on ? int(g.rows * c.patch) : int(c.img_h());  // (a partial grid reads its top left)
+  in.input_width = c.naflex.on ? int(g.cols * c.patch) : int(c.img_w());
   in.tokens = c.prefix_tokens() + g.count();
   return in;
 }

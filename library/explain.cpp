@@ -109,9 +109,9 @@ struct Explainer::Impl {
     }
     // A NaFlex image is resized whole to its grid, no crop: the map covers the whole photo. Else the input's
     // window, of which the grid covers the top-left grid * P pixels (all of it when the size is a multiple).
-    Rect window = c.naflex ? Rect{0, 0, double(photo.width), double(photo.height)}
+    Rect window = c.naflex.on ? Rect{0, 0, double(photo.width), double(photo.height)}
                            : input_window(photo.width, photo.height, c.pre);
-    if (!c.naflex) {
+    if (!c.naflex.on) {
       window.w *= double(gw * c.patch) / double(c.img_w());
       window.h *= double(gh * c.patch) / double(c.img_h());
     }
@@ -213,8 +213,8 @@ std::vector<Explanation> Explainer::explain_encoded(const std::vector<std::pair<
 
 int64_t Explainer::classes() const { return impl_->classes(); }
 int64_t Explainer::heads() const { return impl_->network.config().heads; }
-int64_t Explainer::grid_h() const { return impl_->network.config().naflex ? 0 : impl_->network.config().grid_h(); }
-int64_t Explainer::grid_w() const { return impl_->network.config().naflex ? 0 : impl_->network.config().grid_w(); }
+int64_t Explainer::grid_h() const { return impl_->network.config().naflex.on ? 0 : impl_->network.config().grid_h(); }
+int64_t Explainer::grid_w() const { return impl_->network.config().naflex.on ? 0 : impl_->network.config().grid_w(); }
 const std::vector<std::string>& Explainer::labels() const { return impl_->m.labels; }
 Precision Explainer::precision() const { return impl_->network.precision(); }
 ModelInfo Explainer::info() const { return impl_->m.info(); }

@@ -42,29 +42,29 @@ std::string family_line(const ViTConfig& c) {
 
 // Said only of attention that is not timm's plain one.
 std::string attention_line(const ViTConfig& c) {
-  std::string s = !c.qkv_bias ? "no q, k, v biases" : c.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
-  if (!c.qkv_fused) s += ", separate q_proj, k_proj, v_proj (run as one)";
+  std::string s = !c.attn.qkv_bias ? "no q, k, v biases" : c.attn.k_bias ? "q, k, v biases" : "q and v biases, no k bias";
+  if (!c.attn.qkv_fused) s += ", separate q_proj, k_proj, v_proj (run as one)";
   if (!c.proj_bias) s += ", no attn.proj or MLP biases";
-  if (c.attn_norm) s += ", LayerNorm on attention's output before attn.proj (attn.norm: scale_attn_inner)";
-  if (c.rel_pos_window)
-    s += fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})", c.rel_pos_window,
-                     c.rel_pos_window, c.rel_pos_len(),
-                     c.grid_h() == c.rel_pos_window && c.grid_w() == c.rel_pos_window
+  if (c.attn.norm) s += ", LayerNorm on attention's output before attn.proj (attn.norm: scale_attn_inner)";
+  if (c.attn.rel_pos_window)
+    s += fmt::format(", relative position bias per block ({}x{} window, {} rows per head{})", c.attn.rel_pos_window,
+                     c.attn.rel_pos_window, c.rel_pos_len(),
+                     c.grid_h() == c.attn.rel_pos_window && c.grid_w() == c.attn.rel_pos_window
                          ? ""
                          : fmt::format(", resized to {}x{} as timm does", c.grid_h(), c.grid_w()));
-  if (c.rope && c.rope_kind == RopeKind::Mixed)
+  if (c.rope.on && c.rope.kind == RopeKind::Mixed)
     s += fmt::format(", RoPE-Mixed on the patch tokens' q and k (frequencies learned per block and head, rope.freqs; "
-                     "interleaved pairs, {} grid)", c.rope_xy ? "'xy'" : "'ij'");
-  else if (c.rope && c.rope_kind == RopeKind::DinoV3)
+                     "interleaved pairs, {} grid)", c.rope.xy ? "'xy'" : "'ij'");
+  else if (c.rope.on && c.rope.kind == RopeKind::DinoV3)
     s += fmt::format(", DINOv3's 2-D rotary embedding on the patch tokens' q and k (rotate-half pairs, temperature {:g}, "
                      "patch centres normalised to the {}x{} grid)",
-                     double(c.rope_temperature), c.grid_h(), c.grid_w());
-  else if (c.rope)
+                     double(c.rope.temperature), c.grid_h(), c.grid_w());
+  else if (c.rope.on)
     s += fmt::format(", 2-D rotary embedding on the patch tokens' q and k (interleaved pairs, temperature {:g}{}{}{})",
-                     double(c.rope_temperature),
-                     c.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", c.rope_grid_offset) : std::string(),
-                     c.rope_ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope_ref_h, c.rope_ref_w) : std::string(),
-                     c.rope_xy ? ", x angles first" : "");
+                     double(c.rope.temperature),
+                     c.rope.grid_offset != 0.f ? fmt::format(", grid offset {:g}", c.rope.grid_offset) : std::string(),
+                     c.rope.ref_h ? fmt::format(", grid rescaled to {}x{}", c.rope.ref_h, c.rope.ref_w) : std::string(),
+                     c.rope.xy ? ", x angles first" : "");
   return s;
 }
 
@@ -101,17 +101,17 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
       {"architecture", fmt::format("{}: patch {}, width {}, depth {}, heads {}, MLP {}, {}",
                                    c.arch.empty() ? "ViT" : c.arch, c.patch, c.width, c.depth, c.heads, c.mlp, head)},
       {"family", family_line(c)}};
-  if (c.rel_pos_window || !c.k_bias || !c.qkv_fused || c.rope || !c.qkv_bias || !c.proj_bias || c.attn_norm)
+  if (c.attn.rel_pos_window || !c.attn.k_bias || !c.attn.qkv_fused || c.rope.on || !c.attn.qkv_bias || !c.proj_bias || c.attn.norm)
     d.push_back({"attention", attention_line(c)});
   if (c.swiglu())
     d.push_back({"mlp", fmt::format("SwiGLU: silu(fc1_g x) * fc1_x x{}, then fc2", c.mlp_norm ? ", LayerNorm (mlp.norm)" : "")});
-  if (c.naflex) {
+  if (c.naflex.on) {
     d.push_back({"input", fmt::format("NaFlex: each image at its own aspect ratio, within {} patches of {} pixels "
                                       "(--max-patches), padded to them in a batch; attention and pooling masked",
-                                      c.max_patches, c.patch)});
+                                      c.naflex.max_patches, c.patch)});
     d.push_back({"tokens", fmt::format("up to {} patches: the image's own grid", c.tokens())});
     d.push_back({"position table", fmt::format("{}x{} grid, resized to each image's grid ({}, antialiased), kept per grid",
-                                               c.pos_grid_h, c.pos_grid_w, filter_name(c.pos_filter))});
+                                               c.pos_grid_h, c.pos_grid_w, filter_name(c.naflex.pos_filter))});
   } else {
     const int64_t read_h = c.grid_h() * c.patch, read_w = c.grid_w() * c.patch;
     d.push_back({"input", fmt::format("{}x{} RGB", c.img_h(), c.img_w()) +
@@ -132,7 +132,7 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
                                                                 c.head == HeadKind::Projection ? "the projection" : "the logits")
                                                   : "")});
   d.push_back({"preprocessing",
-               c.naflex ? fmt::format("NaFlex (timm's ResizeToSequence): {} resize, antialiased, to the largest grid "
+               c.naflex.on ? fmt::format("NaFlex (timm's ResizeToSequence): {} resize, antialiased, to the largest grid "
                                       "within the budget, no crop, mean {}, std {}",
                                       filter_name(c.pre.interpolation), triple(c.pre.mean), triple(c.pre.std))
                         : preprocessing_line(c.pre)});
@@ -167,7 +167,7 @@ ModelInfo model_info(const ViT& model) {
   i.input_height = c.img_h();
   i.input_width = c.img_w();
   i.tokens = c.tokens();
-  i.max_patches = c.naflex ? c.max_patches : 0;
+  i.max_patches = c.naflex.on ? c.naflex.max_patches : 0;
   i.parameters = c.parameters();
   i.crop_pct = c.pre.crop_pct;
   i.resize = c.pre.resize_height();

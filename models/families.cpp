@@ -284,22 +284,30 @@ const char kTimmArchs[] =
 #include "timm_archs.inc"
     ;
 
-// The table's fields: ViTConfig's numbers and flags by their names there.
-const std::pair<int64_t ViTConfig::*, const char*> kArchInts[] = {
-    {&ViTConfig::width, "width"},           {&ViTConfig::depth, "depth"},
-    {&ViTConfig::heads, "heads"},           {&ViTConfig::mlp, "mlp"},
-    {&ViTConfig::patch, "patch"},           {&ViTConfig::reg_tokens, "reg_tokens"},
-    {&ViTConfig::rel_pos_window, "rel_pos_window"}, {&ViTConfig::attn_pool_mlp, "attn_pool_mlp"},
-    {&ViTConfig::classes, "classes"}};
-const std::pair<bool ViTConfig::*, const char*> kArchFlags[] = {
-    {&ViTConfig::class_token, "class_token"}, {&ViTConfig::dist_token, "dist_token"},
-    {&ViTConfig::pos_embed, "pos_embed"},       {&ViTConfig::no_embed_class, "no_embed_class"},
-    {&ViTConfig::layer_scale, "layer_scale"}, {&ViTConfig::norm_pre, "norm_pre"},
-    {&ViTConfig::final_norm, "final_norm"},   {&ViTConfig::fc_norm, "fc_norm"},
-    {&ViTConfig::qkv_bias, "qkv_bias"},       {&ViTConfig::k_bias, "k_bias"},
-    {&ViTConfig::qkv_fused, "qkv_fused"},     {&ViTConfig::proj_bias, "proj_bias"},
-    {&ViTConfig::patch_bias, "patch_bias"},   {&ViTConfig::patch_norm, "patch_norm"},
-    {&ViTConfig::attn_norm, "attn_norm"},     {&ViTConfig::mlp_norm, "mlp_norm"}};
+// The table's fields: ViTConfig's numbers and flags (top level, or in its attention part) by their names there.
+template <auto Field>
+auto& top(ViTConfig& c) {
+  return c.*Field;
+}
+template <auto Field>
+auto& in_attn(ViTConfig& c) {
+  return c.attn.*Field;
+}
+const std::pair<int64_t& (*)(ViTConfig&), const char*> kArchInts[] = {
+    {top<&ViTConfig::width>, "width"},     {top<&ViTConfig::depth>, "depth"},
+    {top<&ViTConfig::heads>, "heads"},     {top<&ViTConfig::mlp>, "mlp"},
+    {top<&ViTConfig::patch>, "patch"},     {top<&ViTConfig::reg_tokens>, "reg_tokens"},
+    {in_attn<&Attention::rel_pos_window>, "rel_pos_window"}, {top<&ViTConfig::attn_pool_mlp>, "attn_pool_mlp"},
+    {top<&ViTConfig::classes>, "classes"}};
+const std::pair<bool& (*)(ViTConfig&), const char*> kArchFlags[] = {
+    {top<&ViTConfig::class_token>, "class_token"}, {top<&ViTConfig::dist_token>, "dist_token"},
+    {top<&ViTConfig::pos_embed>, "pos_embed"},     {top<&ViTConfig::no_embed_class>, "no_embed_class"},
+    {top<&ViTConfig::layer_scale>, "layer_scale"}, {top<&ViTConfig::norm_pre>, "norm_pre"},
+    {top<&ViTConfig::final_norm>, "final_norm"},   {top<&ViTConfig::fc_norm>, "fc_norm"},
+    {in_attn<&Attention::qkv_bias>, "qkv_bias"},   {in_attn<&Attention::k_bias>, "k_bias"},
+    {in_attn<&Attention::qkv_fused>, "qkv_fused"}, {top<&ViTConfig::proj_bias>, "proj_bias"},
+    {top<&ViTConfig::patch_bias>, "patch_bias"},   {top<&ViTConfig::patch_norm>, "patch_norm"},
+    {in_attn<&Attention::norm>, "attn_norm"},      {top<&ViTConfig::mlp_norm>, "mlp_norm"}};
 
 // An architecture of the table: timm's create_model(arch) before its row's defaults, and its default pretrained
 // config's tag (which says whether a CLIP tower's head is its projection or a classifier fine-tuned from it).
@@ -312,9 +320,9 @@ TimmArch arch_from_json(const nlohmann::json& j) {
   ViTConfig c;
   const auto& has = j.at("has");
   c.arch = j.at("arch").get<std::string>();
-  for (const auto& [field, key] : kArchInts) c.*field = j.at(key).get<int64_t>();
-  for (const auto& [field, key] : kArchFlags) c.*field = std::find(has.begin(), has.end(), key) != has.end();
-  c.k_bias = c.k_bias || !c.qkv_bias;  // no q, k, v biases at all: none for k is no q/v-only bias
+  for (const auto& [field, key] : kArchInts) field(c) = j.at(key).get<int64_t>();
+  for (const auto& [field, key] : kArchFlags) field(c) = std::find(has.begin(), has.end(), key) != has.end();
+  c.attn.k_bias = c.attn.k_bias || !c.attn.qkv_bias;  // no q, k, v biases at all: none for k is no q/v-only bias
   const auto grid = j.at("grid").get<std::vector<int64_t>>();
   c.pos_grid_h = grid.at(0);
   c.pos_grid_w = grid.at(1);
@@ -373,7 +381,7 @@ bool arch_preprocessing(const std::string& arch, PreprocessConfig* pre) {
   const TimmArch* t = timm_arch(arch, &row);
   if (!t) return false;
   *pre = t->c.pre;
-  if (row->defaults.naflex) {  // nominally its table's grid: each image gets a grid of its own
+  if (row->defaults.naflex.on) {  // nominally its table's grid: each image gets a grid of its own
     pre->height = int(t->c.pos_grid_h * t->c.patch);
     pre->width = int(t->c.pos_grid_w * t->c.patch);
   }
@@ -386,15 +394,9 @@ void apply_family_defaults(const FamilyRow& row, ViTConfig* c) {
   c->act = d.act;
   c->eps = d.eps;
   c->rope = d.rope;
-  c->rope_ref_h = c->rope_ref_w = d.rope_ref;
-  c->rope_kind = d.rope_kind;
-  c->rope_temperature = d.rope_temperature;
-  c->rope_xy = d.rope_xy;
-  c->rope_grid_offset = d.rope_grid_offset;
   c->attn_pool_heads = d.attn_pool_heads;
   c->norm = d.norm;
   c->naflex = d.naflex;
-  c->pos_filter = d.pos_filter;
 }
 
 bool arch_preset(const std::string& arch, ViTConfig* c) {

@@ -35,6 +35,27 @@ const char* activation_name(Activation a);  // "GELU", "GELU (tanh)", "QuickGELU
 // integer coordinates; interleaved pairs).
 enum class RopeKind { EvaCat, DinoV3, Mixed };
 
+// A 2-D rotary position embedding on the patch tokens' q and k (EVA-02's; in no tensor but RoPE-Mixed's).
+struct Rotary {
+  bool on = false;
+  int64_t ref_h = 0, ref_w = 0;  // its ref_feat_shape: positions rescaled to this grid (0: none)
+  RopeKind kind = RopeKind::EvaCat;
+  bool xy = false;               // rope_grid_indexing 'xy' (Perception Encoder): each patch's x angles
+                                 // first, then its y angles (else y, then x)
+  float temperature = 10000.f;
+  float grid_offset = 0.f;
+};
+
+// NaFlex (timm's naflexvit.py, SigLIP 2): each image resized at its own aspect ratio to a grid of at most
+// max_patches patches and padded to that budget (engine/preprocess/naflex.h); the patch embedding a linear
+// layer over channels-last patches (NaFlexEmbeds: embeds.proj), the position table resized to each image's grid
+// at run time with pos_filter (antialiased), attention and pooling masked to the image's own tokens.
+struct Naflex {
+  bool on = false;
+  int64_t max_patches = 256;            // SigLIP 2's budget (timm's transform defaults to 576)
+  Filter pos_filter = Filter::Bicubic;  // timm's pos_embed_interp_mode
+};
+
 // What a family's blocks and embeddings are when neither the tensors nor a config say: its timm model
 // definition's defaults. (A checkpoint's tensors decide the rest: layer scale, tokens, norms, biases.) A row
 // names only what differs from timm's VisionTransformer, each by name:
@@ -42,20 +63,11 @@ enum class RopeKind { EvaCat, DinoV3, Mixed };
 struct FamilyDefaults {
   Activation act = Activation::Gelu;
   float eps = 1e-6f;          // LayerNorm's
-  bool rope = false;          // a 2-D rotary embedding (in no tensor): ref_feat_shape rope_ref x rope_ref (0: none)
-  int64_t rope_ref = 0;
+  Rotary rope;                // none unless the row says
   Pool pool = Pool::Token;    // without a class token (or an attention pool): the mean
-  RopeKind rope_kind = RopeKind::EvaCat;
-  float rope_temperature = 10000.f;
-  bool rope_xy = false;          // rope_grid_indexing 'xy': a patch's x angles first
-  float rope_grid_offset = 0.f;
   int64_t attn_pool_heads = 0;   // the attention pool's own heads (attn_pool_num_heads), 0: the blocks'
   NormKind norm = NormKind::Layer;  // every norm's kind: LayerNorm, or RMSNorm (AIMv2; its tensors have no bias)
-  // NaFlex (timm's naflexvit.py): each image resized at its own aspect ratio to a grid within a budget of
-  // patches, its patches the input (NaFlexEmbeds: embeds.proj, a linear layer over channels-last patches), the
-  // learned table resized to each image's grid with pos_filter (antialiased), attention and pooling masked.
-  bool naflex = false;
-  Filter pos_filter = Filter::Bicubic;  // pos_embed_interp_mode
+  Naflex naflex;              // none unless the row says (its budget is timm's transform's for SigLIP 2)
 
   FamilyDefaults with_act(Activation a) const { return with(&FamilyDefaults::act, a); }
   FamilyDefaults with_eps(float e) const { return with(&FamilyDefaults::eps, e); }
@@ -63,17 +75,30 @@ struct FamilyDefaults {
   FamilyDefaults with_norm(NormKind n) const { return with(&FamilyDefaults::norm, n); }
   // A rotary embedding of `kind` at `temperature`, positions rescaled to a ref x ref grid (0: not rescaled).
   FamilyDefaults with_rope(int64_t ref, RopeKind kind = RopeKind::EvaCat, float temperature = 10000.f) const {
-    return with(&FamilyDefaults::rope, true)
-        .with(&FamilyDefaults::rope_ref, ref)
-        .with(&FamilyDefaults::rope_kind, kind)
-        .with(&FamilyDefaults::rope_temperature, temperature);
+    FamilyDefaults d = *this;
+    d.rope.on = true;
+    d.rope.ref_h = d.rope.ref_w = ref;
+    d.rope.kind = kind;
+    d.rope.temperature = temperature;
+    return d;
   }
-  FamilyDefaults with_rope_xy() const { return with(&FamilyDefaults::rope_xy, true); }
-  FamilyDefaults with_rope_grid_offset(float o) const { return with(&FamilyDefaults::rope_grid_offset, o); }
+  FamilyDefaults with_rope_xy() const {
+    FamilyDefaults d = *this;
+    d.rope.xy = true;
+    return d;
+  }
+  FamilyDefaults with_rope_grid_offset(float o) const {
+    FamilyDefaults d = *this;
+    d.rope.grid_offset = o;
+    return d;
+  }
   FamilyDefaults with_attn_pool_heads(int64_t h) const { return with(&FamilyDefaults::attn_pool_heads, h); }
   // A NaFlex model whose position table is resized to each image's grid with `filter`.
   FamilyDefaults with_naflex(Filter filter) const {
-    return with(&FamilyDefaults::naflex, true).with(&FamilyDefaults::pos_filter, filter);
+    FamilyDefaults d = *this;
+    d.naflex.on = true;
+    d.naflex.pos_filter = filter;
+    return d;
   }
 
  private:

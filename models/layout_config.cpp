@@ -25,7 +25,7 @@ struct IntFact {
 };
 struct BoolFact {
   const char* key;
-  bool ViTConfig::*field;
+  bool (*field)(const ViTConfig&);
   const char* what;
 };
 const IntFact kTimmTop[] = {{"num_classes", &ViTConfig::classes, "a head of"}};
@@ -33,17 +33,17 @@ const IntFact kTimmInts[] = {{"patch_size", &ViTConfig::patch, "patch size"},  {
                              {"depth", &ViTConfig::depth, "depth"},           {"in_chans", &ViTConfig::in_chans, "input channels"},
                              {"num_classes", &ViTConfig::classes, "a head of"},
                              {"reg_tokens", &ViTConfig::reg_tokens, "register tokens"}};
-const BoolFact kTimmBools[] = {{"class_token", &ViTConfig::class_token, "cls_token"},
-                               {"qkv_bias", &ViTConfig::qkv_bias, "qkv biases"},
-                               {"proj_bias", &ViTConfig::proj_bias, "attn.proj biases"},
-                               {"fc_norm", &ViTConfig::fc_norm, "fc_norm"}};
+const BoolFact kTimmBools[] = {{"class_token", [](const ViTConfig& c) { return c.class_token; }, "cls_token"},
+                               {"qkv_bias", [](const ViTConfig& c) { return c.attn.qkv_bias; }, "qkv biases"},
+                               {"proj_bias", [](const ViTConfig& c) { return c.proj_bias; }, "attn.proj biases"},
+                               {"fc_norm", [](const ViTConfig& c) { return c.fc_norm; }, "fc_norm"}};
 // Every transformers vision config's shape (ViTConfig, Dinov2Config, CLIPVisionConfig, SiglipVisionConfig).
 const IntFact kHfShape[] = {{"hidden_size", &ViTConfig::width, "width"},
                             {"num_hidden_layers", &ViTConfig::depth, "depth"},
                             {"intermediate_size", &ViTConfig::mlp, "MLP width"},
                             {"patch_size", &ViTConfig::patch, "patch size"}};
 const IntFact kHfViTInts[] = {{"num_channels", &ViTConfig::in_chans, "input channels"}};
-const BoolFact kHfBools[] = {{"qkv_bias", &ViTConfig::qkv_bias, "query/key/value biases"}};
+const BoolFact kHfBools[] = {{"qkv_bias", [](const ViTConfig& c) { return c.attn.qkv_bias; }, "query/key/value biases"}};
 const IntFact kHfVisionInts[] = {{"num_register_tokens", &ViTConfig::reg_tokens, "register tokens"}};
 const IntFact kHfProjection[] = {{"projection_dim", &ViTConfig::classes, "a projection to"}};
 const IntFact kOpenClipVision[] = {{"width", &ViTConfig::width, "width"},
@@ -69,9 +69,9 @@ template <size_t N>
 void check_bools(const json& j, const BoolFact (&facts)[N], const std::string& where, const std::string& file,
                  const ViTConfig& c) {
   for (const BoolFact& f : facts)
-    if (has(j, f.key) && get_as<bool>(j, f.key, where) != c.*f.field)
+    if (has(j, f.key) && get_as<bool>(j, f.key, where) != f.field(c))
       throw Error(where, std::string(f.key) + " is " + j[f.key].dump() + ", but " + file +
-                             (c.*f.field ? " has " : " has no ") + f.what);
+                             (f.field(c) ? " has " : " has no ") + f.what);
 }
 
 // timm: a config (timm's save_config_for_hf): architecture, num_classes, global_pool,
@@ -256,27 +256,27 @@ const ModelArg kModelArgs[] = {
 // embedding's kind, channel pairs and grid indexing; whether the rotary grid follows the input (DINOv3's
 // dynamic_img_size).
 json family_arg(const std::string& key, const ViTConfig& c) {
-  const bool dinov3 = c.rope_kind == RopeKind::DinoV3;
-  if (key == "rope_type") return dinov3 ? "dinov3" : c.rope_kind == RopeKind::Mixed ? "mixed" : "cat";
+  const bool dinov3 = c.rope.kind == RopeKind::DinoV3;
+  if (key == "rope_type") return dinov3 ? "dinov3" : c.rope.kind == RopeKind::Mixed ? "mixed" : "cat";
   if (key == "rope_rotate_half") return dinov3;
-  if (key == "rope_grid_indexing") return c.rope_xy ? "xy" : "ij";
+  if (key == "rope_grid_indexing") return c.rope.xy ? "xy" : "ij";
   if (key == "dynamic_img_size") return c.family == Family::DINOv3;
   return nullptr;
 }
 
 // EVA-02's rotary settings from model_args.
 void rope_arg(const json& args, const std::string& key, const std::string& where, ViTConfig* c) {
-  if (key == "use_rot_pos_emb") c->rope = get_as<bool>(args, "use_rot_pos_emb", where);
-  if (key == "rope_temperature") c->rope_temperature = get_as<float>(args, "rope_temperature", where);
-  if (key == "rope_grid_offset") c->rope_grid_offset = get_as<float>(args, "rope_grid_offset", where);
+  if (key == "use_rot_pos_emb") c->rope.on = get_as<bool>(args, "use_rot_pos_emb", where);
+  if (key == "rope_temperature") c->rope.temperature = get_as<float>(args, "rope_temperature", where);
+  if (key == "rope_grid_offset") c->rope.grid_offset = get_as<float>(args, "rope_grid_offset", where);
   if (key == "ref_feat_shape") {
     const json& v = args[key];
     const auto hw = v.is_array() ? get_as<std::vector<int64_t>>(args, "ref_feat_shape", where)
                                  : std::vector<int64_t>(2, get_as<int64_t>(args, "ref_feat_shape", where));
     if (hw.size() != 2 || hw[0] <= 0 || hw[1] <= 0)
       throw Error(where, "model_args ref_feat_shape " + v.dump() + ": not a size or [H, W]");
-    c->rope_ref_h = hw[0];
-    c->rope_ref_w = hw[1];
+    c->rope.ref_h = hw[0];
+    c->rope.ref_w = hw[1];
   }
   c->origin.rope = where;
 }

@@ -67,13 +67,13 @@ void append(std::vector<float>* v, TensorSource::Tensor t) {
 Dense fused_qkv(TensorSource& ck, const std::string& p, const ViTConfig& c) {
   const int64_t D = c.width;
   Dense d;
-  if (c.qkv_fused) append(&d.w, ck.take(p + "attn.qkv.weight", {3 * D, D}));
+  if (c.attn.qkv_fused) append(&d.w, ck.take(p + "attn.qkv.weight", {3 * D, D}));
   else
     for (const char* n : {"q_proj", "k_proj", "v_proj"}) append(&d.w, ck.take(p + "attn." + n + ".weight", {D, D}));
-  if (!c.qkv_bias) return d;
-  append(&d.b, ck.take(p + (c.qkv_fused ? "attn.q_bias" : "attn.q_proj.bias"), {D}));
+  if (!c.attn.qkv_bias) return d;
+  append(&d.b, ck.take(p + (c.attn.qkv_fused ? "attn.q_bias" : "attn.q_proj.bias"), {D}));
   d.b.resize(size_t(2 * D), 0.f);
-  append(&d.b, ck.take(p + (c.qkv_fused ? "attn.v_bias" : "attn.v_proj.bias"), {D}));
+  append(&d.b, ck.take(p + (c.attn.qkv_fused ? "attn.v_bias" : "attn.v_proj.bias"), {D}));
   return d;
 }
 
@@ -226,12 +226,12 @@ struct ViT::WeightLoader {
   // PatchEmbed (or NaFlexEmbeds), the prefix tokens, the position table, norm_pre.
   void embedding() {
     const int64_t P = c.patch, Cin = c.in_chans;
-    if (c.naflex) {
+    if (c.naflex.on) {
       // NaFlexEmbeds: proj, a Linear over channels-last patches [D, P * P * C]; pos_embed [1, h, w, D].
       m.patch_embed_ = linear("embeds.proj", Cin * P * P, D, c.patch_bias, Epilogue::None, PrecisionClass::F32);
       m.pos_tables_ = std::make_shared<PositionTables>(
           take("embeds.pos_embed", {1, c.pos_grid_h, c.pos_grid_w, D}).to_vector(), int(c.pos_grid_h),
-          int(c.pos_grid_w), D, c.pos_filter);
+          int(c.pos_grid_w), D, c.naflex.pos_filter);
     } else {
       m.patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, c.patch_bias, Epilogue::None, PrecisionClass::F32,
                               {D, Cin, P, P});
@@ -240,7 +240,7 @@ struct ViT::WeightLoader {
     if (c.class_token) m.cls_token_ = store(take("cls_token", {1, 1, D}).to_vector());
     if (c.dist_token) m.dist_token_ = store(take("dist_token", {1, 1, D}).to_vector());
     if (c.reg_tokens) m.reg_token_ = store(take("reg_token", {1, c.reg_tokens, D}).to_vector());
-    if (c.pos_embed && !c.naflex) m.pos_embed_ = store(position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector()));
+    if (c.pos_embed && !c.naflex.on) m.pos_embed_ = store(position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector()));
     if (c.norm_pre) m.norm_pre_ = norm("norm_pre");
   }
 
@@ -250,31 +250,31 @@ struct ViT::WeightLoader {
     BlockWeights b;
     b.norm1 = norm(p + "norm1");
     const bool beit_ls = src.has(p + "gamma_1");  // BEiT's gamma_1 * attn(...), gamma_2 * mlp(...)
-    if (c.qkv_fused && c.k_bias)
-      b.qkv = linear(p + "attn.qkv", D, 3 * D, c.qkv_bias, Epilogue::None, PrecisionClass::Model);
+    if (c.attn.qkv_fused && c.attn.k_bias)
+      b.qkv = linear(p + "attn.qkv", D, 3 * D, c.attn.qkv_bias, Epilogue::None, PrecisionClass::Model);
     else
       b.qkv = dense(p + "attn.qkv", fused_qkv(src, p, c), D, 3 * D);
-    if (c.attn_norm) b.attn_norm = norm(p + "attn.norm");
+    if (c.attn.norm) b.attn_norm = norm(p + "attn.norm");
     b.proj = scaled_linear(p + "attn.proj", D, p + (beit_ls ? "gamma_1" : "ls1.gamma"));
     b.norm2 = norm(p + "norm2");
     b.fc1 = c.swiglu() ? dense(p + "mlp.fc1", swiglu_fc1(src, p, c), D, 2 * M)
                        : linear(p + "mlp.fc1", D, M, true, activation_epilogue(c.act), PrecisionClass::Model);
     if (c.mlp_norm) b.mlp_norm = layer_norm(p + "mlp.norm", M);
     b.fc2 = scaled_linear(p + "mlp.fc2", M, p + (beit_ls ? "gamma_2" : "ls2.gamma"));
-    if (c.rel_pos_window)
+    if (c.attn.rel_pos_window)
       b.rel_pos_table = store(resize_relative_position_table(
           take(p + "attn.relative_position_bias_table", {c.rel_pos_len(), c.heads}).to_vector(), c.heads,
-          c.rel_pos_window, c.grid_h(), c.grid_w()));
+          c.attn.rel_pos_window, c.grid_h(), c.grid_w()));
     return b;
   }
 
   // The position tables the blocks share, the final norms, the attention pool, the heads.
   void head() {
-    if (c.rel_pos_window) m.rel_pos_index_ = store(relative_position_index(c.grid_h(), c.grid_w()));
+    if (c.attn.rel_pos_window) m.rel_pos_index_ = store(relative_position_index(c.grid_h(), c.grid_w()));
     std::vector<float> sin, cos;
-    if (c.rope && c.rope_kind == RopeKind::Mixed)  // RoPE-Mixed's learned frequencies, x's then y's
+    if (c.rope.on && c.rope.kind == RopeKind::Mixed)  // RoPE-Mixed's learned frequencies, x's then y's
       rotary_tables(c, &sin, &cos, take("rope.freqs", {2, c.depth, c.heads, c.head_dim() / 2}).data());
-    else if (c.rope)
+    else if (c.rope.on)
       rotary_tables(c, &sin, &cos);
     m.rope_sin_ = store(sin);
     m.rope_cos_ = store(cos);
@@ -330,7 +330,7 @@ std::string ViT::attention_summary() const {
 }
 
 void ViT::choose_attention_road() {
-  attention_road_ = cfg_.rel_pos_window || cfg_.naflex
+  attention_road_ = cfg_.attn.rel_pos_window || cfg_.naflex.on
                         ? AttentionRoad::Fused
                         : vit::attention_road(attention_chunk(8), cfg_.tokens(), cfg_.heads, cfg_.head_dim(),
                                          attention_products(precision_));
@@ -386,7 +386,7 @@ BufferTable ViT::activation_table(const BatchLayout& l, Plan* plan) const {
   t.add("scores", &a->scores, l.keep_attention ? c.depth * B * c.heads * T * T : 0);
   t.add("mlp", &a->mlp, BT * c.mlp);
   t.add("mlp_gate", &a->mlp_gate, c.swiglu() ? BT * 2 * c.mlp : 0);
-  t.add("rel_bias", &a->rel_bias, c.rel_pos_window ? c.heads * T * T : 0);
+  t.add("rel_bias", &a->rel_bias, c.attn.rel_pos_window ? c.heads * T * T : 0);
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
   t.add("pooled_dist", &a->pooled_dist, B * D);
@@ -506,7 +506,7 @@ struct ViT::PlanBuilder {
   // x = self.patch_embed(x); x = self._pos_embed(x)
   void embedding() {
     const ViTConfig& c = m.cfg_;
-    if (c.naflex) return naflex_embedding();
+    if (c.naflex.on) return naflex_embedding();
     const int64_t B = layout.B, D = c.width, N = c.patches();
     // The P x P / stride P conv as patch rows times the flattened kernel.
     add(patchify_step("patch_embed.patchify", B, c.in_chans, c.img_h(), c.img_w(), c.patch, a().input, a().patches));
@@ -553,15 +553,15 @@ struct ViT::PlanBuilder {
     // patch tokens' q and k heads (the first 2H of the row's 3H) turned by their positions' angles, in
     // interleaved pairs (EVA-02) or rotate-half pairs (DINOv3, rope_rotate_half).
     // RoPE-Mixed (Eva.forward_features: blk(x, rope=rot_pos_embed[i])): block i's table per head.
-    const bool mixed = c.rope_kind == RopeKind::Mixed;
+    const bool mixed = c.rope.kind == RopeKind::Mixed;
     const int64_t table = mixed ? i * H * c.patches() * (c.head_dim() / 2) : 0;
-    if (c.rope)
+    if (c.rope.on)
       add(rotary_step(p + ".attn.rope", B, T, c.prefix_tokens(), 2 * H, c.head_dim(), 3 * D, m.rope_sin_.data() + table,
                       m.rope_cos_.data() + table, a().qkv,
-                      c.rope_kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved, mixed ? H : 1));
+                      c.rope.kind == RopeKind::DinoV3 ? RotaryLayout::Half : RotaryLayout::Interleaved, mixed ? H : 1));
     // beit.py Attention.forward: attn = attn + self._get_rel_pos_bias() (the table looked up through the
     // index, [H, T, T]), before the softmax.
-    if (c.rel_pos_window)
+    if (c.attn.rel_pos_window)
       add(lookup_bias_step(p + ".attn.rel_pos_bias", H, T, w.rel_pos_table.data(), m.rel_pos_index_.data(), a().rel_bias));
     // x = F.scaled_dot_product_attention(q, k, v): softmax(q k^T / sqrt(Dh)) v per head, a few images
     // per pass (BatchLayout::attention_passes), the heads concatenated: x.transpose(1, 2).reshape(B, N, C)
@@ -569,10 +569,10 @@ struct ViT::PlanBuilder {
     for (const auto& [first, n] : layout.attention_passes)
       add(plan.precision_.attention(p + ".attn", n, T, H, c.head_dim(), a().qkv + first * T * 3 * D, a().heads,
                                     scores ? scores + first * H * T * T : nullptr, a().attn + first * T * D,
-                                    c.rel_pos_window ? a().rel_bias : nullptr,
-                                    c.naflex ? plan.lengths_.data() + first : nullptr, m.attention_road_));
+                                    c.attn.rel_pos_window ? a().rel_bias : nullptr,
+                                    c.naflex.on ? plan.lengths_.data() + first : nullptr, m.attention_road_));
     // x = self.norm(x) (EvaAttention's scale_norm: EVA-02 CLIP's scale_attn_inner), in place
-    if (c.attn_norm) add(layer_norm_step(p + ".attn.norm", w.attn_norm, B * T, a().attn, a().attn));
+    if (c.attn.norm) add(layer_norm_step(p + ".attn.norm", w.attn_norm, B * T, a().attn, a().attn));
     // x = self.proj(x), added into x
     linear(p + ".attn.proj", w.proj, T, a().attn, a().x);
   }
@@ -619,7 +619,7 @@ struct ViT::PlanBuilder {
       add(select_token_step("pool", B, T, D, 0, feats, a().pooled));
     } else if (c.pool == Pool::Avg) {
       add(mean_tokens_step("pool", B, T, D, c.prefix_tokens(), feats, a().pooled,
-                           c.naflex ? plan.lengths_.data() : nullptr));
+                           c.naflex.on ? plan.lengths_.data() : nullptr));
     } else {
       attention_pool(feats);
     }
@@ -650,7 +650,7 @@ struct ViT::PlanBuilder {
     linear("attn_pool.kv", m.attn_pool_.kv, T, feats, a().qkv);
     // AttentionPoolLatent's own heads (num_heads: Perception Encoder's attn_pool_num_heads, else the blocks').
     add(attention_pool_step("attn_pool.attn", B, T, c.pool_heads(), c.width / c.pool_heads(), m.attn_pool_.q.data(), a().qkv,
-                            a().pool_scores, a().pooled_dist, c.naflex ? plan.lengths_.data() : nullptr));
+                            a().pool_scores, a().pooled_dist, c.naflex.on ? plan.lengths_.data() : nullptr));
     linear("attn_pool.proj", m.attn_pool_.proj, 1, a().pooled_dist, a().pooled);
     add(layer_norm_step("attn_pool.norm", m.attn_pool_.norm, B, a().pooled, a().pooled_norm));
     linear("attn_pool.mlp.fc1", m.attn_pool_.fc1, 1, a().pooled_norm, a().mlp);
@@ -669,8 +669,8 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
   plan->depth_ = cfg_.depth;
   plan->scores_per_image_ = cfg_.heads * cfg_.tokens() * cfg_.tokens();
   plan->precision_ = PrecisionRoad(precision_, B);
-  if (cfg_.naflex) {
-    plan->budget_ = cfg_.max_patches;
+  if (cfg_.naflex.on) {
+    plan->budget_ = cfg_.naflex.max_patches;
     plan->grids_.assign(size_t(B), PatchGrid{});
     plan->lengths_.assign(size_t(B), int32_t(cfg_.tokens()));
   }
@@ -695,7 +695,7 @@ void ViT::set_pool(Pool pool) {
 }
 
 void ViT::set_max_patches(int64_t n) {
-  if (!cfg_.naflex)
+  if (!cfg_.naflex.on)
     throw ArgumentError("--max-patches applies to NaFlex models (timm's naflexvit_*, and SigLIP towers vit_*_siglip_* made "
                         "with use_naflex=True, their config.json saying model_args use_naflex true), and " + source_ +
                         " is a " + family_name(cfg_.family) + " with a fixed " + std::to_string(cfg_.img_h()) + "x" +
@@ -703,12 +703,12 @@ void ViT::set_max_patches(int64_t n) {
   if (n < 1 || n > kMaxNaflexPatches)
     throw ArgumentError("max patches " + std::to_string(n) + " is out of range (1 to " +
                         std::to_string(kMaxNaflexPatches) + ")");
-  cfg_.max_patches = n;
+  cfg_.naflex.max_patches = n;
   plans_.clear();
 }
 
 PatchGrid ViT::prepare_input(const Image& image, float* dst) const {
-  if (!cfg_.naflex) {
+  if (!cfg_.naflex.on) {
     preprocess(image, cfg_.pre, dst);
     return PatchGrid{int(cfg_.grid_h()), int(cfg_.grid_w())};
   }

@@ -35,8 +35,8 @@ struct BlockWeights {
   LinearWeights fc1;              // [M, D]; SwiGLU: [2M, D], the gate's rows then the values'
   LinearWeights fc2;              // [D, M]
   LayerNormWeights mlp_norm;      // [M]: the norm inside the MLP (mlp.norm)
-  Stored<float> rel_pos_table;    // [R, H]: BEiT's relative position bias table (rel_pos_window)
-  LayerNormWeights attn_norm;     // [D]: the norm on attention's output before proj (attn_norm)
+  Stored<float> rel_pos_table;    // [R, H]: BEiT's relative position bias table (attn.rel_pos_window)
+  LayerNormWeights attn_norm;     // [D]: the norm on attention's output before proj (ViTConfig::attn.norm)
 };
 
 class ViT {

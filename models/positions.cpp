@@ -29,13 +29,13 @@ std::vector<int32_t> relative_position_index(int64_t Wh, int64_t Ww) {
 // angles ('ij'), or x's then y's ('xy': the grid's coordinate channels swapped), angle k turning channel pair
 // (2k, 2k + 1) (_rope_layout, rotate_half=False).
 void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<float>* cos, const float* freqs) {
-  if (c.rope_kind == RopeKind::Mixed) {
+  if (c.rope.kind == RopeKind::Mixed) {
     const int64_t gh = c.grid_h(), gw = c.grid_w(), N = gh * gw, half = c.head_dim() / 2, tables = c.depth * c.heads;
     sin->assign(size_t(tables * N * half), 0.f);
     cos->assign(sin->size(), 0.f);
     for (int64_t t = 0; t < tables; ++t)  // block l, head h: t = l H + h, as freqs[0] and freqs[1] are laid out
       for (int64_t n = 0; n < N; ++n) {
-        const float y = float(n / gw), x = float(n % gw), tx = c.rope_xy ? x : y, ty = c.rope_xy ? y : x;
+        const float y = float(n / gw), x = float(n % gw), tx = c.rope.xy ? x : y, ty = c.rope.xy ? y : x;
         for (int64_t i = 0; i < half; ++i) {
           const float angle = tx * freqs[t * half + i] + ty * freqs[(tables + t) * half + i];
           (*sin)[size_t((t * N + n) * half + i)] = std::sin(angle);
@@ -44,23 +44,23 @@ void rotary_tables(const ViTConfig& c, std::vector<float>* sin, std::vector<floa
       }
     return;
   }
-  if (c.rope_kind == RopeKind::DinoV3)
-    return dinov3_rotary_tables(c.grid_h(), c.grid_w(), c.head_dim(), c.rope_temperature, c.rope_grid_offset, sin, cos);
+  if (c.rope.kind == RopeKind::DinoV3)
+    return dinov3_rotary_tables(c.grid_h(), c.grid_w(), c.head_dim(), c.rope.temperature, c.rope.grid_offset, sin, cos);
   const int64_t bands = c.head_dim() / 4, gh = c.grid_h(), gw = c.grid_w(), half = 2 * bands;
   std::vector<float> band(static_cast<size_t>(bands));
   for (int64_t i = 0; i < bands; ++i)
-    band[size_t(i)] = 1.f / std::pow(c.rope_temperature, float(i) / float(bands));
+    band[size_t(i)] = 1.f / std::pow(c.rope.temperature, float(i) / float(bands));
   const auto coord = [&](int64_t i, int64_t size, int64_t ref) {
-    const float t = float(i) + c.rope_grid_offset;
+    const float t = float(i) + c.rope.grid_offset;
     return ref ? t / float(size) * float(ref) : t;
   };
   sin->assign(size_t(gh * gw * half), 0.f);
   cos->assign(sin->size(), 0.f);
   for (int64_t y = 0; y < gh; ++y)
     for (int64_t x = 0; x < gw; ++x) {
-      const float ty = coord(y, gh, c.rope_ref_h), tx = coord(x, gw, c.rope_ref_w);
+      const float ty = coord(y, gh, c.rope.ref_h), tx = coord(x, gw, c.rope.ref_w);
       for (int64_t k = 0; k < half; ++k) {
-        const float angle = ((k < bands) != c.rope_xy ? ty : tx) * band[size_t(k % bands)];
+        const float angle = ((k < bands) != c.rope.xy ? ty : tx) * band[size_t(k % bands)];
         (*sin)[size_t((y * gw + x) * half + k)] = std::sin(angle);
         (*cos)[size_t((y * gw + x) * half + k)] = std::cos(angle);
       }

@@ -18,7 +18,7 @@ std::vector<int32_t> relative_position_index(int64_t Wh, int64_t Ww);
 std::vector<float> resize_relative_position_table(const std::vector<float>& table, int64_t H, int64_t W, int64_t Wh,
                                                   int64_t Ww);
 
-// The model's rotary angles for its input grid (EVA-02's, or DINOv3's by c.rope_kind): sin and cos [N, Dh / 2],
+// The model's rotary angles for its input grid (EVA-02's, or DINOv3's by c.rope.kind): sin and cos [N, Dh / 2],
 // one row per patch. RoPE-Mixed's from its learned frequencies freqs [2, depth, H, Dh / 2] (timm's rope.freqs:
 // x's, then y's): [depth, H, N, Dh / 2], a table per block and head, the angle of pair i of head h in block l
 // at patch (x, y) t_x f[0, l, h, i] + t_y f[1, l, h, i] in float32 as timm's get_mixed_freqs (t_x = x, t_y = y

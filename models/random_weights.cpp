@@ -33,7 +33,7 @@ std::vector<float> rope_mixed_freqs(const ViTConfig& c, Stream& s) {
   std::vector<float> freqs(size_t(2 * tables * half));
   for (int64_t t = 0; t < tables; ++t)
     for (int64_t i = 0; i < half; ++i) {
-      const float mag = std::pow(c.rope_temperature, -float(4 * (i % (half / 2))) / float(c.head_dim()));
+      const float mag = std::pow(c.rope.temperature, -float(4 * (i % (half / 2))) / float(c.head_dim()));
       const float a = turn[size_t(t)] + (i < half / 2 ? 0.f : 1.5707963f);
       freqs[size_t(t * half + i)] = mag * std::cos(a);
       freqs[size_t((tables + t) * half + i)] = mag * std::sin(a);

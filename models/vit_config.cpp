@@ -69,10 +69,10 @@ void mlp_from_tensors(const Checkpoint& ck, ViTConfig* c, TensorFacts* f) {
 // concatenates a zero k_bias): q_bias, v_bias beside a fused qkv, or q_proj.bias, v_proj.bias.
 void attention_from_tensors(const Checkpoint& ck, ViTConfig* c, TensorFacts* f) {
   const std::string& file = ck.path();
-  c->qkv_fused = !ck.has("blocks.0.attn.q_proj.weight");
+  c->attn.qkv_fused = !ck.has("blocks.0.attn.q_proj.weight");
   const bool qv = ck.has("blocks.0.attn.q_bias") || ck.has("blocks.0.attn.q_proj.bias");
-  c->qkv_bias = qv || ck.has("blocks.0.attn.qkv.bias");
-  c->k_bias = !qv;
+  c->attn.qkv_bias = qv || ck.has("blocks.0.attn.qkv.bias");
+  c->attn.k_bias = !qv;
   c->pos_embed = ck.has(f->naflex_names ? "embeds.pos_embed" : "pos_embed");
   const std::string table = "blocks.0.attn.relative_position_bias_table";
   if (ck.has(table)) {  // [(2W - 1)^2 + 3, H]
@@ -80,16 +80,16 @@ void attention_from_tensors(const Checkpoint& ck, ViTConfig* c, TensorFacts* f) 
     const int64_t side = s.size() == 2 && s[0] > 3 ? isqrt_exact(s[0] - 3) : -1;
     if (side <= 0 || side % 2 == 0 || s[1] < 1)
       throw Error(file, table + " has shape " + shape_string(s) + ", expected [(2W - 1)^2 + 3, H] for a square window");
-    c->rel_pos_window = (side + 1) / 2;
+    c->attn.rel_pos_window = (side + 1) / 2;
     c->heads = s[1];
     c->origin.heads = "file (relative_position_bias_table: a column per head)";
   }
   // (SwiGLU's fc1_g and fc1_x too, but timm's VisionTransformer has them in AIMv2: family_of decides.)
-  f->eva_names = !c->rel_pos_window && (!c->k_bias || !c->qkv_fused || c->mlp_norm || ck.has("blocks.0.gamma_1"));
-  if (c->rel_pos_window || !c->k_bias || !c->qkv_fused)
-    c->origin.attention = std::string("file (") + (c->k_bias ? "" : "q and v biases, no k bias; ") +
-                          (c->qkv_fused ? "" : "q_proj, k_proj, v_proj; ") +
-                          (c->rel_pos_window ? "relative_position_bias_table per block; " : "") + "tensor names)";
+  f->eva_names = !c->attn.rel_pos_window && (!c->attn.k_bias || !c->attn.qkv_fused || c->mlp_norm || ck.has("blocks.0.gamma_1"));
+  if (c->attn.rel_pos_window || !c->attn.k_bias || !c->attn.qkv_fused)
+    c->origin.attention = std::string("file (") + (c->attn.k_bias ? "" : "q and v biases, no k bias; ") +
+                          (c->attn.qkv_fused ? "" : "q_proj, k_proj, v_proj; ") +
+                          (c->attn.rel_pos_window ? "relative_position_bias_table per block; " : "") + "tensor names)";
 }
 
 // NaFlexEmbeds (timm's naflexvit.py): proj, a linear layer over channels-last patches [D, P * P * 3], and the
@@ -147,7 +147,7 @@ TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   c->fc_norm = ck.has("fc_norm.weight");
   c->patch_bias = ck.has(f.naflex_names ? "embeds.proj.bias" : "patch_embed.proj.bias");
   c->patch_norm = ck.has("patch_embed.norm.weight");
-  c->attn_norm = ck.has("blocks.0.attn.norm.weight");
+  c->attn.norm = ck.has("blocks.0.attn.norm.weight");
   c->proj_bias = ck.has("blocks.0.attn.proj.bias");
   c->pool = c->attn_pool() ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
   c->stored_as = std::string(layout_name(ck.layout())) + " names, " + ck.dtypes();
@@ -165,9 +165,9 @@ TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
 // patches only (timm's no_embed_class).
 void position_grid(const Checkpoint& ck, ViTConfig* c) {
   const std::string& file = ck.path();
-  if (c->naflex) return;  // embeds.pos_embed's grid, read with the shape (step 1)
+  if (c->naflex.on) return;  // embeds.pos_embed's grid, read with the shape (step 1)
   if (!c->pos_embed) {  // BEiT: its grid is its relative position tables' window
-    c->pos_grid_h = c->pos_grid_w = c->rel_pos_window ? c->rel_pos_window : c->img_h() / c->patch;
+    c->pos_grid_h = c->pos_grid_w = c->attn.rel_pos_window ? c->attn.rel_pos_window : c->img_h() / c->patch;
     return;
   }
   const auto pe = ck.shape("pos_embed");
@@ -293,14 +293,14 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
     throw Error(file, "EVA checkpoint (timm's eva.py tensor names) without a timm config.json naming its "
                       "architecture: its rotary position embedding, if any, is in no tensor");
   const bool beit_eva = row.timm_class == TimmClass::Beit || row.timm_class == TimmClass::Eva;
-  if (!beit_eva && (eva_names || c.rel_pos_window))
+  if (!beit_eva && (eva_names || c.attn.rel_pos_window))
     throw Error(where, n.arch + " is a " + family_name(row.family) + ", but " + file +
                            " holds tensors of timm's beit.py or eva.py (q_bias, relative_position_bias_table, ...)");
-  if (n.use_naflex && !row.defaults.naflex && !naflex_form_runs(row))
+  if (n.use_naflex && !row.defaults.naflex.on && !naflex_form_runs(row))
     throw Error(where, n.arch + " with model_args use_naflex true (timm's NaFlexVit form of a " + family_name(row.family) +
                            "): not supported yet; the engine runs NaFlex for SigLIP towers with an attention pool "
                            "(naflexvit_*_siglip, vit_*_siglip_* with use_naflex)");
-  const bool naflex = row.defaults.naflex || n.use_naflex;
+  const bool naflex = row.defaults.naflex.on || n.use_naflex;
   if (naflex != f.naflex_names)
     throw Error(where, naflex ? n.arch + (n.use_naflex ? " with use_naflex" : "") + " is a NaFlex ViT, but " + file +
                                     " has no embeds.proj.weight (timm's naflexvit.py names)"
@@ -308,20 +308,20 @@ const FamilyRow& family_of(const Named& n, const Checkpoint& ck, const TensorFac
                                     "embeds.pos_embed: timm's naflexvit.py names; a model made with use_naflex=True "
                                     "needs model_args use_naflex true in its config.json)");
   if (naflex) naflex_tensors_supported(ck, n.arch, c);
-  if (row.family == Family::BEiT && !c.rel_pos_window)
+  if (row.family == Family::BEiT && !c.attn.rel_pos_window)
     throw Error(where, n.arch + " is a BEiT, but " + file + " has no relative_position_bias_table");
   if (row.family == Family::BEiT && (f.swiglu || c.mlp_norm))
     throw Error(file, "BEiT with a SwiGLU MLP or a norm inside it (swiglu_mlp, scale_mlp): not supported yet");
   if (row.defaults.act == Activation::SwiGLU && !f.swiglu)
     throw Error(file, n.arch + " has a SwiGLU MLP, but blocks.0.mlp.fc1 has " + std::to_string(c.mlp) + " rows for fc2's " +
                           std::to_string(c.mlp) + " inputs (expected twice as many, or fc1_g and fc1_x)");
-  if (ck.has("rope.freqs") != (row.defaults.rope_kind == RopeKind::Mixed))
+  if (ck.has("rope.freqs") != (row.defaults.rope.kind == RopeKind::Mixed))
     throw Error(where, n.arch + (ck.has("rope.freqs") ? " has no learned rotary frequencies, but " + file + " holds rope.freqs"
                                                       : " learns its rotary frequencies, but " + file + " has no rope.freqs") +
                            " (RoPE-Mixed, rope_type 'mixed')");
   ViTConfig timm;
   const bool named = n.row && arch_preset(n.arch, &timm);
-  if (named && timm.attn_norm && !c.attn_norm)
+  if (named && timm.attn.norm && !c.attn.norm)
     throw Error(where, n.arch + " has a LayerNorm inside attention (scale_attn_inner), but " + file +
                            " has no blocks.0.attn.norm");
   if (named && timm.patch_norm && !c.patch_norm)
@@ -347,10 +347,10 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
   c->origin.family = !n.arch.empty()                               ? from_arch
                      : layout_family(ck.layout(), &layout_says) ? "file (" + std::string(layout_name(ck.layout())) + " layout)"
                                                                    : "file (tensor names)";
-  if (n.use_naflex && !row.defaults.naflex) {
+  if (n.use_naflex && !row.defaults.naflex.on) {
     // _create_naflexvit_from_classic: NaFlexVitCfg's table resize (bicubic, antialiased), the family's all else.
-    c->naflex = true;
-    c->pos_filter = Filter::Bicubic;
+    c->naflex.on = true;
+    c->naflex.pos_filter = Filter::Bicubic;
     c->origin.family = "the architecture " + n.arch + " with model_args use_naflex (timm's NaFlexVit form)";
   }
   if (row.defaults.act == Activation::QuickGelu || row.defaults.act == Activation::GeluTanh)
@@ -358,24 +358,24 @@ void family_settings(const FamilyRow& row, const Named& n, const Checkpoint& ck,
   if (row.defaults.eps != 1e-6f)
     c->origin.eps = std::string("default for ") + family_name(row.family) + "s (timm's architectures: " +
                     fmt::format("{:g}", row.defaults.eps) + ", not in their config.json)";
-  if (row.defaults.rope && row.defaults.rope_kind == RopeKind::Mixed)
+  if (row.defaults.rope.on && row.defaults.rope.kind == RopeKind::Mixed)
     c->origin.rope = "timm's defaults for " + n.arch + " (RotaryEmbeddingMixed: frequencies learned per block and head, "
                      "rope.freqs; 'xy' grid, interleaved pairs)";
-  else if (row.defaults.rope && row.defaults.rope_kind == RopeKind::DinoV3)
+  else if (row.defaults.rope.on && row.defaults.rope.kind == RopeKind::DinoV3)
     c->origin.rope = "timm's defaults for " + n.arch + " (RotaryEmbeddingDinoV3: patch centres normalised to the "
                      "grid, temperature 100, rotate-half pairs; the grid follows the input)";
-  else if (row.defaults.rope)
+  else if (row.defaults.rope.on)
     c->origin.rope = "timm's defaults for " + n.arch + " (" +
-                     (row.defaults.rope_ref ? fmt::format("ref_feat_shape {0}x{0}, ", row.defaults.rope_ref) : "") +
-                     fmt::format("temperature {:g}, interleaved pairs", row.defaults.rope_temperature) +
-                     (row.defaults.rope_xy ? ", 'xy' grid" : "") +
-                     (row.defaults.rope_grid_offset != 0.f ? fmt::format(", grid offset {:g}", row.defaults.rope_grid_offset) : "") +
+                     (row.defaults.rope.ref_h ? fmt::format("ref_feat_shape {}x{}, ", row.defaults.rope.ref_h, row.defaults.rope.ref_w) : "") +
+                     fmt::format("temperature {:g}, interleaved pairs", row.defaults.rope.temperature) +
+                     (row.defaults.rope.xy ? ", 'xy' grid" : "") +
+                     (row.defaults.rope.grid_offset != 0.f ? fmt::format(", grid offset {:g}", row.defaults.rope.grid_offset) : "") +
                      ")";
 }
 
 // --img-size on a NaFlex model, which has no one input size, is an argument error.
 void refuse_img_size_for_naflex(const ViTConfig& c, const std::string& arch, int64_t img_size) {
-  if (img_size > 0 && c.naflex)
+  if (img_size > 0 && c.naflex.on)
     throw ArgumentError("--img-size does not apply to " + arch + ", a NaFlex model: each image keeps its own aspect "
                         "ratio within a budget of patches (--max-patches)");
 }
@@ -397,7 +397,7 @@ bool dynamic_img_size(const json* config) {
 // patch embedding refuses the input), and Hugging Face's SiglipVisionModel, whose convolution does the same
 // (google/siglip-so400m-patch14-384). Else why not, for the error; "" when it runs.
 std::string partial_grid_refusal(const FamilyRow& row, Layout layout, bool dynamic_img_size) {
-  if (row.defaults.naflex) return "";  // each image resized to a grid of its own
+  if (row.defaults.naflex.on) return "";  // each image resized to a grid of its own
   if (dynamic_img_size || row.family == Family::DINOv3)
     return "with dynamic_img_size timm's patch embedding refuses an input that is no multiple of its patch";
   if (row.timm_class != TimmClass::VisionTransformer)
@@ -419,7 +419,7 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
   if (img_size_given && c.img_h() % c.patch)  // the caller's size, not the model's: an argument error
     throw ArgumentError("image size " + std::to_string(c.img_h()) + " is not a multiple of the model's patch size " +
                         std::to_string(c.patch) + " (a partial patch grid runs only at a model's own input size)");
-  if (!c.naflex && (c.img_h() % c.patch || c.img_w() % c.patch) && !partial_grid.empty())
+  if (!c.naflex.on && (c.img_h() % c.patch || c.img_w() % c.patch) && !partial_grid.empty())
     throw Error(where, "input size " + std::to_string(c.img_h()) + "x" + std::to_string(c.img_w()) +
                            " is not a multiple of the patch size " + std::to_string(c.patch) + ": " + partial_grid);
   if (c.grid_h() < 1 || c.grid_w() < 1)
@@ -431,15 +431,15 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
     throw Error(file, "global_pool 'map' needs an attention-pool head, and the checkpoint has no attn_pool");
   if (c.pool == Pool::Token && !c.class_token)
     throw Error(file, "global_pool 'token' needs a class token, and the checkpoint has no cls_token");
-  if (c.rel_pos_window && c.tokens() * c.tokens() > (int64_t(1) << 28))  // the index over token pairs, made at load
+  if (c.attn.rel_pos_window && c.tokens() * c.tokens() > (int64_t(1) << 28))  // the index over token pairs, made at load
     throw Error(where, std::to_string(c.tokens()) + " tokens are too many for a relative position index");
-  if (c.rel_pos_window && (!c.class_token || c.prefix_tokens() != 1))
+  if (c.attn.rel_pos_window && (!c.class_token || c.prefix_tokens() != 1))
     throw Error(file, "a relative position table needs exactly one class token before the patches (BEiT's cls_token)");
-  if (c.rope && !(c.rope_temperature > 0.f))
-    throw Error(where, "rope_temperature must be positive, got " + std::to_string(c.rope_temperature));
-  if (c.rope && c.patches() * c.head_dim() > (int64_t(1) << 28))  // sines and cosines per patch, made at load
+  if (c.rope.on && !(c.rope.temperature > 0.f))
+    throw Error(where, "rope_temperature must be positive, got " + std::to_string(c.rope.temperature));
+  if (c.rope.on && c.patches() * c.head_dim() > (int64_t(1) << 28))  // sines and cosines per patch, made at load
     throw Error(where, std::to_string(c.patches()) + " patches are too many for a rotary embedding's tables");
-  if (c.rope && c.head_dim() % 4)
+  if (c.rope.on && c.head_dim() % 4)
     throw Error(where, "a rotary embedding needs a head width divisible by 4, got " + std::to_string(c.head_dim()));
   if (!c.labels.empty() && int64_t(c.labels.size()) != c.classes)
     throw Error(where, std::to_string(c.labels.size()) + " labels for " + std::to_string(c.classes) + " classes");
@@ -466,15 +466,15 @@ std::vector<std::string> structure_words(const ViTConfig& c) {
   add(c.dist_token, "a distillation token");
   add(!c.pos_embed, "no position table");
   add(c.pos_embed && c.no_embed_class && c.prefix_tokens() > 0, "a position table over the patches only");
-  add(c.rel_pos_window > 0, "relative position tables");
+  add(c.attn.rel_pos_window > 0, "relative position tables");
   add(!c.patch_bias, "no patch-embedding bias");
   add(c.patch_norm, "a norm after the patch embedding");
   add(c.norm_pre, "norm_pre");
   add(c.layer_scale, "layer scale");
-  add(!c.qkv_bias, "no q, k, v biases");
-  add(c.qkv_bias && !c.k_bias, "q and v biases only");
-  add(!c.qkv_fused, "separate q, k, v");
-  add(c.attn_norm, "a norm inside attention");
+  add(!c.attn.qkv_bias, "no q, k, v biases");
+  add(c.attn.qkv_bias && !c.attn.k_bias, "q and v biases only");
+  add(!c.attn.qkv_fused, "separate q, k, v");
+  add(c.attn.norm, "a norm inside attention");
   add(!c.proj_bias, "no attn.proj or MLP biases");
   add(c.mlp_norm, "a norm inside the MLP");
   add(!c.final_norm, "no final norm");
@@ -486,7 +486,7 @@ std::vector<std::string> structure_words(const ViTConfig& c) {
 std::string shape_description(const ViTConfig& c) {
   std::string s = "width " + std::to_string(c.width) + ", patch " + std::to_string(c.patch) + ", MLP " +
                   std::to_string(c.mlp);
-  if (c.pos_embed || c.rel_pos_window)
+  if (c.pos_embed || c.attn.rel_pos_window)
     s += ", a " + std::to_string(c.pos_grid_h) + "x" + std::to_string(c.pos_grid_w) + " position " +
          (c.pos_embed ? "table" : "window");
   if (c.attn_pool()) s += ", an attention pool of MLP " + std::to_string(c.attn_pool_mlp);
@@ -509,16 +509,16 @@ ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
 
 int64_t ViTConfig::parameters() const {
   const int64_t D = width, norm = (this->norm == NormKind::Rms ? 1 : 2) * D, bias = proj_bias ? 1 : 0;
-  const int64_t fc1 = (swiglu() ? 2 : 1) * (D * mlp + bias * mlp), rel = rel_pos_window ? rel_pos_len() * heads : 0;
-  const int64_t block = 2 * norm + 3 * D * D + (qkv_bias ? (k_bias ? 3 : 2) * D : 0) + D * D + bias * D + fc1 +
+  const int64_t fc1 = (swiglu() ? 2 : 1) * (D * mlp + bias * mlp), rel = attn.rel_pos_window ? rel_pos_len() * heads : 0;
+  const int64_t block = 2 * norm + 3 * D * D + (attn.qkv_bias ? (attn.k_bias ? 3 : 2) * D : 0) + D * D + bias * D + fc1 +
                         D * mlp + bias * D + (layer_scale ? 2 * D : 0) + (mlp_norm ? 2 * mlp : 0) +
-                        (attn_norm ? 2 * D : 0) + rel;
+                        (attn.norm ? 2 * D : 0) + rel;
   const int64_t head = D * classes + classes;
   const int64_t Mp = attn_pool_mlp;  // latent, q, kv, proj, norm, MLP
   const int64_t attn_pool = Mp ? D + (D * D + D) + (2 * D * D + 2 * D) + (D * D + D) + norm + (Mp * D + Mp) + (D * Mp + D) : 0;
   return D * in_chans * patch * patch + (patch_bias ? D : 0) + prefix_tokens() * D + pos_len() * D + depth * block +
          (norm_pre ? norm : 0) + (patch_norm ? norm : 0) + (final_norm ? norm : 0) + (fc_norm ? norm : 0) +
-         head * (dist_token ? 2 : 1) + attn_pool + (rope && rope_kind == RopeKind::Mixed ? depth * D : 0);
+         head * (dist_token ? 2 : 1) + attn_pool + (rope.on && rope.kind == RopeKind::Mixed ? depth * D : 0);
 }
 
 std::string ViTConfig::summary() const {
@@ -529,16 +529,16 @@ std::string ViTConfig::summary() const {
          std::to_string(img_h()) + "x" + std::to_string(img_w()) + ", tokens " + std::to_string(tokens()) +
          ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "") +
          (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "") +
-         (rel_pos_window ? ", relative position bias" : "") + (rope ? ", rotary position embedding" : "") +
+         (attn.rel_pos_window ? ", relative position bias" : "") + (rope.on ? ", rotary position embedding" : "") +
          (swiglu() ? ", SwiGLU" : "") + (norm == NormKind::Rms ? ", RMSNorm" : "") +
-         (attn_norm ? ", a LayerNorm inside attention" : "") +
-         (naflex ? ", NaFlex within " + std::to_string(max_patches) + " patches" : "");
+         (attn.norm ? ", a LayerNorm inside attention" : "") +
+         (naflex.on ? ", NaFlex within " + std::to_string(naflex.max_patches) + " patches" : "");
 }
 
 NaflexConfig ViTConfig::naflex_config() const {
   NaflexConfig n;
   n.patch = int(patch);
-  n.max_patches = int(max_patches);
+  n.max_patches = int(naflex.max_patches);
   n.interpolation = pre.interpolation;
   n.mean = pre.mean;
   n.std = pre.std;
@@ -639,7 +639,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   const FamilyRow& row = family_of(n, ck, facts, where, c);
   family_settings(row, n, ck, &c);
   const std::string arch_origin = "timm's defaults for " + n.arch + (n.flag ? " (--arch)" : "");
-  if (known && !c.rel_pos_window) {
+  if (known && !c.attn.rel_pos_window) {
     c.heads = timm.heads;
     c.origin.heads = arch_origin;
   }
@@ -658,13 +658,13 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   if (!n.row && c.attn_pool() && (c.prefix_tokens() > 0 || c.norm_pre))
     throw Error(where, "an attention-pool head (attn_pool) beside class or register tokens or after norm_pre (as "
                        "Perception Encoder has), without a config naming its architecture: not supported");
-  if (!given.heads && !known && !c.rel_pos_window) unnamed_heads(ck, src, where, &c);
+  if (!given.heads && !known && !c.attn.rel_pos_window) unnamed_heads(ck, src, where, &c);
 
   // Step 6: the position table's grid; the input size follows it when nothing named one. The head's kind.
   position_grid(ck, &c);
   if (!src.arch.empty() && !config) arch_fits(ck, n.arch, timm, c);
   if (!given.size && !known) set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
-  if (c.naflex) {  // nominal only: each image is resized to a grid of its own
+  if (c.naflex.on) {  // nominal only: each image is resized to a grid of its own
     set_input_size(&c, c.pos_grid_h * c.patch, c.pos_grid_w * c.patch, file);
     c.origin.input_size = "NaFlex: each image at its own aspect ratio, within --max-patches patches";
   }

@@ -38,6 +38,18 @@ struct ConfigOrigin {
   }
 };
 
+// The blocks' attention, as far as it differs between families.
+struct Attention {
+  bool qkv_bias = true;
+  // BEiT (timm's beit.py) and EVA-02 (eva.py):
+  bool k_bias = true;                   // false: q and v biases only (q_bias, v_bias), k's is zero
+  bool qkv_fused = true;                // false: separate q_proj, k_proj, v_proj (EVA-02 base), fused at load
+  bool norm = false;                    // a LayerNorm on attention's output before attn.proj (attn.norm:
+                                        // EVA-02 CLIP's scale_attn_inner)
+  int64_t rel_pos_window = 0;           // BEiT: the (square) window its relative position tables were trained
+                                        // at, 0 without; resized for the input's grid as timm does
+};
+
 struct ViTConfig {
   std::string arch;                     // timm architecture name when known, else ""
   int64_t patch = 16;                   // P
@@ -63,35 +75,17 @@ struct ViTConfig {
   bool no_embed_class = false;          // position table covers patches only
   bool final_norm = true;               // LayerNorm over all tokens before pooling
   bool fc_norm = false;                 // LayerNorm after pooling instead
-  bool qkv_bias = true;
   bool proj_bias = true;                // attn.proj and the MLP have biases (timm's proj_bias; AIMv2: none)
   bool patch_norm = false;              // a norm right after the patch embedding (patch_embed.norm, AIMv2)
-  bool attn_norm = false;               // a LayerNorm on attention's output before attn.proj (attn.norm:
-                                        // EVA-02 CLIP's scale_attn_inner)
   NormKind norm = NormKind::Layer;      // every norm's kind but the MLP's: LayerNorm, or RMSNorm (AIMv2)
-  // BEiT (timm's beit.py) and EVA-02 (eva.py):
-  bool k_bias = true;                   // false: q and v biases only (q_bias, v_bias), k's is zero
-  bool qkv_fused = true;                // false: separate q_proj, k_proj, v_proj (EVA-02 base), fused at load
+  Attention attn;                       // the blocks' attention: its biases, projections, norm, relative bias
   bool pos_embed = true;                // a position table (pos_embed); BEiT's blocks have relative biases instead
-  int64_t rel_pos_window = 0;           // BEiT: the (square) window its relative position tables were trained
-                                        // at, 0 without; resized for the input's grid as timm does
   bool mlp_norm = false;                // a LayerNorm inside the MLP before fc2 (mlp.norm: EVA-02 base's
                                         // scale_mlp)
-  bool rope = false;                    // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
-  int64_t rope_ref_h = 0, rope_ref_w = 0;  // its ref_feat_shape: positions rescaled to this grid (0: none)
-  RopeKind rope_kind = RopeKind::EvaCat;
-  bool rope_xy = false;                 // rope_grid_indexing 'xy' (Perception Encoder): each patch's x angles
-                                        // first, then its y angles (else y, then x)
-  float rope_temperature = 10000.f;
-  float rope_grid_offset = 0.f;
+  Rotary rope;                          // 2-D rotary position embedding on the patch tokens' q and k (EVA-02)
   bool patch_bias = true;               // the patch embedding has a bias
-  // NaFlex (timm's naflexvit.py, SigLIP 2): each image resized at its own aspect ratio to a grid of at most
-  // max_patches patches and padded to that budget (engine/preprocess/naflex.h); the patch embedding a linear
-  // layer over channels-last patches, the position table (pos_grid_h x pos_grid_w) resized to each image's
-  // grid at run time with pos_filter, attention and pooling masked to the image's own tokens. Its row's.
-  bool naflex = false;
-  int64_t max_patches = 256;            // SigLIP 2's budget (timm's transform defaults to 576)
-  Filter pos_filter = Filter::Bicubic;  // timm's pos_embed_interp_mode
+  Naflex naflex;                        // NaFlex (families.h): its table (pos_grid_h x pos_grid_w) resized to each
+                                        // image's grid at run time. Its row's.
   Pool pool = Pool::Token;
   float eps = 1e-6f;
   PreprocessConfig pre;                 // pre.height x pre.width is the input size the model runs at
@@ -104,7 +98,7 @@ struct ViTConfig {
   int64_t prefix_tokens() const { return int64_t(class_token) + int64_t(dist_token) + reg_tokens; }
   int64_t grid_h() const { return img_h() / patch; }
   int64_t grid_w() const { return img_w() / patch; }
-  int64_t patches() const { return naflex ? max_patches : grid_h() * grid_w(); }  // N
+  int64_t patches() const { return naflex.on ? naflex.max_patches : grid_h() * grid_w(); }  // N
   int64_t tokens() const { return patches() + prefix_tokens(); }   // T
   int64_t head_dim() const { return width / heads; }               // Dh
   bool attn_pool() const { return attn_pool_mlp > 0; }  // SigLIP's MAP head (AttentionPoolLatent)
@@ -113,11 +107,11 @@ struct ViTConfig {
     return pos_embed ? pos_grid_h * pos_grid_w + (no_embed_class ? 0 : prefix_tokens()) : 0;
   }
   int64_t rel_pos_len() const {  // rows of a relative position table: every offset, and 3 for the class token
-    return (2 * rel_pos_window - 1) * (2 * rel_pos_window - 1) + 3;
+    return (2 * attn.rel_pos_window - 1) * (2 * attn.rel_pos_window - 1) + 3;
   }
   // One image's input: [C, H, W]; NaFlex: [max_patches, P * P * C] patches (its grid apart: Plan::set_grid).
-  int64_t input_floats() const { return naflex ? max_patches * patch * patch * in_chans : in_chans * img_h() * img_w(); }
-  NaflexConfig naflex_config() const;  // the NaFlex transform of this model (naflex only)
+  int64_t input_floats() const { return naflex.on ? naflex.max_patches * patch * patch * in_chans : in_chans * img_h() * img_w(); }
+  NaflexConfig naflex_config() const;  // the NaFlex transform of this model (naflex.on only)
   bool swiglu() const { return act == Activation::SwiGLU; }  // the MLP gated: mlp is fc2's input width
   int64_t parameters() const;
   std::string summary() const;

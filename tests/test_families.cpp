@@ -66,11 +66,11 @@ TEST_F(Families, RopeViTLikeTimm) {
   expect_like_timm("vit_rope");
   const ViTConfig c = ViT::load(model("vit_rope")).config();
   EXPECT_EQ(c.family, Family::RopeViT);
-  EXPECT_TRUE(c.rope && !c.pos_embed && !c.class_token && c.layer_scale && !c.k_bias && c.fc_norm && !c.final_norm);
+  EXPECT_TRUE(c.rope.on && !c.pos_embed && !c.class_token && c.layer_scale && !c.attn.k_bias && c.fc_norm && !c.final_norm);
   EXPECT_EQ(c.reg_tokens, 1);
   EXPECT_EQ(c.act, Activation::Gelu);
   EXPECT_EQ(c.pool, Pool::Avg);
-  EXPECT_EQ(c.rope_ref_h, 16);
+  EXPECT_EQ(c.rope.ref_h, 16);
   EXPECT_EQ(c.tokens(), 16 * 16 + 1);
 }
 // At 168 px the position table is resampled and the rotary grid rebuilt at 12x12, rescaled to the 16x16
@@ -169,18 +169,18 @@ TEST_F(Families, FamilyNamed) {
   EXPECT_FALSE(siglip.class_token);
   const ViTConfig beit = ViT::load(model("beit")).config();
   EXPECT_EQ(beit.family, Family::BEiT);
-  EXPECT_EQ(beit.rel_pos_window, 14);
-  EXPECT_TRUE(beit.layer_scale && beit.qkv_bias && !beit.k_bias && !beit.pos_embed && beit.fc_norm && !beit.final_norm);
+  EXPECT_EQ(beit.attn.rel_pos_window, 14);
+  EXPECT_TRUE(beit.layer_scale && beit.attn.qkv_bias && !beit.attn.k_bias && !beit.pos_embed && beit.fc_norm && !beit.final_norm);
   EXPECT_EQ(beit.pool, Pool::Avg);
   EXPECT_EQ(beit.heads, 2);
   const ViTConfig tiny = ViT::load(model("eva02")).config(), base = ViT::load(model("eva02_base")).config();
   EXPECT_EQ(tiny.family, Family::EVA02);
-  EXPECT_TRUE(tiny.rope && tiny.swiglu() && tiny.qkv_fused && !tiny.mlp_norm && !tiny.k_bias && tiny.pos_embed);
-  EXPECT_EQ(tiny.rope_ref_h, 16);
+  EXPECT_TRUE(tiny.rope.on && tiny.swiglu() && tiny.attn.qkv_fused && !tiny.mlp_norm && !tiny.attn.k_bias && tiny.pos_embed);
+  EXPECT_EQ(tiny.rope.ref_h, 16);
   EXPECT_EQ(tiny.mlp, 170);  // int(64 * 4 * 2 / 3)
   EXPECT_EQ(tiny.classes, 0);
   EXPECT_EQ(base.family, Family::EVA02);
-  EXPECT_TRUE(base.rope && base.swiglu() && !base.qkv_fused && base.mlp_norm && !base.k_bias);
+  EXPECT_TRUE(base.rope.on && base.swiglu() && !base.attn.qkv_fused && base.mlp_norm && !base.attn.k_bias);
   EXPECT_EQ(base.classes, 10);
 }
 
@@ -442,7 +442,7 @@ TEST_F(Families, AIMv2LikeTimm) {
   EXPECT_EQ(c.family, Family::AIMv2);
   EXPECT_EQ(c.norm, NormKind::Rms);
   EXPECT_TRUE(c.patch_norm && c.patch_bias && c.pos_embed && c.final_norm && c.swiglu());
-  EXPECT_FALSE(c.class_token || c.qkv_bias || c.proj_bias || c.fc_norm || c.rope);
+  EXPECT_FALSE(c.class_token || c.attn.qkv_bias || c.proj_bias || c.fc_norm || c.rope.on);
   EXPECT_EQ(c.pool, Pool::Avg);
   EXPECT_EQ(c.eps, 1e-5f);
   EXPECT_EQ(c.mlp, 176);  // int(64 * 2.75)
@@ -473,11 +473,11 @@ TEST_F(Families, EVA02CLIPLikeTimm) {
   expect_like_timm("eva02_clip", "reference_160.safetensors", 160);
   const ViTConfig c = ViT::load(model("eva02_clip")).config();
   EXPECT_EQ(c.family, Family::EVA02Clip);
-  EXPECT_TRUE(c.attn_norm && c.mlp_norm && c.swiglu() && c.rope && !c.qkv_fused && !c.k_bias && c.class_token);
+  EXPECT_TRUE(c.attn.norm && c.mlp_norm && c.swiglu() && c.rope.on && !c.attn.qkv_fused && !c.attn.k_bias && c.class_token);
   EXPECT_TRUE(c.final_norm && !c.fc_norm);
   EXPECT_EQ(c.norm, NormKind::Layer);
   EXPECT_EQ(c.pool, Pool::Token);
-  EXPECT_EQ(c.rope_ref_h, 16);
+  EXPECT_EQ(c.rope.ref_h, 16);
   EXPECT_EQ(c.head, HeadKind::Projection);
   EXPECT_EQ(Classifier(model("eva02_clip")).classes(), 0);
   const test::Result r = run_vit("inspect " + model("eva02_clip"));
@@ -496,9 +496,9 @@ TEST_F(Families, NaverRopeViTsLikeTimm) {
     expect_like_timm(name, "reference_160.safetensors", 160);
     const ViTConfig c = ViT::load(model(name)).config();
     EXPECT_EQ(c.family, Family::RopeViT);
-    EXPECT_TRUE(c.rope && c.rope_xy && c.class_token && c.layer_scale && c.k_bias && c.final_norm && !c.fc_norm);
-    EXPECT_EQ(c.rope_ref_h, 0);
-    EXPECT_EQ(c.rope_temperature, 100.f);
+    EXPECT_TRUE(c.rope.on && c.rope.xy && c.class_token && c.layer_scale && c.attn.k_bias && c.final_norm && !c.fc_norm);
+    EXPECT_EQ(c.rope.ref_h, 0);
+    EXPECT_EQ(c.rope.temperature, 100.f);
     EXPECT_EQ(c.pool, Pool::Token);
     EXPECT_EQ(c.pos_embed, name == "vit_rope_ape");
     EXPECT_EQ(c.no_embed_class, name == "vit_rope_ape");
@@ -511,8 +511,8 @@ TEST_F(Families, NaverRopeMixedViTLikeTimm) {
   expect_like_timm("vit_rope_mixed");
   expect_like_timm("vit_rope_mixed", "reference_160.safetensors", 160);
   const ViTConfig c = ViT::load(model("vit_rope_mixed")).config();
-  EXPECT_EQ(c.rope_kind, RopeKind::Mixed);
-  EXPECT_TRUE(c.rope && c.rope_xy && c.class_token && !c.pos_embed);
+  EXPECT_EQ(c.rope.kind, RopeKind::Mixed);
+  EXPECT_TRUE(c.rope.on && c.rope.xy && c.class_token && !c.pos_embed);
   // Its frequencies are in the file: a config naming a RoPE-Axial architecture over them is refused, and the reverse.
   TempDir d;
   expect_error([&] {

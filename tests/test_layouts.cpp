@@ -208,7 +208,7 @@ TEST_F(Layouts, SettingsFromEachLayout) {
   EXPECT_EQ(eva.pool, Pool::Token);
   EXPECT_EQ(eva.classes, 32);
   EXPECT_EQ(eva.head, HeadKind::Projection);
-  EXPECT_TRUE(eva.rope);
+  EXPECT_TRUE(eva.rope.on);
 }
 
 // Hugging Face's SiglipVisionModel at 384 px in patches of 14 (google/siglip-so400m-patch14-384): its convolution

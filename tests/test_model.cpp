@@ -742,7 +742,7 @@ TEST(Archs, ArchitecturesAreTimmsShapeAndRun) {
     EXPECT_EQ(full.parameters(), parameters);
     const std::string variant = family_name(full.family) + std::string(full.reg_tokens ? " registers" : "") +
                                 (full.mlp_norm ? " scale_mlp" : "") + (full.act == Activation::QuickGelu ? " quickgelu" : "") +
-                                (full.rope_kind == RopeKind::Mixed ? " mixed" : "");
+                                (full.rope.kind == RopeKind::Mixed ? " mixed" : "");
     if (!ran.insert(variant).second) continue;
     ViTConfig c = config_for_arch(arch, 4 * full.patch);
     EXPECT_EQ(c.tokens(), 16 + full.prefix_tokens());

@@ -200,10 +200,10 @@ TEST(NaflexFamily, PresetsAreTimmsShapes) {
     const ViTConfig c = config_for_arch(arch);
     EXPECT_EQ(c.parameters(), parameters);
     EXPECT_EQ(c.family, Family::NaFlex);
-    EXPECT_TRUE(c.naflex);
+    EXPECT_TRUE(c.naflex.on);
     EXPECT_EQ(c.act, Activation::GeluTanh);
     EXPECT_EQ(c.pool, Pool::Map);
-    EXPECT_EQ(c.pos_filter, Filter::Bilinear);
+    EXPECT_EQ(c.naflex.pos_filter, Filter::Bilinear);
     EXPECT_EQ(c.pos_grid_h, 16);
     EXPECT_EQ(c.pos_grid_w, 16);
     EXPECT_EQ(c.tokens(), 256);  // the budget, SigLIP 2's

@@ -204,7 +204,7 @@ class NaflexModel : public NaflexSuite<NaflexModelFiles> {
 // own transform and collator.
 TEST_F(NaflexModel, EmbeddingsMatchTimmsNaflexPipeline) {
   ViT m = ViT::load(dir_ + "/model");
-  EXPECT_TRUE(m.config().naflex);
+  EXPECT_TRUE(m.config().naflex.on);
   EXPECT_EQ(m.config().family, Family::NaFlex);
   EXPECT_STREQ(family_name(m.config().family), "SigLIP 2 NaFlex image tower");
   expect_like_timms_naflex(m, "", true, "NaFlex tower");
@@ -229,7 +229,7 @@ TEST_F(NaflexModel, EachImageOfAMixedBatchAsAloneAtEveryPrecision) {
 // batch bit for bit as alone.
 TEST_F(NaflexModel, SiglipTowerWithUseNaflexMatchesTimm) {
   ViT m = ViT::load(dir_ + "/siglip");
-  EXPECT_TRUE(m.config().naflex);
+  EXPECT_TRUE(m.config().naflex.on);
   EXPECT_EQ(m.config().family, Family::SigLIP);
   expect_like_timms_naflex(m, "siglip.", false, "SigLIP with use_naflex");
 }

@@ -80,11 +80,11 @@ TEST_F(RopeTables, RotaryEmbeddingCatLikeTimm) {
     c.patch = k["patch"];
     c.pre.height = int(gh * c.patch);
     c.pre.width = int(gw * c.patch);
-    c.rope = true;
-    c.rope_temperature = k["temperature"].get<float>();
-    c.rope_grid_offset = k["grid_offset"].get<float>();
-    c.rope_xy = k["grid_indexing"] == "xy";
-    if (!k["ref_feat_shape"].is_null()) c.rope_ref_h = k["ref_feat_shape"][0], c.rope_ref_w = k["ref_feat_shape"][1];
+    c.rope.on = true;
+    c.rope.temperature = k["temperature"].get<float>();
+    c.rope.grid_offset = k["grid_offset"].get<float>();
+    c.rope.xy = k["grid_indexing"] == "xy";
+    if (!k["ref_feat_shape"].is_null()) c.rope.ref_h = k["ref_feat_shape"][0], c.rope.ref_w = k["ref_feat_shape"][1];
     std::vector<float> sin, cos;
     rotary_tables(c, &sin, &cos);
     expect_table_like_timm(name, st.to_f32(name + ".embed"), sin, cos, gh * gw, Dh, [](int64_t j) { return j / 2; });
