@@ -1,4 +1,5 @@
-// ViT loading and the forward pass; each step names the timm line it mirrors.
+// ViT loading, the parameter count (the loader's walk over shapes alone) and the forward pass; each step names
+// the timm line it mirrors.
 #include "network.h"
 
 #include <omp.h>
