@@ -97,7 +97,7 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
                                                             : fmt::format("{} classes", c.classes);
   std::vector<std::pair<std::string, std::string>> d = {
       {"file", model.source()},
-      {"layout", fmt::format("{}, {:.2f} M parameters", c.stored_as, double(c.parameters()) / 1e6)},
+      {"layout", fmt::format("{}, {:.2f} M parameters", c.stored_as, double(ViT::parameters(c)) / 1e6)},
       {"architecture", fmt::format("{}: patch {}, width {}, depth {}, heads {}, MLP {}, {}",
                                    c.arch.empty() ? "ViT" : c.arch, c.patch, c.width, c.depth, c.heads, c.mlp, head)},
       {"family", family_line(c)}};
@@ -168,7 +168,7 @@ ModelInfo model_info(const ViT& model) {
   i.input_width = c.img_w();
   i.tokens = c.tokens();
   i.max_patches = c.naflex.on ? c.naflex.max_patches : 0;
-  i.parameters = c.parameters();
+  i.parameters = ViT::parameters(c);
   i.crop_pct = c.pre.crop_pct;
   i.resize = c.pre.resize_height();
   for (int k = 0; k < 3; ++k) {

@@ -1,4 +1,5 @@
-// ViT loading and the forward pass; each step names the timm line it mirrors.
+// ViT loading, the parameter count (the loader's walk over shapes alone) and the forward pass; each step names
+// the timm line it mirrors.
 #include "network.h"
 
 #include <omp.h>
@@ -95,6 +96,24 @@ Dense swiglu_fc1(TensorSource& ck, const std::string& p, const ViTConfig& c) {
   return d;
 }
 
+// The tensors a config asks for, as shapes alone: each one taken is counted and handed back empty. Like
+// RandomSource it has no optional tensors, so the loader's walk takes exactly what the config says.
+class ShapeSource : public TensorSource {
+ public:
+  bool has(const std::string&) const override { return false; }
+  Tensor take(const std::string&, const std::vector<int64_t>& shape) override {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    taken_ += n;
+    return Tensor();
+  }
+  Layout layout() const override { return Layout::Timm; }
+  int64_t taken() const { return taken_; }  // the values of every tensor taken
+
+ private:
+  int64_t taken_ = 0;
+};
+
 // A block's linear layers, the ones at the model's precision (PrecisionClass::Model), in forward order.
 constexpr std::pair<const char*, LinearWeights BlockWeights::*> kBlockLinears[] = {
     {"attn.qkv", &BlockWeights::qkv}, {"attn.proj", &BlockWeights::proj}, {"mlp.fc1", &BlockWeights::fc1},
@@ -166,23 +185,26 @@ ViT ViT::load(const std::string& model, const std::string& config_path, int64_t 
 // Fills a ViT's weights from a TensorSource, one tensor at a time, in the order and with the shapes timm's
 // modules have: a checkpoint's tensors, or random ones. Each layer is made (converted, quantized, placed in
 // the model's store) as soon as its tensors are taken, so at most one layer's f32 values are held.
+// Without `build` it is the walk alone: every tensor is taken (a ShapeSource counts them) and nothing is made.
 struct ViT::WeightLoader {
   ViT& m;
   TensorSource& src;
   RoundedWeights* rounded;  // a `vit quantize` folder's int8 weights, or null
+  bool build;               // false: take the tensors, make no layer (ViT::parameters)
   const ViTConfig& c = m.cfg_;
   const int64_t D = c.width, M = c.mlp;
 
   Precision precision(PrecisionClass pc) const { return pc == PrecisionClass::Model ? m.precision_ : Precision::F32; }
   TensorSource::Tensor take(const std::string& n, const std::vector<int64_t>& s) { return src.take(n, s); }
   template <typename T>
-  Stored<T> store(const std::vector<T>& v) { return Stored<T>(m.store_, v); }
+  Stored<T> store(const std::vector<T>& v) { return build ? Stored<T>(m.store_, v) : Stored<T>(); }
   TensorSource::Tensor opt(const std::string& n, const std::vector<int64_t>& s) {
     return src.has(n) ? src.take(n, s) : TensorSource::Tensor();
   }
   // Every layer built here: an int8 one from its rounded weights when the folder has them.
   LinearWeights make(const std::string& n, const float* w, const float* b, int64_t K, int64_t N, Epilogue ep,
                      PrecisionClass pc) {
+    if (!build) return {};
     const Precision p = precision(pc);
     if (rounded && p == Precision::Int8) return rounded->linear(m.store_, n, b, K, N, c.tokens(), ep);
     return make_linear(m.store_, w, b, K, N, c.tokens(), ep, p);
@@ -200,12 +222,13 @@ struct ViT::WeightLoader {
   }
   // The model's norm (LayerNorm or RMSNorm) over D; a LayerNorm over W.
   LayerNormWeights norm(const std::string& n) {
-    if (c.norm == NormKind::Rms) return make_rms_norm(m.store_, take(n + ".weight", {D}).data(), D, c.eps);
-    return layer_norm(n, D);
+    if (c.norm != NormKind::Rms) return layer_norm(n, D);
+    const auto w = take(n + ".weight", {D});
+    return build ? make_rms_norm(m.store_, w.data(), D, c.eps) : LayerNormWeights();
   }
   LayerNormWeights layer_norm(const std::string& n, int64_t W) {
     const auto w = take(n + ".weight", {W}), b = take(n + ".bias", {W});
-    return make_layer_norm(m.store_, w.data(), b.data(), W, c.eps);
+    return build ? make_layer_norm(m.store_, w.data(), b.data(), W, c.eps) : LayerNormWeights();
   }
   // A block branch's last linear layer with the layer scale after it, timm's ls1(attn.proj(x)) and
   // ls2(mlp.fc2(x)) (LayerScale: x * gamma), folded into the layer: gamma * (W x + b) is
@@ -216,6 +239,7 @@ struct ViT::WeightLoader {
     std::vector<float> w = take(n + ".weight", {D, K}).to_vector();
     std::vector<float> b = c.proj_bias ? take(n + ".bias", {D}).to_vector() : std::vector<float>(size_t(D), 0.f);
     const auto g = take(gamma, {D});
+    if (!build) return {};
     for (int64_t o = 0; o < D; ++o) {
       for (int64_t k = 0; k < K; ++k) w[size_t(o * K + k)] *= g.data()[o];
       b[size_t(o)] *= g.data()[o];
@@ -229,9 +253,10 @@ struct ViT::WeightLoader {
     if (c.naflex.on) {
       // NaFlexEmbeds: proj, a Linear over channels-last patches [D, P * P * C]; pos_embed [1, h, w, D].
       m.patch_embed_ = linear("embeds.proj", Cin * P * P, D, c.patch_bias, Epilogue::None, PrecisionClass::F32);
-      m.pos_tables_ = std::make_shared<PositionTables>(
-          take("embeds.pos_embed", {1, c.pos_grid_h, c.pos_grid_w, D}).to_vector(), int(c.pos_grid_h),
-          int(c.pos_grid_w), D, c.naflex.pos_filter);
+      auto pos = take("embeds.pos_embed", {1, c.pos_grid_h, c.pos_grid_w, D});
+      if (build)
+        m.pos_tables_ = std::make_shared<PositionTables>(std::move(pos).to_vector(), int(c.pos_grid_h),
+                                                         int(c.pos_grid_w), D, c.naflex.pos_filter);
     } else {
       m.patch_embed_ = linear("patch_embed.proj", Cin * P * P, D, c.patch_bias, Epilogue::None, PrecisionClass::F32,
                               {D, Cin, P, P});
@@ -240,7 +265,10 @@ struct ViT::WeightLoader {
     if (c.class_token) m.cls_token_ = store(take("cls_token", {1, 1, D}).to_vector());
     if (c.dist_token) m.dist_token_ = store(take("dist_token", {1, 1, D}).to_vector());
     if (c.reg_tokens) m.reg_token_ = store(take("reg_token", {1, c.reg_tokens, D}).to_vector());
-    if (c.pos_embed && !c.naflex.on) m.pos_embed_ = store(position_table(c, take("pos_embed", {1, c.pos_len(), D}).to_vector()));
+    if (c.pos_embed && !c.naflex.on) {
+      auto pos = take("pos_embed", {1, c.pos_len(), D});
+      if (build) m.pos_embed_ = store(position_table(c, std::move(pos).to_vector()));
+    }
     if (c.norm_pre) m.norm_pre_ = norm("norm_pre");
   }
 
@@ -261,23 +289,30 @@ struct ViT::WeightLoader {
                        : linear(p + "mlp.fc1", D, M, true, activation_epilogue(c.act), PrecisionClass::Model);
     if (c.mlp_norm) b.mlp_norm = layer_norm(p + "mlp.norm", M);
     b.fc2 = scaled_linear(p + "mlp.fc2", M, p + (beit_ls ? "gamma_2" : "ls2.gamma"));
-    if (c.attn.rel_pos_window)
-      b.rel_pos_table = store(resize_relative_position_table(
-          take(p + "attn.relative_position_bias_table", {c.rel_pos_len(), c.heads}).to_vector(), c.heads,
-          c.attn.rel_pos_window, c.grid_h(), c.grid_w()));
+    if (!c.attn.rel_pos_window) return b;
+    auto table = take(p + "attn.relative_position_bias_table", {c.rel_pos_len(), c.heads});
+    if (build)
+      b.rel_pos_table = store(resize_relative_position_table(std::move(table).to_vector(), c.heads, c.attn.rel_pos_window,
+                                                             c.grid_h(), c.grid_w()));
     return b;
+  }
+
+  // The rotary angles of every patch: RoPE-Mixed's from its learned frequencies (x's then y's), else from the grid.
+  void rotary() {
+    if (!c.rope.on) return;
+    std::vector<float> sin, cos;
+    const bool mixed = c.rope.kind == RopeKind::Mixed;
+    const auto freqs = mixed ? take("rope.freqs", {2, c.depth, c.heads, c.head_dim() / 2}) : TensorSource::Tensor();
+    if (!build) return;
+    rotary_tables(c, &sin, &cos, mixed ? freqs.data() : nullptr);
+    m.rope_sin_ = store(sin);
+    m.rope_cos_ = store(cos);
   }
 
   // The position tables the blocks share, the final norms, the attention pool, the heads.
   void head() {
-    if (c.attn.rel_pos_window) m.rel_pos_index_ = store(relative_position_index(c.grid_h(), c.grid_w()));
-    std::vector<float> sin, cos;
-    if (c.rope.on && c.rope.kind == RopeKind::Mixed)  // RoPE-Mixed's learned frequencies, x's then y's
-      rotary_tables(c, &sin, &cos, take("rope.freqs", {2, c.depth, c.heads, c.head_dim() / 2}).data());
-    else if (c.rope.on)
-      rotary_tables(c, &sin, &cos);
-    m.rope_sin_ = store(sin);
-    m.rope_cos_ = store(cos);
+    if (c.attn.rel_pos_window && build) m.rel_pos_index_ = store(relative_position_index(c.grid_h(), c.grid_w()));
+    rotary();
     if (c.final_norm) m.norm_ = norm("norm");
     if (c.fc_norm) m.fc_norm_ = norm("fc_norm");
     if (c.attn_pool()) {
@@ -285,7 +320,7 @@ struct ViT::WeightLoader {
       const auto latent = take("attn_pool.latent", {1, 1, D}), qw = take("attn_pool.q.weight", {D, D});
       const auto qb = take("attn_pool.q.bias", {D});
       AttentionPool& ap = m.attn_pool_;
-      ap.q = store(affine(qw.data(), qb.data(), latent.data(), D, D));
+      if (build) ap.q = store(affine(qw.data(), qb.data(), latent.data(), D, D));
       ap.kv = linear("attn_pool.kv", D, 2 * D, true, Epilogue::None, PrecisionClass::F32);
       ap.proj = linear("attn_pool.proj", D, D, true, Epilogue::None, PrecisionClass::F32);
       ap.norm = norm("attn_pool.norm");
@@ -296,14 +331,24 @@ struct ViT::WeightLoader {
     if (C > 0) m.head_ = linear("head", D, C, layout_head_has_bias(src.layout()), Epilogue::None, PrecisionClass::F32);
     if (c.dist_token) m.head_dist_ = linear("head_dist", D, C, true, Epilogue::None, PrecisionClass::F32);
   }
+
+  // The whole model, in timm's order.
+  void walk() {
+    embedding();
+    m.blocks_.clear();
+    for (int64_t i = 0; i < c.depth; ++i) m.blocks_.push_back(block(i));
+    head();
+  }
 };
 
-void ViT::load_weights(TensorSource& src, RoundedWeights* rounded) {
-  WeightLoader load{*this, src, rounded};
-  load.embedding();
-  blocks_.clear();
-  for (int64_t i = 0; i < cfg_.depth; ++i) blocks_.push_back(load.block(i));
-  load.head();
+void ViT::load_weights(TensorSource& src, RoundedWeights* rounded) { WeightLoader{*this, src, rounded, true}.walk(); }
+
+int64_t ViT::parameters(const ViTConfig& cfg) {
+  ViT shell;  // the walk's config; it gets no weights
+  shell.cfg_ = cfg;
+  ShapeSource shapes;
+  WeightLoader{shell, shapes, nullptr, false}.walk();
+  return shapes.taken();
 }
 
 ViT ViT::random(const ViTConfig& cfg, uint32_t seed, Precision precision) {

@@ -54,6 +54,9 @@ class ViT {
                   Precision precision = Precision::F32, const std::string& arch = "");
   // Random weights of a given shape (for benchmarks and tests).
   static ViT random(const ViTConfig& cfg, uint32_t seed = 0, Precision precision = Precision::F32);
+  // The parameters of a model of this config as timm counts them (the sum of its tensors' numel): the tensors
+  // the loader takes, walked over their shapes alone, with nothing built.
+  static int64_t parameters(const ViTConfig& cfg);
 
   const ViTConfig& config() const { return cfg_; }
   // Pool another way than the checkpoint does (timm's reset_classifier(global_pool=...)): Plans made

@@ -507,20 +507,6 @@ ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
   return c;
 }
 
-int64_t ViTConfig::parameters() const {
-  const int64_t D = width, norm = (this->norm == NormKind::Rms ? 1 : 2) * D, bias = proj_bias ? 1 : 0;
-  const int64_t fc1 = (swiglu() ? 2 : 1) * (D * mlp + bias * mlp), rel = attn.rel_pos_window ? rel_pos_len() * heads : 0;
-  const int64_t block = 2 * norm + 3 * D * D + (attn.qkv_bias ? (attn.k_bias ? 3 : 2) * D : 0) + D * D + bias * D + fc1 +
-                        D * mlp + bias * D + (layer_scale ? 2 * D : 0) + (mlp_norm ? 2 * mlp : 0) +
-                        (attn.norm ? 2 * D : 0) + rel;
-  const int64_t head = D * classes + classes;
-  const int64_t Mp = attn_pool_mlp;  // latent, q, kv, proj, norm, MLP
-  const int64_t attn_pool = Mp ? D + (D * D + D) + (2 * D * D + 2 * D) + (D * D + D) + norm + (Mp * D + Mp) + (D * Mp + D) : 0;
-  return D * in_chans * patch * patch + (patch_bias ? D : 0) + prefix_tokens() * D + pos_len() * D + depth * block +
-         (norm_pre ? norm : 0) + (patch_norm ? norm : 0) + (final_norm ? norm : 0) + (fc_norm ? norm : 0) +
-         head * (dist_token ? 2 : 1) + attn_pool + (rope.on && rope.kind == RopeKind::Mixed ? depth * D : 0);
-}
-
 std::string ViTConfig::summary() const {
   return (arch.empty() ? std::string("ViT") : arch) + ": patch " + std::to_string(patch) + ", width " +
          std::to_string(width) + ", depth " + std::to_string(depth) + ", heads " + std::to_string(heads) +

@@ -113,7 +113,6 @@ struct ViTConfig {
   int64_t input_floats() const { return naflex.on ? naflex.max_patches * patch * patch * in_chans : in_chans * img_h() * img_w(); }
   NaflexConfig naflex_config() const;  // the NaFlex transform of this model (naflex.on only)
   bool swiglu() const { return act == Activation::SwiGLU; }  // the MLP gated: mlp is fc2's input width
-  int64_t parameters() const;
   std::string summary() const;
 };
 

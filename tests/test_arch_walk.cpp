@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_util.h"
-#include "models/vit_config.h"
+#include "models/network.h"
 
 namespace vit::test {
 namespace {
@@ -19,14 +19,14 @@ TEST(ArchWalk, EveryRunningNameOfDocsModelsMdBenches) {
   for (const ModelsMdRow& row : models_md()) {
     if (!row.runs) continue;
     const ViTConfig c = config_for_arch(row.arch);
-    const std::string precision = c.parameters() > kLargestInF32 ? "int8" : "f32";
+    const std::string precision = ViT::parameters(c) > kLargestInF32 ? "int8" : "f32";
     const Result r = run_vit("bench --arch " + row.arch + " --img-size " + std::to_string(2 * c.patch) +
                              " --precision " + precision + " -b 1 --iters 1 --warmup 0 --json");
     EXPECT_EQ(r.code, 0) << row.arch << ": " << r.err;
     const auto lines = json_lines(r.out);
     if (lines.size() == 1) EXPECT_EQ(lines[0]["model"], row.arch);
     std::printf("%-44s %s, %.0f M parameters: exit %d\n", row.arch.c_str(), precision.c_str(),
-                double(c.parameters()) / 1e6, r.code);
+                double(ViT::parameters(c)) / 1e6, r.code);
     ++walked;
   }
   EXPECT_GT(walked, 200);

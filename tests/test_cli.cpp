@@ -16,7 +16,7 @@
 #include "cli_util.h"
 #include "model_files.h"
 #include "models/families.h"
-#include "models/vit_config.h"
+#include "models/network.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/text.h"
 
@@ -334,7 +334,7 @@ TEST(CliBench, ArchTakesEveryFamilysNamesAndRefusesWithModelsMdsReason) {
       EXPECT_EQ(r.err, "error: --arch: " + row.why + "\n") << row.arch;
       continue;
     }
-    const int64_t parameters = config_for_arch(row.arch).parameters();
+    const int64_t parameters = ViT::parameters(config_for_arch(row.arch));
     auto [it, added] = smallest.try_emplace(family_of_arch(row.arch), parameters, row.arch);
     if (!added && parameters < it->second.first) it->second = {parameters, row.arch};
   }

@@ -198,7 +198,7 @@ TEST(NaflexFamily, PresetsAreTimmsShapes) {
   for (const auto& [arch, parameters] : timm) {
     SCOPED_TRACE(arch);
     const ViTConfig c = config_for_arch(arch);
-    EXPECT_EQ(c.parameters(), parameters);
+    EXPECT_EQ(ViT::parameters(c), parameters);
     EXPECT_EQ(c.family, Family::NaFlex);
     EXPECT_TRUE(c.naflex.on);
     EXPECT_EQ(c.act, Activation::GeluTanh);

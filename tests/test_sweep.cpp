@@ -206,7 +206,7 @@ TEST_F(Sweep, PresetsAreTimmsShapes) {
                      : act == "SiLU"     ? Activation::SwiGLU
                                          : Activation::Gelu) << name;
     const auto head = [&](int64_t classes) { return (c.dist_token ? 2 : 1) * classes * (c.width + 1); };
-    EXPECT_EQ(c.parameters() - head(c.classes), t["parameters"].get<int64_t>() - head(t["classes"].get<int64_t>()))
+    EXPECT_EQ(ViT::parameters(c) - head(c.classes), t["parameters"].get<int64_t>() - head(t["classes"].get<int64_t>()))
         << name;
   }
   std::printf("heads of %d architectures and %d presets checked against timm's full-size models\n", heads, presets);
