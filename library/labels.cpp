@@ -18,10 +18,10 @@ constexpr uint64_t kMaxLabelsBytes = uint64_t(64) << 20;
 
 std::vector<std::string> resolve_labels(const std::string& labels_file, const ViTConfig& cfg) {
   std::vector<std::string> labels;
-  if (cfg.head != HeadKind::Classifier) {
+  if (cfg.pool.head != HeadKind::Classifier) {
     if (!labels_file.empty())
       throw ArgumentError(labels_file, std::string("labels name a classifier's classes, and the model has none (") +
-                                           (cfg.head == HeadKind::Projection
+                                           (cfg.pool.head == HeadKind::Projection
                                                 ? "its head is a projection into an image-text space: text embeddings "
                                                   "label its images"
                                                 : "no head: embeddings only") +

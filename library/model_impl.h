@@ -32,7 +32,7 @@ struct Model::Impl {
   // A projection into a joint image-text space labels nothing without text embeddings.
   int64_t classes() const {
     const ViTConfig& c = network.config();
-    return zero_shot ? zero_shot->classes() : c.head == HeadKind::Classifier ? c.classes : 0;
+    return zero_shot ? zero_shot->classes() : c.pool.head == HeadKind::Classifier ? c.classes : 0;
   }
   // The width of a row of Classifier::logits(): the zero-shot scores, else timm's model(x) (the head's
   // output, or without a head the pooled features).

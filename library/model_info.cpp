@@ -69,14 +69,14 @@ std::string attention_line(const ViTConfig& c) {
 }
 
 std::string pooling_line(const ViTConfig& c) {
-  const char* pool = c.pool == Pool::Token ? "class token"
-                     : c.pool == Pool::Avg ? "mean of patch tokens"
-                                           : "attention pool (MAP head: a learned query over all tokens, then LayerNorm + MLP)";
-  const std::string heads = c.pool == Pool::Map ? fmt::format(", {} heads{}", c.pool_heads(),
-                                                               c.attn_pool_heads ? " of its own" : "")
-                                                 : std::string();
-  return fmt::format("{}{}{}{}, {} eps {:g}", pool, heads, c.final_norm ? ", final norm" : "",
-                     c.fc_norm ? ", fc_norm after pooling" : "", c.norm == NormKind::Rms ? "RMSNorm" : "LayerNorm",
+  const char* pool = c.pool.kind == Pool::Token ? "class token"
+                     : c.pool.kind == Pool::Avg ? "mean of patch tokens"
+                                                : "attention pool (MAP head: a learned query over all tokens, then LayerNorm + MLP)";
+  const std::string heads = c.pool.kind == Pool::Map ? fmt::format(", {} heads{}", c.pool_heads(),
+                                                                    c.pool.attn_heads ? " of its own" : "")
+                                                      : std::string();
+  return fmt::format("{}{}{}{}, {} eps {:g}", pool, heads, c.pool.final_norm ? ", final norm" : "",
+                     c.pool.fc_norm ? ", fc_norm after pooling" : "", c.norm == NormKind::Rms ? "RMSNorm" : "LayerNorm",
                      double(c.eps));
 }
 
@@ -92,9 +92,9 @@ std::string preprocessing_line(const PreprocessConfig& p) {
 // The model in words, a topic and its line each, in the order `vit inspect` prints them.
 std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
   const ViTConfig& c = model.config();
-  const std::string head = c.head == HeadKind::None         ? "no head"
-                           : c.head == HeadKind::Projection ? fmt::format("a projection to {} dimensions", c.classes)
-                                                            : fmt::format("{} classes", c.classes);
+  const std::string head = c.pool.head == HeadKind::None         ? "no head"
+                           : c.pool.head == HeadKind::Projection ? fmt::format("a projection to {} dimensions", c.classes)
+                                                                 : fmt::format("{} classes", c.classes);
   std::vector<std::pair<std::string, std::string>> d = {
       {"file", model.source()},
       {"layout", fmt::format("{}, {:.2f} M parameters", c.stored_as, double(ViT::parameters(c)) / 1e6)},
@@ -124,19 +124,19 @@ std::vector<std::pair<std::string, std::string>> description(const ViT& model) {
   d.push_back({"pooling", pooling_line(c)});
   if (c.dist_token) d.push_back({"head", "mean of head and head_dist (timm's eval output)"});
   if (c.classes == 0) d.push_back({"head", "none: embeddings only (vit embed)"});
-  if (c.head == HeadKind::Projection)
+  if (c.pool.head == HeadKind::Projection)
     d.push_back({"head", "a projection into a joint image-text space: no classes; vit embed --head, or labels from "
                          "text embeddings (--text-embeddings)"});
   d.push_back({"embedding", fmt::format("{} values per image from vit embed (the pooled features){}", c.width,
                                         c.classes ? fmt::format(", {} with --head ({})", c.classes,
-                                                                c.head == HeadKind::Projection ? "the projection" : "the logits")
+                                                                c.pool.head == HeadKind::Projection ? "the projection" : "the logits")
                                                   : "")});
   d.push_back({"preprocessing",
                c.naflex.on ? fmt::format("NaFlex (timm's ResizeToSequence): {} resize, antialiased, to the largest grid "
                                       "within the budget, no crop, mean {}, std {}",
                                       filter_name(c.pre.interpolation), triple(c.pre.mean), triple(c.pre.std))
                         : preprocessing_line(c.pre)});
-  if (c.head == HeadKind::Classifier)
+  if (c.pool.head == HeadKind::Classifier)
     d.push_back({"labels", c.labels.empty() ? "none in the files" : fmt::format("{} names ({}, ...)", c.labels.size(), c.labels[0])});
   return d;
 }
@@ -148,13 +148,13 @@ ModelInfo model_info(const ViT& model) {
   ModelInfo i;
   i.name = model_name(model.source());
   i.family = family_name(c.family);
-  i.head = c.head;
+  i.head = c.pool.head;
   i.embedding = c.width;
   i.file = model.source();
   i.arch = c.arch;
   i.stored_as = c.stored_as;
   i.precision = precision_name(model.precision());
-  i.pool = pool_name(c.pool);
+  i.pool = pool_name(c.pool.kind);
   i.interpolation = filter_name(c.pre.interpolation);
   i.crop_mode = crop_mode_name(c.pre.crop_mode);
   i.patch = c.patch;
@@ -162,8 +162,8 @@ ModelInfo model_info(const ViT& model) {
   i.depth = c.depth;
   i.heads = c.heads;
   i.mlp = c.mlp;
-  i.classes = c.head == HeadKind::Classifier ? c.classes : 0;
-  i.projection = c.head == HeadKind::Projection ? c.classes : 0;
+  i.classes = c.pool.head == HeadKind::Classifier ? c.classes : 0;
+  i.projection = c.pool.head == HeadKind::Projection ? c.classes : 0;
   i.input_height = c.img_h();
   i.input_width = c.img_w();
   i.tokens = c.tokens();

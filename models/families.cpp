@@ -284,7 +284,8 @@ const char kTimmArchs[] =
 #include "timm_archs.inc"
     ;
 
-// The table's fields: ViTConfig's numbers and flags (top level, or in its attention part) by their names there.
+// The table's fields: ViTConfig's numbers and flags (top level, or in its attention or pooling part) by their names
+// there.
 template <auto Field>
 auto& top(ViTConfig& c) {
   return c.*Field;
@@ -293,17 +294,21 @@ template <auto Field>
 auto& in_attn(ViTConfig& c) {
   return c.attn.*Field;
 }
+template <auto Field>
+auto& in_pool(ViTConfig& c) {
+  return c.pool.*Field;
+}
 const std::pair<int64_t& (*)(ViTConfig&), const char*> kArchInts[] = {
     {top<&ViTConfig::width>, "width"},     {top<&ViTConfig::depth>, "depth"},
     {top<&ViTConfig::heads>, "heads"},     {top<&ViTConfig::mlp>, "mlp"},
     {top<&ViTConfig::patch>, "patch"},     {top<&ViTConfig::reg_tokens>, "reg_tokens"},
-    {in_attn<&Attention::rel_pos_window>, "rel_pos_window"}, {top<&ViTConfig::attn_pool_mlp>, "attn_pool_mlp"},
+    {in_attn<&Attention::rel_pos_window>, "rel_pos_window"}, {in_pool<&Pooling::attn_mlp>, "attn_pool_mlp"},
     {top<&ViTConfig::classes>, "classes"}};
 const std::pair<bool& (*)(ViTConfig&), const char*> kArchFlags[] = {
     {top<&ViTConfig::class_token>, "class_token"}, {top<&ViTConfig::dist_token>, "dist_token"},
     {top<&ViTConfig::pos_embed>, "pos_embed"},     {top<&ViTConfig::no_embed_class>, "no_embed_class"},
     {top<&ViTConfig::layer_scale>, "layer_scale"}, {top<&ViTConfig::norm_pre>, "norm_pre"},
-    {top<&ViTConfig::final_norm>, "final_norm"},   {top<&ViTConfig::fc_norm>, "fc_norm"},
+    {in_pool<&Pooling::final_norm>, "final_norm"}, {in_pool<&Pooling::fc_norm>, "fc_norm"},
     {in_attn<&Attention::qkv_bias>, "qkv_bias"},   {in_attn<&Attention::k_bias>, "k_bias"},
     {in_attn<&Attention::qkv_fused>, "qkv_fused"}, {top<&ViTConfig::proj_bias>, "proj_bias"},
     {top<&ViTConfig::patch_bias>, "patch_bias"},   {top<&ViTConfig::patch_norm>, "patch_norm"},
@@ -326,7 +331,7 @@ TimmArch arch_from_json(const nlohmann::json& j) {
   const auto grid = j.at("grid").get<std::vector<int64_t>>();
   c.pos_grid_h = grid.at(0);
   c.pos_grid_w = grid.at(1);
-  c.pool = pool_from_name(j.at("pool").get<std::string>());
+  c.pool.kind = pool_from_name(j.at("pool").get<std::string>());
   const auto size = j.at("input_size").get<std::vector<int>>();
   c.pre.height = size.at(0);
   c.pre.width = size.at(1);
@@ -394,7 +399,7 @@ void apply_family_defaults(const FamilyRow& row, ViTConfig* c) {
   c->act = d.act;
   c->eps = d.eps;
   c->rope = d.rope;
-  c->attn_pool_heads = d.attn_pool_heads;
+  c->pool.attn_heads = d.pool.attn_heads;
   c->norm = d.norm;
   c->naflex = d.naflex;
 }
@@ -406,8 +411,8 @@ bool arch_preset(const std::string& arch, ViTConfig* c) {
   *c = t->c;
   arch_preprocessing(arch, &c->pre);
   apply_family_defaults(*row, c);
-  c->pool = t->c.pool;
-  c->head = head_kind(row->family, c->classes, t->tag);
+  c->pool.kind = t->c.pool.kind;
+  c->pool.head = head_kind(row->family, c->classes, t->tag);
   return true;
 }
 

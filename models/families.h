@@ -56,6 +56,22 @@ struct Naflex {
   Filter pos_filter = Filter::Bicubic;  // timm's pos_embed_interp_mode
 };
 
+// What follows the blocks: the final norm, the pooling of the tokens into one, a norm after it, and the head.
+// A row's defaults set its kind and the attention pool's heads; the tensors and configs decide the rest.
+struct Pooling {
+  Pool kind = Pool::Token;              // timm's global_pool: the class token ('token'), the mean of the patch
+                                        // tokens ('avg') or the attention pool ('map')
+  int64_t attn_heads = 0;               // the attention pool's own heads (attn_pool_num_heads; Perception Encoder:
+                                        // 8), 0: the blocks'
+  int64_t attn_mlp = 0;                 // SigLIP's attention-pool head (attn_pool.*): its MLP width, 0 without
+  bool final_norm = true;               // LayerNorm over all tokens before pooling
+  bool fc_norm = false;                 // LayerNorm after pooling instead
+  HeadKind head = HeadKind::Classifier; // a classifier, a projection into a joint image-text space (no classes
+                                        // to label with), or none (classes 0)
+
+  bool attn() const { return attn_mlp > 0; }  // SigLIP's MAP head (AttentionPoolLatent)
+};
+
 // What a family's blocks and embeddings are when neither the tensors nor a config say: its timm model
 // definition's defaults. (A checkpoint's tensors decide the rest: layer scale, tokens, norms, biases.) A row
 // names only what differs from timm's VisionTransformer, each by name:
@@ -64,14 +80,13 @@ struct FamilyDefaults {
   Activation act = Activation::Gelu;
   float eps = 1e-6f;          // LayerNorm's
   Rotary rope;                // none unless the row says
-  Pool pool = Pool::Token;    // without a class token (or an attention pool): the mean
-  int64_t attn_pool_heads = 0;   // the attention pool's own heads (attn_pool_num_heads), 0: the blocks'
+  Pooling pool;               // its kind and the attention pool's heads, when the row says
   NormKind norm = NormKind::Layer;  // every norm's kind: LayerNorm, or RMSNorm (AIMv2; its tensors have no bias)
   Naflex naflex;              // none unless the row says (its budget is timm's transform's for SigLIP 2)
 
   FamilyDefaults with_act(Activation a) const { return with(&FamilyDefaults::act, a); }
   FamilyDefaults with_eps(float e) const { return with(&FamilyDefaults::eps, e); }
-  FamilyDefaults with_pool(Pool p) const { return with(&FamilyDefaults::pool, p); }
+  FamilyDefaults with_pool(Pool p) const { return with([p](FamilyDefaults& d) { d.pool.kind = p; }); }
   FamilyDefaults with_norm(NormKind n) const { return with(&FamilyDefaults::norm, n); }
   // A rotary embedding of `kind` at `temperature`, positions rescaled to a ref x ref grid (0: not rescaled).
   FamilyDefaults with_rope(int64_t ref, RopeKind kind = RopeKind::EvaCat, float temperature = 10000.f) const {
@@ -82,17 +97,9 @@ struct FamilyDefaults {
     d.rope.temperature = temperature;
     return d;
   }
-  FamilyDefaults with_rope_xy() const {
-    FamilyDefaults d = *this;
-    d.rope.xy = true;
-    return d;
-  }
-  FamilyDefaults with_rope_grid_offset(float o) const {
-    FamilyDefaults d = *this;
-    d.rope.grid_offset = o;
-    return d;
-  }
-  FamilyDefaults with_attn_pool_heads(int64_t h) const { return with(&FamilyDefaults::attn_pool_heads, h); }
+  FamilyDefaults with_rope_xy() const { return with([](FamilyDefaults& d) { d.rope.xy = true; }); }
+  FamilyDefaults with_rope_grid_offset(float o) const { return with([o](FamilyDefaults& d) { d.rope.grid_offset = o; }); }
+  FamilyDefaults with_attn_pool_heads(int64_t h) const { return with([h](FamilyDefaults& d) { d.pool.attn_heads = h; }); }
   // A NaFlex model whose position table is resized to each image's grid with `filter`.
   FamilyDefaults with_naflex(Filter filter) const {
     FamilyDefaults d = *this;
@@ -106,6 +113,12 @@ struct FamilyDefaults {
   FamilyDefaults with(T FamilyDefaults::*field, V value) const {
     FamilyDefaults d = *this;
     d.*field = T(value);
+    return d;
+  }
+  template <typename Change>
+  FamilyDefaults with(Change change) const {  // a copy changed by change(copy): a field of a part
+    FamilyDefaults d = *this;
+    change(d);
     return d;
   }
 };

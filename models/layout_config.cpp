@@ -36,7 +36,7 @@ const IntFact kTimmInts[] = {{"patch_size", &ViTConfig::patch, "patch size"},  {
 const BoolFact kTimmBools[] = {{"class_token", [](const ViTConfig& c) { return c.class_token; }, "cls_token"},
                                {"qkv_bias", [](const ViTConfig& c) { return c.attn.qkv_bias; }, "qkv biases"},
                                {"proj_bias", [](const ViTConfig& c) { return c.proj_bias; }, "attn.proj biases"},
-                               {"fc_norm", [](const ViTConfig& c) { return c.fc_norm; }, "fc_norm"}};
+                               {"fc_norm", [](const ViTConfig& c) { return c.pool.fc_norm; }, "fc_norm"}};
 // Every transformers vision config's shape (ViTConfig, Dinov2Config, CLIPVisionConfig, SiglipVisionConfig).
 const IntFact kHfShape[] = {{"hidden_size", &ViTConfig::width, "width"},
                             {"num_hidden_layers", &ViTConfig::depth, "depth"},
@@ -145,7 +145,7 @@ bool apply_timm_config(const json& j, const std::string& where, const std::strin
   for (const json* level : {&j, args})
     if (level && level->contains("global_pool")) {
       try {
-        c->pool = pool_from_name(get_as<std::string>(*level, "global_pool", where));
+        c->pool.kind = pool_from_name(get_as<std::string>(*level, "global_pool", where));
       } catch (const Error& e) {
         throw Error(where, e.problem());
       }
@@ -288,7 +288,7 @@ void apply_model_args(const json& config, TimmClass cls, const std::string& wher
     if (value.is_null()) continue;
     // The engine's attention pool reads the prefix tokens too, its mean pool only the patches.
     if (key == "pool_include_prefix" && cls == TimmClass::VisionTransformer &&
-        (!c->prefix_tokens() || value == json(c->attn_pool())))
+        (!c->prefix_tokens() || value == json(c->pool.attn())))
       continue;
     const ModelArg* rule = nullptr;
     for (const ModelArg& m : kModelArgs)
@@ -480,7 +480,7 @@ void apply_open_clip_timm(const json* config, const std::string& where, const st
     throw Error(where, "vision_cfg.timm_pool '" + pool + "' (open_clip's own pool after the timm trunk): not supported "
                        "yet (token, avg or map: the trunk's global_pool)");
   try {
-    c->pool = pool_from_name(pool);
+    c->pool.kind = pool_from_name(pool);
   } catch (const Error& e) {
     throw Error(where, "vision_cfg.timm_pool: " + e.problem());
   }

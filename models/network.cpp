@@ -313,9 +313,9 @@ struct ViT::WeightLoader {
   void head() {
     if (c.attn.rel_pos_window && build) m.rel_pos_index_ = store(relative_position_index(c.grid_h(), c.grid_w()));
     rotary();
-    if (c.final_norm) m.norm_ = norm("norm");
-    if (c.fc_norm) m.fc_norm_ = norm("fc_norm");
-    if (c.attn_pool()) {
+    if (c.pool.final_norm) m.norm_ = norm("norm");
+    if (c.pool.fc_norm) m.fc_norm_ = norm("fc_norm");
+    if (c.pool.attn()) {
       // AttentionPoolLatent: q = self.q(self.latent), the same for every image, so computed here.
       const auto latent = take("attn_pool.latent", {1, 1, D}), qw = take("attn_pool.q.weight", {D, D});
       const auto qb = take("attn_pool.q.bias", {D});
@@ -324,8 +324,8 @@ struct ViT::WeightLoader {
       ap.kv = linear("attn_pool.kv", D, 2 * D, true, Epilogue::None, PrecisionClass::F32);
       ap.proj = linear("attn_pool.proj", D, D, true, Epilogue::None, PrecisionClass::F32);
       ap.norm = norm("attn_pool.norm");
-      ap.fc1 = linear("attn_pool.mlp.fc1", D, c.attn_pool_mlp, true, activation_epilogue(c.act), PrecisionClass::F32);
-      ap.fc2 = linear("attn_pool.mlp.fc2", c.attn_pool_mlp, D, true, Epilogue::AddToDst, PrecisionClass::F32);
+      ap.fc1 = linear("attn_pool.mlp.fc1", D, c.pool.attn_mlp, true, activation_epilogue(c.act), PrecisionClass::F32);
+      ap.fc2 = linear("attn_pool.mlp.fc2", c.pool.attn_mlp, D, true, Epilogue::AddToDst, PrecisionClass::F32);
     }
     const int64_t C = c.classes;
     if (C > 0) m.head_ = linear("head", D, C, layout_head_has_bias(src.layout()), Epilogue::None, PrecisionClass::F32);
@@ -435,7 +435,7 @@ BufferTable ViT::activation_table(const BatchLayout& l, Plan* plan) const {
   t.add("pooled", &a->pooled, B * D);
   t.add("pooled_norm", &a->pooled_norm, B * D);
   t.add("pooled_dist", &a->pooled_dist, B * D);
-  t.add("pool_scores", &a->pool_scores, c.attn_pool() ? B * c.pool_heads() * T : 0);
+  t.add("pool_scores", &a->pool_scores, c.pool.attn() ? B * c.pool_heads() * T : 0);
   t.add("logits", &a->logits, B * c.classes);
   t.add("logits_dist", &a->logits_dist, B * c.classes);
   // The layers' scratch: inputs at most max(D, M) wide, results added into the residual stream D wide.
@@ -448,7 +448,7 @@ std::vector<std::pair<std::string, const LinearWeights*>> ViT::linear_layers() c
   std::vector<std::pair<std::string, const LinearWeights*>> out = {{"patch_embed.proj", &patch_embed_}};
   if (!blocks_.empty())
     for (const auto& [n, layer] : kBlockLinears) out.push_back({std::string("blocks.*.") + n, &(blocks_[0].*layer)});
-  if (cfg_.attn_pool())
+  if (cfg_.pool.attn())
     out.insert(out.end(), {{"attn_pool.kv", &ap.kv}, {"attn_pool.proj", &ap.proj}, {"attn_pool.mlp.fc1", &ap.fc1},
                            {"attn_pool.mlp.fc2", &ap.fc2}});
   if (cfg_.classes > 0) out.push_back({"head", &head_});
@@ -473,7 +473,7 @@ double ViT::flops(int64_t images) const {
     f += 2.0 * B * rows * double(lw->K) * double(lw->N) * (block ? double(c.depth) : 1.0);
   }
   f += double(c.depth) * 4.0 * B * double(c.heads) * T * T * double(c.head_dim());  // q k^T and p v
-  if (c.attn_pool()) f += 4.0 * B * T * D;  // the attention pool's one query over the tokens, every head
+  if (c.pool.attn()) f += 4.0 * B * T * D;  // the attention pool's one query over the tokens, every head
   return f;
 }
 
@@ -655,21 +655,21 @@ struct ViT::PlanBuilder {
     const ViTConfig& c = m.cfg_;
     const int64_t B = layout.B, D = c.width, T = c.tokens(), BT = B * T;
     const float* feats = a().x;
-    if (c.final_norm) {
+    if (c.pool.final_norm) {
       add(layer_norm_step("norm", m.norm_, BT, a().x, a().h));
       tap("norm", a().h, BT * D);
       feats = a().h;
     }
-    if (c.pool == Pool::Token) {
+    if (c.pool.kind == Pool::Token) {
       add(select_token_step("pool", B, T, D, 0, feats, a().pooled));
-    } else if (c.pool == Pool::Avg) {
+    } else if (c.pool.kind == Pool::Avg) {
       add(mean_tokens_step("pool", B, T, D, c.prefix_tokens(), feats, a().pooled,
                            c.naflex.on ? plan.lengths_.data() : nullptr));
     } else {
       attention_pool(feats);
     }
     const float* head_in = a().pooled;
-    if (c.fc_norm) {
+    if (c.pool.fc_norm) {
       add(layer_norm_step("fc_norm", m.fc_norm_, B, a().pooled, a().pooled_norm));
       head_in = a().pooled_norm;
     }
@@ -732,9 +732,9 @@ std::unique_ptr<ViT::Plan> ViT::make_plan(int64_t B, const PlanOptions& options)
 
 void ViT::set_pool(Pool pool) {
   if (pool == Pool::Token && !cfg_.class_token) throw Error(source_, "token pooling needs a class token, and the model has none");
-  if (pool == Pool::Map && !cfg_.attn_pool())
+  if (pool == Pool::Map && !cfg_.pool.attn())
     throw Error(source_, "attention pooling needs an attention-pool head (attn_pool), and the model has none");
-  cfg_.pool = pool;
+  cfg_.pool.kind = pool;
   cfg_.origin.pool = "asked for";
   plans_.clear();
 }

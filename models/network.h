@@ -222,9 +222,9 @@ class ViT {
   std::vector<BlockWeights> blocks_;
   LayerNormWeights patch_norm_;       // AIMv2's norm right after the patch embedding (cfg_.patch_norm)
   LayerNormWeights norm_pre_;         // CLIP's norm before the blocks (cfg_.norm_pre)
-  LayerNormWeights norm_;             // final norm over tokens (cfg_.final_norm)
-  LayerNormWeights fc_norm_;          // norm after pooling (cfg_.fc_norm)
-  // timm's AttentionPoolLatent (SigLIP's MAP head), cfg_.attn_pool_mlp > 0.
+  LayerNormWeights norm_;             // final norm over tokens (cfg_.pool.final_norm)
+  LayerNormWeights fc_norm_;          // norm after pooling (cfg_.pool.fc_norm)
+  // timm's AttentionPoolLatent (SigLIP's MAP head), cfg_.pool.attn().
   struct AttentionPool {
     Stored<float> q;             // [D]: q(latent), computed at load (the latent is a constant)
     LinearWeights kv;            // [2D, D]

@@ -141,15 +141,15 @@ TensorFacts shape_from_tensors(const Checkpoint& ck, ViTConfig* c) {
   c->layer_scale = ck.has("blocks.0.ls1.gamma") || ck.has("blocks.0.gamma_1");
   attention_from_tensors(ck, c, &f);
   c->norm_pre = ck.has("norm_pre.weight");
-  if (ck.has("attn_pool.latent")) c->attn_pool_mlp = ck.shape("attn_pool.mlp.fc1.weight")[0];
+  if (ck.has("attn_pool.latent")) c->pool.attn_mlp = ck.shape("attn_pool.mlp.fc1.weight")[0];
   c->dist_token = ck.has("dist_token");
-  c->final_norm = ck.has("norm.weight");
-  c->fc_norm = ck.has("fc_norm.weight");
+  c->pool.final_norm = ck.has("norm.weight");
+  c->pool.fc_norm = ck.has("fc_norm.weight");
   c->patch_bias = ck.has(f.naflex_names ? "embeds.proj.bias" : "patch_embed.proj.bias");
   c->patch_norm = ck.has("patch_embed.norm.weight");
   c->attn.norm = ck.has("blocks.0.attn.norm.weight");
   c->proj_bias = ck.has("blocks.0.attn.proj.bias");
-  c->pool = c->attn_pool() ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
+  c->pool.kind = c->pool.attn() ? Pool::Map : c->class_token ? Pool::Token : Pool::Avg;
   c->stored_as = std::string(layout_name(ck.layout())) + " names, " + ck.dtypes();
   for (std::string* k : {&c->origin.patch, &c->origin.width, &c->origin.depth, &c->origin.mlp, &c->origin.classes,
                          &c->origin.tokens, &c->origin.norms})
@@ -259,7 +259,7 @@ void require_named(const Checkpoint& ck, const ConfigSources& src, const Named& 
 // The families whose timm NaFlexVit form (use_naflex=True) the engine runs: SigLIP's towers with the MAP head
 // (no class token, a learned table), whose form is SigLIP 2's NaFlex tower's but for the table's resize.
 bool naflex_form_runs(const FamilyRow& row) {
-  return row.family == Family::SigLIP && row.defaults.pool == Pool::Map;
+  return row.family == Family::SigLIP && row.defaults.pool.kind == Pool::Map;
 }
 
 // What a NaFlex checkpoint may hold beyond the SigLIP 2 towers' tensors, refused by name.
@@ -270,7 +270,7 @@ void naflex_tensors_supported(const Checkpoint& ck, const std::string& arch, con
   if (!ck.has("embeds.pos_embed"))
     throw Error(file, "a NaFlex ViT without a learned position table (embeds.pos_embed): not supported yet");
   if (c.mlp_norm) throw Error(file, "a NaFlex ViT with a norm inside its MLP (scale_mlp_norm): not supported yet");
-  if (!c.attn_pool()) throw Error(file, arch + " pools with an attention pool, and the file has no attn_pool");
+  if (!c.pool.attn()) throw Error(file, arch + " pools with an attention pool, and the file has no attn_pool");
 }
 
 // The family: the named architecture's row, else the layout's (Hugging Face's DINOv2 ...), else the one the
@@ -425,11 +425,11 @@ void validate(const ViTConfig& c, const std::string& where, const std::string& f
   if (c.grid_h() < 1 || c.grid_w() < 1)
     throw Error(where, "input size " + std::to_string(c.img_h()) + "x" + std::to_string(c.img_w()) +
                            " is smaller than one patch of " + std::to_string(c.patch));
-  if (c.attn_pool() && c.width % c.pool_heads())
+  if (c.pool.attn() && c.width % c.pool_heads())
     throw Error(where, std::to_string(c.pool_heads()) + " attention-pool heads do not divide width " + std::to_string(c.width));
-  if (c.pool == Pool::Map && !c.attn_pool())
+  if (c.pool.kind == Pool::Map && !c.pool.attn())
     throw Error(file, "global_pool 'map' needs an attention-pool head, and the checkpoint has no attn_pool");
-  if (c.pool == Pool::Token && !c.class_token)
+  if (c.pool.kind == Pool::Token && !c.class_token)
     throw Error(file, "global_pool 'token' needs a class token, and the checkpoint has no cls_token");
   if (c.attn.rel_pos_window && c.tokens() * c.tokens() > (int64_t(1) << 28))  // the index over token pairs, made at load
     throw Error(where, std::to_string(c.tokens()) + " tokens are too many for a relative position index");
@@ -477,9 +477,9 @@ std::vector<std::string> structure_words(const ViTConfig& c) {
   add(c.attn.norm, "a norm inside attention");
   add(!c.proj_bias, "no attn.proj or MLP biases");
   add(c.mlp_norm, "a norm inside the MLP");
-  add(!c.final_norm, "no final norm");
-  add(c.fc_norm, "fc_norm");
-  add(c.attn_pool(), "an attention pool");
+  add(!c.pool.final_norm, "no final norm");
+  add(c.pool.fc_norm, "fc_norm");
+  add(c.pool.attn(), "an attention pool");
   return w;
 }
 
@@ -489,7 +489,7 @@ std::string shape_description(const ViTConfig& c) {
   if (c.pos_embed || c.attn.rel_pos_window)
     s += ", a " + std::to_string(c.pos_grid_h) + "x" + std::to_string(c.pos_grid_w) + " position " +
          (c.pos_embed ? "table" : "window");
-  if (c.attn_pool()) s += ", an attention pool of MLP " + std::to_string(c.attn_pool_mlp);
+  if (c.pool.attn()) s += ", an attention pool of MLP " + std::to_string(c.pool.attn_mlp);
   for (const std::string& word : structure_words(c)) s += ", " + word;
   return s;
 }
@@ -510,10 +510,10 @@ ViTConfig config_for_arch(const std::string& arch, int64_t img_size) {
 std::string ViTConfig::summary() const {
   return (arch.empty() ? std::string("ViT") : arch) + ": patch " + std::to_string(patch) + ", width " +
          std::to_string(width) + ", depth " + std::to_string(depth) + ", heads " + std::to_string(heads) +
-         ", mlp " + std::to_string(mlp) + ", classes " + std::to_string(head == HeadKind::Classifier ? classes : 0) +
-         (head == HeadKind::Projection ? ", a projection to " + std::to_string(classes) : "") + ", input " +
+         ", mlp " + std::to_string(mlp) + ", classes " + std::to_string(pool.head == HeadKind::Classifier ? classes : 0) +
+         (pool.head == HeadKind::Projection ? ", a projection to " + std::to_string(classes) : "") + ", input " +
          std::to_string(img_h()) + "x" + std::to_string(img_w()) + ", tokens " + std::to_string(tokens()) +
-         ", pool " + pool_name(pool) + (dist_token ? ", distilled" : "") +
+         ", pool " + pool_name(pool.kind) + (dist_token ? ", distilled" : "") +
          (reg_tokens ? ", " + std::to_string(reg_tokens) + " register tokens" : "") + (layer_scale ? ", layer scale" : "") +
          (attn.rel_pos_window ? ", relative position bias" : "") + (rope.on ? ", rotary position embedding" : "") +
          (swiglu() ? ", SwiGLU" : "") + (norm == NormKind::Rms ? ", RMSNorm" : "") +
@@ -543,7 +543,7 @@ void arch_fits(const Checkpoint& ck, const std::string& arch, const ViTConfig& t
     throw Error("--arch " + arch, "timm's " + arch + " is " + theirs + "; " + ck.path() + " is " + file);
   if (family_row(timm.family).head == HeadKind::Projection && c.classes != timm.classes)
     throw Error("--arch " + arch, "timm's " + arch + " (its default pretrained config, " + arch_tag(arch) + ") ends in " +
-                                      (timm.head == HeadKind::Projection ? "a projection to " : "a classifier of ") +
+                                      (timm.pool.head == HeadKind::Projection ? "a projection to " : "a classifier of ") +
                                       std::to_string(timm.classes) + "; " + ck.path() + "'s head has " +
                                       std::to_string(c.classes) + " outputs: other weights of the architecture need "
                                       "their config.json (--config)");
@@ -556,8 +556,8 @@ LayoutConfigGiven apply_configs(const Checkpoint& ck, const ConfigSources& src, 
   const json* config = src.config;
   LayoutConfigGiven g = apply_layout_config(ck.layout(), config, row.timm_class, where, ck.path(), c);
   if (config && !c->labels.empty()) c->origin.labels = where;
-  if (row.defaults.pool == Pool::Avg && c->origin.pool.rfind("default", 0) == 0) {  // Beit, Eva: global_pool 'avg'
-    c->pool = Pool::Avg;
+  if (row.defaults.pool.kind == Pool::Avg && c->origin.pool.rfind("default", 0) == 0) {  // Beit, Eva: global_pool 'avg'
+    c->pool.kind = Pool::Avg;
     c->origin.pool = std::string("default for ") + family_name(row.family) + " (timm's global_pool 'avg')";
   }
   if (src.preprocessor) {
@@ -630,8 +630,8 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
     c.origin.heads = arch_origin;
   }
   if (known) {
-    c.pool = timm.pool;
-    c.origin.pool = arch_origin + " (global_pool '" + pool_name(timm.pool) + "')";
+    c.pool.kind = timm.pool.kind;
+    c.origin.pool = arch_origin + " (global_pool '" + pool_name(timm.pool.kind) + "')";
   }
   c.origin.input_size = known ? arch_origin : "file (position table grid)";
   c.origin.preprocessing = known ? arch_origin : "default (timm's data config: ImageNet mean and std, bicubic, crop_pct 0.875)";
@@ -641,7 +641,7 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
   // Without an architecture, SigLIP's attention pool is the one the tensors can say: beside prefix tokens or
   // after norm_pre (Perception Encoder, timm's *_reg4_map_*) whether it reads the prefix tokens, its heads and
   // any rotary embedding are in no tensor.
-  if (!n.row && c.attn_pool() && (c.prefix_tokens() > 0 || c.norm_pre))
+  if (!n.row && c.pool.attn() && (c.prefix_tokens() > 0 || c.norm_pre))
     throw Error(where, "an attention-pool head (attn_pool) beside class or register tokens or after norm_pre (as "
                        "Perception Encoder has), without a config naming its architecture: not supported");
   if (!given.heads && !known && !c.attn.rel_pos_window) unnamed_heads(ck, src, where, &c);
@@ -655,8 +655,8 @@ ViTConfig resolve_config(const Checkpoint& ck, const ConfigSources& src) {
     c.origin.input_size = "NaFlex: each image at its own aspect ratio, within --max-patches patches";
   }
   c.pos_antialias = layout_pos_antialias(ck.layout());
-  c.head = head_kind(c.family, c.classes, n.tag);
-  if (c.head != HeadKind::Classifier) c.origin.labels.clear();  // nothing to label
+  c.pool.head = head_kind(c.family, c.classes, n.tag);
+  if (c.pool.head != HeadKind::Classifier) c.origin.labels.clear();  // nothing to label
 
   // Step 7: --img-size, with the same crop_pct (or Hugging Face resize ratio) at the new size, as timm's.
   refuse_img_size_for_naflex(c, c.arch, src.img_size);

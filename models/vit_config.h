@@ -66,15 +66,9 @@ struct ViTConfig {
   Family family = Family::ViT;          // its row of the family table (families.h)
   bool norm_pre = false;                // CLIP: a LayerNorm after the position table, before the blocks
   Activation act = Activation::Gelu;    // the MLP's: GELU, its tanh form, QuickGELU, or SwiGLU
-  int64_t attn_pool_heads = 0;          // the attention pool's heads when not the blocks' (Perception Encoder: 8)
-  int64_t attn_pool_mlp = 0;            // SigLIP's attention-pool head (attn_pool.*): its MLP width, 0 without
-  HeadKind head = HeadKind::Classifier; // a classifier, a projection into a joint image-text space (no classes
-                                        // to label with), or none (classes 0)
   bool pos_antialias = true;            // position table resampled antialiased (timm's), else as torch's plain bicubic
   bool dist_token = false;              // DeiT distilled: second token and head_dist
   bool no_embed_class = false;          // position table covers patches only
-  bool final_norm = true;               // LayerNorm over all tokens before pooling
-  bool fc_norm = false;                 // LayerNorm after pooling instead
   bool proj_bias = true;                // attn.proj and the MLP have biases (timm's proj_bias; AIMv2: none)
   bool patch_norm = false;              // a norm right after the patch embedding (patch_embed.norm, AIMv2)
   NormKind norm = NormKind::Layer;      // every norm's kind but the MLP's: LayerNorm, or RMSNorm (AIMv2)
@@ -86,7 +80,7 @@ struct ViTConfig {
   bool patch_bias = true;               // the patch embedding has a bias
   Naflex naflex;                        // NaFlex (families.h): its table (pos_grid_h x pos_grid_w) resized to each
                                         // image's grid at run time. Its row's.
-  Pool pool = Pool::Token;
+  Pooling pool;                         // after the blocks: final norm, pooling, fc_norm, attention pool, head
   float eps = 1e-6f;
   PreprocessConfig pre;                 // pre.height x pre.width is the input size the model runs at
   std::vector<std::string> labels;      // from the config, empty when it has none
@@ -101,8 +95,7 @@ struct ViTConfig {
   int64_t patches() const { return naflex.on ? naflex.max_patches : grid_h() * grid_w(); }  // N
   int64_t tokens() const { return patches() + prefix_tokens(); }   // T
   int64_t head_dim() const { return width / heads; }               // Dh
-  bool attn_pool() const { return attn_pool_mlp > 0; }  // SigLIP's MAP head (AttentionPoolLatent)
-  int64_t pool_heads() const { return attn_pool_heads ? attn_pool_heads : heads; }  // the attention pool's
+  int64_t pool_heads() const { return pool.attn_heads ? pool.attn_heads : heads; }  // the attention pool's
   int64_t pos_len() const {
     return pos_embed ? pos_grid_h * pos_grid_w + (no_embed_class ? 0 : prefix_tokens()) : 0;
   }

@@ -66,10 +66,10 @@ TEST_F(Families, RopeViTLikeTimm) {
   expect_like_timm("vit_rope");
   const ViTConfig c = ViT::load(model("vit_rope")).config();
   EXPECT_EQ(c.family, Family::RopeViT);
-  EXPECT_TRUE(c.rope.on && !c.pos_embed && !c.class_token && c.layer_scale && !c.attn.k_bias && c.fc_norm && !c.final_norm);
+  EXPECT_TRUE(c.rope.on && !c.pos_embed && !c.class_token && c.layer_scale && !c.attn.k_bias && c.pool.fc_norm && !c.pool.final_norm);
   EXPECT_EQ(c.reg_tokens, 1);
   EXPECT_EQ(c.act, Activation::Gelu);
-  EXPECT_EQ(c.pool, Pool::Avg);
+  EXPECT_EQ(c.pool.kind, Pool::Avg);
   EXPECT_EQ(c.rope.ref_h, 16);
   EXPECT_EQ(c.tokens(), 16 * 16 + 1);
 }
@@ -102,7 +102,7 @@ TEST_F(Families, DINOv3AtOtherSizesLikeTimm) {
 TEST_F(Families, DINOv3ClassTokenPoolLikeTimm) {
   const SafeTensors ref(model("dinov3") + "/reference.safetensors");
   ViT m = ViT::load(model("dinov3"));
-  EXPECT_EQ(m.config().pool, Pool::Avg);
+  EXPECT_EQ(m.config().pool.kind, Pool::Avg);
   m.set_pool(Pool::Token);
   const int64_t B = ref.get("input").shape[0], T = m.config().tokens(), D = m.config().width;
   auto plan = m.make_plan(B);
@@ -165,13 +165,13 @@ TEST_F(Families, FamilyNamed) {
   EXPECT_EQ(quick.act, Activation::QuickGelu);
   const ViTConfig siglip = ViT::load(model("siglip")).config();
   EXPECT_EQ(siglip.family, Family::SigLIP);
-  EXPECT_EQ(siglip.pool, Pool::Map);
+  EXPECT_EQ(siglip.pool.kind, Pool::Map);
   EXPECT_FALSE(siglip.class_token);
   const ViTConfig beit = ViT::load(model("beit")).config();
   EXPECT_EQ(beit.family, Family::BEiT);
   EXPECT_EQ(beit.attn.rel_pos_window, 14);
-  EXPECT_TRUE(beit.layer_scale && beit.attn.qkv_bias && !beit.attn.k_bias && !beit.pos_embed && beit.fc_norm && !beit.final_norm);
-  EXPECT_EQ(beit.pool, Pool::Avg);
+  EXPECT_TRUE(beit.layer_scale && beit.attn.qkv_bias && !beit.attn.k_bias && !beit.pos_embed && beit.pool.fc_norm && !beit.pool.final_norm);
+  EXPECT_EQ(beit.pool.kind, Pool::Avg);
   EXPECT_EQ(beit.heads, 2);
   const ViTConfig tiny = ViT::load(model("eva02")).config(), base = ViT::load(model("eva02_base")).config();
   EXPECT_EQ(tiny.family, Family::EVA02);
@@ -414,7 +414,7 @@ TEST_F(Families, PerceptionEncoderLikeTimm) {
   const ViTConfig c = ViT::load(model("pe_core")).config();
   EXPECT_EQ(c.family, Family::PE);
   EXPECT_EQ(c.pool_heads(), 8);
-  EXPECT_EQ(c.head, HeadKind::Projection);
+  EXPECT_EQ(c.pool.head, HeadKind::Projection);
 }
 TEST_F(Families, PerceptionEncoderRefusedWithoutItsConfig) {
   TempDir d;
@@ -441,9 +441,9 @@ TEST_F(Families, AIMv2LikeTimm) {
   const ViTConfig c = ViT::load(model("aimv2")).config();
   EXPECT_EQ(c.family, Family::AIMv2);
   EXPECT_EQ(c.norm, NormKind::Rms);
-  EXPECT_TRUE(c.patch_norm && c.patch_bias && c.pos_embed && c.final_norm && c.swiglu());
-  EXPECT_FALSE(c.class_token || c.attn.qkv_bias || c.proj_bias || c.fc_norm || c.rope.on);
-  EXPECT_EQ(c.pool, Pool::Avg);
+  EXPECT_TRUE(c.patch_norm && c.patch_bias && c.pos_embed && c.pool.final_norm && c.swiglu());
+  EXPECT_FALSE(c.class_token || c.attn.qkv_bias || c.proj_bias || c.pool.fc_norm || c.rope.on);
+  EXPECT_EQ(c.pool.kind, Pool::Avg);
   EXPECT_EQ(c.eps, 1e-5f);
   EXPECT_EQ(c.mlp, 176);  // int(64 * 2.75)
   EXPECT_EQ(c.classes, 0);
@@ -474,11 +474,11 @@ TEST_F(Families, EVA02CLIPLikeTimm) {
   const ViTConfig c = ViT::load(model("eva02_clip")).config();
   EXPECT_EQ(c.family, Family::EVA02Clip);
   EXPECT_TRUE(c.attn.norm && c.mlp_norm && c.swiglu() && c.rope.on && !c.attn.qkv_fused && !c.attn.k_bias && c.class_token);
-  EXPECT_TRUE(c.final_norm && !c.fc_norm);
+  EXPECT_TRUE(c.pool.final_norm && !c.pool.fc_norm);
   EXPECT_EQ(c.norm, NormKind::Layer);
-  EXPECT_EQ(c.pool, Pool::Token);
+  EXPECT_EQ(c.pool.kind, Pool::Token);
   EXPECT_EQ(c.rope.ref_h, 16);
-  EXPECT_EQ(c.head, HeadKind::Projection);
+  EXPECT_EQ(c.pool.head, HeadKind::Projection);
   EXPECT_EQ(Classifier(model("eva02_clip")).classes(), 0);
   const test::Result r = run_vit("inspect " + model("eva02_clip"));
   ASSERT_EQ(r.code, 0) << r.err;
@@ -496,10 +496,10 @@ TEST_F(Families, NaverRopeViTsLikeTimm) {
     expect_like_timm(name, "reference_160.safetensors", 160);
     const ViTConfig c = ViT::load(model(name)).config();
     EXPECT_EQ(c.family, Family::RopeViT);
-    EXPECT_TRUE(c.rope.on && c.rope.xy && c.class_token && c.layer_scale && c.attn.k_bias && c.final_norm && !c.fc_norm);
+    EXPECT_TRUE(c.rope.on && c.rope.xy && c.class_token && c.layer_scale && c.attn.k_bias && c.pool.final_norm && !c.pool.fc_norm);
     EXPECT_EQ(c.rope.ref_h, 0);
     EXPECT_EQ(c.rope.temperature, 100.f);
-    EXPECT_EQ(c.pool, Pool::Token);
+    EXPECT_EQ(c.pool.kind, Pool::Token);
     EXPECT_EQ(c.pos_embed, name == "vit_rope_ape");
     EXPECT_EQ(c.no_embed_class, name == "vit_rope_ape");
   }
@@ -596,7 +596,7 @@ TEST_F(Families, ArchNamesACheckpointWithoutItsConfig) {
 // library, `vit bench -m` and Python (python/tests/test_logits.py) count no classes for a projection.
 TEST_F(Families, ACLIPTowersProjectionIsNoClassifier) {
   const std::string tower = model("clip_quickgelu");
-  EXPECT_EQ(ViT::load(tower).config().head, HeadKind::Projection);
+  EXPECT_EQ(ViT::load(tower).config().pool.head, HeadKind::Projection);
   EXPECT_EQ(Classifier(tower).classes(), 0);
   test::Result r = run_vit("classify -m " + tower + " " + reference_photos()[0]);
   EXPECT_EQ(r.code, 2);
@@ -617,7 +617,7 @@ TEST_F(Families, ACLIPTowersProjectionIsNoClassifier) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(", classes 0, a projection to 32, "), std::string::npos) << r.out;
   // Fine-tuned on labels: a classifier.
-  EXPECT_EQ(ViT::load(model("clip")).config().head, HeadKind::Classifier);
+  EXPECT_EQ(ViT::load(model("clip")).config().pool.head, HeadKind::Classifier);
   EXPECT_EQ(Classifier(model("clip")).classes(), 32);
   TempDir d;
   const std::string tuned = with_config(d, tower, "tuned", [](nlohmann::json& j) { j["pretrained_cfg"]["tag"] = "openai_ft_in1k"; });

@@ -182,12 +182,12 @@ TEST_F(Layouts, SettingsFromEachLayout) {
   EXPECT_TRUE(reg.no_embed_class && reg.pos_antialias);
   const ViTConfig clip = ViT::load(model("hf_clip")).config();
   EXPECT_EQ(clip.family, Family::Clip);
-  EXPECT_TRUE(clip.act == Activation::QuickGelu && clip.norm_pre && clip.fc_norm && !clip.final_norm);
+  EXPECT_TRUE(clip.act == Activation::QuickGelu && clip.norm_pre && clip.pool.fc_norm && !clip.pool.final_norm);
   EXPECT_EQ(clip.classes, 32);
   const ViTConfig siglip = ViT::load(model("hf_siglip")).config();
   EXPECT_EQ(siglip.family, Family::SigLIP);
   EXPECT_TRUE(siglip.act == Activation::GeluTanh && !siglip.class_token);
-  EXPECT_EQ(siglip.pool, Pool::Map);
+  EXPECT_EQ(siglip.pool.kind, Pool::Map);
   EXPECT_EQ(ViT::load(model("hf_siglip_full")).config().family, Family::SigLIP);
   const ViTConfig oc = ViT::load(model("openclip")).config(), quick = ViT::load(model("openclip_quickgelu")).config();
   EXPECT_EQ(oc.stored_as, "OpenCLIP names, F32");
@@ -199,15 +199,15 @@ TEST_F(Layouts, SettingsFromEachLayout) {
   EXPECT_EQ(sig.stored_as, "OpenCLIP timm trunk names, F32");
   EXPECT_EQ(sig.arch, "vit_base_patch16_siglip_224");
   EXPECT_EQ(sig.family, Family::SigLIP);
-  EXPECT_EQ(sig.pool, Pool::Map);
+  EXPECT_EQ(sig.pool.kind, Pool::Map);
   EXPECT_EQ(sig.classes, 0);
   EXPECT_EQ(sig.heads, 12);  // the architecture's
   EXPECT_EQ(sig.pre.crop_mode, CropMode::Squash);  // preprocess_cfg
   EXPECT_EQ(eva.arch, "eva02_base_patch16_clip_224");
   EXPECT_EQ(eva.family, Family::EVA02Clip);
-  EXPECT_EQ(eva.pool, Pool::Token);
+  EXPECT_EQ(eva.pool.kind, Pool::Token);
   EXPECT_EQ(eva.classes, 32);
-  EXPECT_EQ(eva.head, HeadKind::Projection);
+  EXPECT_EQ(eva.pool.head, HeadKind::Projection);
   EXPECT_TRUE(eva.rope.on);
 }
 

@@ -392,7 +392,7 @@ TEST(TinyModel, ArchNamesWhatTheTensorsCannotSay) {
   EXPECT_EQ(c.origin.heads, "timm's defaults for vit_tiny_patch16_224 (--arch)");
   EXPECT_EQ(c.pre.mean, (std::array<float, 3>{0.5f, 0.5f, 0.5f}));
   EXPECT_DOUBLE_EQ(c.pre.crop_pct, 0.9);
-  EXPECT_EQ(c.pool, Pool::Token);
+  EXPECT_EQ(c.pool.kind, Pool::Token);
   std::mt19937 rng(4);
   const auto images = random_vector(size_t(2 * 3 * 224 * 224), rng);
   EXPECT_LT(max_abs_diff(run(m, images, 2), ref_vit_forward(t, s, images, 2)), 1e-3f);
@@ -788,7 +788,7 @@ TEST(Archs, EveryNameDocsModelsMdRunsIsAnArchitecture) {
     c.depth = 1;
     c.width = 8 * c.heads;
     c.mlp = 16;
-    if (c.attn_pool()) c.attn_pool_mlp = 24;
+    if (c.pool.attn()) c.pool.attn_mlp = 24;
     if (c.classes) c.classes = 5;
     ViT m = ViT::random(c, 1);
     auto plan = m.make_plan(1);

@@ -202,7 +202,7 @@ TEST(NaflexFamily, PresetsAreTimmsShapes) {
     EXPECT_EQ(c.family, Family::NaFlex);
     EXPECT_TRUE(c.naflex.on);
     EXPECT_EQ(c.act, Activation::GeluTanh);
-    EXPECT_EQ(c.pool, Pool::Map);
+    EXPECT_EQ(c.pool.kind, Pool::Map);
     EXPECT_EQ(c.naflex.pos_filter, Filter::Bilinear);
     EXPECT_EQ(c.pos_grid_h, 16);
     EXPECT_EQ(c.pos_grid_w, 16);
