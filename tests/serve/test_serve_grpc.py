@@ -319,12 +319,13 @@ def test_grpc_calls_cancelled_mid_batch(clients):
 
 
 def test_grpc_sigterm_drains(clients):
-    """SIGTERM with calls under way: they are answered, then the server exits 0."""
-    s, g, _ = clients()
+    """SIGTERM with calls under way: they are answered, then the server exits 0. A long --max-delay-ms keeps all
+    eight queued when the signal comes (else a call the client has not yet sent, under load, is refused)."""
+    s, g, _ = clients("--max-delay-ms", "3000", "--max-batch", "64")
     results = []
     for _ in range(8):
         g.async_infer(NAME, [image_input(grpcclient, photos()[:4])], lambda result, error: results.append(error), client_timeout=60)
-    wait_for_metric(s.url, ("vit_body_bytes_held", ()), lambda v: v > 0, "no call arrived", 30)
+    wait_for_metric(s.url, ("vit_queue_depth", (("model", NAME),)), lambda v: v >= 32, "the calls never queued", 30)
     s.signal()
     assert s.wait(60) == 0
     deadline = time.monotonic() + 10
