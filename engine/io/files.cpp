@@ -52,29 +52,21 @@ InputFile::~InputFile() {
 }
 
 void InputFile::read_at(uint64_t offset, void* dst, size_t n, const std::string& what) const {
-  auto* p = static_cast<uint8_t*>(dst);
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t got = ::pread(fd_, p + done, n - done, off_t(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw Error(path_, "cannot read " + what + ": " + std::strerror(errno));
-    if (got == 0) {
-      struct stat st{};
-      const uint64_t now = ::fstat(fd_, &st) == 0 ? uint64_t(st.st_size) : offset + done;
-      throw Error(path_, "the file shrank while it was read: " + what + " needs bytes up to " +
-                             std::to_string(offset + n) + ", the file now has " + std::to_string(now));
-    }
-    done += size_t(got);
-  }
+  const size_t got = read_up_to(offset, dst, n, what);
+  if (got == n) return;
+  struct stat st{};
+  const uint64_t now = ::fstat(fd_, &st) == 0 ? uint64_t(st.st_size) : offset + got;
+  throw Error(path_, "the file shrank while it was read: " + what + " needs bytes up to " +
+                         std::to_string(offset + n) + ", the file now has " + std::to_string(now));
 }
 
-size_t InputFile::read_up_to(uint64_t offset, void* dst, size_t n) const {
+size_t InputFile::read_up_to(uint64_t offset, void* dst, size_t n, const std::string& what) const {
   auto* p = static_cast<uint8_t*>(dst);
   size_t done = 0;
   while (done < n) {
     const ssize_t got = ::pread(fd_, p + done, n - done, off_t(offset + done));
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw Error(path_, std::string("cannot read: ") + std::strerror(errno));
+    if (got < 0) throw Error(path_, (what.empty() ? std::string("cannot read: ") : "cannot read " + what + ": ") + std::strerror(errno));
     if (got == 0) break;
     done += size_t(got);
   }
@@ -84,7 +76,7 @@ size_t InputFile::read_up_to(uint64_t offset, void* dst, size_t n) const {
 std::string read_file_head(const std::string& path, size_t max_bytes) {
   const InputFile f(path);
   std::string s(max_bytes, '\0');
-  s.resize(f.read_up_to(0, s.data(), s.size()));
+  s.resize(f.read_up_to(0, s.data(), s.size(), ""));
   return s;
 }
 

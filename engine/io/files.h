@@ -20,8 +20,9 @@ class InputFile {
   uint64_t size() const { return size_; }  // when opened
   // Exactly n bytes at offset into dst; a file that no longer has them is an error ("... shrank ...").
   void read_at(uint64_t offset, void* dst, size_t n, const std::string& what) const;
-  // Up to n bytes at offset, fewer where the file ends first (a /proc file says size 0 and still has some).
-  size_t read_up_to(uint64_t offset, void* dst, size_t n) const;
+  // Up to n bytes at offset, fewer where the file ends first (a /proc file says size 0 and still has some);
+  // a read error names `what` ("" for the file alone).
+  size_t read_up_to(uint64_t offset, void* dst, size_t n, const std::string& what) const;
 
  private:
   std::string path_;
